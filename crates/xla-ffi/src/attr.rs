@@ -1,0 +1,641 @@
+//! Attributes: the static keyword arguments of an `ffi_call`.
+//!
+//! How Python values arrive (jax's `ffi_call` keyword arguments):
+//! a Python `float` is a `float64` scalar, a Python `int` an `int64` scalar, a `bool`
+//! a `bool` (PRED) scalar, `np.float32(x)` a `float32` scalar, a `str` a string, a
+//! 1-D numpy array an array, a flat `dict` a dictionary.
+//!
+//! Numeric attributes convert where that loses nothing that matters:
+//! * an integer type (`i8`..`u64`) takes any integer scalar whose value fits exactly;
+//! * `f32` takes `float32`, a `float64` (rounded; an overflow to infinity is an error),
+//!   or an integer that `f32` represents exactly;
+//! * `f64` takes `float32`, `float64`, or an integer that `f64` represents exactly;
+//! * a one-element array (how a 0-d numpy array arrives) counts as a scalar.
+//!
+//! So a handler that declares `eps: Attr<f32>` accepts `eps=1e-5`, `eps=np.float32(1e-5)`
+//! and `eps=0`, and rejects `eps="small"` and `eps=1e300` with a message.
+
+use core::ffi::c_void;
+use core::fmt;
+use core::marker::PhantomData;
+
+use half::{bf16, f16};
+use xla_ffi_sys as sys;
+
+use crate::call::{Call, Decode};
+use crate::dtype::{DataType, Element};
+use crate::frame::{c_slice, ApiTable};
+
+/// One attribute value, borrowed from the call frame.
+#[derive(Clone, Copy)]
+pub enum AttrValue<'f> {
+    /// A scalar of some element type.
+    Scalar(Scalar<'f>),
+    /// A flat array (N-D numpy arrays arrive flattened).
+    Array(Array<'f>),
+    /// A byte string (a Python `str`).
+    String(&'f [u8]),
+    /// A dictionary (a Python `dict`).
+    Dict(Dict<'f>),
+}
+
+impl fmt::Display for AttrValue<'_> {
+    /// Describes the kind and type: `float64 scalar`, `int64 array`, `string`, `dictionary`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttrValue::Scalar(s) => match s.number() {
+                Some(n) => write!(f, "{} scalar {n}", s.dtype),
+                None => write!(f, "{} scalar", s.dtype),
+            },
+            AttrValue::Array(a) => write!(f, "{} array of {} elements", a.dtype, a.len),
+            AttrValue::String(_) => f.write_str("string"),
+            AttrValue::Dict(_) => f.write_str("dictionary"),
+        }
+    }
+}
+
+/// A scalar attribute.
+#[derive(Clone, Copy)]
+pub struct Scalar<'f> {
+    dtype: DataType,
+    value: *const c_void,
+    _life: PhantomData<&'f ()>,
+}
+
+/// A number read from an attribute, before conversion to the declared type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// Any integer type.
+    Int(i128),
+    /// Any float type, widened.
+    Float(f64),
+    /// PRED.
+    Bool(bool),
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Number::Int(v) => write!(f, "{v}"),
+            Number::Float(v) => write!(f, "{v}"),
+            Number::Bool(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Reads element `i` of dtype `dtype` at `base` as a [`Number`].
+///
+/// # Safety
+/// `base` must point to at least `i + 1` elements of `dtype`, alive for the call.
+unsafe fn read_number(dtype: DataType, base: *const c_void, i: usize) -> Option<Number> {
+    macro_rules! rd {
+        ($t:ty) => {
+            // SAFETY: guaranteed by the caller; unaligned reads make no alignment claim.
+            unsafe { (base as *const $t).add(i).read_unaligned() }
+        };
+    }
+    Some(match dtype {
+        DataType::PRED => Number::Bool(rd!(u8) != 0),
+        DataType::S8 => Number::Int(rd!(i8) as i128),
+        DataType::S16 => Number::Int(rd!(i16) as i128),
+        DataType::S32 => Number::Int(rd!(i32) as i128),
+        DataType::S64 => Number::Int(rd!(i64) as i128),
+        DataType::U8 => Number::Int(rd!(u8) as i128),
+        DataType::U16 => Number::Int(rd!(u16) as i128),
+        DataType::U32 => Number::Int(rd!(u32) as i128),
+        DataType::U64 => Number::Int(rd!(u64) as i128),
+        DataType::F16 => Number::Float(f16::from_bits(rd!(u16)).to_f64()),
+        DataType::BF16 => Number::Float(bf16::from_bits(rd!(u16)).to_f64()),
+        DataType::F32 => Number::Float(rd!(f32) as f64),
+        DataType::F64 => Number::Float(rd!(f64)),
+        _ => return None,
+    })
+}
+
+impl<'f> Scalar<'f> {
+    /// The element type.
+    pub fn dtype(&self) -> DataType {
+        self.dtype
+    }
+    /// The value, if it is a number or a bool.
+    pub fn number(&self) -> Option<Number> {
+        if self.value.is_null() {
+            return None;
+        }
+        // SAFETY: XLA's scalar points to one value of `dtype`, alive for the call.
+        unsafe { read_number(self.dtype, self.value, 0) }
+    }
+}
+
+/// An array attribute (flat).
+#[derive(Clone, Copy)]
+pub struct Array<'f> {
+    dtype: DataType,
+    len: usize,
+    data: *const c_void,
+    _life: PhantomData<&'f ()>,
+}
+
+impl<'f> Array<'f> {
+    /// The element type.
+    pub fn dtype(&self) -> DataType {
+        self.dtype
+    }
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The elements as `&[T]`, if `T` is the array's type and the data is aligned.
+    pub fn as_slice<T: Element>(&self) -> Option<&'f [T]> {
+        if self.dtype != T::DTYPE {
+            return None;
+        }
+        if self.len == 0 {
+            return Some(&[]);
+        }
+        if self.data.is_null() || self.data as usize % core::mem::align_of::<T>() != 0 {
+            return None;
+        }
+        // SAFETY: XLA's array holds `len` elements of `dtype` == T, alive for the
+        // call, aligned (checked), and nobody writes attributes during a call.
+        Some(unsafe { core::slice::from_raw_parts(self.data as *const T, self.len) })
+    }
+    /// Element `i` as a [`Number`].
+    pub fn number(&self, i: usize) -> Option<Number> {
+        if i >= self.len || self.data.is_null() {
+            return None;
+        }
+        // SAFETY: `i < len` elements of `dtype` at `data`, alive for the call.
+        unsafe { read_number(self.dtype, self.data, i) }
+    }
+}
+
+/// A dictionary of attributes: the whole attribute set of a call, or a nested `dict`.
+#[derive(Clone, Copy)]
+pub struct Dict<'f> {
+    names: &'f [*mut sys::XLA_FFI_ByteSpan],
+    types: &'f [u32],
+    values: &'f [*mut c_void],
+    _api: PhantomData<ApiTable<'f>>,
+}
+
+/// Reads a byte span.
+///
+/// # Safety
+/// `span` must be NULL or a valid `XLA_FFI_ByteSpan*` alive for `'f`.
+unsafe fn bytes<'f>(span: *const sys::XLA_FFI_ByteSpan) -> &'f [u8] {
+    if span.is_null() {
+        return &[];
+    }
+    // SAFETY: guaranteed by the caller.
+    let s = unsafe { &*span };
+    // SAFETY: the span describes `len` bytes at `ptr`, alive for the call.
+    unsafe { c_slice(s.ptr as *const u8, s.len as i64) }
+}
+
+impl<'f> Dict<'f> {
+    pub(crate) fn top(raw: &'f sys::XLA_FFI_Attrs, _api: ApiTable<'f>) -> Self {
+        // SAFETY: XLA's attrs hold `size` entries in each array, alive for the call.
+        unsafe { Self::from_raw(raw) }
+    }
+
+    /// # Safety
+    /// `raw` must be a valid `XLA_FFI_Attrs` alive for `'f`.
+    unsafe fn from_raw(raw: &'f sys::XLA_FFI_Attrs) -> Self {
+        if raw.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize {
+            return Dict { names: &[], types: &[], values: &[], _api: PhantomData };
+        }
+        // SAFETY: guaranteed by the caller (NULL arrays are allowed for size 0).
+        unsafe {
+            Dict {
+                names: c_slice(raw.names as *const *mut sys::XLA_FFI_ByteSpan, raw.size),
+                types: c_slice(raw.types as *const u32, raw.size),
+                values: c_slice(raw.attrs as *const *mut c_void, raw.size),
+                _api: PhantomData,
+            }
+        }
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.names.len().min(self.types.len()).min(self.values.len())
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The name of entry `i` (entries are sorted by name).
+    pub fn name_at(&self, i: usize) -> Option<&'f str> {
+        // SAFETY: each name is a valid byte span alive for the call.
+        let b = unsafe { bytes(*self.names.get(i)?) };
+        core::str::from_utf8(b).ok()
+    }
+
+    /// Entry `i`, or `None` if out of range, malformed, or of an unknown kind.
+    pub fn value_at(&self, i: usize) -> Option<AttrValue<'f>> {
+        let (&kind, &ptr) = (self.types.get(i)?, self.values.get(i)?);
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: XLA stores, for each kind, a pointer to that kind's struct, alive for
+        // the call.
+        unsafe {
+            Some(match kind {
+                sys::XLA_FFI_AttrType_SCALAR => {
+                    let s = &*(ptr as *const sys::XLA_FFI_Scalar);
+                    AttrValue::Scalar(Scalar { dtype: DataType(s.dtype), value: s.value, _life: PhantomData })
+                }
+                sys::XLA_FFI_AttrType_ARRAY => {
+                    let a = &*(ptr as *const sys::XLA_FFI_Array);
+                    AttrValue::Array(Array { dtype: DataType(a.dtype), len: a.size, data: a.data, _life: PhantomData })
+                }
+                sys::XLA_FFI_AttrType_STRING => AttrValue::String(bytes(ptr as *const sys::XLA_FFI_ByteSpan)),
+                sys::XLA_FFI_AttrType_DICTIONARY => AttrValue::Dict(Dict::from_raw(&*(ptr as *const sys::XLA_FFI_Attrs))),
+                _ => return None,
+            })
+        }
+    }
+
+    /// The index and value of the entry called `name`.
+    pub fn find(&self, name: &str) -> Option<(usize, Option<AttrValue<'f>>)> {
+        (0..self.len()).find(|&i| self.name_at(i) == Some(name)).map(|i| (i, self.value_at(i)))
+    }
+
+    /// The value called `name`, decoded as `T`.
+    pub fn get<T: FromAttr<'f>>(&self, name: &str) -> Result<T, String> {
+        match self.find(name) {
+            None => T::if_missing().ok_or_else(|| format!("missing (expected {})", T::expected())),
+            Some((_, None)) => Err(format!("unsupported attribute kind (expected {})", T::expected())),
+            Some((_, Some(v))) => T::from_attr(&v),
+        }
+    }
+
+    /// The names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &'f str> + '_ {
+        (0..self.len()).map(|i| self.name_at(i).unwrap_or("?"))
+    }
+}
+
+/// A type an attribute value decodes into.
+///
+/// Implemented for `bool`, all integer types, `f32`, `f64`, `String`, `&'f str`,
+/// `&'f [T]` (exact element type), `Vec<T>` (numeric, converted like scalars),
+/// [`Dict`], `Option<T>` (absent → `None`), and structs made with
+/// [`attributes!`](crate::attributes).
+pub trait FromAttr<'f>: Sized {
+    /// What is expected, for messages: `"a float scalar"`.
+    fn expected() -> String;
+    /// Decodes a value; `Err` says what was wrong (`"expected ..., got ..."`).
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String>;
+    /// The value when the attribute is absent, or `None` if it is required.
+    fn if_missing() -> Option<Self> {
+        None
+    }
+}
+
+fn mismatch<T>(expected: String, got: &AttrValue<'_>) -> Result<T, String> {
+    Err(format!("expected {expected}, got {got}"))
+}
+
+/// The single number in a scalar or a one-element array.
+fn single_number(v: &AttrValue<'_>) -> Option<Number> {
+    match v {
+        AttrValue::Scalar(s) => s.number(),
+        AttrValue::Array(a) if a.len() == 1 => a.number(0),
+        _ => None,
+    }
+}
+
+/// Conversion of a [`Number`] to a numeric Rust type, exact or harmless only.
+pub trait FromNumber: Sized {
+    /// The type's description for messages.
+    const WHAT: &'static str;
+    /// Converts, or says why not.
+    fn from_number(n: Number) -> Result<Self, String>;
+}
+
+macro_rules! int_from_number {
+    ($($t:ty),*) => {$(
+        impl FromNumber for $t {
+            const WHAT: &'static str = concat!("an integer scalar (", stringify!($t), ")");
+            fn from_number(n: Number) -> Result<Self, String> {
+                match n {
+                    Number::Int(v) => <$t>::try_from(v)
+                        .map_err(|_| format!("{v} does not fit in {}", stringify!($t))),
+                    other => Err(format!("expected {}, got {other}", Self::WHAT)),
+                }
+            }
+        }
+    )*};
+}
+int_from_number!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+impl FromNumber for f64 {
+    const WHAT: &'static str = "a float scalar (float32 or float64)";
+    fn from_number(n: Number) -> Result<Self, String> {
+        match n {
+            Number::Float(v) => Ok(v),
+            Number::Int(v) if (v as f64) as i128 == v && (v as f64).abs() < 2f64.powi(63) => Ok(v as f64),
+            Number::Int(v) => Err(format!("integer {v} is not exactly representable as float64")),
+            Number::Bool(b) => Err(format!("expected {}, got bool {b}", Self::WHAT)),
+        }
+    }
+}
+
+impl FromNumber for f32 {
+    const WHAT: &'static str = "a float scalar (float32 or float64)";
+    fn from_number(n: Number) -> Result<Self, String> {
+        match n {
+            Number::Float(v) => {
+                let r = v as f32;
+                if r.is_infinite() && v.is_finite() {
+                    Err(format!("{v} overflows float32"))
+                } else {
+                    Ok(r)
+                }
+            }
+            Number::Int(v) if (v as f32) as i128 == v => Ok(v as f32),
+            Number::Int(v) => Err(format!("integer {v} is not exactly representable as float32")),
+            Number::Bool(b) => Err(format!("expected {}, got bool {b}", Self::WHAT)),
+        }
+    }
+}
+
+impl FromNumber for bool {
+    const WHAT: &'static str = "a bool scalar";
+    fn from_number(n: Number) -> Result<Self, String> {
+        match n {
+            Number::Bool(b) => Ok(b),
+            other => Err(format!("expected {}, got {other}", Self::WHAT)),
+        }
+    }
+}
+
+macro_rules! scalar_from_attr {
+    ($($t:ty),*) => {$(
+        impl<'f> FromAttr<'f> for $t {
+            fn expected() -> String { <$t as FromNumber>::WHAT.to_string() }
+            fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+                match single_number(value) {
+                    Some(n) => <$t>::from_number(n),
+                    None => mismatch(Self::expected(), value),
+                }
+            }
+        }
+    )*};
+}
+scalar_from_attr!(bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+
+impl<'f> FromAttr<'f> for &'f str {
+    fn expected() -> String {
+        "a string".into()
+    }
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+        match value {
+            AttrValue::String(b) => core::str::from_utf8(b).map_err(|e| format!("string is not UTF-8: {e}")),
+            other => mismatch(Self::expected(), other),
+        }
+    }
+}
+
+impl<'f> FromAttr<'f> for String {
+    fn expected() -> String {
+        "a string".into()
+    }
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+        <&str>::from_attr(value).map(str::to_owned)
+    }
+}
+
+impl<'f, T: Element> FromAttr<'f> for &'f [T] {
+    fn expected() -> String {
+        format!("a {} array", T::DTYPE)
+    }
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+        match value {
+            AttrValue::Array(a) => a.as_slice::<T>().ok_or_else(|| format!("expected {}, got {value}", Self::expected())),
+            other => mismatch(Self::expected(), other),
+        }
+    }
+}
+
+impl<'f, T: FromNumber> FromAttr<'f> for Vec<T> {
+    fn expected() -> String {
+        format!("an array of {}", T::WHAT.trim_start_matches("a ").trim_start_matches("an "))
+    }
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+        match value {
+            AttrValue::Array(a) => (0..a.len())
+                .map(|i| {
+                    let n = a.number(i).ok_or_else(|| format!("unsupported array element type {}", a.dtype()))?;
+                    T::from_number(n).map_err(|e| format!("element {i}: {e}"))
+                })
+                .collect(),
+            other => mismatch(Self::expected(), other),
+        }
+    }
+}
+
+impl<'f> FromAttr<'f> for Dict<'f> {
+    fn expected() -> String {
+        "a dictionary".into()
+    }
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+        match value {
+            AttrValue::Dict(d) => Ok(*d),
+            other => mismatch(Self::expected(), other),
+        }
+    }
+}
+
+impl<'f, T: FromAttr<'f>> FromAttr<'f> for Option<T> {
+    fn expected() -> String {
+        T::expected()
+    }
+    fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+        T::from_attr(value).map(Some)
+    }
+    fn if_missing() -> Option<Self> {
+        Some(None)
+    }
+}
+
+/// A struct decoded from a dictionary of attributes, field by field, by name.
+/// Made with [`attributes!`](crate::attributes).
+pub trait FromAttrs<'f>: Sized {
+    /// The field names.
+    const NAMES: &'static [&'static str];
+    /// Decodes the fields; each problem goes to `cx`.
+    fn from_dict(dict: &Dict<'f>, cx: &mut FieldCx<'_>) -> Option<Self>;
+}
+
+/// Collects what [`FromAttrs::from_dict`] finds.
+#[doc(hidden)]
+pub struct FieldCx<'a> {
+    pub(crate) prefix: &'a str,
+    pub(crate) problems: Vec<String>,
+    pub(crate) used: Vec<usize>,
+}
+
+impl FieldCx<'_> {
+    /// Decodes one field, or records why it failed.
+    pub fn field<'f, T: FromAttr<'f>>(&mut self, dict: &Dict<'f>, name: &str, default: Option<T>) -> Option<T> {
+        match dict.find(name) {
+            Some((i, v)) => {
+                self.used.push(i);
+                let r = match v {
+                    Some(v) => T::from_attr(&v),
+                    None => Err(format!("unsupported attribute kind (expected {})", T::expected())),
+                };
+                r.map_err(|e| self.problems.push(format!("{}attribute `{name}`: {e}", self.prefix))).ok()
+            }
+            None => default.or_else(T::if_missing).or_else(|| {
+                self.problems.push(format!("{}attribute `{name}`: missing (expected {})", self.prefix, T::expected()));
+                None
+            }),
+        }
+    }
+}
+
+/// A nested dictionary decodes into an [`attributes!`](crate::attributes) struct; it
+/// must hold exactly the struct's fields.
+pub fn struct_from_dict<'f, S: FromAttrs<'f>>(value: &AttrValue<'f>) -> Result<S, String> {
+    let AttrValue::Dict(d) = value else {
+        return mismatch("a dictionary".into(), value);
+    };
+    let mut cx = FieldCx { prefix: "", problems: Vec::new(), used: Vec::new() };
+    let s = S::from_dict(d, &mut cx);
+    let extra: Vec<&str> = (0..d.len()).filter(|i| !cx.used.contains(i)).filter_map(|i| d.name_at(i)).collect();
+    if !extra.is_empty() {
+        cx.problems.push(format!("unexpected key(s) {}", extra.join(", ")));
+    }
+    match (s, cx.problems.is_empty()) {
+        (Some(s), true) => Ok(s),
+        _ => Err(cx.problems.join("; ")),
+    }
+}
+
+/// A handler parameter holding the attribute named like the parameter.
+///
+/// `eps: Attr<f32>` reads the attribute `eps`; `Attr<Option<i64>>` may be absent.
+/// Dereferences to the value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Attr<T>(pub T);
+
+impl<T> core::ops::Deref for Attr<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
+    fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        let target = call.target();
+        let dict = call.attrs();
+        if let Some((i, _)) = dict.find(name) {
+            call.use_attr(i);
+        }
+        match dict.get::<T>(name) {
+            Ok(v) => Some(Attr(v)),
+            Err(e) => {
+                call.problem(format!("{target}: attribute `{name}`: {e}"));
+                None
+            }
+        }
+    }
+}
+
+/// A handler parameter holding all attributes, decoded into an
+/// [`attributes!`](crate::attributes) struct. Dereferences to the struct.
+#[derive(Clone, Debug)]
+pub struct Attrs<S>(pub S);
+
+impl<S> core::ops::Deref for Attrs<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.0
+    }
+}
+
+impl<'f, S: FromAttrs<'f>> Decode<'f> for Attrs<S> {
+    fn decode(call: &mut Call<'f>, _name: &'static str) -> Option<Self> {
+        let prefix = format!("{}: ", call.target());
+        let dict = call.attrs();
+        let mut cx = FieldCx { prefix: &prefix, problems: Vec::new(), used: Vec::new() };
+        let s = S::from_dict(&dict, &mut cx);
+        for i in cx.used {
+            call.use_attr(i);
+        }
+        for p in cx.problems {
+            call.problem(p);
+        }
+        s.map(Attrs)
+    }
+}
+
+/// Declares a struct decoded from attributes by field name.
+///
+/// Fields take any [`FromAttr`] type that owns its data (`f32`, `i64`, `bool`,
+/// `String`, `Vec<T>`, `Option<T>`, another such struct). `= expr` gives a default for
+/// an absent attribute. Use it as a whole-call parameter `attrs: Attrs<MyAttrs>`, or
+/// as a nested `dict` attribute `cfg: Attr<MyAttrs>`.
+///
+/// ```
+/// xla_ffi::attributes! {
+///     /// Options of my op.
+///     #[derive(Debug, Clone, PartialEq)]
+///     pub struct NormOptions {
+///         /// Added to the mean square.
+///         pub eps: f32,
+///         /// Optional: how many rows a task takes.
+///         pub rows_per_task: i64 = 64,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! attributes {
+    (
+        $(#[$m:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fm:meta])* $fvis:vis $field:ident : $fty:ty $(= $default:expr)? ),* $(,)?
+        }
+    ) => {
+        $(#[$m])*
+        $vis struct $name { $( $(#[$fm])* $fvis $field: $fty, )* }
+
+        impl<'f> $crate::FromAttrs<'f> for $name {
+            const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
+            fn from_dict(dict: &$crate::Dict<'f>, cx: &mut $crate::attr::FieldCx<'_>) -> Option<Self> {
+                $( let $field: Option<$fty> = cx.field(dict, stringify!($field), $crate::__default!($($default)?)); )*
+                Some($name { $( $field: $field?, )* })
+            }
+        }
+
+        impl<'f> $crate::FromAttr<'f> for $name {
+            fn expected() -> String {
+                format!("a dictionary with keys {}", <Self as $crate::FromAttrs<'f>>::NAMES.join(", "))
+            }
+            fn from_attr(value: &$crate::AttrValue<'f>) -> Result<Self, String> {
+                $crate::attr::struct_from_dict(value)
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __default {
+    () => {
+        None
+    };
+    ($e:expr) => {
+        Some($e)
+    };
+}

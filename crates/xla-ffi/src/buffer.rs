@@ -1,0 +1,424 @@
+//! Typed views of XLA's buffers: [`Buffer`] for operands, [`ResultBuffer`] for results.
+//!
+//! Two facts of XLA shape this API:
+//! * **Results arrive uninitialised.** A result is only ever handed out as
+//!   `&mut [MaybeUninit<T>]`, so safe code cannot read stale memory.
+//! * **An operand may alias a result** (`input_output_aliases`). An operand that
+//!   overlaps any result is never handed out as `&[T]`, and a result that overlaps
+//!   any operand never as `&mut [MaybeUninit<T>]`; [`ResultBuffer::with_input`] gives
+//!   the aliased pair as one `&mut [T]` instead (the memory then holds the input's
+//!   values, so it is initialised).
+//!
+//! Device (GPU) buffers are never handed out as slices at all: only their address,
+//! for a kernel launch.
+
+use core::ffi::c_void;
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+
+use xla_ffi_sys as sys;
+
+use crate::call::{Call, Decode, Role, Site};
+use crate::dtype::{DataType, Element};
+use crate::frame::{c_slice, Frame};
+use crate::{Error, Result};
+
+/// The rank parameter that means "any rank".
+pub const ANY_RANK: usize = usize::MAX;
+
+/// What element types a buffer parameter accepts: one [`Element`] type (checked at
+/// decode time), [`AnyFloat`], or [`AnyType`].
+pub trait ElementSpec: 'static {
+    /// Whether a buffer of this dtype is accepted.
+    fn accepts(dtype: DataType) -> bool;
+    /// The accepted types, for messages: `float32`, `float16, bfloat16, float32 or float64`.
+    fn describe() -> String;
+}
+
+impl<T: Element> ElementSpec for T {
+    fn accepts(dtype: DataType) -> bool {
+        dtype == T::DTYPE
+    }
+    fn describe() -> String {
+        T::DTYPE.to_string()
+    }
+}
+
+/// Accepts `f16`, `bf16`, `f32` and `f64`; pair it with
+/// [`dispatch_float!`](crate::dispatch_float) to run one generic function.
+pub struct AnyFloat;
+
+impl ElementSpec for AnyFloat {
+    fn accepts(dtype: DataType) -> bool {
+        dtype.is_float()
+    }
+    fn describe() -> String {
+        "float16, bfloat16, float32 or float64".into()
+    }
+}
+
+/// Accepts any element type.
+pub struct AnyType;
+
+impl ElementSpec for AnyType {
+    fn accepts(_: DataType) -> bool {
+        true
+    }
+    fn describe() -> String {
+        "any type".into()
+    }
+}
+
+/// The parts of a decoded buffer, shared by operands and results.
+#[derive(Clone, Copy)]
+struct RawBuffer<'f> {
+    dtype: DataType,
+    data: *mut c_void,
+    dims: &'f [i64],
+    len: usize,
+    site: Site,
+    frame: Frame<'f>,
+}
+
+/// A byte range `[start, end)`; empty buffers have none.
+fn byte_range(data: *mut c_void, len: usize, dtype: DataType) -> Option<(usize, usize)> {
+    let bytes = len.checked_mul(dtype.byte_width()?)?;
+    (bytes > 0).then(|| (data as usize, data as usize + bytes))
+}
+
+fn overlaps(a: Option<(usize, usize)>, b: Option<(usize, usize)>) -> bool {
+    matches!((a, b), (Some(a), Some(b)) if a.0 < b.1 && b.0 < a.1)
+}
+
+/// Reads the buffer behind `ptr` without checks beyond validity; `None` if malformed.
+///
+/// # Safety
+/// `ptr` must be NULL or an `XLA_FFI_Buffer*` from the current call frame.
+unsafe fn peek<'f>(ptr: *mut c_void) -> Option<(DataType, *mut c_void, &'f [i64])> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: guaranteed by the caller; struct_size is checked before other fields.
+    let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
+    if b.struct_size < sys::XLA_FFI_Buffer_STRUCT_SIZE as usize || b.rank < 0 {
+        return None;
+    }
+    if b.rank > 0 && b.dims.is_null() {
+        return None;
+    }
+    // SAFETY: XLA gives `rank` dims, alive for the call.
+    let dims = unsafe { c_slice(b.dims as *const i64, b.rank) };
+    Some((DataType(b.dtype), b.data, dims))
+}
+
+fn element_count(dims: &[i64]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+}
+
+impl<'f> RawBuffer<'f> {
+    fn decode(call: &mut Call<'f>, site: Site, accepts: fn(DataType) -> bool, describe: fn() -> String, rank: usize) -> Option<Self> {
+        let frame = call.frame;
+        let (ptrs, types) = match site.role {
+            Role::Operand => (frame.args, frame.arg_types),
+            Role::Result => (frame.rets, frame.ret_types),
+        };
+        let (Some(&ptr), Some(&kind)) = (ptrs.get(site.index), types.get(site.index)) else {
+            call.problem(format!("{site}: missing"));
+            return None;
+        };
+        if kind != sys::XLA_FFI_ArgType_BUFFER {
+            call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
+            return None;
+        }
+        // SAFETY: an entry of kind BUFFER in this frame is an XLA_FFI_Buffer*.
+        let Some((dtype, data, dims)) = (unsafe { peek(ptr) }) else {
+            call.problem(format!("{site}: malformed XLA_FFI_Buffer"));
+            return None;
+        };
+        let mut ok = true;
+        if !accepts(dtype) {
+            call.problem(format!("{site}: expected dtype {}, got {dtype}", describe()));
+            ok = false;
+        }
+        if rank != ANY_RANK && dims.len() != rank {
+            call.problem(format!("{site}: expected rank {rank}, got rank {} (shape {dims:?})", dims.len()));
+            ok = false;
+        }
+        let len = element_count(dims);
+        let fits = len.and_then(|n| n.checked_mul(dtype.byte_width().unwrap_or(1)))
+            .is_some_and(|b| b <= isize::MAX as usize);
+        if !fits {
+            call.problem(format!("{site}: invalid shape {dims:?}"));
+            ok = false;
+        }
+        ok.then(|| RawBuffer { dtype, data, dims, len: len.unwrap_or(0), site, frame })
+    }
+
+    fn range(&self) -> Option<(usize, usize)> {
+        byte_range(self.data, self.len, self.dtype)
+    }
+
+    /// The first buffer on the other side of the call that shares memory with this one.
+    fn aliased_by(&self) -> Option<(Role, usize)> {
+        let mine = self.range();
+        mine?;
+        let others = |ptrs: &'f [*mut c_void]| {
+            ptrs.iter().enumerate().find_map(|(i, &p)| {
+                // SAFETY: every entry of this frame's args/rets is a buffer pointer or NULL
+                // (types were checked when the handler's own buffers were decoded; a
+                // non-buffer entry would have failed the call already).
+                let (dt, data, dims) = unsafe { peek(p) }?;
+                overlaps(mine, byte_range(data, element_count(dims)?, dt)).then_some(i)
+            })
+        };
+        match self.site.role {
+            Role::Operand => others(self.frame.rets).map(|i| (Role::Result, i)),
+            Role::Result => others(self.frame.args).map(|i| (Role::Operand, i)).or_else(|| {
+                // Two results sharing memory would give two `&mut`s to it.
+                others(self.frame.rets).filter(|&i| i != self.site.index).map(|i| (Role::Result, i))
+            }),
+        }
+    }
+
+    fn check_host_access<T: Element>(&self) -> Result<()> {
+        if !self.frame_is_host() {
+            return Err(self.site.error(
+                "a device buffer cannot be read or written on the host; pass its address to a kernel",
+            ));
+        }
+        if self.dtype != T::DTYPE {
+            return Err(self.site.error(format!("is {}, not {}", self.dtype, T::DTYPE)));
+        }
+        if self.len > 0 && (self.data.is_null() || self.data as usize % core::mem::align_of::<T>() != 0) {
+            return Err(self.site.error(format!(
+                "data pointer {:p} is not aligned to {} bytes",
+                self.data,
+                core::mem::align_of::<T>()
+            )));
+        }
+        if let Some((role, i)) = self.aliased_by() {
+            return Err(self.site.error(format!(
+                "shares memory with {role} {i} (input_output_aliases); use ResultBuffer::with_input"
+            )));
+        }
+        Ok(())
+    }
+
+    fn frame_is_host(&self) -> bool {
+        self.frame.host
+    }
+}
+
+macro_rules! common_methods {
+    () => {
+        /// The element type.
+        pub fn dtype(&self) -> DataType {
+            self.raw.dtype
+        }
+        /// The dimensions, row-major (empty for a scalar).
+        pub fn dims(&self) -> &'f [i64] {
+            self.raw.dims
+        }
+        /// The number of dimensions.
+        pub fn rank(&self) -> usize {
+            self.raw.dims.len()
+        }
+        /// The number of elements (1 for a scalar, 0 if any dimension is 0).
+        pub fn len(&self) -> usize {
+            self.raw.len
+        }
+        /// Whether there are no elements.
+        pub fn is_empty(&self) -> bool {
+            self.raw.len == 0
+        }
+        /// The size in bytes (0 for types without a byte width, such as tokens).
+        pub fn size_bytes(&self) -> usize {
+            self.raw.len * self.raw.dtype.byte_width().unwrap_or(0)
+        }
+        /// Where this buffer sits in the call, for error messages.
+        pub fn site(&self) -> Site {
+            self.raw.site
+        }
+        /// An `INVALID_ARGUMENT` error that names this buffer.
+        pub fn error(&self, message: impl fmt::Display) -> Error {
+            self.raw.site.error(message)
+        }
+        /// Fails unless the shape is exactly `dims`; `what` says where `dims` came from.
+        pub fn expect_dims(&self, dims: &[i64], what: impl fmt::Display) -> Result<()> {
+            if self.raw.dims == dims {
+                Ok(())
+            } else {
+                Err(self.error(format!("expected shape {dims:?} ({what}), got {:?}", self.raw.dims)))
+            }
+        }
+        /// Fails unless the element type is `dtype`; `what` says why.
+        pub fn expect_dtype(&self, dtype: DataType, what: impl fmt::Display) -> Result<()> {
+            if self.raw.dtype == dtype {
+                Ok(())
+            } else {
+                Err(self.error(format!("expected dtype {dtype} ({what}), got {}", self.raw.dtype)))
+            }
+        }
+    };
+}
+
+/// An operand (input buffer) of element spec `D` and rank `R`.
+///
+/// `Buffer<'f, f32>` accepts only `float32`; `Buffer<'f, AnyFloat>` any float type;
+/// `Buffer<'f, f64, 2>` only rank-2 `float64`. The checks run when the call is
+/// decoded, and a mismatch names the operand:
+/// `my.target: operand 1 (weight): expected dtype float32, got int32`.
+pub struct Buffer<'f, D: ElementSpec = AnyType, const R: usize = ANY_RANK> {
+    raw: RawBuffer<'f>,
+    _spec: PhantomData<D>,
+}
+
+impl<'f, D: ElementSpec, const R: usize> Buffer<'f, D, R> {
+    common_methods!();
+
+    /// The elements as `&[T]`, row-major.
+    ///
+    /// Fails if `T` is not the buffer's dtype, if the buffer lives on a device, if
+    /// its pointer is misaligned for `T`, or if it shares memory with a result.
+    pub fn typed<T: Element>(&self) -> Result<&'f [T]> {
+        self.raw.check_host_access::<T>()?;
+        if self.raw.len == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: checked above: host memory, dtype T, aligned, non-null, `len`
+        // elements that XLA initialised and keeps alive for the call, and no result
+        // (the only memory anyone may write during the call) overlaps it.
+        Ok(unsafe { core::slice::from_raw_parts(self.raw.data as *const T, self.raw.len) })
+    }
+
+    /// The buffer's address: a device pointer for a GPU handler. Reading through it
+    /// on the host is up to you.
+    pub fn as_ptr(&self) -> *const c_void {
+        self.raw.data
+    }
+}
+
+impl<'f, T: Element, const R: usize> Buffer<'f, T, R> {
+    /// The elements as `&[T]`; see [`Buffer::typed`].
+    pub fn as_slice(&self) -> Result<&'f [T]> {
+        self.typed::<T>()
+    }
+}
+
+/// A result (output buffer) of element spec `D` and rank `R`.
+///
+/// Its memory is uninitialised when the handler starts: write every element.
+pub struct ResultBuffer<'f, D: ElementSpec = AnyType, const R: usize = ANY_RANK> {
+    raw: RawBuffer<'f>,
+    _spec: PhantomData<D>,
+}
+
+/// An output and the input it may alias, as [`ResultBuffer::with_input`] returns them.
+pub enum InOut<'a, T> {
+    /// Separate memory: read `input`, write `output`.
+    Separate {
+        /// The input's elements.
+        input: &'a [T],
+        /// The output, uninitialised.
+        output: &'a mut [MaybeUninit<T>],
+    },
+    /// One buffer (`input_output_aliases`): it holds the input; overwrite it.
+    InPlace(&'a mut [T]),
+}
+
+impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
+    common_methods!();
+
+    /// The elements as `&mut [MaybeUninit<T>]`, row-major.
+    ///
+    /// Fails if `T` is not the buffer's dtype, if the buffer lives on a device, if
+    /// its pointer is misaligned, or if it shares memory with an operand (then use
+    /// [`ResultBuffer::with_input`]).
+    pub fn typed_uninit<T: Element>(&mut self) -> Result<&mut [MaybeUninit<T>]> {
+        self.raw.check_host_access::<T>()?;
+        if self.raw.len == 0 {
+            return Ok(&mut []);
+        }
+        // SAFETY: host memory of dtype T, aligned, `len` elements alive for the call;
+        // no operand or other result overlaps it, so this is the only reference to it
+        // (`&mut self` keeps it unique); MaybeUninit makes no claim about contents.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.raw.data as *mut MaybeUninit<T>, self.raw.len) })
+    }
+
+    /// This output together with an input it may alias.
+    ///
+    /// Both must have dtype `T`. If the call aliased them (the same memory), you get
+    /// [`InOut::InPlace`] holding the input's values; if they are apart,
+    /// [`InOut::Separate`]. Partial overlap is an error.
+    ///
+    /// ```ignore
+    /// match y.with_input::<f32, _, 1>(&x)? {
+    ///     InOut::Separate { input, output } => scale(input, output),
+    ///     InOut::InPlace(xy) => xy.iter_mut().for_each(|v| *v *= 2.0),
+    /// }
+    /// ```
+    pub fn with_input<'a, T: Element, E: ElementSpec, const S: usize>(
+        &'a mut self,
+        input: &'a Buffer<'f, E, S>,
+    ) -> Result<InOut<'a, T>> {
+        let (out, inp) = (self.raw, input.raw);
+        if out.range().is_some() && out.data == inp.data {
+            if out.dtype != inp.dtype || out.len != inp.len {
+                return Err(self.error(format!(
+                    "aliases {} but differs in dtype or size ({} {:?} vs {} {:?})",
+                    inp.site, out.dtype, out.dims, inp.dtype, inp.dims
+                )));
+            }
+            // Check dtype, host, alignment; aliasing with `input` is expected here, but
+            // not with any other result.
+            let mut solo = out;
+            solo.frame.args = &[];
+            solo.check_host_access::<T>()?;
+            // SAFETY: host memory of dtype T, aligned, `len` elements initialised by XLA
+            // (it is the input's data). The input never hands out `&[T]` (it overlaps a
+            // result), no other result overlaps it (checked), and `&'a mut self` keeps
+            // this reference unique.
+            let xy = unsafe { core::slice::from_raw_parts_mut(out.data as *mut T, out.len) };
+            return Ok(InOut::InPlace(xy));
+        }
+        let input = input.typed::<T>()?;
+        let output = self.typed_uninit::<T>()?;
+        Ok(InOut::Separate { input, output })
+    }
+
+    /// The buffer's address: a device pointer for a GPU handler.
+    pub fn as_mut_ptr(&mut self) -> *mut c_void {
+        self.raw.data
+    }
+}
+
+impl<'f, T: Element, const R: usize> ResultBuffer<'f, T, R> {
+    /// The elements as `&mut [MaybeUninit<T>]`; see [`ResultBuffer::typed_uninit`].
+    pub fn as_uninit(&mut self) -> Result<&mut [MaybeUninit<T>]> {
+        self.typed_uninit::<T>()
+    }
+}
+
+impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
+    const ARGS: usize = 1;
+    fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        let site = Site { target: call.target(), role: Role::Operand, index: call.next_arg(), name };
+        let raw = RawBuffer::decode(call, site, D::accepts, D::describe, R)?;
+        Some(Buffer { raw, _spec: PhantomData })
+    }
+}
+
+impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
+    const RETS: usize = 1;
+    fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        let site = Site { target: call.target(), role: Role::Result, index: call.next_ret(), name };
+        let raw = RawBuffer::decode(call, site, D::accepts, D::describe, R)?;
+        Some(ResultBuffer { raw, _spec: PhantomData })
+    }
+}
+
+// SAFETY-free marker impls: a buffer view is a borrowed address plus metadata; the
+// memory rules above (no shared & / &mut) hold across threads as well.
+// Buffers are not Send/Sync automatically because of the raw pointer; handing a
+// `&[T]` (which is Sync) to threads is the supported way to share them.

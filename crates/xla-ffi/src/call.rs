@@ -1,0 +1,196 @@
+//! Decoding a call: the [`Call`] that hands out operands, results, attributes and
+//! context in declaration order, and the [`Decode`] trait each parameter type of a
+//! [`handler!`](crate::handler) implements.
+
+use core::fmt;
+
+use crate::attr::Dict;
+use crate::frame::{Frame, HandlerInfo};
+use crate::{Error, Result};
+
+/// Which side of the call a buffer is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// An input (XLA's "argument").
+    Operand,
+    /// An output (XLA's "result").
+    Result,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Operand => "operand",
+            Role::Result => "result",
+        })
+    }
+}
+
+/// Where an item of the call sits, for diagnostics: `operand 1 (weight)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Site {
+    /// The FFI target name.
+    pub target: &'static str,
+    /// Operand or result.
+    pub role: Role,
+    /// Position among the operands or among the results.
+    pub index: usize,
+    /// The parameter's name in the handler.
+    pub name: &'static str,
+}
+
+impl Site {
+    /// An `INVALID_ARGUMENT` error about this item:
+    /// `"{target}: operand {index} ({name}): {message}"`.
+    pub fn error(&self, message: impl fmt::Display) -> Error {
+        Error::invalid_argument(format!("{self}: {message}"))
+    }
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} {} ({})", self.target, self.role, self.index, self.name)
+    }
+}
+
+/// One call of a handler, being decoded.
+///
+/// The [`handler!`](crate::handler) macro creates it and calls [`Decode::decode`] for
+/// each parameter in order; user code sees only the decoded parameters. Problems are
+/// collected, so one error reports every bad operand at once.
+pub struct Call<'f> {
+    pub(crate) frame: Frame<'f>,
+    pub(crate) info: &'f HandlerInfo,
+    next_arg: usize,
+    next_ret: usize,
+    used_attrs: u128,
+    problems: Vec<String>,
+}
+
+impl<'f> Call<'f> {
+    pub(crate) fn new(frame: Frame<'f>, info: &'f HandlerInfo) -> Self {
+        Call { frame, info, next_arg: 0, next_ret: 0, used_attrs: 0, problems: Vec::new() }
+    }
+
+    /// The FFI target name this handler serves.
+    pub fn target(&self) -> &'static str {
+        self.info.target
+    }
+
+    /// Checks the operand and result counts against the declaration.
+    pub(crate) fn check_counts(&self) -> Result<()> {
+        let (na, nr) = (self.frame.args.len(), self.frame.rets.len());
+        let (ea, er) = (self.info.n_args, self.info.n_rets);
+        let mut msg = Vec::new();
+        if na != ea {
+            msg.push(format!("expected {ea} operand{}, got {na}", plural(ea)));
+        }
+        if nr != er {
+            msg.push(format!("expected {er} result{}, got {nr}", plural(er)));
+        }
+        if msg.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::invalid_argument(format!("{}: {}", self.info.target, msg.join("; "))))
+        }
+    }
+
+    /// Takes the next operand position.
+    pub(crate) fn next_arg(&mut self) -> usize {
+        self.next_arg += 1;
+        self.next_arg - 1
+    }
+
+    /// Takes the next result position.
+    pub(crate) fn next_ret(&mut self) -> usize {
+        self.next_ret += 1;
+        self.next_ret - 1
+    }
+
+    /// Records a decoding problem; decoding goes on so that all are reported.
+    pub fn problem(&mut self, message: impl Into<String>) {
+        self.problems.push(message.into());
+    }
+
+    /// The static attribute dictionary of this call.
+    pub fn attrs(&self) -> Dict<'f> {
+        Dict::top(self.frame.attrs, self.frame.api)
+    }
+
+    /// Marks attribute `index` of the top-level dictionary as used.
+    pub(crate) fn use_attr(&mut self, index: usize) {
+        if index < 128 {
+            self.used_attrs |= 1 << index;
+        }
+    }
+
+    /// After every parameter is decoded: the collected problems, and any attribute
+    /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
+    #[doc(hidden)]
+    pub fn finish(&mut self) -> Result<()> {
+        let attrs = self.attrs();
+        let extra: Vec<String> = (0..attrs.len().min(128))
+            .filter(|i| self.used_attrs & (1 << i) == 0)
+            .map(|i| attrs.name_at(i).unwrap_or("?").to_string())
+            .collect();
+        if !extra.is_empty() {
+            self.problems.push(format!(
+                "{}: unexpected attribute{} {} (this handler takes {})",
+                self.info.target,
+                plural(extra.len()),
+                extra.join(", "),
+                self.expected_attr_names()
+            ));
+        }
+        match self.problems.len() {
+            0 => Ok(()),
+            1 => Err(Error::invalid_argument(self.problems.pop().unwrap_or_default())),
+            n => Err(Error::invalid_argument(format!(
+                "{}: {n} problems decoding the call:\n  {}",
+                self.info.target,
+                self.problems.join("\n  ")
+            ))),
+        }
+    }
+
+    fn expected_attr_names(&self) -> String {
+        let attrs = self.attrs();
+        let used: Vec<&str> = (0..attrs.len().min(128))
+            .filter(|i| self.used_attrs & (1 << i) != 0)
+            .filter_map(|i| attrs.name_at(i))
+            .collect();
+        if used.is_empty() {
+            "no other attributes".into()
+        } else {
+            used.join(", ")
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A parameter type of a [`handler!`](crate::handler): it knows how to take itself
+/// out of a [`Call`].
+///
+/// Implemented by [`Buffer`](crate::Buffer), [`ResultBuffer`](crate::ResultBuffer),
+/// [`Attr`](crate::Attr), [`Attrs`](crate::Attrs), [`Context`](crate::Context) and
+/// [`State`](crate::State). `decode` returns `None` after recording a problem with
+/// [`Call::problem`].
+pub trait Decode<'f>: Sized {
+    /// How many operands this parameter consumes.
+    const ARGS: usize = 0;
+    /// How many results this parameter consumes.
+    const RETS: usize = 0;
+    /// Decodes the parameter called `name`.
+    fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self>;
+    /// The XLA type id of the state this parameter reads, or 0.
+    fn state_type_id() -> i64 {
+        0
+    }
+}

@@ -1,0 +1,207 @@
+//! The execution context: device ordinal, run id, the platform stream, scratch device
+//! memory, XLA's CPU thread pool and per-handler state.
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+
+use xla_ffi_sys as sys;
+
+use crate::call::{Call, Decode};
+use crate::frame::{api_slot, Frame, Stage};
+use crate::pool::ThreadPool;
+use crate::{Error, Result};
+
+/// A handler parameter giving access to XLA's execution context.
+///
+/// ```ignore
+/// fn my_handler(ctx: Context, x: Buffer<f32>) -> Result<()> {
+///     let threads = ctx.thread_pool().num_threads();
+///     ...
+/// }
+/// ```
+#[derive(Clone, Copy)]
+pub struct Context<'f> {
+    pub(crate) frame: Frame<'f>,
+    pub(crate) target: &'static str,
+}
+
+impl<'f> Decode<'f> for Context<'f> {
+    fn decode(call: &mut Call<'f>, _name: &'static str) -> Option<Self> {
+        Some(Context { frame: call.frame, target: call.target() })
+    }
+}
+
+/// A platform stream (a `CUstream` on CUDA), borrowed for the call.
+///
+/// Enqueue work on it and return; never synchronise it inside a handler.
+#[derive(Clone, Copy, Debug)]
+pub struct Stream<'f> {
+    raw: *mut c_void,
+    _life: PhantomData<&'f ()>,
+}
+
+impl Stream<'_> {
+    /// The raw stream handle (`CUstream` / `cudaStream_t`).
+    pub fn as_raw(&self) -> *mut c_void {
+        self.raw
+    }
+}
+
+/// Scratch device memory from XLA's allocator, freed when dropped (at the latest,
+/// when the handler returns).
+pub struct Scratch<'f> {
+    frame: Frame<'f>,
+    data: *mut c_void,
+    size: usize,
+}
+
+impl Scratch<'_> {
+    /// The device address.
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.data
+    }
+    /// The size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        let api = self.frame.api;
+        if let Some(free) = api_slot!(api, XLA_FFI_DeviceMemory_Free) {
+            let mut args = sys::XLA_FFI_DeviceMemory_Free_Args {
+                struct_size: sys::XLA_FFI_DeviceMemory_Free_Args_STRUCT_SIZE as usize,
+                extension_start: core::ptr::null_mut(),
+                ctx: self.frame.ctx,
+                size: self.size,
+                data: self.data,
+            };
+            // SAFETY: frees memory this context allocated, once, during the call.
+            let err = unsafe { free(&mut args) };
+            let _ = api.take_error(err);
+        }
+    }
+}
+
+macro_rules! call_api {
+    ($self:expr, $slot:ident, $args:ident) => {{
+        let api = $self.frame.api;
+        let Some(f) = api_slot!(api, $slot) else {
+            return Err(Error::unimplemented(format!(
+                "{}: this XLA runtime (FFI API {}.{}) has no {}",
+                $self.target,
+                api.version().0,
+                api.version().1,
+                stringify!($slot)
+            )));
+        };
+        // SAFETY: `f` is the runtime's own function and `args` is fully initialised
+        // with the header's struct size and this call's context.
+        let err = unsafe { f(&mut $args) };
+        api.take_error(err).map_err(|e| e.context($self.target))?;
+    }};
+}
+
+impl<'f> Context<'f> {
+    /// The FFI API version of the running XLA, `(major, minor)`.
+    pub fn api_version(&self) -> (i32, i32) {
+        self.frame.api.version()
+    }
+
+    /// The stage XLA is calling the handler at.
+    pub fn stage(&self) -> Option<crate::Stage> {
+        crate::frame::stage_from_raw(self.frame.stage)
+    }
+
+    /// The FFI target name.
+    pub fn target(&self) -> &'static str {
+        self.target
+    }
+
+    /// The ordinal of the device this call runs on.
+    pub fn device_ordinal(&self) -> Result<i32> {
+        let mut args = sys::XLA_FFI_DeviceOrdinal_Get_Args {
+            struct_size: sys::XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            device_ordinal: 0,
+        };
+        call_api!(self, XLA_FFI_DeviceOrdinal_Get, args);
+        Ok(args.device_ordinal)
+    }
+
+    /// The id of the logical execution (the same for all devices of one run).
+    pub fn run_id(&self) -> Result<i64> {
+        let mut args = sys::XLA_FFI_RunId_Get_Args {
+            struct_size: sys::XLA_FFI_RunId_Get_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            run_id: 0,
+        };
+        call_api!(self, XLA_FFI_RunId_Get, args);
+        Ok(args.run_id)
+    }
+
+    /// The platform stream (GPU). On CPU this is an `UNIMPLEMENTED` error.
+    pub fn stream(&self) -> Result<Stream<'f>> {
+        let mut args = sys::XLA_FFI_Stream_Get_Args {
+            struct_size: sys::XLA_FFI_Stream_Get_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            stream: core::ptr::null_mut(),
+        };
+        call_api!(self, XLA_FFI_Stream_Get, args);
+        Ok(Stream { raw: args.stream, _life: PhantomData })
+    }
+
+    /// Allocates `size` bytes of device memory (alignment a power of two, at most 16).
+    /// On CPU this is an error: use ordinary allocation there.
+    pub fn scratch(&self, size: usize, alignment: usize) -> Result<Scratch<'f>> {
+        let mut args = sys::XLA_FFI_DeviceMemory_Allocate_Args {
+            struct_size: sys::XLA_FFI_DeviceMemory_Allocate_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            size,
+            alignment,
+            data: core::ptr::null_mut(),
+        };
+        call_api!(self, XLA_FFI_DeviceMemory_Allocate, args);
+        Ok(Scratch { frame: self.frame, data: args.data, size })
+    }
+
+    /// XLA's intra-op CPU thread pool.
+    pub fn thread_pool(&self) -> ThreadPool<'f> {
+        ThreadPool::new(self.frame, self.target)
+    }
+
+    /// Reads the state that the instantiate stage stored for this call site.
+    pub(crate) fn state_ptr(&self, type_id: i64) -> Result<*mut c_void> {
+        let mut tid = sys::XLA_FFI_TypeId { type_id };
+        let mut args = sys::XLA_FFI_State_Get_Args {
+            struct_size: sys::XLA_FFI_State_Get_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            stage: Stage::Instantiate.to_raw(),
+            type_id: &mut tid,
+            state: core::ptr::null_mut(),
+        };
+        call_api!(self, XLA_FFI_State_Get, args);
+        Ok(args.state)
+    }
+
+    /// Hands `state` (a leaked box) to XLA, which frees it with the type's deleter.
+    pub(crate) fn set_state(&self, type_id: i64, state: *mut c_void) -> Result<()> {
+        let mut tid = sys::XLA_FFI_TypeId { type_id };
+        let mut args = sys::XLA_FFI_State_Set_Args {
+            struct_size: sys::XLA_FFI_State_Set_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            stage: Stage::Instantiate.to_raw(),
+            type_id: &mut tid,
+            state,
+        };
+        call_api!(self, XLA_FFI_State_Set, args);
+        Ok(())
+    }
+}

@@ -1,0 +1,407 @@
+//! The call frame: the one place that reads XLA's raw structures.
+//!
+//! [`dispatch`] is what every exported handler symbol calls. In order, it:
+//! 1. checks the frame's `struct_size` against the header's constant;
+//! 2. answers XLA's metadata query (API version, traits, state type id) and returns
+//!    without touching operands;
+//! 3. checks the execution stage;
+//! 4. runs the handler body under `catch_unwind`, so a panic becomes an `INTERNAL`
+//!    error carrying the panic message, and no unwinding crosses `extern "C"`;
+//! 5. turns an [`Error`] into an `XLA_FFI_Error` with `XLA_FFI_Error_Create`.
+
+use core::ffi::{c_char, c_void};
+use core::mem::offset_of;
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use xla_ffi_sys as sys;
+
+use crate::{Error, ErrorCode, Result};
+
+/// The lowest FFI API version (major, minor) our handlers need.
+///
+/// This is what the metadata query reports, *not* the header's version: XLA rejects a
+/// handler that reports a newer minor version than the runtime's, so reporting the
+/// header's 0.5 would stop a build from loading in jaxlib 0.10 (API 0.3). Everything
+/// this crate calls exists in API 0.3, and the slots that came later are reached only
+/// after checking `api->struct_size` (see [`ApiTable::slot`]).
+pub const MIN_API_VERSION: (i32, i32) = (0, 3);
+
+/// Handler traits reported through the metadata query.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traits(pub u32);
+
+impl Traits {
+    /// No traits.
+    pub const NONE: Traits = Traits(0);
+    /// The handler may be captured into a command buffer (a CUDA graph): it launches
+    /// the same work on every call, does not allocate, and does not look at buffer
+    /// contents on the host.
+    pub const COMMAND_BUFFER_COMPATIBLE: Traits =
+        Traits(sys::XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE as u32);
+}
+
+impl core::ops::BitOr for Traits {
+    type Output = Traits;
+    fn bitor(self, o: Traits) -> Traits {
+        Traits(self.0 | o.0)
+    }
+}
+
+/// The stage of a handler's life at which XLA calls it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Once per call site, when the executable is built: creates state.
+    Instantiate,
+    /// Before execution (GPU only).
+    Prepare,
+    /// Before execution (GPU only).
+    Initialize,
+    /// Every run.
+    Execute,
+    /// Command-buffer recording (API 0.5).
+    Record,
+}
+
+impl Stage {
+    fn from_raw(raw: u32) -> Option<Stage> {
+        Some(match raw {
+            sys::XLA_FFI_ExecutionStage_INSTANTIATE => Stage::Instantiate,
+            sys::XLA_FFI_ExecutionStage_PREPARE => Stage::Prepare,
+            sys::XLA_FFI_ExecutionStage_INITIALIZE => Stage::Initialize,
+            sys::XLA_FFI_ExecutionStage_EXECUTE => Stage::Execute,
+            4 => Stage::Record,
+            _ => return None,
+        })
+    }
+    pub(crate) fn to_raw(self) -> u32 {
+        match self {
+            Stage::Instantiate => sys::XLA_FFI_ExecutionStage_INSTANTIATE,
+            Stage::Prepare => sys::XLA_FFI_ExecutionStage_PREPARE,
+            Stage::Initialize => sys::XLA_FFI_ExecutionStage_INITIALIZE,
+            Stage::Execute => sys::XLA_FFI_ExecutionStage_EXECUTE,
+            Stage::Record => 4,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Stage::Instantiate => "instantiate",
+            Stage::Prepare => "prepare",
+            Stage::Initialize => "initialize",
+            Stage::Execute => "execute",
+            Stage::Record => "record",
+        }
+    }
+}
+
+pub(crate) fn stage_from_raw(raw: u32) -> Option<Stage> {
+    Stage::from_raw(raw)
+}
+
+/// What the [`handler!`](crate::handler) macro knows about a handler.
+#[doc(hidden)]
+pub struct HandlerInfo {
+    pub target: &'static str,
+    /// Whether buffers live in host memory (CPU handlers) or on a device.
+    pub host: bool,
+    pub stage: Stage,
+    pub traits: Traits,
+    pub n_args: usize,
+    pub n_rets: usize,
+    /// The type id of the handler's state, read at metadata time (0 if stateless).
+    pub state_type_id: fn() -> i64,
+}
+
+/// A checked view of XLA's API table.
+#[derive(Clone, Copy)]
+pub(crate) struct ApiTable<'f> {
+    raw: &'f sys::XLA_FFI_Api,
+}
+
+/// Reads a function slot of the API table, or `None` when the runtime's table is too
+/// short to have it (an older jaxlib) or the slot is empty.
+macro_rules! api_slot {
+    ($api:expr, $field:ident) => {{
+        let api: $crate::frame::ApiTable<'_> = $api;
+        let end = core::mem::offset_of!(xla_ffi_sys::XLA_FFI_Api, $field)
+            + core::mem::size_of::<usize>();
+        if api.struct_size() >= end {
+            api.raw().$field
+        } else {
+            None
+        }
+    }};
+}
+pub(crate) use api_slot;
+
+impl<'f> ApiTable<'f> {
+    pub(crate) fn raw(self) -> &'f sys::XLA_FFI_Api {
+        self.raw
+    }
+    pub(crate) fn struct_size(self) -> usize {
+        self.raw.struct_size
+    }
+    pub(crate) fn ptr(self) -> *const sys::XLA_FFI_Api {
+        self.raw
+    }
+
+    /// The runtime's FFI API version.
+    pub(crate) fn version(self) -> (i32, i32) {
+        let v = &self.raw.api_version;
+        (v.major_version, v.minor_version)
+    }
+
+    /// Creates an `XLA_FFI_Error` for XLA to own. The code is never OK.
+    pub(crate) fn make_error(self, err: &Error) -> *mut sys::XLA_FFI_Error {
+        let Some(create) = api_slot!(self, XLA_FFI_Error_Create) else {
+            return core::ptr::null_mut();
+        };
+        let msg = CString::new(err.message().replace('\0', "\\0"))
+            .unwrap_or_else(|_| CString::from(c"invalid error message"));
+        let mut args = sys::XLA_FFI_Error_Create_Args {
+            struct_size: sys::XLA_FFI_Error_Create_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            message: msg.as_ptr(),
+            errc: err.code().to_raw(),
+        };
+        // SAFETY: `create` comes from the runtime's table and the args struct is fully
+        // initialised; XLA copies the message before returning.
+        unsafe { create(&mut args) }
+    }
+
+    /// Takes ownership of an error an API call returned: reads it, destroys it.
+    pub(crate) fn take_error(self, raw: *mut sys::XLA_FFI_Error) -> Result<()> {
+        if raw.is_null() {
+            return Ok(());
+        }
+        // SAFETY: `raw` was returned by this API table and is destroyed only below; the
+        // message is copied out before that.
+        let (msg, code) = unsafe { sys::compat::error_details(self.ptr(), raw) };
+        let text = if msg.is_null() {
+            String::from("unknown XLA error")
+        } else {
+            // SAFETY: XLA returns a NUL-terminated message that lives until Destroy.
+            unsafe { core::ffi::CStr::from_ptr(msg) }.to_string_lossy().into_owned()
+        };
+        if let Some(destroy) = api_slot!(self, XLA_FFI_Error_Destroy) {
+            let mut args = sys::XLA_FFI_Error_Destroy_Args {
+                struct_size: sys::XLA_FFI_Error_Destroy_Args_STRUCT_SIZE as usize,
+                extension_start: core::ptr::null_mut(),
+                error: raw,
+            };
+            // SAFETY: destroys an error we own, once.
+            unsafe { destroy(&mut args) };
+        }
+        Err(Error::new(ErrorCode::from_raw(code), text))
+    }
+}
+
+/// A checked view of one call frame, valid for `'f` (the handler call).
+#[derive(Clone, Copy)]
+pub(crate) struct Frame<'f> {
+    pub(crate) api: ApiTable<'f>,
+    pub(crate) ctx: *mut sys::compat::XLA_FFI_InvokeContext,
+    pub(crate) stage: u32,
+    pub(crate) args: &'f [*mut c_void],
+    pub(crate) arg_types: &'f [u32],
+    pub(crate) rets: &'f [*mut c_void],
+    pub(crate) ret_types: &'f [u32],
+    pub(crate) attrs: &'f sys::XLA_FFI_Attrs,
+    /// Buffers are host memory (a CPU handler).
+    pub(crate) host: bool,
+}
+
+/// Makes a slice from a C array of `len` elements; NULL or empty gives `&[]`.
+///
+/// # Safety
+/// When `len > 0`, `ptr` must point to `len` valid `T`s that live for `'a`.
+pub(crate) unsafe fn c_slice<'a, T>(ptr: *const T, len: i64) -> &'a [T] {
+    if ptr.is_null() || len <= 0 {
+        &[]
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { core::slice::from_raw_parts(ptr, len as usize) }
+    }
+}
+
+enum Entry<'f> {
+    /// The metadata query was answered.
+    Metadata,
+    /// A normal call.
+    Call(Frame<'f>),
+}
+
+/// Reads the frame. `Err` holds the API table (when there is one) and the error.
+///
+/// # Safety
+/// `raw` must be the call frame XLA passed to the handler, valid for `'f`.
+unsafe fn open<'f>(
+    raw: *mut sys::XLA_FFI_CallFrame,
+    info: &HandlerInfo,
+) -> core::result::Result<Entry<'f>, (Option<ApiTable<'f>>, Error)> {
+    if raw.is_null() {
+        return Err((None, Error::internal("null call frame")));
+    }
+    // SAFETY: XLA passes a valid frame; `struct_size` and `api` are the first fields of
+    // every version of it, and the size is checked before any later field is read.
+    let size = unsafe { (*raw).struct_size };
+    if size < offset_of!(sys::XLA_FFI_CallFrame, ctx) {
+        return Err((None, Error::internal("call frame too small to hold an API table")));
+    }
+    // SAFETY: within `size`, checked above.
+    let api_ptr = unsafe { (*raw).api };
+    if api_ptr.is_null() {
+        return Err((None, Error::internal("call frame without an API table")));
+    }
+    // SAFETY: the runtime's API table outlives every call.
+    let api = ApiTable { raw: unsafe { &*api_ptr } };
+    if api.struct_size() < offset_of!(sys::XLA_FFI_Api, XLA_FFI_Error_Destroy) {
+        return Err((None, Error::internal("XLA FFI API table too small")));
+    }
+    if size < sys::XLA_FFI_CallFrame_STRUCT_SIZE as usize {
+        let e = Error::internal(format!(
+            "{}: unexpected XLA_FFI_CallFrame size: expected at least {}, got {size}",
+            info.target,
+            sys::XLA_FFI_CallFrame_STRUCT_SIZE
+        ));
+        return Err((Some(api), e));
+    }
+    // SAFETY: the frame is at least CallFrame_STRUCT_SIZE bytes, so every field up to
+    // and including `attrs` is there.
+    let frame = unsafe { &*raw };
+    if !frame.extension_start.is_null() {
+        // SAFETY: a non-null extension chain starts with the internal extension header.
+        let ext = unsafe { &*(frame.extension_start as *const sys::compat::XLA_FFI_InternalExtension) };
+        if ext.type_ == sys::XLA_FFI_Extension_Metadata {
+            // SAFETY: an extension of type Metadata is an XLA_FFI_Metadata_Extension.
+            unsafe { answer_metadata(frame.extension_start.cast(), info) }
+                .map_err(|e| (Some(api), e))?;
+            return Ok(Entry::Metadata);
+        }
+    }
+    let Some(stage) = Stage::from_raw(frame.stage) else {
+        let e = Error::internal(format!("{}: unknown execution stage {}", info.target, frame.stage));
+        return Err((Some(api), e));
+    };
+    if stage != info.stage {
+        let e = Error::internal(format!(
+            "{}: this symbol handles the {} stage but was called at the {} stage; \
+             register it under the key \"{}\"",
+            info.target,
+            info.stage.name(),
+            stage.name(),
+            info.stage.name()
+        ));
+        return Err((Some(api), e));
+    }
+    if frame.args.struct_size < sys::XLA_FFI_Args_STRUCT_SIZE as usize
+        || frame.rets.struct_size < sys::XLA_FFI_Rets_STRUCT_SIZE as usize
+        || frame.attrs.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize
+    {
+        let e = Error::internal(format!("{}: args, rets or attrs struct too small", info.target));
+        return Err((Some(api), e));
+    }
+    // SAFETY: XLA provides `size` entries in each array, alive for the call.
+    let (args, arg_types, rets, ret_types) = unsafe {
+        (
+            c_slice(frame.args.args as *const *mut c_void, frame.args.size),
+            c_slice(frame.args.types as *const u32, frame.args.size),
+            c_slice(frame.rets.rets as *const *mut c_void, frame.rets.size),
+            c_slice(frame.rets.types as *const u32, frame.rets.size),
+        )
+    };
+    Ok(Entry::Call(Frame {
+        api,
+        ctx: frame.ctx,
+        stage: frame.stage,
+        args,
+        arg_types,
+        rets,
+        ret_types,
+        attrs: &frame.attrs,
+        host: info.host,
+    }))
+}
+
+/// Fills XLA's metadata: our minimum API version, traits and state type.
+///
+/// # Safety
+/// `ext` must point to a valid `XLA_FFI_Metadata_Extension`.
+unsafe fn answer_metadata(ext: *const sys::XLA_FFI_Metadata_Extension, info: &HandlerInfo) -> Result<()> {
+    // SAFETY: guaranteed by the caller.
+    let ext = unsafe { &*ext };
+    if ext.extension_base.struct_size < sys::XLA_FFI_Metadata_Extension_STRUCT_SIZE as usize
+        || ext.metadata.is_null()
+    {
+        return Err(Error::internal("malformed metadata extension"));
+    }
+    // SAFETY: checked non-null; XLA owns a whole XLA_FFI_Metadata (it reads
+    // `state_type_id` past STRUCT_SIZE too, so that field exists).
+    let md = unsafe { &mut *ext.metadata };
+    if md.struct_size < sys::XLA_FFI_Metadata_STRUCT_SIZE as usize {
+        return Err(Error::internal("metadata struct too small"));
+    }
+    md.api_version = sys::XLA_FFI_Api_Version {
+        struct_size: sys::XLA_FFI_Api_Version_STRUCT_SIZE as usize,
+        extension_start: core::ptr::null_mut(),
+        major_version: MIN_API_VERSION.0,
+        minor_version: MIN_API_VERSION.1,
+    };
+    md.traits = info.traits.0;
+    md.state_type_id = sys::XLA_FFI_TypeId { type_id: (info.state_type_id)() };
+    Ok(())
+}
+
+/// Turns a panic payload into text.
+pub(crate) fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Runs a handler body at its stage. See the module docs.
+///
+/// # Safety
+/// `raw` must be the call frame XLA passed to the handler.
+#[doc(hidden)]
+pub unsafe fn dispatch(
+    raw: *mut sys::XLA_FFI_CallFrame,
+    info: &HandlerInfo,
+    body: impl for<'f> FnOnce(&mut crate::Call<'f>) -> Result<()>,
+) -> *mut sys::XLA_FFI_Error {
+    // Nothing below may unwind: `open` and `make_error` do not panic on any input, and
+    // the body runs inside catch_unwind.
+    // SAFETY: forwarded from the caller.
+    let frame = match unsafe { open(raw, info) } {
+        Ok(Entry::Metadata) => return core::ptr::null_mut(),
+        Ok(Entry::Call(f)) => f,
+        Err((Some(api), e)) => return api.make_error(&e),
+        Err((None, _)) => return core::ptr::null_mut(),
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut call = crate::Call::new(frame, info);
+        call.check_counts()?;
+        body(&mut call)
+    }));
+    let err = match result {
+        Ok(Ok(())) => return core::ptr::null_mut(),
+        Ok(Err(e)) if e.message().starts_with(info.target) => e,
+        Ok(Err(e)) => e.context(info.target),
+        Err(payload) => {
+            let msg = catch_unwind(AssertUnwindSafe(|| panic_message(&*payload)))
+                .unwrap_or_else(|_| "panic while formatting a panic".into());
+            // Dropping the payload could itself panic; leak it instead.
+            core::mem::forget(payload);
+            Error::internal(format!("{}: handler panicked: {msg}", info.target))
+        }
+    };
+    frame.api.make_error(&err)
+}
+
+/// Silences "unused" for the C char type on some headers.
+#[allow(dead_code)]
+type CChar = c_char;

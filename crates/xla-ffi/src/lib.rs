@@ -1,0 +1,99 @@
+//! Safe, typed XLA FFI handlers in Rust, for JAX custom ops.
+//!
+//! XLA's typed FFI (`xla/ffi/api/c_api.h`) calls a handler as
+//! `XLA_FFI_Error* handler(XLA_FFI_CallFrame*)`. This crate turns a plain Rust function
+//! into such a handler, and makes it correct by construction:
+//!
+//! * **One declaration.** [`handler!`] takes the function's signature (operands,
+//!   results, attributes, context, state) and generates the exported C symbol. The
+//!   handler itself is safe code.
+//! * **Checked decoding.** Operand and result counts, element types (static, or any
+//!   float through [`AnyFloat`] + [`dispatch_float!`]), ranks and attributes are
+//!   checked before the body runs; every problem is reported in one
+//!   `INVALID_ARGUMENT` error that names the target, the operand, what was expected
+//!   and what was got. Pointers are checked for alignment before a slice is made.
+//! * **Memory rules of XLA, in the types.** Results are uninitialised, so they are
+//!   `&mut [MaybeUninit<T>]`. An operand may alias a result, so an aliased pair is
+//!   never `&[T]` + `&mut [T]`: [`ResultBuffer::with_input`] gives it as one `&mut [T]`.
+//!   Device buffers are never slices.
+//! * **No unwinding across the FFI.** A panic becomes an `INTERNAL` error holding the
+//!   panic message.
+//! * **Versions.** The metadata query is answered with [`MIN_API_VERSION`] (0.3), not
+//!   the header's, so one build loads on jaxlib 0.10 (API 0.3) through 0.12 (API 0.5).
+//!   API slots newer than the running runtime are never called.
+//! * **Threads.** Handlers run concurrently; state is `Send + Sync` and handed out as
+//!   `&S`. [`ThreadPool`] runs work on XLA's own CPU pool.
+//!
+//! # Example
+//!
+//! ```
+//! use core::mem::MaybeUninit;
+//! use xla_ffi::{handler, Attr, Buffer, Context, Result, ResultBuffer};
+//!
+//! handler! {
+//!     target = "demo.axpy";
+//!     /// out = a * x + y, in float32.
+//!     pub fn demo_axpy(ctx: Context, x: Buffer<f32>, y: Buffer<f32>,
+//!                      out: ResultBuffer<f32>, a: Attr<f32>) -> Result<()> {
+//!         y.expect_dims(x.dims(), "the shape of x")?;
+//!         out.expect_dims(x.dims(), "the shape of x")?;
+//!         let (x, y) = (x.as_slice()?, y.as_slice()?);
+//!         let out: &mut [MaybeUninit<f32>] = out.as_uninit()?;
+//!         for ((o, &xi), &yi) in out.iter_mut().zip(x).zip(y) {
+//!             o.write(*a * xi + yi);
+//!         }
+//!         let _threads = ctx.thread_pool().num_threads();
+//!         Ok(())
+//!     }
+//! }
+//! ```
+//!
+//! In Python, the symbol goes to JAX as a capsule ([`python::capsule`] with the
+//! `pyo3` feature, or `jax.ffi.pycapsule(ctypes.CDLL(path).demo_axpy)`):
+//!
+//! ```python
+//! jax.ffi.register_ffi_target("demo.axpy", capsule, platform="cpu")
+//! out = jax.ffi.ffi_call("demo.axpy", jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y, a=np.float32(2))
+//! ```
+#![warn(missing_docs)]
+
+pub mod attr;
+mod buffer;
+mod call;
+mod context;
+mod dtype;
+mod error;
+mod frame;
+mod handler;
+mod pool;
+mod state;
+
+#[cfg(feature = "pyo3")]
+pub mod python;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
+pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK};
+pub use call::{Call, Decode, Role, Site};
+pub use context::{Context, Scratch, Stream};
+pub use dtype::{AccFloat, DataType, Element, Float};
+pub use error::{Error, ErrorCode, Result};
+pub use frame::{Stage, Traits, MIN_API_VERSION};
+pub use pool::ThreadPool;
+pub use state::{State, StateType, TypeRegistration};
+
+/// The raw bindings, re-exported for generated code.
+pub use xla_ffi_sys as sys;
+/// The `half` crate (`f16`, `bf16`), re-exported for [`dispatch_float!`].
+pub use half;
+
+/// The type of an exported handler symbol.
+pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut sys::XLA_FFI_Error;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::frame::{dispatch, HandlerInfo};
+    pub use crate::state::dispatch_instantiate;
+}

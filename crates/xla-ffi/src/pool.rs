@@ -1,0 +1,170 @@
+//! XLA's intra-op CPU thread pool, as a scoped parallel-for.
+//!
+//! [`ThreadPool::for_each`] runs `f(0), f(1), ..., f(n-1)` on the calling thread and
+//! on XLA's own pool (`XLA_FFI_ThreadPool_Schedule`), and returns when all are done.
+//! It never creates threads of its own, so it never oversubscribes XLA's pool.
+//!
+//! The calling thread claims tasks too, so the call finishes even if the pool never
+//! runs what was scheduled (all its threads busy with other handlers, say). A pool
+//! task that starts after everything is done finds no task to claim and touches only
+//! its reference-counted bookkeeping, never the (by then gone) closure.
+
+use core::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use xla_ffi_sys as sys;
+
+use crate::frame::{api_slot, panic_message, Frame};
+use crate::{Error, Result};
+
+/// XLA's CPU thread pool for this call. Get it from
+/// [`Context::thread_pool`](crate::Context::thread_pool).
+#[derive(Clone, Copy)]
+pub struct ThreadPool<'f> {
+    frame: Frame<'f>,
+    target: &'static str,
+}
+
+/// The job, with its lifetime erased; valid while `done < n` (see module docs).
+type Job = *const (dyn Fn(usize) + Sync);
+
+struct Shared {
+    job: Job,
+    n: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    panic: Mutex<Option<String>>,
+    finished: Mutex<bool>,
+    cv: Condvar,
+}
+
+// SAFETY: `job` points to a `Sync` closure and is only called while the owning
+// `for_each` waits for it; everything else is atomics and mutexes.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// Claims and runs tasks until none are left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::AcqRel);
+            if i >= self.n {
+                return;
+            }
+            // SAFETY: `i < n` was claimed, so `done < n` until this task is counted
+            // below, and `for_each` keeps the closure alive until `done == n`.
+            let job = unsafe { &*self.job };
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| job(i))) {
+                let msg = panic_message(&*p);
+                if let Ok(mut slot) = self.panic.lock() {
+                    slot.get_or_insert(msg);
+                }
+            }
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+                let mut f = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+                *f = true;
+                self.cv.notify_all();
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn run_task(data: *mut c_void) {
+    // SAFETY: `data` is an `Arc<Shared>` leaked for this task by `for_each`.
+    let shared = unsafe { Arc::from_raw(data as *const Shared) };
+    // `work` catches panics of the job; nothing else here can panic.
+    let _ = catch_unwind(AssertUnwindSafe(|| shared.work()));
+}
+
+impl<'f> ThreadPool<'f> {
+    pub(crate) fn new(frame: Frame<'f>, target: &'static str) -> Self {
+        ThreadPool { frame, target }
+    }
+
+    /// The number of threads in XLA's pool, or 1 where there is none (GPU handlers).
+    pub fn num_threads(&self) -> usize {
+        let api = self.frame.api;
+        let Some(f) = api_slot!(api, XLA_FFI_ThreadPool_NumThreads) else {
+            return 1;
+        };
+        let mut n: i64 = 0;
+        let mut args = sys::XLA_FFI_ThreadPool_NumThreads_Args {
+            struct_size: sys::XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            num_threads: &mut n,
+        };
+        // SAFETY: runtime function with fully initialised args; `n` outlives the call.
+        let err = unsafe { f(&mut args) };
+        match api.take_error(err) {
+            Ok(()) => usize::try_from(n).unwrap_or(1).max(1),
+            Err(_) => 1,
+        }
+    }
+
+    /// Runs `f(i)` for every `i` in `0..n` on this thread and XLA's pool; returns when
+    /// all have run. A panic in `f` becomes an `INTERNAL` error.
+    ///
+    /// Split work into a few tasks per thread (contiguous row blocks, say); each task
+    /// costs a scheduling round trip of a microsecond or so.
+    pub fn for_each(&self, n: usize, f: impl Fn(usize) + Sync) -> Result<()> {
+        let helpers = self.num_threads().min(n).saturating_sub(1);
+        if helpers == 0 {
+            // No pool, or one task: run inline.
+            for i in 0..n {
+                catch_unwind(AssertUnwindSafe(|| f(i))).map_err(|p| {
+                    Error::internal(format!("{}: task panicked: {}", self.target, panic_message(&*p)))
+                })?;
+            }
+            return Ok(());
+        }
+        let job: &(dyn Fn(usize) + Sync) = &f;
+        // SAFETY: erases the closure's lifetime. It is only called for claimed tasks,
+        // and this function does not return until every claimed task is done.
+        let job: Job = unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(job) };
+        let shared = Arc::new(Shared {
+            job,
+            n,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            panic: Mutex::new(None),
+            finished: Mutex::new(false),
+            cv: Condvar::new(),
+        });
+        let api = self.frame.api;
+        if let Some(schedule) = api_slot!(api, XLA_FFI_ThreadPool_Schedule) {
+            for _ in 0..helpers {
+                let data = Arc::into_raw(shared.clone()) as *mut c_void;
+                let mut args = sys::XLA_FFI_ThreadPool_Schedule_Args {
+                    struct_size: sys::XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE as usize,
+                    extension_start: core::ptr::null_mut(),
+                    ctx: self.frame.ctx,
+                    task: Some(run_task),
+                    data,
+                };
+                // SAFETY: runtime function; `run_task` takes ownership of `data`.
+                let err = unsafe { schedule(&mut args) };
+                if api.take_error(err).is_err() {
+                    // Not scheduled: take the reference back and stop scheduling.
+                    // SAFETY: `data` came from `Arc::into_raw` just above and was not used.
+                    drop(unsafe { Arc::from_raw(data as *const Shared) });
+                    break;
+                }
+            }
+        }
+        shared.work();
+        let mut fin = shared.finished.lock().unwrap_or_else(|e| e.into_inner());
+        while !*fin {
+            fin = shared.cv.wait(fin).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(fin);
+        let panicked = shared.panic.lock().ok().and_then(|mut p| p.take());
+        match panicked {
+            Some(msg) => Err(Error::internal(format!("{}: task panicked: {msg}", self.target))),
+            None => Ok(()),
+        }
+    }
+}

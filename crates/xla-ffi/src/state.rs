@@ -1,0 +1,174 @@
+//! Per-handler state: created once per call site at the instantiate stage, owned
+//! by XLA (freed through the type's deleter when the executable dies), and read as
+//! `&S` by every execution, from any number of threads at once.
+//!
+//! 1. Declare the type: `xla_ffi::state_type!(MyState);` (it must be `Send + Sync`).
+//! 2. Register it with XLA from Python before the handlers, with the capsules from
+//!    [`python::type_registration`](crate::python) (or your own):
+//!    `jax.ffi.register_ffi_type("my_state", {"type_id": ..., "type_info": ...})`.
+//! 3. Write an instantiate handler returning `Result<MyState>` and an execute handler
+//!    taking `state: State<MyState>`, and register them as one bundle:
+//!    `register_ffi_target(name, {"instantiate": c1, "execute": c2})`.
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use xla_ffi_sys as sys;
+
+use crate::call::{Call, Decode};
+use crate::context::Context;
+use crate::frame::{dispatch, HandlerInfo};
+use crate::{Error, Result};
+
+/// The registration record XLA needs for a state type: an `XLA_FFI_TypeId` that XLA
+/// fills in when the type is registered, and an `XLA_FFI_TypeInfo` with the deleter.
+#[repr(C)]
+pub struct TypeRegistration {
+    /// Laid out as `XLA_FFI_TypeId { int64_t type_id }`; XLA writes it once.
+    id: AtomicI64,
+    info: sys::XLA_FFI_TypeInfo,
+}
+
+// SAFETY: `info` holds a null extension pointer and a function pointer, never
+// written after construction; `id` is atomic.
+unsafe impl Sync for TypeRegistration {}
+
+unsafe extern "C" fn delete_box<S: Send + Sync + 'static>(p: *mut c_void) {
+    if !p.is_null() {
+        // SAFETY: XLA passes back the pointer the instantiate stage stored, which is
+        // a `Box<S>` leaked by `instantiate`; XLA calls the deleter once.
+        let b = unsafe { Box::from_raw(p as *mut S) };
+        // A panicking Drop must not unwind into XLA.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(b)));
+    }
+}
+
+impl TypeRegistration {
+    /// The record for state type `S`.
+    pub const fn new<S: Send + Sync + 'static>() -> Self {
+        TypeRegistration {
+            id: AtomicI64::new(0),
+            info: sys::XLA_FFI_TypeInfo {
+                struct_size: sys::XLA_FFI_TypeInfo_STRUCT_SIZE as usize,
+                extension_start: core::ptr::null_mut(),
+                deleter: Some(delete_box::<S>),
+            },
+        }
+    }
+    /// The id XLA assigned, or 0 before registration.
+    pub fn type_id(&self) -> i64 {
+        self.id.load(Ordering::Acquire)
+    }
+    /// The address to hand XLA as `XLA_FFI_TypeId*` (XLA writes the id there).
+    pub fn type_id_ptr(&'static self) -> *mut c_void {
+        &self.id as *const AtomicI64 as *mut c_void
+    }
+    /// The address to hand XLA as `XLA_FFI_TypeInfo*`.
+    pub fn type_info_ptr(&'static self) -> *mut c_void {
+        &self.info as *const sys::XLA_FFI_TypeInfo as *mut c_void
+    }
+}
+
+/// A type usable as handler state. Implement it with [`state_type!`](crate::state_type).
+pub trait StateType: Send + Sync + 'static {
+    /// The type's registration record.
+    fn registration() -> &'static TypeRegistration;
+}
+
+/// Declares a handler state type: `xla_ffi::state_type!(MyState);`.
+#[macro_export]
+macro_rules! state_type {
+    ($t:ty) => {
+        impl $crate::StateType for $t {
+            fn registration() -> &'static $crate::TypeRegistration {
+                static REG: $crate::TypeRegistration = $crate::TypeRegistration::new::<$t>();
+                &REG
+            }
+        }
+    };
+}
+
+/// A handler parameter: the state the instantiate stage created, as `&S`.
+pub struct State<'f, S: StateType> {
+    state: &'f S,
+}
+
+impl<S: StateType> core::ops::Deref for State<'_, S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        self.state
+    }
+}
+
+impl<'f, S: StateType> Decode<'f> for State<'f, S> {
+    fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        let ctx = Context { frame: call.frame, target: call.target() };
+        let id = S::registration().type_id();
+        if id == 0 {
+            call.problem(format!(
+                "{}: state `{name}`: its type is not registered with XLA (call jax.ffi.register_ffi_type first)",
+                call.target()
+            ));
+            return None;
+        }
+        match ctx.state_ptr(id) {
+            Ok(p) if !p.is_null() => Some(State {
+                // SAFETY: XLA returns the pointer stored at instantiate for this type id,
+                // a `Box<S>` it keeps alive until the executable dies, so beyond this call;
+                // only shared references are ever made (S: Sync).
+                state: unsafe { &*(p as *const S) },
+            }),
+            Ok(_) => {
+                call.problem(format!("{}: state `{name}`: none was created at instantiate", call.target()));
+                None
+            }
+            Err(e) => {
+                call.problem(format!("{}: state `{name}`: {}", call.target(), e.message()));
+                None
+            }
+        }
+    }
+    fn state_type_id() -> i64 {
+        S::registration().type_id()
+    }
+}
+
+/// Runs an instantiate body and hands its state to XLA.
+///
+/// # Safety
+/// `raw` must be the call frame XLA passed to the handler.
+#[doc(hidden)]
+pub unsafe fn dispatch_instantiate<S: StateType>(
+    raw: *mut sys::XLA_FFI_CallFrame,
+    info: &HandlerInfo,
+    body: impl for<'f> FnOnce(&mut Call<'f>) -> Result<S>,
+) -> *mut sys::XLA_FFI_Error {
+    let run = |call: &mut Call<'_>| -> Result<()> {
+        let id = S::registration().type_id();
+        if id == 0 {
+            return Err(Error::failed_precondition(format!(
+                "{}: the state type is not registered with XLA; call jax.ffi.register_ffi_type \
+                 before registering the handler",
+                call.target()
+            )));
+        }
+        let state = body(call)?;
+        let ptr = Box::into_raw(Box::new(state)) as *mut c_void;
+        let ctx = Context { frame: call.frame, target: call.target() };
+        if let Err(e) = ctx.set_state(id, ptr) {
+            // XLA did not take it: free it ourselves.
+            // SAFETY: `ptr` came from Box::into_raw above and XLA did not keep it.
+            drop(unsafe { Box::from_raw(ptr as *mut S) });
+            return Err(e);
+        }
+        Ok(())
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { dispatch(raw, info, run) }
+}
+
+/// Keeps `PhantomData` imported for doc links.
+#[allow(dead_code)]
+type Marker = PhantomData<()>;

@@ -1,0 +1,108 @@
+//! Raw bindings to XLA's C FFI, `xla/ffi/api/c_api.h`.
+//!
+//! The bindings are generated at build time by bindgen from the header that ships
+//! with the installed jaxlib (see `build.rs`: `XLA_FFI_INCLUDE_DIR`, or the build's
+//! Python asked for `jax.ffi.include_dir()`). The header is never copied into this
+//! repository.
+//!
+//! Enums are bound as plain integer constants, never as Rust `enum`s: a value the
+//! runtime sends that this header does not know (a newer data type, say) must not
+//! be undefined behaviour.
+//!
+//! The same source builds against the API 0.3 header (jaxlib 0.10) and the API 0.5
+//! header (jaxlib 0.12). The names that changed between them are re-exported under
+//! the 0.5 names in [`compat`], so code above this crate uses one set of names.
+//! `XLA_FFI_HEADER_MINOR` says which header this build saw.
+#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
+#![allow(clippy::all, missing_docs, rustdoc::all)]
+
+include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+
+/// The minor API version of the header these bindings were generated from.
+pub const XLA_FFI_HEADER_MINOR: i32 = XLA_FFI_API_MINOR as i32;
+
+/// Names that differ between the API 0.3 and 0.5 headers, under their 0.5 names.
+pub mod compat {
+    #[cfg(xla_ffi_header_legacy)]
+    pub use super::XLA_FFI_Error_GetMessage_Args as XLA_FFI_Error_GetDetails_Args;
+    #[cfg(xla_ffi_header_legacy)]
+    pub use super::XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE as XLA_FFI_Error_GetDetails_Args_STRUCT_SIZE;
+    #[cfg(not(xla_ffi_header_legacy))]
+    pub use super::{XLA_FFI_Error_GetDetails_Args, XLA_FFI_Error_GetDetails_Args_STRUCT_SIZE};
+
+    #[cfg(xla_ffi_header_legacy)]
+    pub use super::XLA_FFI_Extension_Base as XLA_FFI_InternalExtension;
+    #[cfg(not(xla_ffi_header_legacy))]
+    pub use super::XLA_FFI_InternalExtension;
+
+    #[cfg(xla_ffi_header_legacy)]
+    pub use super::XLA_FFI_ExecutionContext as XLA_FFI_InvokeContext;
+    #[cfg(not(xla_ffi_header_legacy))]
+    pub use super::XLA_FFI_InvokeContext;
+
+    /// The type of API slot 1 (`Error_GetDetails`, or `Error_GetMessage` in 0.3).
+    pub type ErrorDetailsFn = unsafe extern "C" fn(*mut XLA_FFI_Error_GetDetails_Args);
+
+    /// Puts `f` into API slot 1 (for fake API tables in tests).
+    pub fn set_error_details_fn(api: &mut super::XLA_FFI_Api, f: ErrorDetailsFn) {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            api.XLA_FFI_Error_GetDetails = Some(f);
+        }
+        #[cfg(xla_ffi_header_legacy)]
+        {
+            api.XLA_FFI_Error_GetMessage = Some(f);
+        }
+    }
+
+    /// Writes the `errc` out field where this header has one (for fake API tables).
+    pub fn set_error_details_code(args: &mut XLA_FFI_Error_GetDetails_Args, code: u32) {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            args.errc = code;
+        }
+        let _ = (args, code);
+    }
+
+    /// Whether `XLA_FFI_Error_GetDetails_Args` has the `errc` out field (0.4+ headers).
+    pub const HAS_ERROR_DETAILS: bool = cfg!(not(xla_ffi_header_legacy));
+
+    /// Reads the error message (and code, where this header has it) through the
+    /// API's slot 1, which is `Error_GetDetails` in 0.4+ and `Error_GetMessage` in 0.3.
+    ///
+    /// Returns `(message pointer, errc)`. On a 0.3 runtime `errc` is never written, so
+    /// it is pre-set to INTERNAL, as XLA's own C++ wrapper does.
+    ///
+    /// # Safety
+    /// `api` must be a valid API table and `error` an error that it created and that
+    /// has not been destroyed. The message pointer lives until the error is destroyed.
+    pub unsafe fn error_details(
+        api: *const super::XLA_FFI_Api,
+        error: *mut super::XLA_FFI_Error,
+    ) -> (*const core::ffi::c_char, u32) {
+        // SAFETY: the caller promises `api` is a valid table; the args struct is
+        // plain data, fully initialised here (zeroed, then every input field set).
+        unsafe {
+            let mut args: XLA_FFI_Error_GetDetails_Args = core::mem::zeroed();
+            args.struct_size = XLA_FFI_Error_GetDetails_Args_STRUCT_SIZE as usize;
+            args.error = error;
+            #[cfg(not(xla_ffi_header_legacy))]
+            {
+                args.errc = super::XLA_FFI_Error_Code_INTERNAL;
+                match (*api).XLA_FFI_Error_GetDetails {
+                    Some(f) => f(&mut args),
+                    None => return (core::ptr::null(), super::XLA_FFI_Error_Code_INTERNAL),
+                }
+                (args.message, args.errc)
+            }
+            #[cfg(xla_ffi_header_legacy)]
+            {
+                match (*api).XLA_FFI_Error_GetMessage {
+                    Some(f) => f(&mut args),
+                    None => return (core::ptr::null(), super::XLA_FFI_Error_Code_INTERNAL),
+                }
+                (args.message, super::XLA_FFI_Error_Code_INTERNAL)
+            }
+        }
+    }
+}
