@@ -1,0 +1,57 @@
+//! `xla_ffi_rs._native`: hands the Rust handlers to JAX.
+//!
+//! Python calls `targets(platform)` and registers each entry with
+//! `jax.ffi.register_ffi_target`; `state_types()` gives the state types to register
+//! first with `jax.ffi.register_ffi_type`.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use xla_ffi::python::{bundle, capsule, type_registration};
+use xla_ffi_rs_ops::{scale_state::ScaleState, Target, CPU_TARGETS, CUDA_TARGETS};
+
+fn to_dict<'py>(py: Python<'py>, targets: &[Target]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for t in targets {
+        match t.instantiate {
+            Some(inst) => d.set_item(t.name, bundle(py, inst, t.execute)?)?,
+            None => d.set_item(t.name, capsule(py, t.execute)?)?,
+        }
+    }
+    Ok(d)
+}
+
+/// `targets(platform) -> dict[str, capsule | dict[str, capsule]]` for "cpu" or "cuda".
+#[pyfunction]
+fn targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, PyDict>> {
+    match platform {
+        "cpu" => to_dict(py, CPU_TARGETS),
+        "cuda" => to_dict(py, CUDA_TARGETS),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown platform {other:?}; expected \"cpu\" or \"cuda\""
+        ))),
+    }
+}
+
+/// `state_types() -> dict[str, dict]`: the `register_ffi_type` arguments of each state type.
+#[pyfunction]
+fn state_types<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("xla_ffi_rs.examples.ScaleState", type_registration::<ScaleState>(py)?)?;
+    Ok(d)
+}
+
+/// The lowest XLA FFI API version the handlers report, `(major, minor)`.
+#[pyfunction]
+fn min_api_version() -> (i32, i32) {
+    xla_ffi::MIN_API_VERSION
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(targets, m)?)?;
+    m.add_function(wrap_pyfunction!(state_types, m)?)?;
+    m.add_function(wrap_pyfunction!(min_api_version, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("has_cuda", cfg!(feature = "cuda"))?;
+    Ok(())
+}

@@ -59,14 +59,12 @@ macro_rules! handler {
         $(#[$m])*
         #[no_mangle]
         $vis unsafe extern "C" fn $name(frame: *mut $crate::sys::XLA_FFI_CallFrame) -> *mut $crate::sys::XLA_FFI_Error {
-            #[allow(unused_mut, clippy::too_many_arguments)]
-            fn __body($(mut $p: $ty),*) -> $crate::Result<$state> $body
             let info = $crate::__handler_info!($target, $($platform)?, Instantiate, ($($traits)?), ($($ty),*),
                 || <$state as $crate::StateType>::registration().type_id());
             // SAFETY: XLA calls this symbol with a valid call frame.
             unsafe {
-                $crate::__private::dispatch_instantiate::<$state>(frame, &info, |call| {
-                    $crate::__decode_and_run!(call, __body, $($p: $ty),*)
+                $crate::__private::dispatch_instantiate::<$state>(frame, &info, |call| -> Result<$state> {
+                    $crate::__decode_and_run!(call, $body, $($p: $ty),*)
                 })
             }
         }
@@ -74,19 +72,17 @@ macro_rules! handler {
     (
         target = $target:literal $(, platform = $platform:ident)? $(, traits = $traits:expr)? ;
         $(#[$m:meta])*
-        $vis:vis fn $name:ident ( $($p:ident : $ty:ty),* $(,)? ) -> Result<()> $body:block
+        $vis:vis fn $name:ident ( $($p:ident : $ty:ty),* $(,)? ) -> $ret:ty $body:block
     ) => {
         $(#[$m])*
         #[no_mangle]
         $vis unsafe extern "C" fn $name(frame: *mut $crate::sys::XLA_FFI_CallFrame) -> *mut $crate::sys::XLA_FFI_Error {
-            #[allow(unused_mut, clippy::too_many_arguments)]
-            fn __body($(mut $p: $ty),*) -> $crate::Result<()> $body
             let info = $crate::__handler_info!($target, $($platform)?, Execute, ($($traits)?), ($($ty),*),
                 || { let mut id = 0; $( let t = <$ty as $crate::Decode>::state_type_id(); if t != 0 { id = t; } )* id });
             // SAFETY: XLA calls this symbol with a valid call frame.
             unsafe {
-                $crate::__private::dispatch(frame, &info, |call| {
-                    $crate::__decode_and_run!(call, __body, $($p: $ty),*)
+                $crate::__private::dispatch(frame, &info, |call| -> $ret {
+                    $crate::__decode_and_run!(call, $body, $($p: $ty),*)
                 })
             }
         }
@@ -112,13 +108,16 @@ macro_rules! __handler_info {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __decode_and_run {
-    ($call:ident, $body:ident, $($p:ident : $ty:ty),*) => {{
-        $( let $p = <$ty as $crate::Decode>::decode($call, stringify!($p)); )*
+    ($call:ident, $body:block, $($p:ident : $ty:ty),*) => {{
+        $( let $p: Option<$ty> = <$ty as $crate::Decode>::decode($call, stringify!($p)); )*
         $call.finish()?;
-        $( let Some($p) = $p else {
-            return Err($crate::Error::internal(concat!("failed to decode ", stringify!($p))));
-        }; )*
-        $body($($p),*)
+        $(
+            #[allow(unused_mut)]
+            let Some(mut $p) = $p else {
+                return Err($crate::Error::internal(concat!("failed to decode ", stringify!($p))));
+            };
+        )*
+        $body
     }};
 }
 

@@ -81,7 +81,7 @@ pub use context::{Context, Scratch, Stream};
 pub use dtype::{AccFloat, DataType, Element, Float};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
-pub use pool::ThreadPool;
+pub use pool::{Parts, ThreadPool};
 pub use state::{State, StateType, TypeRegistration};
 
 /// The raw bindings, re-exported for generated code.

@@ -168,3 +168,50 @@ impl<'f> ThreadPool<'f> {
         }
     }
 }
+
+/// A mutable slice cut into disjoint parts that pool tasks take by index, each once.
+///
+/// This is how a [`ThreadPool::for_each`] task gets its own piece of an output
+/// without `unsafe`:
+///
+/// ```
+/// use xla_ffi::Parts;
+/// let mut out = vec![0u32; 10];
+/// let parts = Parts::new(&mut out, 4); // [0..4], [4..8], [8..10]
+/// assert_eq!(parts.len(), 3);
+/// for i in 0..parts.len() {
+///     let (start, chunk) = parts.take(i);
+///     for (k, v) in chunk.iter_mut().enumerate() { *v = (start + k) as u32; }
+/// }
+/// assert_eq!(out, (0..10).collect::<Vec<u32>>());
+/// ```
+pub struct Parts<'a, T> {
+    parts: Vec<Mutex<Option<&'a mut [T]>>>,
+    chunk: usize,
+}
+
+impl<'a, T: Send> Parts<'a, T> {
+    /// Cuts `data` into parts of `chunk` elements (the last may be shorter).
+    /// A `chunk` of 0 is treated as 1.
+    pub fn new(data: &'a mut [T], chunk: usize) -> Self {
+        let chunk = chunk.max(1);
+        Parts { parts: data.chunks_mut(chunk).map(|c| Mutex::new(Some(c))).collect(), chunk }
+    }
+    /// The number of parts.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+    /// Whether there are no parts (an empty slice).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+    /// Takes part `i`: its starting offset and its elements.
+    ///
+    /// # Panics
+    /// If `i` is out of range or the part was already taken (a bug in the caller;
+    /// inside a handler the panic becomes an `INTERNAL` error).
+    pub fn take(&self, i: usize) -> (usize, &'a mut [T]) {
+        let part = self.parts[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+        (i * self.chunk, part.unwrap_or_else(|| panic!("part {i} taken twice")))
+    }
+}

@@ -1,0 +1,66 @@
+//! The `xla_ffi_rs.kepler` handler for CPU.
+
+use xla_ffi::{handler, Buffer, Context, DataType, ElementSpec, Parts, Result, ResultBuffer};
+
+use super::solver;
+use crate::parallel::{block_count, block_len, run_blocks};
+
+/// `float32` or `float64`: the dtypes the Kepler solver takes.
+pub struct F32OrF64;
+
+impl ElementSpec for F32OrF64 {
+    fn accepts(dtype: DataType) -> bool {
+        dtype == DataType::F32 || dtype == DataType::F64
+    }
+    fn describe() -> String {
+        "float32 or float64".into()
+    }
+}
+
+/// The cost of one element relative to a memory pass, for blocking.
+const WORK_PER_ELEMENT: usize = 16;
+
+macro_rules! solve_parallel {
+    ($ctx:expr, $t:ty, $solve:path, $m:expr, $e:expr, $s:expr, $c:expr) => {{
+        let (m, e) = ($m.typed::<$t>()?, $e.typed::<$t>()?);
+        let (s, c) = ($s.typed_uninit::<$t>()?, $c.typed_uninit::<$t>()?);
+        let blocks = block_count(&$ctx, m.len(), WORK_PER_ELEMENT);
+        let len = block_len(m.len(), blocks);
+        let (sp, cp) = (Parts::new(s, len), Parts::new(c, len));
+        run_blocks(&$ctx, sp.len(), |i| {
+            let ((start, s), (_, c)) = (sp.take(i), cp.take(i));
+            let end = start + s.len();
+            $solve(&m[start..end], &e[start..end], s, c);
+        })
+    }};
+}
+
+handler! {
+    target = "xla_ffi_rs.kepler";
+    /// Solves Kepler's equation elementwise on XLA's CPU thread pool.
+    ///
+    /// Operands `(mean_anomaly, eccentricity)`, same shape, both `float32` or both
+    /// `float64`; results `(sin_E, cos_E)` of that shape and dtype. An eccentricity
+    /// outside `[0, 1)`, or a NaN, gives NaN for that element.
+    pub fn xla_ffi_rs_kepler_cpu(
+        ctx: Context,
+        mean_anomaly: Buffer<F32OrF64>,
+        eccentricity: Buffer<F32OrF64>,
+        sin_e: ResultBuffer<F32OrF64>,
+        cos_e: ResultBuffer<F32OrF64>,
+    ) -> Result<()> {
+        let (dims, dtype) = (mean_anomaly.dims(), mean_anomaly.dtype());
+        let what = "that of operand 0 (mean_anomaly)";
+        eccentricity.expect_dims(dims, what)?;
+        eccentricity.expect_dtype(dtype, what)?;
+        for out in [&sin_e, &cos_e] {
+            out.expect_dims(dims, what)?;
+            out.expect_dtype(dtype, what)?;
+        }
+        if dtype == DataType::F64 {
+            solve_parallel!(ctx, f64, solver::solve_f64, mean_anomaly, eccentricity, sin_e, cos_e)
+        } else {
+            solve_parallel!(ctx, f32, solver::solve_f32, mean_anomaly, eccentricity, sin_e, cos_e)
+        }
+    }
+}

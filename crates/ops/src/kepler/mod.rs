@@ -1,0 +1,7 @@
+//! Kepler's equation `M = E - e sin E`: the CPU solver ([`solver`]), its FFI handler,
+//! and (feature `cuda`) the CUDA handler whose kernel is `cuda/kepler.cu`.
+
+mod cpu;
+pub mod solver;
+
+pub use cpu::xla_ffi_rs_kepler_cpu;

@@ -1,0 +1,11 @@
+//! RMS normalization over the trailing axes: `y = x * inv_rms * weight`, with
+//! `inv_rms = 1/sqrt(mean(x^2) + eps)`. The CPU kernels ([`kernel`]), their FFI
+//! handlers, and (feature `cuda`) the CUDA handlers, whose kernels are
+//! `cuda/rms_norm.cu`.
+
+mod cpu;
+pub mod kernel;
+mod shapes;
+
+pub use cpu::{xla_ffi_rs_rms_norm_bwd_cpu, xla_ffi_rs_rms_norm_fwd_cpu};
+pub use shapes::{check_bwd, check_fwd, Rows};

@@ -1,0 +1,48 @@
+//! `xla_ffi_rs.examples.scale`: a small stateful target, the worked example of handler
+//! bundles. The instantiate stage (once per call site, when XLA compiles) turns the
+//! attribute `factor` into state; every execution reads that state as `&ScaleState`,
+//! from any number of threads at once.
+
+use xla_ffi::{handler, state_type, Attr, Buffer, Context, Result, ResultBuffer, State};
+
+/// What the instantiate stage builds: here just the factor and a call-site tag.
+#[derive(Debug)]
+pub struct ScaleState {
+    /// The factor `y = factor * x`.
+    pub factor: f32,
+}
+
+state_type!(ScaleState);
+
+handler! {
+    target = "xla_ffi_rs.examples.scale", stage = instantiate;
+    /// Creates the state from the `factor` attribute. Instantiate handlers see no
+    /// buffers, only attributes and context.
+    pub fn xla_ffi_rs_scale_instantiate(factor: Attr<f32>) -> Result<ScaleState> {
+        if !factor.is_finite() {
+            return Err(xla_ffi::Error::invalid_argument(format!(
+                "attribute `factor`: expected a finite number, got {}", *factor
+            )));
+        }
+        Ok(ScaleState { factor: *factor })
+    }
+}
+
+handler! {
+    target = "xla_ffi_rs.examples.scale";
+    /// `y = factor * x` in float32, with `factor` read from the state.
+    pub fn xla_ffi_rs_scale_execute(
+        _ctx: Context,
+        x: Buffer<f32>,
+        y: ResultBuffer<f32>,
+        state: State<ScaleState>,
+        factor: Attr<f32>,
+    ) -> Result<()> {
+        debug_assert_eq!(state.factor, *factor);
+        y.expect_dims(x.dims(), "the shape of operand 0 (x)")?;
+        for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+            o.write(state.factor * v);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,40 @@
+# xla-ffi-rs tasks. `just --list` shows them. Each recipe makes the virtual
+# environments it needs (see scripts/env.sh); nothing else must be installed.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Build the abi3 wheel into dist/ and install it into the Python 3.12 venv.
+build:
+    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && install_wheel "$XFR_PY312" "$(build_wheel)"
+
+# Every test, exactly as CI runs them.
+test:
+    bash .ci/run
+
+# Rust tests only (fast).
+test-rust:
+    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && cargo test --workspace
+
+# The demo: fit an eccentric orbit's radial-velocity curve with kepler under jit.
+demo:
+    bash scripts/demo.sh
+
+# The CPU benchmarks (prints a table, writes benchmarks/results/*.json).
+bench:
+    bash benchmarks/run.sh
+
+# The GPU test suite (on a machine with an NVIDIA GPU and the wheel in dist/).
+gpu-test:
+    bash scripts/gpu_smoke.sh
+
+# The GPU benchmarks.
+gpu-bench:
+    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && "$XFR_PY312" benchmarks/gpu_bench.py
+
+# Format Rust and check Python syntax.
+fmt:
+    cargo fmt --all
+
+# Clippy with warnings as errors.
+lint:
+    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && cargo clippy --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
