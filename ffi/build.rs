@@ -101,10 +101,8 @@ fn find_include_dir() -> Result<PathBuf, String> {
     } else {
         tried += "  XLA_FFI_INCLUDE_DIR (not set)\n";
     }
-    let mut pythons: Vec<String> = ["PYO3_PYTHON", "PYTHON_SYS_EXECUTABLE"]
-        .iter()
-        .filter_map(|k| env::var(k).ok())
-        .collect();
+    let mut pythons: Vec<String> =
+        ["PYO3_PYTHON", "PYTHON_SYS_EXECUTABLE"].iter().filter_map(|k| env::var(k).ok()).collect();
     pythons.extend(["python3".to_string(), "python".to_string()]);
     for py in pythons {
         match Command::new(&py).arg("-c").arg(PY_PROBE).output() {

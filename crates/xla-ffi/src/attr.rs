@@ -256,7 +256,9 @@ impl<'f> Dict<'f> {
                     AttrValue::Array(Array { dtype: DataType(a.dtype), len: a.size, data: a.data, _life: PhantomData })
                 }
                 sys::XLA_FFI_AttrType_STRING => AttrValue::String(bytes(ptr as *const sys::XLA_FFI_ByteSpan)),
-                sys::XLA_FFI_AttrType_DICTIONARY => AttrValue::Dict(Dict::from_raw(&*(ptr as *const sys::XLA_FFI_Attrs))),
+                sys::XLA_FFI_AttrType_DICTIONARY => {
+                    AttrValue::Dict(Dict::from_raw(&*(ptr as *const sys::XLA_FFI_Attrs)))
+                }
                 _ => return None,
             })
         }
@@ -341,7 +343,7 @@ impl FromNumber for f64 {
     fn from_number(n: Number) -> Result<Self, String> {
         match n {
             Number::Float(v) => Ok(v),
-            Number::Int(v) if (v as f64) as i128 == v && (v as f64).abs() < 2f64.powi(63) => Ok(v as f64),
+            Number::Int(v) if (v as f64) as i128 == v => Ok(v as f64),
             Number::Int(v) => Err(format!("integer {v} is not exactly representable as float64")),
             Number::Bool(b) => Err(format!("expected {}, got bool {b}", Self::WHAT)),
         }
@@ -419,7 +421,9 @@ impl<'f, T: Element> FromAttr<'f> for &'f [T] {
     }
     fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
         match value {
-            AttrValue::Array(a) => a.as_slice::<T>().ok_or_else(|| format!("expected {}, got {value}", Self::expected())),
+            AttrValue::Array(a) => {
+                a.as_slice::<T>().ok_or_else(|| format!("expected {}, got {value}", Self::expected()))
+            }
             other => mismatch(Self::expected(), other),
         }
     }

@@ -117,7 +117,13 @@ fn element_count(dims: &[i64]) -> Option<usize> {
 }
 
 impl<'f> RawBuffer<'f> {
-    fn decode(call: &mut Call<'f>, site: Site, accepts: fn(DataType) -> bool, describe: fn() -> String, rank: usize) -> Option<Self> {
+    fn decode(
+        call: &mut Call<'f>,
+        site: Site,
+        accepts: fn(DataType) -> bool,
+        describe: fn() -> String,
+        rank: usize,
+    ) -> Option<Self> {
         let frame = call.frame;
         let (ptrs, types) = match site.role {
             Role::Operand => (frame.args, frame.arg_types),
@@ -146,8 +152,8 @@ impl<'f> RawBuffer<'f> {
             ok = false;
         }
         let len = element_count(dims);
-        let fits = len.and_then(|n| n.checked_mul(dtype.byte_width().unwrap_or(1)))
-            .is_some_and(|b| b <= isize::MAX as usize);
+        let fits =
+            len.and_then(|n| n.checked_mul(dtype.byte_width().unwrap_or(1))).is_some_and(|b| b <= isize::MAX as usize);
         if !fits {
             call.problem(format!("{site}: invalid shape {dims:?}"));
             ok = false;
@@ -183,9 +189,9 @@ impl<'f> RawBuffer<'f> {
 
     fn check_host_access<T: Element>(&self) -> Result<()> {
         if !self.frame_is_host() {
-            return Err(self.site.error(
-                "a device buffer cannot be read or written on the host; pass its address to a kernel",
-            ));
+            return Err(self
+                .site
+                .error("a device buffer cannot be read or written on the host; pass its address to a kernel"));
         }
         if self.dtype != T::DTYPE {
             return Err(self.site.error(format!("is {}, not {}", self.dtype, T::DTYPE)));
@@ -198,9 +204,9 @@ impl<'f> RawBuffer<'f> {
             )));
         }
         if let Some((role, i)) = self.aliased_by() {
-            return Err(self.site.error(format!(
-                "shares memory with {role} {i} (input_output_aliases); use ResultBuffer::with_input"
-            )));
+            return Err(self
+                .site
+                .error(format!("shares memory with {role} {i} (input_output_aliases); use ResultBuffer::with_input")));
         }
         Ok(())
     }
@@ -365,9 +371,10 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         let (out, inp) = (self.raw, input.raw);
         if out.range().is_some() && out.data == inp.data {
             if out.dtype != inp.dtype || out.len != inp.len {
+                let s = inp.site;
                 return Err(self.error(format!(
-                    "aliases {} but differs in dtype or size ({} {:?} vs {} {:?})",
-                    inp.site, out.dtype, out.dims, inp.dtype, inp.dims
+                    "aliases {} {} ({}) but differs in dtype or size ({} {:?} vs {} {:?})",
+                    s.role, s.index, s.name, out.dtype, out.dims, inp.dtype, inp.dims
                 )));
             }
             // Check dtype, host, alignment; aliasing with `input` is expected here, but

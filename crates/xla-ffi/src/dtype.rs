@@ -152,29 +152,49 @@ pub trait AccFloat:
 impl Float for f32 {
     type Acc = f32;
     #[inline(always)]
-    fn to_acc(self) -> f32 { self }
+    fn to_acc(self) -> f32 {
+        self
+    }
     #[inline(always)]
-    fn from_acc(v: f32) -> Self { v }
+    fn from_acc(v: f32) -> Self {
+        v
+    }
     #[inline(always)]
-    fn to_f64(self) -> f64 { self as f64 }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
     #[inline(always)]
-    fn from_f64(v: f64) -> Self { v as f32 }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
     #[inline(always)]
-    fn from_f32(v: f32) -> Self { v }
+    fn from_f32(v: f32) -> Self {
+        v
+    }
 }
 
 impl Float for f64 {
     type Acc = f64;
     #[inline(always)]
-    fn to_acc(self) -> f64 { self }
+    fn to_acc(self) -> f64 {
+        self
+    }
     #[inline(always)]
-    fn from_acc(v: f64) -> Self { v }
+    fn from_acc(v: f64) -> Self {
+        v
+    }
     #[inline(always)]
-    fn to_f64(self) -> f64 { self }
+    fn to_f64(self) -> f64 {
+        self
+    }
     #[inline(always)]
-    fn from_f64(v: f64) -> Self { v }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
     #[inline(always)]
-    fn from_f32(v: f32) -> Self { v as f64 }
+    fn from_f32(v: f32) -> Self {
+        v as f64
+    }
 }
 
 macro_rules! half_float {
@@ -182,15 +202,25 @@ macro_rules! half_float {
         impl Float for $t {
             type Acc = f32;
             #[inline(always)]
-            fn to_acc(self) -> f32 { self.to_f32() }
+            fn to_acc(self) -> f32 {
+                self.to_f32()
+            }
             #[inline(always)]
-            fn from_acc(v: f32) -> Self { <$t>::from_f32(v) }
+            fn from_acc(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
             #[inline(always)]
-            fn to_f64(self) -> f64 { <$t>::to_f64(self) }
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
             #[inline(always)]
-            fn from_f64(v: f64) -> Self { <$t>::from_f64(v) }
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
             #[inline(always)]
-            fn from_f32(v: f32) -> Self { <$t>::from_f32(v) }
+            fn from_f32(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
         }
     };
 }
@@ -203,12 +233,20 @@ macro_rules! acc_float {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             #[inline(always)]
-            fn sqrt(self) -> Self { <$t>::sqrt(self) }
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
             #[inline(always)]
-            fn from_usize(n: usize) -> Self { n as $t }
+            fn from_usize(n: usize) -> Self {
+                n as $t
+            }
             #[inline(always)]
             fn mul_add(self, a: Self, b: Self) -> Self {
-                if cfg!(target_feature = "fma") { <$t>::mul_add(self, a, b) } else { self * a + b }
+                if cfg!(target_feature = "fma") {
+                    <$t>::mul_add(self, a, b)
+                } else {
+                    self * a + b
+                }
             }
         }
     };
@@ -231,10 +269,22 @@ acc_float!(f64);
 macro_rules! dispatch_float {
     ($dtype:expr, $T:ident => $body:expr, else $d:ident => $other:expr) => {
         match $dtype {
-            $crate::DataType::F32 => { type $T = f32; $body }
-            $crate::DataType::F64 => { type $T = f64; $body }
-            $crate::DataType::F16 => { type $T = $crate::half::f16; $body }
-            $crate::DataType::BF16 => { type $T = $crate::half::bf16; $body }
+            $crate::DataType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DataType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DataType::F16 => {
+                type $T = $crate::half::f16;
+                $body
+            }
+            $crate::DataType::BF16 => {
+                type $T = $crate::half::bf16;
+                $body
+            }
             $d => $other,
         }
     };

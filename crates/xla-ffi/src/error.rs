@@ -1,7 +1,8 @@
 //! Errors that a handler returns to XLA.
 //!
 //! An [`Error`] carries one of XLA's (absl's) status codes and a message. `?` works on
-//! it, and on any `std::error::Error` (which becomes [`ErrorCode::Internal`]). In
+//! it, on `std::io::Error` and `TryFromIntError`; other errors convert with
+//! `.map_err(Error::from_display)` (an `INTERNAL` error with their text). In
 //! Python the error surfaces as `jax.errors.JaxRuntimeError` with the text
 //! `"<CODE>: <message>"`, for example `INVALID_ARGUMENT: xla_ffi_rs.kepler: ...`.
 

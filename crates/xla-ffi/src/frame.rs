@@ -37,8 +37,8 @@ impl Traits {
     /// The handler may be captured into a command buffer (a CUDA graph): it launches
     /// the same work on every call, does not allocate, and does not look at buffer
     /// contents on the host.
-    pub const COMMAND_BUFFER_COMPATIBLE: Traits =
-        Traits(sys::XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE as u32);
+    #[allow(clippy::unnecessary_cast)] // the constant's C type differs between headers
+    pub const COMMAND_BUFFER_COMPATIBLE: Traits = Traits(sys::XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE as u32);
 }
 
 impl core::ops::BitOr for Traits {
@@ -123,8 +123,7 @@ pub(crate) struct ApiTable<'f> {
 macro_rules! api_slot {
     ($api:expr, $field:ident) => {{
         let api: $crate::frame::ApiTable<'_> = $api;
-        let end = core::mem::offset_of!(xla_ffi_sys::XLA_FFI_Api, $field)
-            + core::mem::size_of::<usize>();
+        let end = core::mem::offset_of!(xla_ffi_sys::XLA_FFI_Api, $field) + core::mem::size_of::<usize>();
         if api.struct_size() >= end {
             api.raw().$field
         } else {
@@ -274,8 +273,7 @@ unsafe fn open<'f>(
         let ext = unsafe { &*(frame.extension_start as *const sys::compat::XLA_FFI_InternalExtension) };
         if ext.type_ == sys::XLA_FFI_Extension_Metadata {
             // SAFETY: an extension of type Metadata is an XLA_FFI_Metadata_Extension.
-            unsafe { answer_metadata(frame.extension_start.cast(), info) }
-                .map_err(|e| (Some(api), e))?;
+            unsafe { answer_metadata(frame.extension_start.cast(), info) }.map_err(|e| (Some(api), e))?;
             return Ok(Entry::Metadata);
         }
     }
@@ -330,9 +328,7 @@ unsafe fn open<'f>(
 unsafe fn answer_metadata(ext: *const sys::XLA_FFI_Metadata_Extension, info: &HandlerInfo) -> Result<()> {
     // SAFETY: guaranteed by the caller.
     let ext = unsafe { &*ext };
-    if ext.extension_base.struct_size < sys::XLA_FFI_Metadata_Extension_STRUCT_SIZE as usize
-        || ext.metadata.is_null()
-    {
+    if ext.extension_base.struct_size < sys::XLA_FFI_Metadata_Extension_STRUCT_SIZE as usize || ext.metadata.is_null() {
         return Err(Error::internal("malformed metadata extension"));
     }
     // SAFETY: checked non-null; XLA owns a whole XLA_FFI_Metadata (it reads

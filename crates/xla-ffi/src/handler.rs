@@ -124,14 +124,24 @@ macro_rules! __decode_and_run {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __is_host {
-    () => { true };
-    (host) => { true };
-    (device) => { false };
+    () => {
+        true
+    };
+    (host) => {
+        true
+    };
+    (device) => {
+        false
+    };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __traits {
-    () => { $crate::Traits::NONE };
-    ($t:expr) => { $t };
+    () => {
+        $crate::Traits::NONE
+    };
+    ($t:expr) => {
+        $t
+    };
 }

@@ -68,6 +68,9 @@ mod handler;
 mod pool;
 mod state;
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
 #[cfg(feature = "pyo3")]
 pub mod python;
 
@@ -84,10 +87,10 @@ pub use frame::{Stage, Traits, MIN_API_VERSION};
 pub use pool::{Parts, ThreadPool};
 pub use state::{State, StateType, TypeRegistration};
 
-/// The raw bindings, re-exported for generated code.
-pub use xla_ffi_sys as sys;
 /// The `half` crate (`f16`, `bf16`), re-exported for [`dispatch_float!`].
 pub use half;
+/// The raw bindings, re-exported for generated code.
+pub use xla_ffi_sys as sys;
 
 /// The type of an exported handler symbol.
 pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut sys::XLA_FFI_Error;

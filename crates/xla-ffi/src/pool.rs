@@ -113,13 +113,18 @@ impl<'f> ThreadPool<'f> {
     pub fn for_each(&self, n: usize, f: impl Fn(usize) + Sync) -> Result<()> {
         let helpers = self.num_threads().min(n).saturating_sub(1);
         if helpers == 0 {
-            // No pool, or one task: run inline.
+            // No pool, or one task: run inline. Like the pooled path, every task runs
+            // even if one panics, and the first panic is reported.
+            let mut panicked = None;
             for i in 0..n {
-                catch_unwind(AssertUnwindSafe(|| f(i))).map_err(|p| {
-                    Error::internal(format!("{}: task panicked: {}", self.target, panic_message(&*p)))
-                })?;
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(i))) {
+                    panicked.get_or_insert_with(|| panic_message(&*p));
+                }
             }
-            return Ok(());
+            return match panicked {
+                Some(msg) => Err(Error::internal(format!("{}: task panicked: {msg}", self.target))),
+                None => Ok(()),
+            };
         }
         let job: &(dyn Fn(usize) + Sync) = &f;
         // SAFETY: erases the closure's lifetime. It is only called for claimed tasks,

@@ -125,7 +125,9 @@ impl<'f, S: StateType> Decode<'f> for State<'f, S> {
                 None
             }
             Err(e) => {
-                call.problem(format!("{}: state `{name}`: {}", call.target(), e.message()));
+                let target = call.target();
+                let why = e.message().strip_prefix(target).unwrap_or(e.message()).trim_start_matches(": ");
+                call.problem(format!("{target}: state `{name}`: {why}"));
                 None
             }
         }

@@ -213,7 +213,12 @@ impl Arg {
     /// A buffer of a raw dtype code with zeroed storage of `width` bytes per element.
     pub fn raw(dtype: DataType, dims: &[i64], width: usize) -> Self {
         let n: i64 = dims.iter().product();
-        Arg { dtype, dims: dims.to_vec(), data: vec![0u64; (n.max(0) as usize * width).div_ceil(8) + 1], offset_bytes: 0 }
+        Arg {
+            dtype,
+            dims: dims.to_vec(),
+            data: vec![0u64; (n.max(0) as usize * width).div_ceil(8) + 1],
+            offset_bytes: 0,
+        }
     }
     /// Shifts the data pointer by `bytes`, to test alignment checks.
     pub fn misaligned(mut self, bytes: usize) -> Self {
@@ -258,8 +263,10 @@ fn as_bytes<T: Element>(v: &[T]) -> Vec<u8> {
     out
 }
 
-/// Keeps every C structure of one built attribute dictionary alive.
+/// Keeps every C structure of one built attribute dictionary alive. The boxes give
+/// each C struct a fixed address while the vectors grow.
 #[derive(Default)]
+#[allow(clippy::vec_box)]
 struct AttrStore {
     spans: Vec<Box<sys::XLA_FFI_ByteSpan>>,
     names: Vec<Box<[*mut sys::XLA_FFI_ByteSpan]>>,
@@ -412,6 +419,11 @@ impl CallBuilder {
         self.stage = stage.to_raw();
         self
     }
+    /// Sets the stage of later [`run`](Self::run)s on this builder, keeping its
+    /// context, so an instantiate call's state is seen by a later execute call.
+    pub fn set_stage(&mut self, stage: crate::Stage) {
+        self.stage = stage.to_raw();
+    }
     /// Sets the fake pool's thread count.
     pub fn threads(mut self, n: i64) -> Self {
         self.threads = n;
@@ -423,7 +435,10 @@ impl CallBuilder {
         *self.ctx.scheduled.lock().unwrap()
     }
 
-    /// Runs `handler` once on this frame.
+    /// Runs `handler` once on this frame. At the instantiate stage the frame has no
+    /// operands or results (XLA passes only attributes then), so one builder can
+    /// serve an instantiate call and, after [`set_stage`](Self::set_stage), execute
+    /// calls that see its state.
     pub fn run(&mut self, handler: HandlerFn) -> CallResult {
         let mut store = AttrStore::default();
         let attrs = store.dict(&self.attrs);
@@ -474,6 +489,11 @@ impl CallBuilder {
             types: ret_types.as_mut_ptr() as *mut _,
             rets: ret_bufs.as_mut_ptr(),
         };
+        if self.stage == sys::XLA_FFI_ExecutionStage_INSTANTIATE {
+            // As XLA does: the instantiate stage sees attributes, no buffers.
+            frame.args.size = 0;
+            frame.rets.size = 0;
+        }
         frame.attrs = attrs;
         // SAFETY: the frame and everything it points to live until after the call.
         let err = unsafe { handler(&mut frame) };

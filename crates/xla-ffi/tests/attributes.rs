@@ -1,0 +1,568 @@
+//! Attributes: scalars of every type, the lenient numeric conversions, strings,
+//! arrays, nested dictionaries, `attributes!` structs, and missing / mistyped /
+//! unexpected attributes.
+
+mod common;
+
+use common::{expect_err, expect_ok};
+use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+use xla_ffi::{handler, Attr, Attrs, Buffer, Dict, Error, ErrorCode, Result, ResultBuffer};
+
+// ---- every scalar type, exact dtype ----
+
+handler! {
+    target = "attr.ints";
+    fn attr_ints(a: Attr<i8>, b: Attr<i16>, c: Attr<i32>, d: Attr<i64>,
+                 e: Attr<u8>, f: Attr<u16>, g: Attr<u32>, h: Attr<u64>,
+                 out: ResultBuffer<i64>) -> Result<()> {
+        let v = [*a as i64, *b as i64, *c as i64, *d, *e as i64, *f as i64, *g as i64, *h as i64];
+        for (o, v) in out.as_uninit()?.iter_mut().zip(v) {
+            o.write(v);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn every_integer_type_exact() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<i64>(&[8]))
+        .attr("a", AttrArg::scalar(i8::MIN))
+        .attr("b", AttrArg::scalar(-300i16))
+        .attr("c", AttrArg::scalar(i32::MAX))
+        .attr("d", AttrArg::scalar(i64::MIN))
+        .attr("e", AttrArg::scalar(u8::MAX))
+        .attr("f", AttrArg::scalar(60000u16))
+        .attr("g", AttrArg::scalar(u32::MAX))
+        .attr("h", AttrArg::scalar(u64::MAX));
+    expect_ok(call.run(attr_ints));
+    assert_eq!(
+        call.ret_as::<i64>(0),
+        vec![-128, -300, i32::MAX as i64, i64::MIN, 255, 60000, u32::MAX as i64, -1 /* u64::MAX bits */]
+    );
+}
+
+#[test]
+fn integers_convert_between_types_when_they_fit() {
+    // Python ints arrive as int64; smaller and unsigned types take them when they fit.
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[8]));
+    for (name, v) in [
+        ("a", -5i64),
+        ("b", 1000),
+        ("c", -70000),
+        ("d", 1 << 40),
+        ("e", 200),
+        ("f", 65535),
+        ("g", 1 << 31),
+        ("h", 12345),
+    ] {
+        call = call.attr(name, AttrArg::scalar(v));
+    }
+    expect_ok(call.run(attr_ints));
+    assert_eq!(call.ret_as::<i64>(0), vec![-5, 1000, -70000, 1 << 40, 200, 65535, 1 << 31, 12345]);
+}
+
+#[test]
+fn integers_that_do_not_fit_are_rejected_together() {
+    let call = CallBuilder::new().ret(Arg::zeros::<i64>(&[8]));
+    let mut call = call
+        .attr("a", AttrArg::scalar(128i64))
+        .attr("b", AttrArg::scalar(1i64))
+        .attr("c", AttrArg::scalar(1i64))
+        .attr("d", AttrArg::scalar(u64::MAX))
+        .attr("e", AttrArg::scalar(-1i64))
+        .attr("f", AttrArg::scalar(1i64))
+        .attr("g", AttrArg::scalar(1i64))
+        .attr("h", AttrArg::scalar(-1i8));
+    expect_err(
+        call.run(attr_ints),
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.ints",
+            "4 problems",
+            "attribute `a`: 128 does not fit in i8",
+            &format!("attribute `d`: {} does not fit in i64", u64::MAX),
+            "attribute `e`: -1 does not fit in u8",
+            "attribute `h`: -1 does not fit in u64",
+        ],
+    );
+}
+
+handler! {
+    target = "attr.floats";
+    fn attr_floats(x: Attr<f32>, y: Attr<f64>, z: Attr<bool>, out: ResultBuffer<f64>) -> Result<()> {
+        let v = [*x as f64, *y, if *z { 1.0 } else { 0.0 }];
+        for (o, v) in out.as_uninit()?.iter_mut().zip(v) {
+            o.write(v);
+        }
+        Ok(())
+    }
+}
+
+fn floats(x: AttrArg, y: AttrArg, z: AttrArg) -> (CallBuilder, xla_ffi::testing::CallResult) {
+    let mut call = CallBuilder::new().ret(Arg::zeros::<f64>(&[3])).attr("x", x).attr("y", y).attr("z", z);
+    let r = call.run(attr_floats);
+    (call, r)
+}
+
+#[test]
+fn f32_f64_bool_exact() {
+    let (call, r) = floats(AttrArg::scalar(1.5f32), AttrArg::scalar(-2.25f64), AttrArg::scalar(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![1.5, -2.25, 1.0]);
+    let (call, r) = floats(AttrArg::scalar(0.0f32), AttrArg::scalar(1e300f64), AttrArg::scalar(false));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![0.0, 1e300, 0.0]);
+}
+
+#[test]
+fn f64_to_f32_accepted_rounded() {
+    let (call, r) = floats(AttrArg::scalar(0.1f64), AttrArg::scalar(0.5f32), AttrArg::scalar(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![0.1f32 as f64, 0.5, 1.0]);
+}
+
+#[test]
+fn f64_overflowing_f32_is_rejected() {
+    let (_, r) = floats(AttrArg::scalar(1e300f64), AttrArg::scalar(1.0f64), AttrArg::scalar(true));
+    expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "overflows float32"]);
+}
+
+#[test]
+fn infinity_and_nan_pass_through_to_f32() {
+    let (call, r) = floats(AttrArg::scalar(f64::INFINITY), AttrArg::scalar(f64::NAN), AttrArg::scalar(true));
+    expect_ok(r);
+    let got = call.ret_as::<f64>(0);
+    assert_eq!(got[0], f64::INFINITY);
+    assert!(got[1].is_nan());
+}
+
+#[test]
+fn ints_to_floats_when_exact() {
+    let (call, r) = floats(AttrArg::scalar(3i64), AttrArg::scalar(1i64 << 53), AttrArg::scalar(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![3.0, 9007199254740992.0, 1.0]);
+    let (call, r) = floats(AttrArg::scalar(-7i32), AttrArg::scalar(-(1i64 << 62)), AttrArg::scalar(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![-7.0, -(2f64.powi(62)), 1.0]);
+}
+
+#[test]
+fn ints_at_the_edge_of_i64_to_f64() {
+    // -2^63 and 2^63 are exact in f64; u64::MAX (2^64 - 1) is not.
+    let (call, r) = floats(AttrArg::scalar(1i64), AttrArg::scalar(i64::MIN), AttrArg::scalar(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0)[1], -(2f64.powi(63)));
+    let (call, r) = floats(AttrArg::scalar(1i64), AttrArg::scalar(1u64 << 63), AttrArg::scalar(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0)[1], 2f64.powi(63));
+    let (_, r) = floats(AttrArg::scalar(1i64), AttrArg::scalar(u64::MAX), AttrArg::scalar(true));
+    expect_err(r, ErrorCode::InvalidArgument, &["attribute `y`", "not exactly representable as float64"]);
+}
+
+#[test]
+fn inexact_ints_to_floats_are_rejected() {
+    let (_, r) = floats(AttrArg::scalar((1i64 << 24) + 1), AttrArg::scalar((1i64 << 53) + 1), AttrArg::scalar(true));
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &[
+            "2 problems",
+            "attribute `x`: integer 16777217 is not exactly representable as float32",
+            "attribute `y`: integer 9007199254740993 is not exactly representable as float64",
+        ],
+    );
+}
+
+#[test]
+fn bools_and_numbers_do_not_mix() {
+    let (_, r) = floats(AttrArg::scalar(true), AttrArg::scalar(false), AttrArg::scalar(1i64));
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &[
+            "3 problems",
+            "attribute `x`: expected",
+            "got bool true",
+            "attribute `y`",
+            "attribute `z`: expected a bool scalar, got 1",
+        ],
+    );
+}
+
+#[test]
+fn float_to_int_is_rejected() {
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[8]));
+    for name in ["a", "b", "d", "e", "f", "g", "h"] {
+        call = call.attr(name, AttrArg::scalar(1i64));
+    }
+    let mut call = call.attr("c", AttrArg::scalar(1.0f64));
+    expect_err(
+        call.run(attr_ints),
+        ErrorCode::InvalidArgument,
+        &["attr.ints", "attribute `c`", "expected an integer scalar (i32), got 1"],
+    );
+}
+
+#[test]
+fn one_element_array_counts_as_a_scalar() {
+    let (call, r) = floats(AttrArg::array(&[2.5f64]), AttrArg::array(&[4i64]), AttrArg::array(&[true]));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![2.5, 4.0, 1.0]);
+    let (_, r) = floats(AttrArg::array(&[2.5f64, 1.0]), AttrArg::array::<f64>(&[]), AttrArg::scalar(true));
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &[
+            "2 problems",
+            "attribute `x`: expected a float scalar (float32 or float64), got float64 array of 2 elements",
+            "attribute `y`: expected a float scalar (float32 or float64), got float64 array of 0 elements",
+        ],
+    );
+}
+
+#[test]
+fn string_where_float_expected() {
+    let (_, r) = floats(AttrArg::Str("small".into()), AttrArg::scalar(1.0f64), AttrArg::scalar(true));
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &["attr.floats", "attribute `x`", "expected a float scalar", "got string"],
+    );
+}
+
+#[test]
+fn missing_attribute() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[3]))
+        .attr("x", AttrArg::scalar(1.0f32))
+        .attr("z", AttrArg::scalar(true));
+    let msg = expect_err(
+        call.run(attr_floats),
+        ErrorCode::InvalidArgument,
+        &["attr.floats", "attribute `y`", "missing", "expected a float scalar"],
+    );
+    assert!(!msg.contains("`x`") && !msg.contains("`z`"), "{msg}");
+}
+
+#[test]
+fn unexpected_extra_attribute() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[3]))
+        .attr("x", AttrArg::scalar(1.0f32))
+        .attr("y", AttrArg::scalar(1.0f64))
+        .attr("z", AttrArg::scalar(true))
+        .attr("extra", AttrArg::scalar(1i64));
+    expect_err(
+        call.run(attr_floats),
+        ErrorCode::InvalidArgument,
+        &["attr.floats", "unexpected attribute extra", "x, y, z"],
+    );
+}
+
+#[test]
+fn several_unexpected_attributes() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[3]))
+        .attr("x", AttrArg::scalar(1.0f32))
+        .attr("y", AttrArg::scalar(1.0f64))
+        .attr("z", AttrArg::scalar(true))
+        .attr("zz", AttrArg::Str("s".into()))
+        .attr("aa", AttrArg::scalar(1i64));
+    expect_err(call.run(attr_floats), ErrorCode::InvalidArgument, &["unexpected attributes aa, zz"]);
+}
+
+// ---- Option ----
+
+handler! {
+    target = "attr.optional";
+    fn attr_optional(k: Attr<Option<i64>>, out: ResultBuffer<i64>) -> Result<()> {
+        out.as_uninit()?[0].write(k.unwrap_or(-1));
+        Ok(())
+    }
+}
+
+#[test]
+fn optional_attribute() {
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[1]));
+    expect_ok(call.run(attr_optional));
+    assert_eq!(call.ret_as::<i64>(0), vec![-1]);
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[1])).attr("k", AttrArg::scalar(9i64));
+    expect_ok(call.run(attr_optional));
+    assert_eq!(call.ret_as::<i64>(0), vec![9]);
+    // Present but mistyped is still an error.
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[1])).attr("k", AttrArg::Str("9".into()));
+    expect_err(
+        call.run(attr_optional),
+        ErrorCode::InvalidArgument,
+        &["attribute `k`", "expected an integer scalar (i64), got string"],
+    );
+}
+
+// ---- strings ----
+
+handler! {
+    target = "attr.strings";
+    /// out = bytes of "{name}|{owned}" (zero-padded).
+    fn attr_strings(name: Attr<&str>, owned: Attr<String>, out: ResultBuffer<u8>) -> Result<()> {
+        let text = format!("{}|{}", *name, *owned);
+        let out = out.as_uninit()?;
+        if text.len() > out.len() {
+            return Err(Error::invalid_argument("too long"));
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            o.write(text.as_bytes().get(i).copied().unwrap_or(0));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn string_attributes() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<u8>(&[32]))
+        .attr("name", AttrArg::Str("héllo 中".into()))
+        .attr("owned", AttrArg::Str(String::new()));
+    expect_ok(call.run(attr_strings));
+    let bytes: Vec<u8> = call.ret_as::<u8>(0).into_iter().take_while(|&b| b != 0).collect();
+    assert_eq!(String::from_utf8(bytes).unwrap(), "héllo 中|");
+}
+
+#[test]
+fn number_where_string_expected() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<u8>(&[32]))
+        .attr("name", AttrArg::scalar(1i64))
+        .attr("owned", AttrArg::array(&[1u8, 2]));
+    expect_err(
+        call.run(attr_strings),
+        ErrorCode::InvalidArgument,
+        &[
+            "2 problems",
+            "attribute `name`: expected a string, got int64 scalar 1",
+            "attribute `owned`: expected a string, got uint8 array of 2 elements",
+        ],
+    );
+}
+
+// ---- arrays ----
+
+handler! {
+    target = "attr.arrays";
+    /// out = shape ++ perm, zero-padded.
+    fn attr_arrays(shape: Attr<&[i64]>, perm: Attr<Vec<i32>>, out: ResultBuffer<i64>) -> Result<()> {
+        let all: Vec<i64> = shape.iter().copied().chain(perm.iter().map(|&p| p as i64)).collect();
+        for (i, o) in out.as_uninit()?.iter_mut().enumerate() {
+            o.write(all.get(i).copied().unwrap_or(0));
+        }
+        Ok(())
+    }
+}
+
+fn arrays(shape: AttrArg, perm: AttrArg) -> (CallBuilder, xla_ffi::testing::CallResult) {
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[6])).attr("shape", shape).attr("perm", perm);
+    let r = call.run(attr_arrays);
+    (call, r)
+}
+
+#[test]
+fn array_attributes() {
+    let (call, r) = arrays(AttrArg::array(&[2i64, 3, 4]), AttrArg::array(&[2i64, 0, 1]));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<i64>(0), vec![2, 3, 4, 2, 0, 1]);
+    // Vec<i32> takes any integer array whose values fit; &[i64] takes an empty array.
+    let (call, r) = arrays(AttrArg::array::<i64>(&[]), AttrArg::array(&[5u8, 6]));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<i64>(0), vec![5, 6, 0, 0, 0, 0]);
+}
+
+#[test]
+fn array_attribute_errors() {
+    let (_, r) = arrays(AttrArg::array(&[2i32, 3]), AttrArg::array(&[0i64, 1 << 40]));
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.arrays",
+            "2 problems",
+            "attribute `shape`: expected a int64 array, got int32 array of 2 elements",
+            "attribute `perm`: element 1: 1099511627776 does not fit in i32",
+        ],
+    );
+    let (_, r) = arrays(AttrArg::scalar(3i64), AttrArg::array(&[1.5f64]));
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &[
+            "attribute `shape`: expected a int64 array, got int64 scalar 3",
+            "attribute `perm`: element 0: expected an integer scalar (i32), got 1.5",
+        ],
+    );
+}
+
+// ---- nested dictionaries ----
+
+xla_ffi::attributes! {
+    /// A nested configuration.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Inner {
+        /// Required.
+        pub alpha: f32,
+        /// Defaulted.
+        pub n: i64 = 3,
+        /// Optional.
+        pub label: Option<String>,
+    }
+}
+
+handler! {
+    target = "attr.nested";
+    /// out = [alpha, n, label length or -1, raw dict size, raw["k"]]
+    fn attr_nested(cfg: Attr<Inner>, raw: Attr<Dict<'_>>, out: ResultBuffer<f64>) -> Result<()> {
+        let k: i64 = raw.get("k").map_err(Error::invalid_argument)?;
+        let label = cfg.label.as_ref().map_or(-1.0, |l| l.len() as f64);
+        let v = [cfg.alpha as f64, cfg.n as f64, label, raw.len() as f64, k as f64];
+        for (o, v) in out.as_uninit()?.iter_mut().zip(v) {
+            o.write(v);
+        }
+        Ok(())
+    }
+}
+
+fn nested(cfg: Vec<(&str, AttrArg)>, raw: Vec<(&str, AttrArg)>) -> (CallBuilder, xla_ffi::testing::CallResult) {
+    let d = |v: Vec<(&str, AttrArg)>| AttrArg::Dict(v.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+    let mut call = CallBuilder::new().ret(Arg::zeros::<f64>(&[5])).attr("cfg", d(cfg)).attr("raw", d(raw));
+    let r = call.run(attr_nested);
+    (call, r)
+}
+
+#[test]
+fn nested_dict_and_struct() {
+    let (call, r) = nested(
+        vec![("alpha", AttrArg::scalar(0.5f64)), ("label", AttrArg::Str("abc".into()))],
+        vec![("k", AttrArg::scalar(11i64)), ("other", AttrArg::Str("x".into()))],
+    );
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![0.5, 3.0, 3.0, 2.0, 11.0]);
+    let (call, r) = nested(
+        vec![("n", AttrArg::scalar(7i64)), ("alpha", AttrArg::scalar(2.0f32))],
+        vec![("k", AttrArg::array(&[4i32]))],
+    );
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![2.0, 7.0, -1.0, 1.0, 4.0]);
+}
+
+#[test]
+fn nested_struct_errors() {
+    let (_, r) = nested(
+        vec![("n", AttrArg::Str("seven".into())), ("bogus", AttrArg::scalar(1i64))],
+        vec![("k", AttrArg::scalar(1i64))],
+    );
+    expect_err(
+        r,
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.nested",
+            "attribute `cfg`",
+            "attribute `alpha`: missing",
+            "attribute `n`: expected an integer scalar (i64), got string",
+            "unexpected key(s) bogus",
+        ],
+    );
+    // Not a dictionary at all.
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[5]))
+        .attr("cfg", AttrArg::scalar(1.0f64))
+        .attr("raw", AttrArg::Dict(vec![]));
+    expect_err(
+        call.run(attr_nested),
+        ErrorCode::InvalidArgument,
+        &["attribute `cfg`: expected a dictionary, got float64 scalar 1"],
+    );
+}
+
+// ---- Attrs<Struct> for the whole call ----
+
+xla_ffi::attributes! {
+    /// All attributes of attr.opts.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Opts {
+        /// Required.
+        pub eps: f32,
+        /// Defaulted.
+        pub iters: i64 = 10,
+        /// Optional.
+        pub tag: Option<String>,
+        /// Nested struct.
+        pub inner: Option<Inner>,
+    }
+}
+
+handler! {
+    target = "attr.opts";
+    /// out = [eps, iters, tag length or -1, inner.alpha or -1, x[0]]
+    fn attr_opts(x: Buffer<f32>, out: ResultBuffer<f64>, opts: Attrs<Opts>) -> Result<()> {
+        let x0 = x.as_slice()?.first().copied().unwrap_or(0.0);
+        let v = [
+            opts.eps as f64,
+            opts.iters as f64,
+            opts.tag.as_ref().map_or(-1.0, |t| t.len() as f64),
+            opts.inner.as_ref().map_or(-1.0, |i| i.alpha as f64),
+            x0 as f64,
+        ];
+        for (o, v) in out.as_uninit()?.iter_mut().zip(v) {
+            o.write(v);
+        }
+        Ok(())
+    }
+}
+
+fn opts_call() -> CallBuilder {
+    CallBuilder::new().arg(Arg::from_slice(&[4.0f32], &[1])).ret(Arg::zeros::<f64>(&[5]))
+}
+
+#[test]
+fn attrs_struct_defaults_and_options() {
+    let mut call = opts_call().attr("eps", AttrArg::scalar(0.25f64));
+    expect_ok(call.run(attr_opts));
+    assert_eq!(call.ret_as::<f64>(0), vec![0.25, 10.0, -1.0, -1.0, 4.0]);
+    let mut call = opts_call()
+        .attr("eps", AttrArg::scalar(0.5f32))
+        .attr("iters", AttrArg::scalar(3i64))
+        .attr("tag", AttrArg::Str("hello".into()))
+        .attr("inner", AttrArg::Dict(vec![("alpha".into(), AttrArg::scalar(8i64))]));
+    expect_ok(call.run(attr_opts));
+    assert_eq!(call.ret_as::<f64>(0), vec![0.5, 3.0, 5.0, 8.0, 4.0]);
+}
+
+#[test]
+fn attrs_struct_missing_mistyped_and_extra() {
+    let mut call = opts_call().attr("iters", AttrArg::scalar(1i64));
+    expect_err(call.run(attr_opts), ErrorCode::InvalidArgument, &["attr.opts", "attribute `eps`", "missing"]);
+    let mut call = opts_call().attr("eps", AttrArg::Str("small".into()));
+    expect_err(
+        call.run(attr_opts),
+        ErrorCode::InvalidArgument,
+        &["attr.opts", "attribute `eps`", "expected a float scalar (float32 or float64), got string"],
+    );
+    let mut call = opts_call().attr("eps", AttrArg::scalar(1.0f64)).attr("epsilon", AttrArg::scalar(1.0f64));
+    expect_err(call.run(attr_opts), ErrorCode::InvalidArgument, &["attr.opts", "unexpected attribute epsilon", "eps"]);
+}
+
+#[test]
+fn attrs_struct_problems_reported_with_buffer_problems() {
+    let mut call = CallBuilder::new()
+        .arg(Arg::from_slice(&[4i32], &[1]))
+        .ret(Arg::zeros::<f64>(&[5]))
+        .attr("iters", AttrArg::Str("x".into()));
+    expect_err(
+        call.run(attr_opts),
+        ErrorCode::InvalidArgument,
+        &[
+            "3 problems",
+            "operand 0 (x): expected dtype float32, got int32",
+            "attribute `eps`: missing",
+            "attribute `iters`: expected an integer scalar",
+        ],
+    );
+}

@@ -1,0 +1,443 @@
+//! Decoding operands and results: counts, dtypes, ranks, empty and rank-0 buffers,
+//! alignment, and input/output aliasing.
+
+mod common;
+
+use common::{expect_err, expect_ok};
+use xla_ffi::half::{bf16, f16};
+use xla_ffi::testing::{Arg, CallBuilder};
+use xla_ffi::{handler, AnyFloat, Buffer, DataType, ErrorCode, Float, InOut, Result, ResultBuffer};
+
+handler! {
+    target = "dec.add";
+    /// out = x + y, float32.
+    fn dec_add(x: Buffer<f32>, y: Buffer<f32>, out: ResultBuffer<f32>) -> Result<()> {
+        let (x, y) = (x.as_slice()?, y.as_slice()?);
+        for ((o, &a), &b) in out.as_uninit()?.iter_mut().zip(x).zip(y) {
+            o.write(a + b);
+        }
+        Ok(())
+    }
+}
+
+fn add_call(x: Arg, y: Arg, out: Arg) -> CallBuilder {
+    CallBuilder::new().arg(x).arg(y).ret(out)
+}
+
+fn f32s(v: &[f32]) -> Arg {
+    Arg::from_slice(v, &[v.len() as i64])
+}
+
+#[test]
+fn add_works() {
+    let mut call = add_call(f32s(&[1.0, 2.0, 3.0]), f32s(&[10.0, 20.0, 30.0]), Arg::zeros::<f32>(&[3]));
+    expect_ok(call.run(dec_add));
+    assert_eq!(call.ret_as::<f32>(0), vec![11.0, 22.0, 33.0]);
+}
+
+#[test]
+fn too_few_operands() {
+    let mut call = CallBuilder::new().arg(f32s(&[1.0])).ret(Arg::zeros::<f32>(&[1]));
+    expect_err(call.run(dec_add), ErrorCode::InvalidArgument, &["dec.add", "expected 2 operands, got 1"]);
+}
+
+#[test]
+fn too_many_operands() {
+    let mut call = add_call(f32s(&[1.0]), f32s(&[1.0]), Arg::zeros::<f32>(&[1])).arg(f32s(&[1.0]));
+    let msg = expect_err(call.run(dec_add), ErrorCode::InvalidArgument, &["dec.add", "expected 2 operands, got 3"]);
+    assert!(!msg.contains("result"), "result count was right: {msg}");
+}
+
+#[test]
+fn too_few_results() {
+    let mut call = CallBuilder::new().arg(f32s(&[1.0])).arg(f32s(&[1.0]));
+    expect_err(call.run(dec_add), ErrorCode::InvalidArgument, &["dec.add", "expected 1 result, got 0"]);
+}
+
+#[test]
+fn too_many_results() {
+    let mut call = add_call(f32s(&[1.0]), f32s(&[1.0]), Arg::zeros::<f32>(&[1])).ret(Arg::zeros::<f32>(&[1]));
+    expect_err(call.run(dec_add), ErrorCode::InvalidArgument, &["dec.add", "expected 1 result, got 2"]);
+}
+
+#[test]
+fn wrong_operand_and_result_counts_reported_together() {
+    let mut call = CallBuilder::new();
+    expect_err(
+        call.run(dec_add),
+        ErrorCode::InvalidArgument,
+        &["dec.add", "expected 2 operands, got 0", "expected 1 result, got 0"],
+    );
+}
+
+#[test]
+fn wrong_operand_dtype() {
+    let mut call = add_call(f32s(&[1.0]), Arg::from_slice(&[1i32], &[1]), Arg::zeros::<f32>(&[1]));
+    let msg = expect_err(
+        call.run(dec_add),
+        ErrorCode::InvalidArgument,
+        &["dec.add", "operand 1 (y)", "expected dtype float32", "got int32"],
+    );
+    assert!(msg.starts_with("dec.add: "), "{msg}");
+    assert!(!msg.contains("operand 0"), "operand 0 was fine: {msg}");
+}
+
+#[test]
+fn wrong_result_dtype() {
+    let mut call = add_call(f32s(&[1.0]), f32s(&[1.0]), Arg::zeros::<f64>(&[1]));
+    expect_err(
+        call.run(dec_add),
+        ErrorCode::InvalidArgument,
+        &["dec.add", "result 0 (out)", "expected dtype float32", "got float64"],
+    );
+}
+
+#[test]
+fn several_bad_buffers_in_one_error() {
+    let mut call = add_call(Arg::from_slice(&[1i32], &[1]), Arg::from_slice(&[1.0f64], &[1]), Arg::zeros::<i8>(&[1]));
+    let msg = expect_err(
+        call.run(dec_add),
+        ErrorCode::InvalidArgument,
+        &[
+            "dec.add",
+            "3 problems",
+            "operand 0 (x): expected dtype float32, got int32",
+            "operand 1 (y): expected dtype float32, got float64",
+            "result 0 (out): expected dtype float32, got int8",
+        ],
+    );
+    assert!(msg.starts_with("dec.add: "), "{msg}");
+}
+
+// ---- AnyFloat + dispatch_float! ----
+
+fn scale_kernel<T: Float>(x: &[T], k: f64, y: &mut [core::mem::MaybeUninit<T>]) {
+    for (o, &v) in y.iter_mut().zip(x) {
+        o.write(T::from_f64(v.to_f64() * k));
+    }
+}
+
+handler! {
+    target = "dec.scale";
+    fn dec_scale(x: Buffer<AnyFloat>, y: ResultBuffer<AnyFloat>) -> Result<()> {
+        y.expect_dims(x.dims(), "the shape of x")?;
+        y.expect_dtype(x.dtype(), "the dtype of x")?;
+        xla_ffi::dispatch_float!(x.dtype(),
+            T => scale_kernel::<T>(x.typed()?, 3.0, y.typed_uninit()?),
+            else d => return Err(xla_ffi::Error::internal(format!("{d} is not a float"))));
+        Ok(())
+    }
+}
+
+fn run_scale<T: Float>(v: &[f32]) -> Vec<T> {
+    let xs: Vec<T> = v.iter().map(|&f| T::from_f32(f)).collect();
+    let mut call =
+        CallBuilder::new().arg(Arg::from_slice(&xs, &[xs.len() as i64])).ret(Arg::zeros::<T>(&[xs.len() as i64]));
+    expect_ok(call.run(dec_scale));
+    call.ret_as::<T>(0)
+}
+
+#[test]
+fn any_float_accepts_all_four_float_types() {
+    let v = [1.0f32, -2.5, 0.25];
+    let want = [3.0f64, -7.5, 0.75];
+    let f16s: Vec<f64> = run_scale::<f16>(&v).iter().map(|x| x.to_f64()).collect();
+    let bf16s: Vec<f64> = run_scale::<bf16>(&v).iter().map(|x| x.to_f64()).collect();
+    let f32s: Vec<f64> = run_scale::<f32>(&v).iter().map(|&x| x as f64).collect();
+    let f64s: Vec<f64> = run_scale::<f64>(&v);
+    for got in [f16s, bf16s, f32s, f64s] {
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn any_float_rejects_int32() {
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1i32, 2], &[2])).ret(Arg::zeros::<f32>(&[2]));
+    expect_err(
+        call.run(dec_scale),
+        ErrorCode::InvalidArgument,
+        &["dec.scale", "operand 0 (x)", "expected dtype float16, bfloat16, float32 or float64", "got int32"],
+    );
+}
+
+#[test]
+fn any_float_mismatched_result_dtype_is_reported_by_expect_dtype() {
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f64>(&[2]));
+    expect_err(
+        call.run(dec_scale),
+        ErrorCode::InvalidArgument,
+        &["dec.scale", "result 0 (y)", "expected dtype float32", "got float64"],
+    );
+}
+
+// ---- declared rank ----
+
+handler! {
+    target = "dec.rank2";
+    fn dec_rank2(m: Buffer<'_, f32, 2>, rows: ResultBuffer<'_, i64, 1>) -> Result<()> {
+        let (r, c) = (m.dims()[0], m.dims()[1]);
+        let m = m.as_slice()?;
+        let out = rows.as_uninit()?;
+        for (i, o) in out.iter_mut().enumerate() {
+            let row = &m[i * c as usize..(i + 1) * c as usize];
+            o.write(row.iter().sum::<f32>() as i64);
+        }
+        assert_eq!(out.len() as i64, r);
+        Ok(())
+    }
+}
+
+#[test]
+fn declared_rank_accepts_right_rank() {
+    let m: Vec<f32> = (0..6).map(|v| v as f32).collect();
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&m, &[2, 3])).ret(Arg::zeros::<i64>(&[2]));
+    expect_ok(call.run(dec_rank2));
+    assert_eq!(call.ret_as::<i64>(0), vec![3, 12]);
+}
+
+#[test]
+fn declared_rank_rejects_wrong_rank() {
+    let m = [0.0f32; 6];
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&m, &[6])).ret(Arg::zeros::<i64>(&[2]));
+    expect_err(
+        call.run(dec_rank2),
+        ErrorCode::InvalidArgument,
+        &["dec.rank2", "operand 0 (m)", "expected rank 2", "got rank 1", "[6]"],
+    );
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&m, &[1, 2, 3])).ret(Arg::zeros::<i64>(&[1, 1]));
+    let msg = expect_err(
+        call.run(dec_rank2),
+        ErrorCode::InvalidArgument,
+        &[
+            "dec.rank2",
+            "2 problems",
+            "operand 0 (m): expected rank 2, got rank 3",
+            "result 0 (rows): expected rank 1, got rank 2",
+        ],
+    );
+    assert!(msg.contains("[1, 2, 3]"), "{msg}");
+}
+
+#[test]
+fn declared_rank_and_dtype_both_wrong_in_one_operand() {
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1i64], &[1])).ret(Arg::zeros::<i64>(&[1]));
+    expect_err(
+        call.run(dec_rank2),
+        ErrorCode::InvalidArgument,
+        &[
+            "2 problems",
+            "operand 0 (m): expected dtype float32, got int64",
+            "operand 0 (m): expected rank 2, got rank 1",
+        ],
+    );
+}
+
+// ---- rank 0 and zero-size buffers ----
+
+handler! {
+    target = "dec.describe";
+    /// info = [rank, len, size_bytes, slice len, is_empty, sum]
+    fn dec_describe(x: Buffer<f32>, info: ResultBuffer<i64>) -> Result<()> {
+        let s = x.as_slice()?;
+        let v = [x.rank() as i64, x.len() as i64, x.size_bytes() as i64, s.len() as i64,
+                 x.is_empty() as i64, s.iter().sum::<f32>() as i64];
+        for (o, v) in info.as_uninit()?.iter_mut().zip(v) {
+            o.write(v);
+        }
+        Ok(())
+    }
+}
+
+fn describe(x: Arg) -> Vec<i64> {
+    let mut call = CallBuilder::new().arg(x).ret(Arg::zeros::<i64>(&[6]));
+    expect_ok(call.run(dec_describe));
+    call.ret_as::<i64>(0)
+}
+
+#[test]
+fn rank0_buffer() {
+    assert_eq!(describe(Arg::from_slice(&[7.0f32], &[])), vec![0, 1, 4, 1, 0, 7]);
+}
+
+#[test]
+fn zero_size_buffers() {
+    assert_eq!(describe(Arg::from_slice::<f32>(&[], &[0])), vec![1, 0, 0, 0, 1, 0]);
+    assert_eq!(describe(Arg::from_slice::<f32>(&[], &[3, 0])), vec![2, 0, 0, 0, 1, 0]);
+    assert_eq!(describe(Arg::from_slice::<f32>(&[], &[0, 5, 2])), vec![3, 0, 0, 0, 1, 0]);
+}
+
+#[test]
+fn zero_size_add_and_rank0_add() {
+    let mut call = add_call(
+        Arg::from_slice::<f32>(&[], &[3, 0]),
+        Arg::from_slice::<f32>(&[], &[3, 0]),
+        Arg::zeros::<f32>(&[3, 0]),
+    );
+    expect_ok(call.run(dec_add));
+    assert!(call.ret_as::<f32>(0).is_empty());
+    let mut call = add_call(Arg::from_slice(&[1.5f32], &[]), Arg::from_slice(&[2.0f32], &[]), Arg::zeros::<f32>(&[]));
+    expect_ok(call.run(dec_add));
+    assert_eq!(call.ret_as::<f32>(0), vec![3.5]);
+}
+
+#[test]
+fn negative_dim_is_rejected() {
+    let mut call = CallBuilder::new().arg(Arg::from_slice::<f32>(&[], &[-1])).ret(Arg::zeros::<i64>(&[6]));
+    expect_err(
+        call.run(dec_describe),
+        ErrorCode::InvalidArgument,
+        &["dec.describe", "operand 0 (x)", "invalid shape [-1]"],
+    );
+}
+
+// ---- alignment ----
+
+#[test]
+fn misaligned_operand_is_an_error() {
+    let mut call = add_call(f32s(&[1.0, 2.0]).misaligned(1), f32s(&[1.0, 2.0]), Arg::zeros::<f32>(&[2]));
+    expect_err(call.run(dec_add), ErrorCode::InvalidArgument, &["dec.add", "operand 0 (x)", "not aligned to 4 bytes"]);
+}
+
+#[test]
+fn misaligned_result_is_an_error() {
+    let mut call = add_call(f32s(&[1.0, 2.0]), f32s(&[1.0, 2.0]), Arg::zeros::<f32>(&[2]).misaligned(2));
+    expect_err(call.run(dec_add), ErrorCode::InvalidArgument, &["dec.add", "result 0 (out)", "not aligned to 4 bytes"]);
+}
+
+#[test]
+fn misaligned_empty_buffer_is_fine() {
+    assert_eq!(describe(Arg::from_slice::<f32>(&[], &[0]).misaligned(3)), vec![1, 0, 0, 0, 1, 0]);
+}
+
+#[test]
+fn misaligned_by_four_is_fine_for_f32_but_not_f64() {
+    let mut call = add_call(f32s(&[1.0, 2.0]).misaligned(4), f32s(&[3.0, 4.0]), Arg::zeros::<f32>(&[2]));
+    expect_ok(call.run(dec_add));
+    // `misaligned` moves only the pointer: x now reads [2.0, <padding 0.0>].
+    assert_eq!(call.ret_as::<f32>(0), vec![5.0, 4.0]);
+    let mut call =
+        CallBuilder::new().arg(Arg::from_slice(&[1.0f64, 2.0], &[2]).misaligned(4)).ret(Arg::zeros::<f64>(&[2]));
+    expect_err(
+        call.run(dec_scale),
+        ErrorCode::InvalidArgument,
+        &["dec.scale", "operand 0 (x)", "not aligned to 8 bytes"],
+    );
+}
+
+// ---- aliasing (input_output_aliases) ----
+
+handler! {
+    target = "dec.read_aliased";
+    fn dec_read_aliased(x: Buffer<f32>, y: ResultBuffer<f32>) -> Result<()> {
+        let _ = &y;
+        let _s = x.as_slice()?;
+        Ok(())
+    }
+}
+
+handler! {
+    target = "dec.write_aliased";
+    fn dec_write_aliased(x: Buffer<f32>, y: ResultBuffer<f32>) -> Result<()> {
+        let _ = &x;
+        for o in y.as_uninit()? {
+            o.write(-1.0);
+        }
+        Ok(())
+    }
+}
+
+handler! {
+    target = "dec.inplace";
+    /// y = 2 * x, in place when aliased; mode = [1] for InPlace, [2] for Separate.
+    fn dec_inplace(x: Buffer<f32>, y: ResultBuffer<f32>, mode: ResultBuffer<i32>) -> Result<()> {
+        let io: InOut<'_, f32> = y.with_input(&x)?;
+        let m = match io {
+            InOut::InPlace(xy) => {
+                for v in xy.iter_mut() {
+                    *v *= 2.0;
+                }
+                1
+            }
+            InOut::Separate { input, output } => {
+                for (o, &v) in output.iter_mut().zip(input) {
+                    o.write(2.0 * v);
+                }
+                2
+            }
+        };
+        mode.as_uninit()?[0].write(m);
+        Ok(())
+    }
+}
+
+fn aliased_call() -> CallBuilder {
+    CallBuilder::new().arg(f32s(&[1.0, 2.0, 3.0])).ret(Arg::zeros::<f32>(&[3])).ret(Arg::zeros::<i32>(&[1])).alias(0, 0)
+}
+
+#[test]
+fn aliased_operand_as_slice_is_an_error() {
+    let mut call = CallBuilder::new().arg(f32s(&[1.0, 2.0])).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
+    expect_err(
+        call.run(dec_read_aliased),
+        ErrorCode::InvalidArgument,
+        &["dec.read_aliased", "operand 0 (x)", "shares memory with result 0", "with_input"],
+    );
+    // Not aliased: fine.
+    let mut call = CallBuilder::new().arg(f32s(&[1.0, 2.0])).ret(Arg::zeros::<f32>(&[2]));
+    expect_ok(call.run(dec_read_aliased));
+}
+
+#[test]
+fn aliased_result_as_uninit_is_an_error() {
+    let mut call = CallBuilder::new().arg(f32s(&[1.0, 2.0])).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
+    expect_err(
+        call.run(dec_write_aliased),
+        ErrorCode::InvalidArgument,
+        &["dec.write_aliased", "result 0 (y)", "shares memory with operand 0"],
+    );
+    // Nothing was written through the aliased result.
+    assert_eq!(call.arg_as::<f32>(0), vec![1.0, 2.0]);
+}
+
+#[test]
+fn with_input_in_place() {
+    let mut call = aliased_call();
+    expect_ok(call.run(dec_inplace));
+    assert_eq!(call.ret_as::<i32>(1), vec![1], "expected InOut::InPlace");
+    // The in-place slice held the input's values (else the doubling would give 0),
+    // and the writes landed in the shared buffer.
+    assert_eq!(call.arg_as::<f32>(0), vec![2.0, 4.0, 6.0]);
+    assert_eq!(call.ret_as::<f32>(0), vec![2.0, 4.0, 6.0]);
+}
+
+#[test]
+fn with_input_separate() {
+    let mut call =
+        CallBuilder::new().arg(f32s(&[1.0, 2.0, 3.0])).ret(Arg::zeros::<f32>(&[3])).ret(Arg::zeros::<i32>(&[1]));
+    expect_ok(call.run(dec_inplace));
+    assert_eq!(call.ret_as::<i32>(1), vec![2], "expected InOut::Separate");
+    assert_eq!(call.ret_as::<f32>(0), vec![2.0, 4.0, 6.0]);
+    assert_eq!(call.arg_as::<f32>(0), vec![1.0, 2.0, 3.0], "input unchanged");
+}
+
+#[test]
+fn with_input_aliased_with_a_different_size_is_an_error() {
+    let mut call = CallBuilder::new()
+        .arg(f32s(&[1.0, 2.0, 3.0]))
+        .ret(Arg::zeros::<f32>(&[2]))
+        .ret(Arg::zeros::<i32>(&[1]))
+        .alias(0, 0);
+    let msg = expect_err(
+        call.run(dec_inplace),
+        ErrorCode::InvalidArgument,
+        &["dec.inplace", "result 0 (y)", "aliases operand 0 (x) but differs", "[2] vs float32 [3]"],
+    );
+    assert_eq!(msg.matches("dec.inplace").count(), 1, "target named once: {msg}");
+}
+
+#[test]
+fn dtype_constants_print_like_jax() {
+    assert_eq!(DataType::F32.to_string(), "float32");
+    assert_eq!(DataType::BF16.to_string(), "bfloat16");
+    assert_eq!(DataType(99).to_string(), "dtype(99)");
+}
