@@ -5,3 +5,8 @@ mod cpu;
 pub mod solver;
 
 pub use cpu::xla_ffi_rs_kepler_cpu;
+
+#[cfg(feature = "cuda")]
+mod cuda;
+#[cfg(feature = "cuda")]
+pub use cuda::{xla_ffi_rs_kepler_cuda, KEPLER_CU};

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Compile every CUDA kernel of xla-ffi-rs with NVRTC, without a GPU or a CUDA toolkit.
+
+For each `cuda/*.cu` file and each dtype instantiation the Rust handlers use, this
+compiles the source with NVRTC (loaded through ctypes from the `nvidia-cuda-nvrtc`
+pip package) for sm_80 and sm_90, twice: to PTX (`compute_XX`, checking that the
+kernel entry points the Rust launcher looks up are there) and to a CUBIN (`sm_XX`,
+what the handlers load at run time, so ptxas runs too). Any error or warning fails
+the check and prints the compiler log.
+
+If a host C++ compiler is around (`c++`, `g++` or `clang++`), it also builds the
+Kepler solver of `kepler.cu` for the host and checks its backward error on a few
+million points (`--no-host` skips that).
+
+    pip install nvidia-cuda-nvrtc      # NVRTC 13 (CUDA 13); or nvidia-cuda-nvrtc-cu12
+    python cuda/check_ptx.py
+
+Set XLA_FFI_RS_NVRTC to a libnvrtc.so file (or its folder) to use another NVRTC.
+The last line is a summary: `check_ptx: OK: 72 compilations (...)` or `check_ptx: FAILED ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ARCHS = ("80", "90")
+
+# Element types: dtype name -> the C++ type the kernels use.
+CTYPE = {"f16": "half_t", "bf16": "bhalf_t", "f32": "float", "f64": "double"}
+
+
+def promote(a: str, b: str) -> str:
+    """jnp.result_type for two float dtypes (f16 + bf16 -> f32)."""
+    rank = {"f16": 0, "bf16": 0, "f32": 1, "f64": 2}
+    if a == b:
+        return a
+    if rank[a] == 0 and rank[b] == 0:
+        return "f32"
+    return a if rank[a] >= rank[b] else b
+
+
+def accumulator(a: str, b: str) -> str:
+    return "f64" if "f64" in (a, b) else "f32"
+
+
+def instantiations() -> dict[str, list[tuple[str, dict[str, str]]]]:
+    """Per source file: (label, defines) for every module the Rust handlers compile.
+
+    Must match `crates/ops/src/kepler/cuda.rs` and `crates/ops/src/rms_norm/cuda.rs`.
+    """
+    kepler = [(t, {"KEPLER_T": CTYPE[t]}) for t in ("f32", "f64")]
+    rms = []
+    for x in CTYPE:
+        for w in CTYPE:
+            y, acc = promote(x, w), accumulator(x, w)
+            rms.append((f"x={x},w={w}", {"RMS_X": CTYPE[x], "RMS_W": CTYPE[w], "RMS_Y": CTYPE[y], "RMS_ACC": CTYPE[acc]}))
+    return {"kepler.cu": kepler, "rms_norm.cu": rms}
+
+
+# The mangled entry names the Rust launcher derives from its argument lists
+# (`xla_ffi::cuda::Arg`): (const void*, u64) per input, (void*, u64) per output.
+ENTRIES = {
+    "kepler.cu": ["_Z6keplerPKvyS0_yPvyS1_yy"],
+    "rms_norm.cu": [
+        "_Z12rms_norm_fwdPKvyS0_yPvyS1_yyyd",
+        "_Z12rms_norm_bwdPKvyS0_yS0_yS0_yPvyS1_yyy",
+        "_Z16rms_norm_dweightPKvyPvyyy",
+    ],
+}
+
+
+def find_nvrtc() -> str:
+    env = os.environ.get("XLA_FFI_RS_NVRTC")
+    cands: list[str] = []
+    if env:
+        p = Path(env)
+        cands += sorted(glob.glob(str(p / "libnvrtc.so*"))) if p.is_dir() else [str(p)]
+    try:
+        import nvidia  # namespace package of the nvidia-* wheels
+
+        for root in nvidia.__path__:
+            cands += sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so.*")), reverse=True)
+    except ImportError:
+        pass
+    cands += ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    for c in cands:
+        if "builtins" in os.path.basename(c) or c.endswith(".alt"):
+            continue
+        try:
+            ctypes.CDLL(c)
+            return c
+        except OSError:
+            continue
+    sys.exit("check_ptx: FAILED: libnvrtc not found; `pip install nvidia-cuda-nvrtc` or set XLA_FFI_RS_NVRTC")
+
+
+class Nvrtc:
+    def __init__(self, path: str):
+        self.lib = ctypes.CDLL(path)
+        self.path = path
+        lib = self.lib
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._ok(lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+        self.version = (major.value, minor.value)
+
+    def _ok(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise RuntimeError(f"{what}: {self.lib.nvrtcGetErrorString(rc).decode()}")
+
+    def compile(self, src: str, name: str, opts: list[str], cubin: bool) -> tuple[bool, str, bytes]:
+        lib = self.lib
+        prog = ctypes.c_void_p()
+        self._ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
+        try:
+            arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+            rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+            size = ctypes.c_size_t()
+            self._ok(lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)), "nvrtcGetProgramLogSize")
+            buf = ctypes.create_string_buffer(size.value)
+            self._ok(lib.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+            log = buf.value.decode(errors="replace").strip()
+            if rc != 0:
+                return False, log or lib.nvrtcGetErrorString(rc).decode(), b""
+            get_size, get = (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN) if cubin else (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX)
+            self._ok(get_size(prog, ctypes.byref(size)), "get size")
+            out = ctypes.create_string_buffer(size.value)
+            self._ok(get(prog, out), "get output")
+            return True, log, out.raw
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def options(defines: dict[str, str], arch: str) -> list[str]:
+    """The options the Rust side passes (xla_ffi::cuda), plus the architecture."""
+    return ["--std=c++17", f"--gpu-architecture={arch}"] + [f"-D{k}={v}" for k, v in defines.items()]
+
+
+def host_check() -> str:
+    cxx = next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
+    if cxx is None:
+        return "host check skipped (no C++ compiler)"
+    test = HERE / "tests" / "kepler_host.cpp"
+    with tempfile.TemporaryDirectory() as d:
+        exe = os.path.join(d, "kepler_host")
+        r = subprocess.run([cxx, "-O2", "-std=c++17", f"-I{HERE}", "-o", exe, str(test)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"check_ptx: FAILED: host build of {test.name}:\n{r.stderr}")
+        r = subprocess.run([exe], capture_output=True, text=True)
+        print(r.stdout.rstrip())
+        if r.returncode != 0:
+            raise SystemExit(f"check_ptx: FAILED: {test.name}:\n{r.stderr}")
+    return "host Kepler check passed"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--no-host", action="store_true", help="skip the host build of the Kepler solver")
+    ap.add_argument("--no-cubin", action="store_true", help="PTX only (faster)")
+    args = ap.parse_args()
+
+    nv = Nvrtc(find_nvrtc())
+    print(f"NVRTC {nv.version[0]}.{nv.version[1]} from {nv.path}")
+    sources = sorted(HERE.glob("*.cu"))
+    insts = instantiations()
+    missing = [s.name for s in sources if s.name not in insts]
+    if missing:
+        print(f"check_ptx: FAILED: no instantiation list for {missing}; add them to instantiations()")
+        return 1
+    failures, count, t0 = [], 0, time.time()
+    for src in sources:
+        code = src.read_text()
+        for label, defines in insts[src.name]:
+            for arch in ARCHS:
+                kinds = [("compute_" + arch, False)] + ([] if args.no_cubin else [("sm_" + arch, True)])
+                for arch_opt, cubin in kinds:
+                    count += 1
+                    ok, log, out = nv.compile(code, src.name, options(defines, arch_opt), cubin)
+                    what = f"{src.name} [{label}] {arch_opt}"
+                    if not ok or log:
+                        failures.append(f"{what}: {'error' if not ok else 'warning'}:\n{log}")
+                        continue
+                    absent = [e for e in ENTRIES[src.name] if e.encode() not in out]
+                    if absent:
+                        failures.append(f"{what}: entry points missing: {absent}")
+    dt = time.time() - t0
+    for f in failures:
+        print(f, file=sys.stderr)
+    host = "host check skipped (--no-host)" if args.no_host else host_check()
+    n_inst = sum(len(insts[s.name]) for s in sources)
+    if failures:
+        print(f"check_ptx: FAILED: {len(failures)} of {count} compilations")
+        return 1
+    print(f"check_ptx: OK: {count} compilations ({len(sources)} files, {n_inst} dtype instantiations, "
+          f"sm_{'/sm_'.join(ARCHS)}, PTX{'' if args.no_cubin else ' + CUBIN'}) with NVRTC {nv.version[0]}.{nv.version[1]} "
+          f"in {dt:.1f}s, no warnings; {host}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+// Kepler's equation M = E - e sin E, solved elementwise on the GPU.
+//
+// Part of xla-ffi-rs: the kernel behind the CUDA handler of `xla_ffi_rs.kepler`
+// (crates/ops/src/kepler/cuda.rs). It is compiled at run time with NVRTC, once per
+// CUDA context and element type, with `-DKEPLER_T=float` or `-DKEPLER_T=double`.
+//
+// Method (branch-light, fixed work per element, no data-dependent loop):
+//   1. M is reduced to [-pi, pi] with a three-part 2*pi (Cody-Waite, with FMA), and
+//      folded to m = |M| in [0, pi] using E(-M) = -E(M).
+//   2. Markley's starter (F. L. Markley, "Kepler equation solver", Celestial
+//      Mechanics and Dynamical Astronomy 63, 1995): a cubic approximation solved in
+//      closed form, accurate over the whole (m, e) domain, including the corner
+//      e -> 1, m -> 0.
+//   3. A fixed number of fifth-order corrections (Markley's Householder-type step):
+//      one in float, two in double.
+//   4. sin E and cos E of the final iterate come from the last sincos by a Taylor
+//      rotation through the last (tiny) correction, so no extra sincos is needed.
+// An eccentricity outside [0, 1), or NaN/inf input, gives NaN outputs.
+//
+// ABI: the kernel is not `extern "C"`: its C++ mangled name encodes its parameter
+// types, and the Rust launcher derives the name it looks up from the argument list
+// it passes, so a signature mismatch is a "kernel not found" error, never a
+// mis-typed launch. Every buffer comes with its size in bytes, and the kernel never
+// touches memory beyond those sizes.
+
+#ifdef __CUDACC__
+#define KEPLER_HD __device__ __forceinline__
+#else
+// Host build (numerics check with a C++ compiler): plain inline functions.
+#include <cmath>
+#include <cstring>
+#define KEPLER_HD inline
+using std::sqrt; using std::cbrt; using std::fabs; using std::rint; using std::fma; using std::isnan;
+#endif
+
+typedef unsigned long long u64;
+
+#ifdef __CUDACC__
+KEPLER_HD double kepler_bits_f64(u64 b) { return __longlong_as_double((long long)b); }
+KEPLER_HD float kepler_bits_f32(unsigned b) { return __uint_as_float(b); }
+#else
+KEPLER_HD double kepler_bits_f64(u64 b) { double d; std::memcpy(&d, &b, 8); return d; }
+KEPLER_HD float kepler_bits_f32(unsigned b) { float f; std::memcpy(&f, &b, 4); return f; }
+#endif
+
+template <class T> struct KeplerConst;
+
+template <> struct KeplerConst<double> {
+    static KEPLER_HD double pi() { return 3.141592653589793; }
+    static KEPLER_HD double inv_two_pi() { return 0.15915494309189535; }
+    // 2*pi = A + B + C to about 1e-48.
+    static KEPLER_HD double two_pi_a() { return 6.283185307179586; }
+    static KEPLER_HD double two_pi_b() { return 2.4492935982947064e-16; }
+    static KEPLER_HD double two_pi_c() { return -5.989539619436679e-33; }
+    static KEPLER_HD double nan() { return kepler_bits_f64(0x7ff8000000000000ULL); }
+    static const int steps = 2;
+};
+
+template <> struct KeplerConst<float> {
+    static KEPLER_HD float pi() { return 3.14159274f; }
+    static KEPLER_HD float inv_two_pi() { return 0.159154937f; }
+    static KEPLER_HD float two_pi_a() { return 6.28318548f; }
+    static KEPLER_HD float two_pi_b() { return -1.74845553e-07f; }
+    static KEPLER_HD float two_pi_c() { return -6.86049804e-15f; }
+    static KEPLER_HD float nan() { return kepler_bits_f32(0x7fc00000u); }
+    static const int steps = 1;
+};
+
+KEPLER_HD void kepler_sincos(double x, double* s, double* c) { sincos(x, s, c); }
+KEPLER_HD void kepler_sincos(float x, float* s, float* c) { sincosf(x, s, c); }
+
+// One fifth-order correction of E for f(E) = E - e sin E - m, given sE = sin E and
+// cE = cos E; returns the step.
+template <class T>
+KEPLER_HD T kepler_step(T E, T e, T m, T sE, T cE) {
+    const T f = E - e * sE - m;
+    const T f1 = T(1) - e * cE;
+    const T f2 = e * sE;
+    const T f3 = e * cE;
+    const T d3 = -f / (f1 - T(0.5) * f * f2 / f1);
+    const T d4 = -f / (f1 + d3 * (T(0.5) * f2 + d3 * f3 * T(1.0 / 6.0)));
+    return -f / (f1 + d4 * (T(0.5) * f2 + d4 * (f3 * T(1.0 / 6.0) - d4 * f2 * T(1.0 / 24.0))));
+}
+
+// Rotates (s, c) = (sin E, cos E) by a small angle d: (sin(E + d), cos(E + d)).
+template <class T>
+KEPLER_HD void kepler_rotate(T d, T* s, T* c) {
+    const T d2 = d * d;
+    const T sd = d * (T(1) - d2 * (T(1.0 / 6.0) - d2 * T(1.0 / 120.0)));
+    const T cd = T(1) - d2 * (T(0.5) - d2 * (T(1.0 / 24.0) - d2 * T(1.0 / 720.0)));
+    const T s0 = *s, c0 = *c;
+    *s = s0 * cd + c0 * sd;
+    *c = c0 * cd - s0 * sd;
+}
+
+// Solves one element: writes sin E and cos E.
+template <class T>
+KEPLER_HD void kepler_solve(T M, T e, T* sin_e, T* cos_e) {
+    typedef KeplerConst<T> K;
+    // Reduce M to r in [-pi, pi]; NaN/inf M gives NaN through rint/fma.
+    const T k = rint(M * K::inv_two_pi());
+    T r = fma(-k, K::two_pi_a(), M);
+    r = fma(-k, K::two_pi_b(), r);
+    r = fma(-k, K::two_pi_c(), r);
+    const T sign = r < T(0) ? T(-1) : T(1);
+    const T m = fabs(r);
+
+    // Markley's starter.
+    const T pi = K::pi();
+    const T pi2 = pi * pi;
+    const T one_e = T(1) - e;
+    const T alpha = (T(3) * pi2 + T(1.6) * pi * (pi - m) / (T(1) + e)) / (pi2 - T(6));
+    const T d = T(3) * one_e + alpha * e;
+    const T q = T(2) * alpha * d * one_e - m * m;
+    const T rr = T(3) * alpha * d * (d - one_e) * m + m * m * m;
+    T disc = q * q * q + rr * rr;
+    disc = disc > T(0) ? disc : T(0);
+    T w = cbrt(fabs(rr) + sqrt(disc));
+    w = w * w;
+    const T den = w * w + w * q + q * q;
+    T E = den > T(0) ? (T(2) * rr * w / den + m) / d : m / d;
+
+    // Fixed-count high-order corrections.
+    T sE, cE;
+    kepler_sincos(E, &sE, &cE);
+    T step = kepler_step(E, e, m, sE, cE);
+    for (int i = 1; i < K::steps; ++i) {
+        E += step;
+        kepler_sincos(E, &sE, &cE);
+        step = kepler_step(E, e, m, sE, cE);
+    }
+    kepler_rotate(step, &sE, &cE);
+
+    const bool ok = e >= T(0) && e < T(1) && !isnan(r);
+    const T nan = K::nan();
+    *sin_e = ok ? sign * sE : nan;
+    *cos_e = ok ? cE : nan;
+}
+
+#ifdef __CUDACC__
+#ifndef KEPLER_T
+#error "compile with -DKEPLER_T=float or -DKEPLER_T=double"
+#endif
+
+// sin E and cos E for n elements. Each pointer comes with its buffer's size in
+// bytes; the kernel clamps n to what every buffer holds.
+__global__ void kepler(const void* mean_anomaly, u64 m_bytes, const void* eccentricity, u64 e_bytes,
+                       void* sin_e, u64 s_bytes, void* cos_e, u64 c_bytes, u64 n) {
+    typedef KEPLER_T T;
+    u64 cap = m_bytes;
+    cap = e_bytes < cap ? e_bytes : cap;
+    cap = s_bytes < cap ? s_bytes : cap;
+    cap = c_bytes < cap ? c_bytes : cap;
+    cap /= sizeof(T);
+    n = n < cap ? n : cap;
+    const T* M = static_cast<const T*>(mean_anomaly);
+    const T* E = static_cast<const T*>(eccentricity);
+    T* S = static_cast<T*>(sin_e);
+    T* C = static_cast<T*>(cos_e);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        T s, c;
+        kepler_solve<T>(M[i], E[i], &s, &c);
+        S[i] = s;
+        C[i] = c;
+    }
+}
+#endif

@@ -1,0 +1,239 @@
+// RMS normalization over the trailing axes, forward and backward, on the GPU.
+//
+// Part of xla-ffi-rs: the kernels behind the CUDA handlers of
+// `xla_ffi_rs.rms_norm_fwd` and `xla_ffi_rs.rms_norm_bwd`
+// (crates/ops/src/rms_norm/cuda.rs). Compiled at run time with NVRTC, once per CUDA
+// context and dtype combination, with four defines naming the element types:
+//   RMS_X (x, dx), RMS_W (weight, dweight), RMS_Y (y, dy) and RMS_ACC (inv_rms and
+//   the accumulator), each one of half_t, bhalf_t, float, double.
+// The data is viewed as `rows` rows of `n` elements (row-major).
+//
+//   forward:  inv_rms[r] = 1 / sqrt(mean_j x[r,j]^2 + eps);  y = x * inv_rms * w
+//   backward: dx[r,j] = r w_j dy_j - x_j r^3 / n * sum_k dy_k w_k x_k
+//             dweight_j = sum_r dy[r,j] x[r,j] inv_rms[r]
+//
+// Determinism: every sum has a fixed order that depends on the shapes only (never on
+// timing, atomics or the number of SMs). dweight is reduced in two launches: block b
+// of `rms_norm_bwd` sums its contiguous slice of rows, in row order, into row b of a
+// workspace (blocks x n, accumulator type); `rms_norm_dweight` then adds the
+// workspace rows in a fixed tree. The result is bit-identical run to run.
+//
+// ABI: kernels are not `extern "C"`; their mangled names encode the parameter types
+// and the Rust launcher looks them up by the name its argument list implies. Every
+// buffer comes with its size in bytes; kernels return early, writing nothing, if the
+// sizes they were given do not cover the extents they would touch.
+
+#ifndef RMS_X
+#error "compile with -DRMS_X=... -DRMS_W=... -DRMS_Y=... -DRMS_ACC=... (half_t, bhalf_t, float, double)"
+#endif
+
+typedef unsigned long long u64;
+
+// 16-bit floats as raw bits: no cuda_fp16.h / cuda_bf16.h needed.
+struct half_t { unsigned short bits; };
+struct bhalf_t { unsigned short bits; };
+
+// ---- widening (exact) ----
+__device__ __forceinline__ float to_f32(half_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+__device__ __forceinline__ float to_f32(bhalf_t h) { return __uint_as_float(((unsigned)h.bits) << 16); }
+__device__ __forceinline__ float to_f32(float v) { return v; }
+
+template <class A> struct Widen;
+template <> struct Widen<float> {
+    template <class T> static __device__ __forceinline__ float of(T v) { return to_f32(v); }
+    static __device__ __forceinline__ float of(double v) { return (float)v; }  // never used by the rules
+};
+template <> struct Widen<double> {
+    template <class T> static __device__ __forceinline__ double of(T v) { return (double)to_f32(v); }
+    static __device__ __forceinline__ double of(double v) { return v; }
+};
+
+// ---- narrowing (round to nearest even; from double without double rounding) ----
+// double -> float rounded to odd: a later rounding to a format with at most 22
+// significand bits is then correctly rounded.
+__device__ __forceinline__ float f64_to_f32_odd(double d) {
+    float f = __double2float_rz(d);
+    if ((double)f != d && d == d) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return f;
+}
+__device__ __forceinline__ unsigned short f32_to_f16_bits(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+template <class T> struct Narrow;
+template <> struct Narrow<float> {
+    static __device__ __forceinline__ float of(float v) { return v; }
+    static __device__ __forceinline__ float of(double v) { return (float)v; }
+};
+template <> struct Narrow<double> {
+    static __device__ __forceinline__ double of(float v) { return (double)v; }
+    static __device__ __forceinline__ double of(double v) { return v; }
+};
+template <> struct Narrow<half_t> {
+    static __device__ __forceinline__ half_t of(float v) { half_t h; h.bits = f32_to_f16_bits(v); return h; }
+    static __device__ __forceinline__ half_t of(double v) { half_t h; h.bits = f32_to_f16_bits(f64_to_f32_odd(v)); return h; }
+};
+template <> struct Narrow<bhalf_t> {
+    static __device__ __forceinline__ bhalf_t of(float v) { bhalf_t h; h.bits = f32_to_bf16_bits(v); return h; }
+    static __device__ __forceinline__ bhalf_t of(double v) { bhalf_t h; h.bits = f32_to_bf16_bits(f64_to_f32_odd(v)); return h; }
+};
+
+typedef RMS_X X;
+typedef RMS_W W;
+typedef RMS_Y Y;
+typedef RMS_ACC ACC;
+
+__device__ __forceinline__ ACC sqrt_acc(float v) { return sqrtf(v); }
+__device__ __forceinline__ ACC sqrt_acc(double v) { return sqrt(v); }
+
+// ---- deterministic block reduction (fixed shuffle tree) ----
+__device__ __forceinline__ ACC warp_sum(ACC v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// The sum of `v` over the block, returned to every thread. `sh` holds 32 values.
+// Starts with a barrier, so it may be called repeatedly with the same `sh`.
+// blockDim.x must be a multiple of 32.
+__device__ __forceinline__ ACC block_sum(ACC v, ACC* sh) {
+    v = warp_sum(v);
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    const unsigned warps = blockDim.x >> 5;
+    return warp_sum(lane < warps ? sh[lane] : ACC(0));
+}
+
+__device__ __forceinline__ bool fits(u64 count, u64 elem_size, u64 bytes) {
+    return count == 0 || (count <= bytes / elem_size);
+}
+
+// Forward. One block per row (grid-stride over rows). `y` may alias `x` (same
+// dtype): each element is read (second pass) and written by the same thread, after
+// the whole row was read in the first pass.
+__global__ void rms_norm_fwd(const void* x_, u64 x_bytes, const void* w_, u64 w_bytes, void* y_, u64 y_bytes,
+                             void* inv_, u64 inv_bytes, u64 rows, u64 n, double eps_) {
+    if (!(fits(rows * n, sizeof(X), x_bytes) && fits(n, sizeof(W), w_bytes) && fits(rows * n, sizeof(Y), y_bytes) &&
+          fits(rows, sizeof(ACC), inv_bytes)) || (blockDim.x & 31u) != 0)
+        return;
+    const X* x = static_cast<const X*>(x_);
+    const W* w = static_cast<const W*>(w_);
+    Y* y = static_cast<Y*>(y_);
+    ACC* inv = static_cast<ACC*>(inv_);
+    __shared__ ACC sh[32];
+    const ACC eps = (ACC)eps_;
+    const ACC n_acc = (ACC)(n > 0 ? n : 1);
+    for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const X* xr = x + r * n;
+        Y* yr = y + r * n;
+        ACC s = ACC(0);
+        for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
+            const ACC v = Widen<ACC>::of(xr[j]);
+            s += v * v;
+        }
+        s = block_sum(s, sh);
+        const ACC iv = ACC(1) / sqrt_acc(s / n_acc + eps);
+        if (threadIdx.x == 0) inv[r] = iv;
+        for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
+            yr[j] = Narrow<Y>::of(Widen<ACC>::of(xr[j]) * iv * Widen<ACC>::of(w[j]));
+        }
+    }
+}
+
+// Backward, part 1: dx, and per-block partial sums of dweight.
+//
+// Block b handles rows [b*per, min((b+1)*per, rows)) with per = ceil(rows/blocks),
+// where blocks = gridDim.x = the workspace's row count. Thread t owns columns
+// j = t, t + blockDim.x, ...: it alone accumulates dweight_j over the block's rows,
+// in row order, in dynamic shared memory when the launch gave n accumulators of it,
+// else directly in its workspace row; either way the same sums in the same order.
+// Finally the block's partial sums are in workspace row b.
+__global__ void rms_norm_bwd(const void* dy_, u64 dy_bytes, const void* x_, u64 x_bytes, const void* w_, u64 w_bytes,
+                             const void* inv_, u64 inv_bytes, void* dx_, u64 dx_bytes, void* ws_, u64 ws_bytes,
+                             u64 rows, u64 n) {
+    const u64 blocks = gridDim.x;
+    if (!(fits(rows * n, sizeof(Y), dy_bytes) && fits(rows * n, sizeof(X), x_bytes) && fits(n, sizeof(W), w_bytes) &&
+          fits(rows, sizeof(ACC), inv_bytes) && fits(rows * n, sizeof(X), dx_bytes) &&
+          fits(blocks * n, sizeof(ACC), ws_bytes)) || (blockDim.x & 31u) != 0)
+        return;
+    const Y* dy = static_cast<const Y*>(dy_);
+    const X* x = static_cast<const X*>(x_);
+    const W* w = static_cast<const W*>(w_);
+    const ACC* inv = static_cast<const ACC*>(inv_);
+    X* dx = static_cast<X*>(dx_);
+    ACC* ws = static_cast<ACC*>(ws_);
+
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ ACC sh[32];
+    unsigned smem_bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
+    const bool in_smem = n <= smem_bytes / sizeof(ACC);
+    ACC* acc = in_smem ? reinterpret_cast<ACC*>(smem_raw) : ws + blockIdx.x * n;
+
+    for (u64 j = threadIdx.x; j < n; j += blockDim.x) acc[j] = ACC(0);
+
+    const u64 per = (rows + blocks - 1) / blocks;
+    const u64 r0 = blockIdx.x * per;
+    const u64 r1 = r0 + per < rows ? r0 + per : rows;
+    const ACC n_acc = (ACC)(n > 0 ? n : 1);
+    for (u64 r = r0; r < r1; ++r) {
+        const Y* dyr = dy + r * n;
+        const X* xr = x + r * n;
+        X* dxr = dx + r * n;
+        const ACC rr = inv[r];
+        ACC s = ACC(0);
+        for (u64 j = threadIdx.x; j < n; j += blockDim.x)
+            s += Widen<ACC>::of(dyr[j]) * Widen<ACC>::of(w[j]) * Widen<ACC>::of(xr[j]);
+        s = block_sum(s, sh);
+        const ACC c = rr * rr * rr / n_acc * s;
+        for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
+            const ACC dyj = Widen<ACC>::of(dyr[j]);
+            const ACC xj = Widen<ACC>::of(xr[j]);
+            dxr[j] = Narrow<X>::of(rr * Widen<ACC>::of(w[j]) * dyj - xj * c);
+            acc[j] += dyj * xj * rr;
+        }
+    }
+    if (in_smem) {
+        ACC* out = ws + blockIdx.x * n;
+        for (u64 j = threadIdx.x; j < n; j += blockDim.x) out[j] = acc[j];
+    }
+}
+
+// Backward, part 2: dweight_j = the workspace's column j summed in a fixed tree.
+// Block (32, RED_Y) threads, grid ceil(n / 32): thread (tx, ty) sums rows
+// b = ty, ty + RED_Y, ... of column blockIdx.x*32 + tx in order; then thread (tx, 0)
+// adds the RED_Y partial sums in order.
+#define RED_Y 16
+__global__ void rms_norm_dweight(const void* ws_, u64 ws_bytes, void* dw_, u64 dw_bytes, u64 blocks, u64 n) {
+    if (!(fits(blocks * n, sizeof(ACC), ws_bytes) && fits(n, sizeof(W), dw_bytes)) || blockDim.x != 32 ||
+        blockDim.y != RED_Y)
+        return;
+    const ACC* ws = static_cast<const ACC*>(ws_);
+    W* dw = static_cast<W*>(dw_);
+    __shared__ ACC part[RED_Y][33];
+    const u64 j = (u64)blockIdx.x * 32 + threadIdx.x;
+    ACC s = ACC(0);
+    if (j < n) {
+        for (u64 b = threadIdx.y; b < blocks; b += RED_Y) s += ws[b * n + j];
+    }
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < n) {
+        ACC t = ACC(0);
+        for (int k = 0; k < RED_Y; ++k) t += part[k][threadIdx.x];
+        dw[j] = Narrow<W>::of(t);
+    }
+}
