@@ -348,6 +348,45 @@ unsafe fn answer_metadata(ext: *const sys::XLA_FFI_Metadata_Extension, info: &Ha
     Ok(())
 }
 
+/// API tables known to belong to a host (CPU) runtime. Each runtime (the CPU client,
+/// each GPU plugin) has its own table, stable for the process.
+static HOST_APIS: [core::sync::atomic::AtomicPtr<sys::XLA_FFI_Api>; 4] =
+    [const { core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()) }; 4];
+
+/// Whether `frame` runs on a host platform, where buffers are host memory.
+///
+/// Host handlers make slices of their buffers, so one registered for a GPU platform
+/// by mistake must be refused, not allowed to read device memory. The answer is
+/// cached per API table: only the first call through a table asks `Stream_Get`
+/// (which fails on CPU and gives a stream on GPUs).
+fn is_host_platform(frame: &Frame<'_>) -> bool {
+    use core::sync::atomic::Ordering;
+    let api = frame.api.ptr() as *mut sys::XLA_FFI_Api;
+    if HOST_APIS.iter().any(|p| p.load(Ordering::Relaxed) == api) {
+        return true;
+    }
+    let Some(get) = api_slot!(frame.api, XLA_FFI_Stream_Get) else {
+        return true;
+    };
+    let mut args = sys::XLA_FFI_Stream_Get_Args {
+        struct_size: sys::XLA_FFI_Stream_Get_Args_STRUCT_SIZE as usize,
+        extension_start: core::ptr::null_mut(),
+        ctx: frame.ctx,
+        stream: core::ptr::null_mut(),
+    };
+    // SAFETY: the runtime's own function, with fully initialised args.
+    let err = unsafe { get(&mut args) };
+    let host = frame.api.take_error(err).is_err() || args.stream.is_null();
+    if host {
+        for slot in &HOST_APIS {
+            if slot.compare_exchange(core::ptr::null_mut(), api, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                break;
+            }
+        }
+    }
+    host
+}
+
 /// Turns a panic payload into text.
 pub(crate) fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -379,6 +418,13 @@ pub unsafe fn dispatch(
         Err((None, _)) => return core::ptr::null_mut(),
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
+        if info.host && info.stage == Stage::Execute && !is_host_platform(&frame) {
+            return Err(Error::failed_precondition(format!(
+                "{}: this handler is for host (CPU) buffers but was registered for a device \
+                 platform; register it with platform=\"cpu\", or declare it `platform = device`",
+                info.target
+            )));
+        }
         let mut call = crate::Call::new(frame, info);
         call.check_counts()?;
         body(&mut call)

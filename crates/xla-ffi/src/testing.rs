@@ -83,6 +83,12 @@ unsafe extern "C" fn stream_get(_args: *mut sys::XLA_FFI_Stream_Get_Args) -> *mu
     fake_error(ErrorCode::Unimplemented, "XLA FFI GPU context is not available")
 }
 
+unsafe extern "C" fn stream_get_device(args: *mut sys::XLA_FFI_Stream_Get_Args) -> *mut sys::XLA_FFI_Error {
+    // SAFETY: valid args from the crate under test; the stream is a dummy address.
+    unsafe { (*args).stream = 0x1000 as *mut c_void };
+    core::ptr::null_mut()
+}
+
 unsafe extern "C" fn device_ordinal_get(args: *mut sys::XLA_FFI_DeviceOrdinal_Get_Args) -> *mut sys::XLA_FFI_Error {
     // SAFETY: valid args from the crate under test.
     let args = unsafe { &mut *args };
@@ -177,6 +183,14 @@ impl FakeApi {
         t.XLA_FFI_RunId_Get = Some(run_id_get);
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
         FakeApi { table: t }
+    }
+
+    /// A table that behaves like a GPU runtime's: `Stream_Get` gives a stream.
+    /// (Each call allocates a new table, so it is never mistaken for a cached host one.)
+    pub fn device_like(minor: i32) -> Self {
+        let mut api = Self::new(minor);
+        api.table.XLA_FFI_Stream_Get = Some(stream_get_device);
+        api
     }
 
     /// Pretends the table ends after `size` bytes, as an older runtime's does.

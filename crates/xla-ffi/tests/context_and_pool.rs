@@ -203,3 +203,23 @@ fn one_handler_from_four_threads_at_once() {
         }
     });
 }
+
+xla_ffi::handler! {
+    target = "ctx.host_only";
+    fn ctx_host_only(x: xla_ffi::Buffer<f32>) -> xla_ffi::Result<()> {
+        let _ = x.as_slice()?;
+        Ok(())
+    }
+}
+
+#[test]
+fn host_handler_refuses_a_device_platform() {
+    use xla_ffi::testing::{Arg, CallBuilder, FakeApi};
+    let mut call = CallBuilder::new().api(FakeApi::device_like(5)).arg(Arg::from_slice(&[1.0f32], &[1]));
+    let (code, msg) = call.run(ctx_host_only).unwrap_err();
+    assert_eq!(code, xla_ffi::ErrorCode::FailedPrecondition);
+    assert!(msg.contains("ctx.host_only") && msg.contains("device platform"), "{msg}");
+    // The same handler on a CPU-like runtime runs.
+    let mut ok = CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1]));
+    ok.run(ctx_host_only).unwrap();
+}
