@@ -157,7 +157,7 @@ impl<'f> Array<'f> {
         if self.len == 0 {
             return Some(&[]);
         }
-        if self.data.is_null() || self.data as usize % core::mem::align_of::<T>() != 0 {
+        if self.data.is_null() || !(self.data as usize).is_multiple_of(core::mem::align_of::<T>()) {
             return None;
         }
         // SAFETY: XLA's array holds `len` elements of `dtype` == T, alive for the

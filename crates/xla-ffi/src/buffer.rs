@@ -196,7 +196,7 @@ impl<'f> RawBuffer<'f> {
         if self.dtype != T::DTYPE {
             return Err(self.site.error(format!("is {}, not {}", self.dtype, T::DTYPE)));
         }
-        if self.len > 0 && (self.data.is_null() || self.data as usize % core::mem::align_of::<T>() != 0) {
+        if self.len > 0 && (self.data.is_null() || !(self.data as usize).is_multiple_of(core::mem::align_of::<T>())) {
             return Err(self.site.error(format!(
                 "data pointer {:p} is not aligned to {} bytes",
                 self.data,

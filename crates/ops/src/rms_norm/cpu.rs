@@ -3,8 +3,7 @@
 use core::mem::MaybeUninit;
 
 use xla_ffi::{
-    dispatch_float, handler, AccFloat, AnyFloat, Attr, Buffer, Context, Float, InOut, Parts, Result,
-    ResultBuffer,
+    dispatch_float, handler, AccFloat, AnyFloat, Attr, Buffer, Context, Float, InOut, Parts, Result, ResultBuffer,
 };
 
 use super::kernel;

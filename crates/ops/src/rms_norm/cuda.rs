@@ -53,12 +53,7 @@ fn ctype(d: DataType) -> &'static str {
 
 /// The module defines for `(x, weight)`: `RMS_X`, `RMS_W`, `RMS_Y`, `RMS_ACC`.
 fn defines(x: DataType, w: DataType) -> [(&'static str, &'static str); 4] {
-    [
-        ("RMS_X", ctype(x)),
-        ("RMS_W", ctype(w)),
-        ("RMS_Y", ctype(promote(x, w))),
-        ("RMS_ACC", ctype(accumulator(x, w))),
-    ]
+    [("RMS_X", ctype(x)), ("RMS_W", ctype(w)), ("RMS_Y", ctype(promote(x, w))), ("RMS_ACC", ctype(accumulator(x, w)))]
 }
 
 /// Threads per row block: about 8 elements per thread, a multiple of 32.
@@ -68,7 +63,8 @@ fn row_block(n: usize, max: u32) -> u32 {
 }
 
 fn to_u32(v: usize, what: &str, target: &str) -> Result<u32> {
-    u32::try_from(v).map_err(|_| xla_ffi::Error::invalid_argument(format!("{target}: {what} = {v} is too large for one launch")))
+    u32::try_from(v)
+        .map_err(|_| xla_ffi::Error::invalid_argument(format!("{target}: {what} = {v} is too large for one launch")))
 }
 
 handler! {

@@ -1,6 +1,6 @@
 //! Shape and dtype rules of the rms_norm targets, shared by the CPU and CUDA handlers.
 
-use xla_ffi::{AnyFloat, Buffer, ResultBuffer, Result};
+use xla_ffi::{AnyFloat, Buffer, Result, ResultBuffer};
 
 use crate::promote::{accumulator, promote};
 
