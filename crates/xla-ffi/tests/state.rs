@@ -120,7 +120,7 @@ fn second_instantiate_fails_and_frees_its_state() {
     assert!(!DROPPED.lock().unwrap().contains(&4));
     // XLA refuses a second state for the same type: the new one is dropped at once,
     // the first stays.
-    expect_err(call.run(st_table_init), ErrorCode::AlreadyExists, &["st.table", "already set"]);
+    expect_err(call.run(st_table_init), common::runtime_code(ErrorCode::AlreadyExists), &["st.table", "already set"]);
     assert_eq!(DROPPED.lock().unwrap().iter().filter(|&&d| d == 4).count(), 1);
     call.set_stage(Stage::Execute);
     expect_ok(call.run(st_table_exec));

@@ -52,3 +52,14 @@ pub fn quiet_deliberate_panics() {
 /// A non-string panic payload used on purpose.
 #[derive(Debug)]
 pub struct DeliberatePayload(pub i32);
+
+/// The code an error read back from the runtime carries: with an API 0.3 header
+/// (Error_GetMessage, no code) it is unknown and reported as INTERNAL.
+#[allow(dead_code)]
+pub fn runtime_code(code: ErrorCode) -> ErrorCode {
+    if xla_ffi::sys::compat::HAS_ERROR_DETAILS {
+        code
+    } else {
+        ErrorCode::Internal
+    }
+}
