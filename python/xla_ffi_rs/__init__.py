@@ -1,0 +1,26 @@
+"""xla_ffi_rs: JAX operations whose kernels are Rust handlers for XLA's typed FFI.
+
+Importing the package registers the native targets (``xla_ffi_rs.kepler``,
+``xla_ffi_rs.rms_norm_fwd``, ``xla_ffi_rs.rms_norm_bwd``) for "cpu", and for
+"cuda" when the native module was built with CUDA. Registration is queued by
+JAX until the backend starts, so no backend is initialized by the import.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> import xla_ffi_rs
+    >>> sin_e, cos_e = xla_ffi_rs.kepler(jnp.array([0.5, 1.0]), 0.1)
+    >>> y = xla_ffi_rs.rms_norm(jnp.ones((2, 4)), jnp.ones(4))
+"""
+
+from __future__ import annotations
+
+from xla_ffi_rs import _native, _registration
+
+_registration.register_all()
+
+from xla_ffi_rs import binding  # noqa: E402
+from xla_ffi_rs.kepler import kepler  # noqa: E402
+from xla_ffi_rs.rms_norm import rms_norm  # noqa: E402
+
+__version__: str = _native.__version__
+__all__ = ["__version__", "binding", "kepler", "rms_norm"]

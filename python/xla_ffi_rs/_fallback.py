@@ -1,0 +1,85 @@
+"""jnp implementations of the ops, lowered where no FFI target is registered.
+
+They make the package usable (slower, but with every transformation) on a
+platform the native module has no handler for, e.g. a GPU when it was built
+without CUDA, and they let ``jax.export`` serialize for such platforms. They
+compute what the Rust kernels compute, in the same accumulation precision.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> s, c = kepler(jnp.float32(0.0), jnp.float32(0.5))
+    >>> float(s), float(c)
+    (0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: Halley steps after the starter; each at least triples the correct digits
+#: once close, so 8 are plenty for f64 and any e < 1.
+_KEPLER_STEPS = 8
+
+
+def kepler(mean_anomaly: jax.Array, eccentricity: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(sin E, cos E) with E - e sin E = M; NaN where e is not in [0, 1)."""
+    m, e = mean_anomaly, eccentricity
+    two_pi = 2 * np.pi
+    m = m - two_pi * jnp.round(m / two_pi)  # in [-pi, pi]
+    big_e = m + 0.85 * e * jnp.sign(jnp.sin(m))  # Danby's starter
+    for _ in range(_KEPLER_STEPS):
+        s, c = e * jnp.sin(big_e), e * jnp.cos(big_e)
+        f, f1 = big_e - s - m, 1 - c
+        big_e = big_e - f / (f1 - 0.5 * f * s / f1)
+    ok = (e >= 0) & (e < 1)
+    nan = jnp.asarray(np.nan, big_e.dtype)
+    return jnp.where(ok, jnp.sin(big_e), nan), jnp.where(ok, jnp.cos(big_e), nan)
+
+
+def accumulation_dtype(*dtypes: jnp.dtype) -> jnp.dtype:
+    """float64 if any dtype is float64, else float32 (the kernels' rule)."""
+    return jnp.dtype(jnp.float64 if any(jnp.dtype(d) == jnp.float64 for d in dtypes) else jnp.float32)
+
+
+def _norm_axes(x: jax.Array, weight_ndim: int) -> tuple[int, ...]:
+    return tuple(range(x.ndim - weight_ndim, x.ndim))
+
+
+def _expand(r: jax.Array, weight_ndim: int) -> jax.Array:
+    return r.reshape(r.shape + (1,) * weight_ndim)
+
+
+def rms_norm_fwd(x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[jax.Array, jax.Array]:
+    """(y, inv_rms) as the ``rms_norm_fwd`` target computes them."""
+    acc = accumulation_dtype(x.dtype, weight.dtype)
+    xa = x.astype(acc)
+    inv = jax.lax.rsqrt(jnp.mean(xa * xa, axis=_norm_axes(x, weight.ndim)) + jnp.asarray(eps, acc))
+    y = xa * _expand(inv, weight.ndim) * weight.astype(acc)
+    return y.astype(jnp.result_type(x.dtype, weight.dtype)), inv
+
+
+def rms_norm_bwd(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(dx, dweight) as the ``rms_norm_bwd`` target computes them."""
+    acc = inv_rms.dtype
+    n = weight.ndim
+    r = _expand(inv_rms, n)
+    g, xa = dy.astype(acc) * weight.astype(acc), x.astype(acc)
+    proj = jnp.mean(g * xa, axis=_norm_axes(x, n), keepdims=True)
+    dx = r * g - xa * r**3 * proj
+    dw = jnp.sum(dy.astype(acc) * xa * r, axis=tuple(range(x.ndim - n)))
+    return dx.astype(x.dtype), dw.astype(weight.dtype)
+
+
+def rms_norm_tangent(
+    dx: jax.Array, dweight: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array
+) -> tuple[jax.Array]:
+    """Forward-mode tangent of y, linear in (dx, dweight)."""
+    acc = inv_rms.dtype
+    n = weight.ndim
+    r = _expand(inv_rms, n)
+    xa, dxa, wa = x.astype(acc), dx.astype(acc), weight.astype(acc)
+    dr = -(r**3) * jnp.mean(xa * dxa, axis=_norm_axes(x, n), keepdims=True)
+    dy = (dxa * r + xa * dr) * wa + xa * r * dweight.astype(acc)
+    return (dy.astype(jnp.result_type(x.dtype, weight.dtype)),)

@@ -1,0 +1,303 @@
+"""Define a JAX operation backed by XLA FFI targets in a few lines.
+
+An :class:`Op` is a JAX primitive (``jax.extend.core.Primitive``) plus its
+rules, each in a short function of its own:
+
+* abstract evaluation: shapes and dtypes of the results (:class:`Op` argument);
+* lowering: a typed-FFI custom call to the target registered for the platform
+  being compiled for (``jax.ffi.ffi_lowering``); on a platform without a
+  target, an optional jnp implementation is lowered instead;
+* eager evaluation: the op is jit-compiled once per set of parameters;
+* JVP (:meth:`Op.def_jvp`): any function of primals and tangents, so the
+  tangent can come from another target or from jnp code;
+* transpose (:meth:`Op.def_transpose`): for a linear op, typically a call of a
+  backward target;
+* batching (:meth:`Op.def_batching`): a rule that makes ONE vectorized call,
+  e.g. :func:`elementwise_batching`.
+
+Why a primitive rather than ``jax.custom_jvp``/``jax.custom_vjp`` around
+``jax.ffi.ffi_call``: ``custom_vjp`` gives reverse mode only and
+``custom_jvp`` cannot use a dedicated backward kernel. A primitive whose JVP
+emits a *linear* primitive, whose transpose in turn calls the backward target,
+gives forward mode, reverse mode with the backward kernel, and (with a JVP rule
+on the backward op) higher orders, and it keeps full control of batching, so
+``vmap`` never falls back to a loop (``ffi_call``'s ``vmap_method`` is
+deprecated upstream and its sequential methods loop).
+
+Sharding hook: an op may declare ``num_batch_dims``, the number of leading
+axes of its operands over which it is independent. :meth:`Op.batch_dims`
+evaluates it; a sharding rule (``jax.ffi.register_ffi_target_as_batch_partitionable``
+and a ``num_batch_dims`` frontend attribute) can be attached there.
+
+Example: an elementwise "square" op with a jnp lowering only (an FFI target
+name per platform would go in ``targets``):
+
+    >>> import jax, jax.numpy as jnp
+    >>> from xla_ffi_rs.binding import Op, elementwise_batching, same_as_operands
+    >>> square = Op("demo_square", abstract_eval=same_as_operands(1),
+    ...             jnp_impl=lambda x: (x * x,))
+    >>> @square.def_jvp
+    ... def _square_jvp(primals, tangents):
+    ...     (x,), (dx,) = primals, tangents
+    ...     return square(x), (2 * x * dx,)
+    >>> _ = square.def_batching(elementwise_batching(square))
+    >>> float(jax.grad(lambda x: square(x)[0])(3.0))
+    6.0
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from xla_ffi_rs._compat import NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
+
+__all__ = [
+    "NOT_MAPPED",
+    "Op",
+    "TargetNames",
+    "elementwise_batching",
+    "is_linear_input",
+    "move_batch_axis_to_front",
+    "same_as_operands",
+    "vmap_batching",
+]
+
+#: Platform (as JAX names it: "cpu", "cuda", "rocm", ...) -> FFI target name.
+TargetNames = Mapping[str, str]
+#: A batch dimension as JAX passes it to a batching rule: an axis or ``None``.
+BatchDim = int | None
+Params = dict[str, Any]
+
+
+class AbstractEval(Protocol):
+    """``(*operand_avals, **params) -> result avals``."""
+
+    def __call__(self, *avals: ShapedArray, **params: Any) -> Sequence[ShapedArray]: ...
+
+
+class JvpRule(Protocol):
+    """``(primals, tangents, **params) -> (primal_outs, tangent_outs)``.
+
+    Tangents arrive instantiated (symbolic zeros become arrays of zeros).
+    """
+
+    def __call__(
+        self, primals: tuple[Any, ...], tangents: tuple[Any, ...], **params: Any
+    ) -> tuple[Sequence[Any], Sequence[Any]]: ...
+
+
+class TransposeRule(Protocol):
+    """``(cotangents, *operands, **params) -> one cotangent (or None) per operand``.
+
+    Cotangents arrive instantiated; linear operands are ``ad.UndefinedPrimal``
+    (test with :func:`is_linear_input`).
+    """
+
+    def __call__(self, cts: tuple[Any, ...], *operands: Any, **params: Any) -> Sequence[Any]: ...
+
+
+class BatchRule(Protocol):
+    """``(operands, batch_dims, **params) -> (results, result_batch_dims)``."""
+
+    def __call__(
+        self, operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any
+    ) -> tuple[Sequence[Any], Sequence[BatchDim]]: ...
+
+
+def is_linear_input(x: Any) -> bool:
+    """True for an operand a transpose rule must produce a cotangent for."""
+    return bool(ad.is_undefined_primal(x))
+
+
+def same_as_operands(num_results: int) -> AbstractEval:
+    """Abstract eval for an op whose results all look like its first operand.
+
+    >>> import numpy as np
+    >>> from xla_ffi_rs._compat import ShapedArray
+    >>> same_as_operands(2)(ShapedArray((3,), np.float32))[1]
+    ShapedArray(float32[3])
+    """
+
+    def abstract_eval(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        del params
+        return [ShapedArray(avals[0].shape, avals[0].dtype)] * num_results
+
+    return abstract_eval
+
+
+class Op:
+    """A JAX operation lowered to XLA FFI targets (see the module docstring).
+
+    Args:
+      name: primitive name, as it appears in jaxprs.
+      abstract_eval: computes result avals from operand avals and params.
+      targets: FFI target name per platform. Platforms missing here lower
+        ``jnp_impl`` instead (when given).
+      jnp_impl: ``(*operands, **params) -> tuple of results`` in jnp; the
+        lowering on platforms without a target, and the whole lowering of an
+        op with no targets (e.g. a linear helper op with a custom transpose).
+      attributes: maps the op's params to FFI attributes (keyword arguments of
+        ``jax.ffi.ffi_lowering``'s rule); by default every param is passed.
+      num_batch_dims: ``(*avals, **params) -> int``, the number of leading axes
+        of the first operand that the op treats independently (sharding hook).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        abstract_eval: AbstractEval,
+        targets: TargetNames | None = None,
+        jnp_impl: Callable[..., Sequence[Any]] | None = None,
+        attributes: Callable[[Params], Mapping[str, Any]] | None = None,
+        num_batch_dims: Callable[..., int] | None = None,
+    ) -> None:
+        self.name = name
+        self.targets: dict[str, str] = dict(targets or {})
+        self.jnp_impl = jnp_impl
+        self._attributes = attributes or dict
+        self._num_batch_dims = num_batch_dims
+        self.primitive = Primitive(name)
+        self.primitive.multiple_results = True
+        self.primitive.def_impl(self._eager_impl)
+        self.primitive.def_abstract_eval(_tuple_result(abstract_eval))
+        self._register_lowerings()
+
+    def __call__(self, *operands: Any, **params: Any) -> tuple[Any, ...]:
+        """Bind the op; params must be hashable."""
+        return tuple(self.primitive.bind(*operands, **params))
+
+    def __repr__(self) -> str:
+        return f"Op({self.name!r}, targets={self.targets!r})"
+
+    # -- evaluation and lowering -------------------------------------------
+
+    def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
+        return _jitted_bind(self.primitive, _freeze(params))(*operands)
+
+    def _register_lowerings(self) -> None:
+        if self.jnp_impl is not None:
+            mlir.register_lowering(self.primitive, mlir.lower_fun(self.jnp_impl, multiple_results=True))
+        for platform, target in self.targets.items():
+            mlir.register_lowering(self.primitive, self._ffi_lowering(target), platform=platform)
+
+    def _ffi_lowering(self, target: str) -> Callable[..., Any]:
+        rule = jax.ffi.ffi_lowering(target)
+
+        def lowering(ctx: Any, *operands: Any, **params: Any) -> Any:
+            return rule(ctx, *operands, **self._attributes(params))
+
+        return lowering
+
+    # -- transformation rules ---------------------------------------------
+
+    def def_jvp(self, rule: JvpRule) -> JvpRule:
+        """Register the JVP rule (usable as a decorator)."""
+
+        def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+            dense = tuple(ad.instantiate_zeros(t) for t in tangents)
+            outs, t_outs = rule(tuple(primals), dense, **params)
+            return list(outs), list(t_outs)
+
+        ad.primitive_jvps[self.primitive] = jvp
+        return rule
+
+    def def_transpose(self, rule: TransposeRule) -> TransposeRule:
+        """Register the transpose rule of an op linear in some operands."""
+
+        def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
+            dense = tuple(ad.instantiate_zeros(c) for c in cts)
+            return list(rule(dense, *operands, **params))
+
+        ad.primitive_transposes[self.primitive] = transpose
+        return rule
+
+    def def_batching(self, rule: BatchRule) -> BatchRule:
+        """Register the batching (vmap) rule."""
+
+        def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
+            outs, out_dims = rule(operands, dims, **params)
+            return list(outs), list(out_dims)
+
+        batching.primitive_batchers[self.primitive] = batch
+        return rule
+
+    def batch_dims(self, *avals: ShapedArray, **params: Any) -> int:
+        """Number of leading axes the op treats independently (0 if undeclared)."""
+        return 0 if self._num_batch_dims is None else self._num_batch_dims(*avals, **params)
+
+
+def _tuple_result(abstract_eval: AbstractEval) -> Callable[..., list[ShapedArray]]:
+    def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        return list(abstract_eval(*avals, **params))
+
+    return wrapped
+
+
+def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
+    return tuple(sorted(params.items()))
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted_bind(primitive: Primitive, params: tuple[tuple[str, Hashable], ...]) -> Callable[..., Any]:
+    return jax.jit(functools.partial(primitive.bind, **dict(params)))
+
+
+# -- batching helpers -----------------------------------------------------
+
+
+def move_batch_axis_to_front(x: Any, dim: BatchDim, size: int) -> jax.Array:
+    """Move axis ``dim`` of ``x`` to the front; broadcast an unbatched ``x``.
+
+    >>> move_batch_axis_to_front(jnp.ones((2, 3)), 1, 3).shape
+    (3, 2)
+    >>> move_batch_axis_to_front(jnp.ones((2,)), None, 4).shape
+    (4, 2)
+    """
+    if dim is NOT_MAPPED:
+        x = jnp.asarray(x)
+        return jnp.broadcast_to(x, (size, *x.shape))
+    return jnp.moveaxis(x, dim, 0)
+
+
+def batch_size(operands: Sequence[Any], dims: Sequence[BatchDim]) -> int:
+    """The size of the vmapped axis, read from the first batched operand."""
+    for x, d in zip(operands, dims, strict=True):
+        if d is not NOT_MAPPED:
+            return int(jnp.shape(x)[d])
+    raise ValueError("batching rule called with no batched operand")
+
+
+def elementwise_batching(op: Op) -> BatchRule:
+    """Batching for an elementwise op over same-shape operands: one call.
+
+    Batched operands get the batch axis in front, unbatched ones are broadcast,
+    and the op is called once on the stacked arrays.
+    """
+
+    def rule(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Sequence[Any], Sequence[BatchDim]]:
+        size = batch_size(operands, dims)
+        moved = [move_batch_axis_to_front(x, d, size) for x, d in zip(operands, dims, strict=True)]
+        outs = op(*moved, **params)
+        return outs, [0] * len(outs)
+
+    return rule
+
+
+def vmap_batching(impl: Callable[..., Sequence[Any]]) -> BatchRule:
+    """Batching for a jnp-implemented op: vmap its jnp implementation.
+
+    The result is plain jnp code (no longer the op), which is differentiable
+    and transposable by JAX's own rules.
+    """
+
+    def rule(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Sequence[Any], Sequence[BatchDim]]:
+        outs = jax.vmap(functools.partial(impl, **params), in_axes=tuple(dims))(*operands)
+        return outs, [0] * len(outs)
+
+    return rule

@@ -1,0 +1,256 @@
+"""RMS normalization on the ``xla_ffi_rs.rms_norm_fwd``/``rms_norm_bwd`` targets.
+
+Three ops (see :mod:`xla_ffi_rs.binding`):
+
+* ``rms_norm_fwd_op(x, weight; eps) -> (y, inv_rms)``: the forward target.
+* ``rms_norm_tangent_op(dx, dweight, x, weight, inv_rms) -> (dy,)``: the
+  forward-mode tangent, linear in ``(dx, dweight)``, computed by jnp code (a
+  dedicated forward path, no transposition). Its transpose is the backward
+  target, so ``grad`` runs the ``rms_norm_bwd`` kernel.
+* ``rms_norm_bwd_op(dy, x, weight, inv_rms) -> (dx, dweight)``: the backward
+  target, with a JVP rule of its own so second-order derivatives work.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from xla_ffi_rs import rms_norm
+    >>> x, w = jnp.ones((2, 3)), jnp.full((3,), 2.0)
+    >>> rms_norm(x, w, eps=0.0)
+    Array([[2., 2., 2.],
+           [2., 2., 2.]], dtype=float32)
+    >>> dx, dw = jax.grad(lambda x, w: rms_norm(x, w).sum(), argnums=(0, 1))(x, w)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from xla_ffi_rs import _fallback, _registration
+from xla_ffi_rs._compat import ShapedArray
+from xla_ffi_rs._validation import (
+    FLOAT_DTYPES,
+    check_floating,
+    check_nonnegative_float,
+    check_trailing_shape,
+)
+from xla_ffi_rs.binding import (
+    BatchDim,
+    Op,
+    batch_size,
+    is_linear_input,
+    move_batch_axis_to_front,
+    vmap_batching,
+)
+
+__all__ = ["BWD_TARGET", "FWD_TARGET", "rms_norm", "rms_norm_bwd_op", "rms_norm_fwd_op", "rms_norm_tangent_op"]
+
+#: FFI target names.
+FWD_TARGET = "xla_ffi_rs.rms_norm_fwd"
+BWD_TARGET = "xla_ffi_rs.rms_norm_bwd"
+
+
+# -- abstract evaluation ------------------------------------------------------
+
+
+def _check_operands(fn: str, x: ShapedArray, weight: ShapedArray) -> None:
+    check_floating(fn, "x", x.dtype, FLOAT_DTYPES)
+    check_floating(fn, "weight", weight.dtype, FLOAT_DTYPES)
+    check_trailing_shape(fn, "weight", weight.shape, "x", x.shape)
+
+
+def _inv_rms_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
+    return ShapedArray(x.shape[: x.ndim - weight.ndim], _fallback.accumulation_dtype(x.dtype, weight.dtype))
+
+
+def _y_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
+    return ShapedArray(x.shape, jnp.result_type(x.dtype, weight.dtype))
+
+
+def _fwd_abstract_eval(x: ShapedArray, weight: ShapedArray, *, eps: float) -> list[ShapedArray]:
+    del eps
+    _check_operands("rms_norm_fwd", x, weight)
+    return [_y_aval(x, weight), _inv_rms_aval(x, weight)]
+
+
+def _bwd_abstract_eval(
+    dy: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray
+) -> list[ShapedArray]:
+    _check_operands("rms_norm_bwd", x, weight)
+    if dy.shape != x.shape or inv_rms.shape != _inv_rms_aval(x, weight).shape:
+        raise ValueError(
+            f"rms_norm_bwd: expected dy of shape {x.shape} and inv_rms of shape "
+            f"{_inv_rms_aval(x, weight).shape}, got {dy.shape} and {inv_rms.shape}"
+        )
+    return [ShapedArray(x.shape, x.dtype), ShapedArray(weight.shape, weight.dtype)]
+
+
+def _tangent_abstract_eval(
+    dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray
+) -> list[ShapedArray]:
+    del dx, dweight, inv_rms
+    return [_y_aval(x, weight)]
+
+
+def _batch_dims(x: ShapedArray, weight: ShapedArray, **params: Any) -> int:
+    return x.ndim - weight.ndim
+
+
+# -- ops ----------------------------------------------------------------------
+
+rms_norm_fwd_op = Op(
+    "rms_norm_fwd",
+    abstract_eval=_fwd_abstract_eval,
+    targets=_registration.target_names(FWD_TARGET),
+    jnp_impl=_fallback.rms_norm_fwd,
+    attributes=lambda params: {"eps": float(params["eps"])},
+    num_batch_dims=_batch_dims,
+)
+rms_norm_bwd_op = Op(
+    "rms_norm_bwd",
+    abstract_eval=_bwd_abstract_eval,
+    targets=_registration.target_names(BWD_TARGET),
+    jnp_impl=_fallback.rms_norm_bwd,
+    num_batch_dims=lambda dy, x, weight, inv_rms: x.ndim - weight.ndim,
+)
+rms_norm_tangent_op = Op(
+    "rms_norm_tangent",
+    abstract_eval=_tangent_abstract_eval,
+    jnp_impl=_fallback.rms_norm_tangent,
+)
+
+
+# -- differentiation ----------------------------------------------------------
+
+Arrays = tuple[jax.Array, ...]
+
+
+@rms_norm_fwd_op.def_jvp
+def _fwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
+    """Forward mode: y' from the linear tangent op, inv_rms' in jnp."""
+    (x, weight), (dx, dweight) = primals, tangents
+    y, inv_rms = rms_norm_fwd_op(x, weight, eps=eps)
+    (dy,) = rms_norm_tangent_op(dx, dweight, x, weight, inv_rms)
+    axes = tuple(range(x.ndim - weight.ndim, x.ndim))
+    xa, dxa = x.astype(inv_rms.dtype), dx.astype(inv_rms.dtype)
+    d_inv_rms = -(inv_rms**3) * jnp.mean(xa * dxa, axis=axes)
+    return (y, inv_rms), (dy, d_inv_rms)
+
+
+@rms_norm_tangent_op.def_transpose
+def _tangent_transpose(
+    cts: Arrays, dx: Any, dweight: Any, x: jax.Array, weight: jax.Array, inv_rms: jax.Array
+) -> list[jax.Array | None]:
+    """Reverse mode: the backward target computes both cotangents at once."""
+    (ct_y,) = cts
+    ct_x, ct_weight = rms_norm_bwd_op(ct_y, x, weight, inv_rms)
+    return [
+        ct_x if is_linear_input(dx) else None,
+        ct_weight if is_linear_input(dweight) else None,
+        None,
+        None,
+        None,
+    ]
+
+
+@rms_norm_tangent_op.def_jvp
+def _tangent_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
+    """Second order through forward mode: differentiate the jnp formula."""
+    outs = rms_norm_tangent_op(*primals)
+    _, t_outs = jax.jvp(_fallback.rms_norm_tangent, primals, tangents)
+    return outs, t_outs
+
+
+@rms_norm_bwd_op.def_jvp
+def _bwd_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
+    """Second order through reverse mode: kernel for values, jnp for tangents."""
+    outs = rms_norm_bwd_op(*primals)
+    _, t_outs = jax.jvp(_fallback.rms_norm_bwd, primals, tangents)
+    return outs, t_outs
+
+
+# -- batching -----------------------------------------------------------------
+
+
+def _broadcast_core(w: jax.Array, ndim: int) -> jax.Array:
+    """(B, *core) -> (B, 1, ..., 1, *core) with ``ndim`` axes in all."""
+    return w.reshape((w.shape[0],) + (1,) * (ndim - w.ndim) + w.shape[1:])
+
+
+@rms_norm_fwd_op.def_batching
+def _fwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> tuple[Arrays, tuple[int, int]]:
+    """One kernel call; a batched weight is applied after a call with unit weight."""
+    size = batch_size(operands, dims)
+    (x, weight), (x_dim, w_dim) = operands, dims
+    x = move_batch_axis_to_front(x, x_dim, size)
+    if w_dim is None:
+        return rms_norm_fwd_op(x, weight, eps=eps), (0, 0)
+    weight = move_batch_axis_to_front(weight, w_dim, size)
+    y, inv_rms = rms_norm_fwd_op(x, jnp.ones(weight.shape[1:], weight.dtype), eps=eps)
+    return ((y * _broadcast_core(weight, y.ndim)).astype(y.dtype), inv_rms), (0, 0)
+
+
+@rms_norm_bwd_op.def_batching
+def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...]) -> tuple[Arrays, tuple[int, int]]:
+    """One kernel call for dx; dweight per batch element by a jnp reduction.
+
+    The kernel sums dweight over all leading axes, batch included, so under
+    vmap the per-example dweight = sum(dy * x * inv_rms) is reduced in jnp.
+    """
+    size = batch_size(operands, dims)
+    dy, x, weight, inv_rms = operands
+    dy_dim, x_dim, w_dim, r_dim = dims
+    dy, x, inv_rms = (move_batch_axis_to_front(a, d, size) for a, d in ((dy, dy_dim), (x, x_dim), (inv_rms, r_dim)))
+    dy_scaled = dy
+    if w_dim is None:
+        core = weight
+    else:
+        weight = move_batch_axis_to_front(weight, w_dim, size)
+        dy_scaled = (dy * _broadcast_core(weight, dy.ndim)).astype(dy.dtype)
+        core = jnp.ones(weight.shape[1:], weight.dtype)
+    dx, _ = rms_norm_bwd_op(dy_scaled, x, core, inv_rms)
+    acc = inv_rms.dtype
+    r = inv_rms.reshape(inv_rms.shape + (1,) * core.ndim)
+    lead = tuple(range(1, x.ndim - core.ndim))
+    dweight = jnp.sum(dy.astype(acc) * x.astype(acc) * r, axis=lead).astype(core.dtype)
+    return (dx, dweight), (0, 0)
+
+
+rms_norm_tangent_op.def_batching(vmap_batching(_fallback.rms_norm_tangent))
+
+
+# -- public API ---------------------------------------------------------------
+
+
+def rms_norm(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
+    """Root-mean-square normalization over the trailing ``weight.ndim`` axes.
+
+    ``y = x / sqrt(mean(x**2) + eps) * weight``
+
+    Args:
+      x: float16, bfloat16, float32 or float64 array.
+      weight: float array whose shape equals the trailing axes of ``x``.
+      eps: a finite Python float >= 0.
+
+    Returns:
+      ``y`` with the shape of ``x`` and dtype ``jnp.result_type(x, weight)``.
+
+    Raises:
+      TypeError: for non-float dtypes or a non-numeric ``eps``.
+      ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is negative or not finite.
+
+    Works under ``jit``, ``vmap``, ``jvp`` (dedicated forward path), ``grad``
+    (``rms_norm_bwd`` kernel) and second order.
+
+    >>> import jax.numpy as jnp
+    >>> [round(v, 3) for v in rms_norm(jnp.array([3.0, 4.0]), jnp.ones(2), eps=0.0).tolist()]
+    [0.849, 1.131]
+    """
+    x, weight = jnp.asarray(x), jnp.asarray(weight)
+    check_floating("rms_norm", "x", x.dtype, FLOAT_DTYPES)
+    check_floating("rms_norm", "weight", weight.dtype, FLOAT_DTYPES)
+    check_trailing_shape("rms_norm", "weight", weight.shape, "x", x.shape)
+    eps = check_nonnegative_float("rms_norm", "eps", eps)
+    y, _ = rms_norm_fwd_op(x, weight, eps=eps)
+    return y

@@ -1,0 +1,70 @@
+"""Shared test helpers: lowering inspection and float64 numpy references."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+KEPLER = "xla_ffi_rs.kepler"
+RMS_FWD = "xla_ffi_rs.rms_norm_fwd"
+RMS_BWD = "xla_ffi_rs.rms_norm_bwd"
+
+
+def lowered(fn: Callable[..., Any], *args: Any) -> str:
+    """StableHLO text of ``jit(fn)`` for ``args``."""
+    return jax.jit(fn).lower(*args).as_text()
+
+
+def count_calls(text: str, target: str) -> int:
+    """Number of custom calls to ``target`` in lowered text."""
+    return text.count(f"custom_call @{target}(")
+
+
+def wrap_angle(a: np.ndarray) -> np.ndarray:
+    """Map angles to (-pi, pi]."""
+    return np.angle(np.exp(1j * a))
+
+
+def kepler_residual(m: Any, e: Any, sin_e: Any, cos_e: Any) -> np.ndarray:
+    """|E - e sin E - M| (wrapped), with E = atan2(sin E, cos E), in float64."""
+    m, e = np.asarray(m, np.float64), np.asarray(e, np.float64)
+    s, c = np.asarray(sin_e, np.float64), np.asarray(cos_e, np.float64)
+    big_e = np.arctan2(s, c)
+    return np.abs(wrap_angle(big_e - e * np.sin(big_e) - m))
+
+
+def kepler_solve_np(m: Any, e: Any) -> np.ndarray:
+    """E by bisection on [M' - e, M' + e] (M' = M wrapped), float64, 200 steps."""
+    m = wrap_angle(np.asarray(m, np.float64))
+    e = np.asarray(e, np.float64)
+    m, e = np.broadcast_arrays(m, e)
+    lo, hi = m - e - 1e-12, m + e + 1e-12
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        below = mid - e * np.sin(mid) - m < 0
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def rms_norm_np(x: Any, w: Any, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(y, inv_rms) in float64."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    axes = tuple(range(x.ndim - w.ndim, x.ndim))
+    inv = 1.0 / np.sqrt(np.mean(x * x, axis=axes) + eps)
+    return x * inv.reshape(inv.shape + (1,) * w.ndim) * w, inv
+
+
+def rms_norm_bwd_np(dy: Any, x: Any, w: Any, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(dx, dw) = vjp of y wrt (x, w) at cotangent dy, in float64."""
+    dy, x, w = (np.asarray(a, np.float64) for a in (dy, x, w))
+    n = w.ndim
+    axes = tuple(range(x.ndim - n, x.ndim))
+    _, inv = rms_norm_np(x, w, eps)
+    r = inv.reshape(inv.shape + (1,) * n)
+    g = dy * w
+    dx = r * g - x * r**3 * np.mean(g * x, axis=axes, keepdims=True)
+    dw = np.sum(dy * x * r, axis=tuple(range(x.ndim - n)))
+    return dx, dw

@@ -1,0 +1,168 @@
+"""xla_ffi_rs.binding: defining ops from FFI targets and jnp code."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import KEPLER, RMS_FWD, count_calls, lowered, rms_norm_np
+
+from xla_ffi_rs import binding
+from xla_ffi_rs._compat import ShapedArray
+from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input, same_as_operands
+from xla_ffi_rs.kepler import kepler_op
+from xla_ffi_rs.rms_norm import rms_norm_fwd_op
+
+
+def eqn_count(fn, *args, name: str) -> int:  # type: ignore[no-untyped-def]
+    return len(re.findall(rf"\b{re.escape(name)}\b", str(jax.make_jaxpr(fn)(*args))))
+
+
+# A jnp-only linear op "twice" whose transpose is a second op "twice_t", so a
+# test can see which rule ran.
+twice_t = Op("binding_test_twice_t", abstract_eval=same_as_operands(1), jnp_impl=lambda x: (2 * x,))
+twice = Op("binding_test_twice", abstract_eval=same_as_operands(1), jnp_impl=lambda x: (2 * x,))
+twice.def_batching(elementwise_batching(twice))
+twice_t.def_batching(elementwise_batching(twice_t))
+
+
+@twice.def_jvp
+def _twice_jvp(primals, tangents):  # type: ignore[no-untyped-def]
+    return twice(*primals), twice(*tangents)
+
+
+@twice.def_transpose
+def _twice_transpose(cts, x):  # type: ignore[no-untyped-def]
+    assert is_linear_input(x)
+    return twice_t(*cts)
+
+
+def test_jnp_op_eager_jit_vmap() -> None:
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(twice(x)[0], 2 * x)
+    np.testing.assert_array_equal(twice(x)[0], 2 * x)  # cached eager executable
+    np.testing.assert_array_equal(jax.jit(lambda x: twice(x)[0])(x), 2 * x)
+    batched = jax.vmap(lambda x: twice(x)[0], in_axes=1)
+    np.testing.assert_array_equal(batched(x), 2 * x.T)
+    assert eqn_count(batched, x, name="binding_test_twice") == 1
+
+
+def test_transpose_rule_drives_grad_and_linear_transpose() -> None:
+    x = np.arange(3.0)
+    g = jax.grad(lambda x: jnp.sum(twice(x)[0] * x))(x)
+    np.testing.assert_array_equal(g, 4 * x)
+    assert eqn_count(jax.grad(lambda x: jnp.sum(twice(x)[0])), x, name="binding_test_twice_t") == 1
+    (ct,) = jax.linear_transpose(lambda x: twice(x)[0], x)(np.ones(3))
+    np.testing.assert_array_equal(ct, 2 * np.ones(3))
+
+
+def test_op_on_an_existing_target_with_renamed_attribute() -> None:
+    def abstract_eval(x: ShapedArray, w: ShapedArray, *, epsilon: float) -> list[ShapedArray]:
+        return [ShapedArray(x.shape, x.dtype), ShapedArray(x.shape[:-1], x.dtype)]
+
+    op = Op(
+        "binding_test_rms",
+        abstract_eval=abstract_eval,
+        targets={"cpu": RMS_FWD},
+        attributes=lambda p: {"eps": p["epsilon"]},
+    )
+    x, w = np.random.default_rng(0).normal(size=(3, 4)), np.linspace(0.5, 1.5, 4)
+    y, inv = op(x, w, epsilon=0.25)
+    ref_y, ref_inv = rms_norm_np(x, w, 0.25)
+    np.testing.assert_allclose(y, ref_y, rtol=1e-13)
+    np.testing.assert_allclose(inv, ref_inv, rtol=1e-13)
+    assert count_calls(lowered(lambda x, w: op(x, w, epsilon=0.25), x, w), RMS_FWD) == 1
+
+
+def _export_text(fn, platform: str, *args) -> str:  # type: ignore[no-untyped-def]
+    checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in (KEPLER, RMS_FWD)]
+    return jax.export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)(*args).mlir_module()
+
+
+def test_targets_per_platform_and_jnp_fallback() -> None:
+    op = Op(
+        "binding_test_kepler",
+        abstract_eval=same_as_operands(2),
+        targets={"cpu": KEPLER},
+        jnp_impl=lambda m, e: (jnp.sin(m), jnp.cos(m)),
+    )
+    m, e = np.ones(3), np.full(3, 0.5)
+    assert count_calls(_export_text(lambda m, e: op(m, e), "cpu", m, e), KEPLER) == 1
+    cuda_text = _export_text(lambda m, e: op(m, e), "cuda", m, e)
+    assert count_calls(cuda_text, KEPLER) == 0 and "sine" in cuda_text
+
+
+def test_no_target_and_no_fallback_cannot_lower() -> None:
+    op = Op("binding_test_cpu_only", abstract_eval=same_as_operands(2), targets={"cpu": KEPLER})
+    m = np.ones(2)
+    with pytest.raises(NotImplementedError, match="binding_test_cpu_only"):
+        _export_text(lambda m: op(m, m), "cuda", m)
+
+
+def test_package_ops_lower_for_cuda_as_registered() -> None:
+    m = np.ones(3)
+    text = _export_text(lambda m: kepler_op(m, m), "cuda", m)
+    expected = 1 if "cuda" in kepler_op.targets else 0
+    assert count_calls(text, KEPLER) == expected
+    assert kepler_op.targets["cpu"] == KEPLER
+
+
+def test_abstract_eval_errors_surface_at_trace_time() -> None:
+    with pytest.raises(TypeError, match="equal shape and dtype"):
+        jax.eval_shape(lambda a, b: kepler_op(a, b), jnp.ones(3), jnp.ones(4))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        kepler_op(np.ones(2, np.int32), np.ones(2, np.int32))
+
+
+def test_batch_dims_hook() -> None:
+    x, w = ShapedArray((2, 3, 4), jnp.float32), ShapedArray((4,), jnp.float32)
+    assert rms_norm_fwd_op.batch_dims(x, w, eps=1e-5) == 2
+    assert kepler_op.batch_dims(x, x) == 3
+    assert twice.batch_dims(x) == 0
+
+
+def test_batching_helpers() -> None:
+    assert binding.move_batch_axis_to_front(jnp.ones((2, 3)), 1, 3).shape == (3, 2)
+    assert binding.move_batch_axis_to_front(jnp.ones((2,)), None, 4).shape == (4, 2)
+    assert binding.batch_size([np.ones(2), np.ones((5, 2))], [None, 0]) == 5
+    with pytest.raises(ValueError, match="no batched operand"):
+        binding.batch_size([np.ones(2)], [None])
+    (y,), dims = binding.vmap_batching(lambda x: (x + 1,))([np.zeros((2, 3))], [1])
+    assert y.shape == (3, 2) and list(dims) == [0]
+
+
+def test_symbolic_zero_tangents_are_instantiated() -> None:
+    # grad wrt eccentricity only: the mean-anomaly tangent is a symbolic zero.
+    g = jax.grad(lambda e: kepler_op(jnp.float64(1.0), e)[0])(jnp.float64(0.3))
+    assert np.isfinite(g)
+
+
+def test_jnp_fallbacks_match_references() -> None:
+    """The jnp implementations lowered on platforms without a native handler."""
+    from helpers import kepler_residual, rms_norm_bwd_np
+
+    from xla_ffi_rs import _fallback
+
+    m = np.linspace(-12, 12, 97)
+    for e in (0.0, 0.5, 0.9, 0.9999):
+        s, c = jax.jit(_fallback.kepler)(m, np.full_like(m, e))
+        assert np.max(kepler_residual(m, e, s, c)) <= 1e-12
+    s, _ = _fallback.kepler(m[:2], np.array([1.0, np.nan]))
+    assert np.isnan(s).all()
+    rng = np.random.default_rng(0)
+    x, w, dy = rng.normal(size=(3, 2, 5)), rng.uniform(0.5, 1.5, (2, 5)), rng.normal(size=(3, 2, 5))
+    y, inv = _fallback.rms_norm_fwd(x, w, eps=1e-3)
+    np.testing.assert_allclose(y, rms_norm_np(x, w, 1e-3)[0], rtol=1e-13)
+    dx, dw = _fallback.rms_norm_bwd(dy, x, w, inv)
+    rdx, rdw = rms_norm_bwd_np(dy, x, w, 1e-3)
+    np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-14)
+
+
+def test_package_ops_use_fallback_where_no_handler() -> None:
+    m = np.ones(3)
+    text = _export_text(lambda m: kepler_op(m, m), "rocm", m)
+    assert count_calls(text, KEPLER) == 0 and "sine" in text

@@ -1,0 +1,74 @@
+"""xr ops under jax.distributed: 2 processes on localhost, 4 CPU devices each.
+
+The same sharded computation as a single process would run, on JAX's own multi-host
+runtime with its gloo CPU collectives. Bounded in time, loopback only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+WORKER = Path(__file__).parent / "multiprocess" / "worker.py"
+TIMEOUT_S = 240
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reference() -> dict[str, np.ndarray]:
+    """The single-process answers, from independent numpy float64 formulas."""
+    rng = np.random.default_rng(0)
+    m = rng.uniform(-10, 10, (8, 16))
+    e = rng.uniform(0, 0.95, (8, 16))
+    x = rng.standard_normal((8, 4, 32))
+    w = rng.standard_normal(32)
+    big_e = m.copy()
+    for _ in range(60):  # plain Newton, to convergence
+        big_e -= (big_e - e * np.sin(big_e) - m) / (1 - e * np.cos(big_e))
+    r = 1 / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-5)
+    y = x * r * w
+    g = np.cos(y)  # d sum(sin(y)) / dy
+    gw = (g * x * r).sum((0, 1))
+    gx = r * w * g - x * r**3 * (g * w * x).sum(-1, keepdims=True) / x.shape[-1]
+    return {"sin_e": np.sin(big_e), "cos_e": np.cos(big_e), "y": y, "gx": gx, "gw": gw}
+
+
+def test_two_processes_match_single_process(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(pid), str(port), str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for pid in (0, 1)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=TIMEOUT_S)
+            logs.append(out)
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail(f"the two-process run did not finish in {TIMEOUT_S} s")
+    for pid, (p, log) in enumerate(zip(procs, logs)):
+        assert p.returncode == 0, f"process {pid} failed:\n{log[-4000:]}"
+    ref = reference()
+    for pid in (0, 1):
+        got = np.load(tmp_path / f"proc{pid}.npz")
+        for name, want in ref.items():
+            np.testing.assert_allclose(got[name], want, rtol=1e-9, atol=1e-9, err_msg=f"process {pid}: {name}")

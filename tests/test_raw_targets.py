@@ -1,0 +1,206 @@
+"""The native targets called directly with ``jax.ffi.ffi_call``, and registration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import KEPLER, RMS_BWD, RMS_FWD, kepler_residual, rms_norm_bwd_np, rms_norm_np
+
+import xla_ffi_rs
+from xla_ffi_rs import _native
+
+TARGETS = (KEPLER, RMS_FWD, RMS_BWD)
+
+
+def sds(shape: Sequence[int], dtype: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))
+
+
+def raw_kepler(m: np.ndarray, e: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    out = sds(m.shape, m.dtype)
+    return jax.ffi.ffi_call(KEPLER, (out, out))(m, e)
+
+
+def raw_fwd(x: np.ndarray, w: np.ndarray, **attrs: Any) -> tuple[jax.Array, jax.Array]:
+    acc = np.float64 if np.float64 in (x.dtype, w.dtype) else np.float32
+    res = (sds(x.shape, jnp.result_type(x.dtype, w.dtype)), sds(x.shape[: x.ndim - w.ndim], acc))
+    return jax.ffi.ffi_call(RMS_FWD, res)(x, w, **attrs)
+
+
+def raw_bwd(dy: np.ndarray, x: np.ndarray, w: np.ndarray, inv: Any) -> tuple[jax.Array, jax.Array]:
+    return jax.ffi.ffi_call(RMS_BWD, (sds(x.shape, x.dtype), sds(w.shape, w.dtype)))(dy, x, w, inv)
+
+
+# -- the native module and registration ---------------------------------------
+
+
+def test_native_module_lists_cpu_targets() -> None:
+    cpu = _native.targets("cpu")
+    assert set(TARGETS) <= set(cpu)
+    for handler in cpu.values():
+        assert type(handler).__name__ == "PyCapsule" or (isinstance(handler, dict) and "execute" in handler)
+    assert isinstance(_native.targets("cuda"), dict)
+    assert isinstance(_native.__version__, str) and xla_ffi_rs.__version__ == _native.__version__
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_import_initializes_no_backend_and_queued_cuda_registration_is_harmless() -> None:
+    proc = run_python(
+        """
+        import jax, numpy as np
+        import xla_ffi_rs
+        from xla_ffi_rs import _native
+        # Raises if a backend had been initialized by the import.
+        jax.config.update("jax_num_cpu_devices", 3)
+        handler = _native.targets("cpu")["xla_ffi_rs.kepler"]
+        jax.ffi.register_ffi_target("xla_ffi_rs.test_cuda_probe", handler, platform="cuda")
+        assert jax.device_count() == 3, jax.devices()
+        s, c = xla_ffi_rs.kepler(np.float32(1.0), np.float32(0.5))
+        assert abs(float(s) - 0.9974) < 1e-3, s
+        print("ok")
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+# -- good calls ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(np.float32, 2e-5), (np.float64, 1e-12)])
+def test_kepler_target(dtype: type, tol: float) -> None:
+    m = np.linspace(-7, 7, 301).astype(dtype)
+    e = np.resize(np.array([0.0, 0.3, 0.9, 0.9999]), 301).astype(dtype)
+    s, c = raw_kepler(m, e)
+    assert s.dtype == c.dtype == dtype
+    assert np.max(kepler_residual(m, e, s, c)) <= tol
+    s, c = jax.jit(raw_kepler)(m.reshape(7, 43), e.reshape(7, 43))
+    assert s.shape == (7, 43)
+
+
+@pytest.mark.parametrize("eps", [0.01, np.float32(0.01), np.float64(0.01)])
+def test_rms_norm_fwd_target_eps_types(eps: Any) -> None:
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(3, 2, 5)), rng.uniform(0.5, 1.5, (2, 5))
+    y, inv = raw_fwd(x, w, eps=eps)
+    ry, rinv = rms_norm_np(x, w, float(np.float32(0.01)) if isinstance(eps, np.float32) else 0.01)
+    np.testing.assert_allclose(y, ry, rtol=1e-13)
+    np.testing.assert_allclose(inv, rinv, rtol=1e-13)
+
+
+def test_rms_norm_fwd_target_mixed_dtypes() -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.normal(size=(4, 8)).astype(np.float16), rng.uniform(0.5, 1.5, 8).astype(np.float32)
+    y, inv = raw_fwd(x, w, eps=1e-5)
+    assert y.dtype == np.float32 and inv.dtype == np.float32 and inv.shape == (4,)
+    np.testing.assert_allclose(y, rms_norm_np(x, w, 1e-5)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_rms_norm_bwd_target() -> None:
+    rng = np.random.default_rng(2)
+    x, w, dy = rng.normal(size=(3, 6)), rng.uniform(0.5, 1.5, 6), rng.normal(size=(3, 6))
+    _, inv = rms_norm_np(x, w, 1e-5)
+    dx, dw = raw_bwd(dy, x, w, inv)
+    rdx, rdw = rms_norm_bwd_np(dy, x, w, 1e-5)
+    np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-14)
+
+
+# -- bad calls: a JaxRuntimeError naming the target, and the process goes on ---
+
+
+def good_call_still_works() -> None:
+    s, c = raw_kepler(np.array([1.0]), np.array([0.5]))
+    assert np.max(kepler_residual(1.0, 0.5, s, c)) <= 1e-12
+    y, _ = raw_fwd(np.ones((2, 3)), np.ones(3), eps=0.0)
+    np.testing.assert_allclose(y, np.ones((2, 3)), rtol=1e-15)
+
+
+ONE = np.ones(3)
+BAD_CALLS: dict[str, tuple[Callable[[], Any], str, tuple[str, ...]]] = {
+    "kepler int operands": (
+        lambda: jax.ffi.ffi_call(KEPLER, (sds((3,), np.int32),) * 2)(np.ones(3, np.int32), np.ones(3, np.int32)),
+        KEPLER,
+        ("operand 0 (mean_anomaly)", "expected", "int32"),
+    ),
+    "kepler mixed dtypes": (
+        lambda: jax.ffi.ffi_call(KEPLER, (sds((3,), np.float64),) * 2)(ONE, ONE.astype(np.float32)),
+        KEPLER,
+        ("operand 1 (eccentricity)", "expected dtype", "float32"),
+    ),
+    "kepler mismatched shapes": (
+        lambda: jax.ffi.ffi_call(KEPLER, (sds((3,), np.float64),) * 2)(ONE, np.ones(4)),
+        KEPLER,
+        ("operand 1 (eccentricity)", "expected shape", "[4]"),
+    ),
+    "kepler three operands": (
+        lambda: jax.ffi.ffi_call(KEPLER, (sds((3,), np.float64),) * 2)(ONE, ONE, ONE),
+        KEPLER,
+        ("expected 2 operands", "3"),
+    ),
+    "fwd int weight": (
+        lambda: raw_fwd(np.ones((2, 3)), np.ones(3, np.int32), eps=1e-5),
+        RMS_FWD,
+        ("operand 1 (weight)", "expected", "int32"),
+    ),
+    "fwd weight shape": (
+        lambda: raw_fwd(np.ones((2, 3)), np.ones(2), eps=1e-5),
+        RMS_FWD,
+        ("operand 1 (weight)", "expected shape", "[2]"),
+    ),
+    "fwd missing eps": (lambda: raw_fwd(np.ones((2, 3)), np.ones(3)), RMS_FWD, ("attribute", "eps", "missing")),
+    "fwd string eps": (
+        lambda: raw_fwd(np.ones((2, 3)), np.ones(3), eps="big"),
+        RMS_FWD,
+        ("attribute", "eps", "expected", "string"),
+    ),
+    "fwd bool eps": (
+        lambda: raw_fwd(np.ones((2, 3)), np.ones(3), eps=True),
+        RMS_FWD,
+        ("attribute", "eps", "expected"),
+    ),
+    "bwd one operand short": (
+        lambda: jax.ffi.ffi_call(RMS_BWD, (sds((2, 3), np.float64), sds((3,), np.float64)))(
+            np.ones((2, 3)), np.ones((2, 3)), np.ones(3)
+        ),
+        RMS_BWD,
+        ("expected 4 operands", "3"),
+    ),
+    "bwd int dy": (
+        lambda: raw_bwd(np.ones((2, 3), np.int32), np.ones((2, 3)), np.ones(3), np.ones(2)),
+        RMS_BWD,
+        ("operand 0 (dy)", "expected", "int32"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_bad_raw_call_raises_and_process_survives(case: str) -> None:
+    call, target, words = BAD_CALLS[case]
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        jax.block_until_ready(call())
+    message = str(info.value)
+    assert target + ":" in message, message
+    for word in words:
+        assert word in message, (word, message)
+    good_call_still_works()
+
+
+def test_stateful_example_target_registered_with_its_state_type() -> None:
+    # A stage bundle (instantiate + execute) registered at import runs.
+    x = np.arange(4, dtype=np.float32)
+    call = jax.ffi.ffi_call("xla_ffi_rs.examples.scale", sds(x.shape, np.float32))
+    np.testing.assert_array_equal(jax.jit(lambda x: call(x, factor=np.float32(2.5)))(x), 2.5 * x)

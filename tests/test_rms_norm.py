@@ -1,0 +1,237 @@
+"""xla_ffi_rs.rms_norm: accuracy, validation and every transformation."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import RMS_BWD, RMS_FWD, count_calls, lowered, rms_norm_bwd_np, rms_norm_np
+from jax.test_util import check_grads
+
+from xla_ffi_rs import rms_norm
+
+TOL = {jnp.float16: 2e-3, jnp.bfloat16: 1.6e-2, jnp.float32: 2e-6, jnp.float64: 1e-13}
+
+
+def data(x_shape: tuple[int, ...], w_shape: tuple[int, ...], seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=x_shape), rng.uniform(0.5, 1.5, w_shape)
+
+
+def loss(x: jax.Array, w: jax.Array) -> jax.Array:
+    return jnp.sum(jnp.sin(rms_norm(x, w, eps=1e-3)))
+
+
+@pytest.mark.parametrize("x_dtype", [jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64])
+@pytest.mark.parametrize("w_dtype", [jnp.float16, jnp.float32, jnp.float64])
+def test_forward_accuracy_and_dtype(x_dtype: type, w_dtype: type) -> None:
+    x, w = data((4, 3, 8), (8,))
+    xc, wc = jnp.asarray(x, x_dtype), jnp.asarray(w, w_dtype)
+    y = rms_norm(xc, wc, eps=1e-5)
+    out = jnp.result_type(x_dtype, w_dtype)
+    assert y.dtype == out and y.shape == x.shape
+    ref, _ = rms_norm_np(np.asarray(xc, np.float64), np.asarray(wc, np.float64), 1e-5)
+    tol = TOL[out.type]
+    np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape"), [((5,), (5,)), ((2, 3, 4), (3, 4)), ((6, 7), (7,)), ((0, 4), (4,))])
+def test_weight_rank_and_shapes(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
+    x, w = data(x_shape, w_shape)
+    y = rms_norm(x, w, eps=0.1)
+    np.testing.assert_allclose(y, rms_norm_np(x, w, 0.1)[0], rtol=1e-13, atol=1e-13)
+
+
+def test_eps_matters_and_default() -> None:
+    x, w = np.full((2, 4), 1e-3), np.ones(4)
+    np.testing.assert_allclose(rms_norm(x, w, eps=1.0), rms_norm_np(x, w, 1.0)[0], rtol=1e-13)
+    np.testing.assert_allclose(rms_norm(x, w), rms_norm_np(x, w, 1e-5)[0], rtol=1e-13)
+    np.testing.assert_allclose(rms_norm(x, w, eps=0), np.ones((2, 4)), rtol=1e-13)
+
+
+# -- validation ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "arg", "got"),
+    [
+        (np.ones((2, 3), np.int32), np.ones(3), "x", "int32"),
+        (np.ones((2, 3)), np.ones(3, np.int8), "weight", "int8"),
+        (np.ones((2, 3), np.complex64), np.ones(3), "x", "complex64"),
+        (np.ones((2, 3), bool), np.ones(3), "x", "bool"),
+    ],
+)
+def test_non_float_dtype_is_type_error(x: np.ndarray, w: np.ndarray, arg: str, got: str) -> None:
+    for fn in (rms_norm, jax.jit(rms_norm)):
+        with pytest.raises(TypeError, match=rf"rms_norm: {arg}: expected a floating dtype.*got {got}"):
+            fn(x, w)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "got"),
+    [((2, 3), (4,), r"\(4,\)"), ((2, 3), (2, 3, 1), r"\(2, 3, 1\)"), ((2, 3), (), r"shape \(\)"), ((3, 4), (3,), r"\(3,\)")],
+)
+def test_bad_weight_shape_is_value_error(x_shape: tuple, w_shape: tuple, got: str) -> None:
+    x, w = np.ones(x_shape), np.ones(w_shape)
+    for fn in (rms_norm, jax.jit(rms_norm)):
+        with pytest.raises(ValueError, match=rf"rms_norm: weight: expected .*got {got}"):
+            fn(x, w)
+
+
+def test_bad_eps() -> None:
+    x, w = np.ones((2, 3)), np.ones(3)
+    with pytest.raises(ValueError, match=r"rms_norm: eps: expected a finite float >= 0, got -0.1"):
+        rms_norm(x, w, eps=-0.1)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="eps"):
+            rms_norm(x, w, eps=bad)
+    with pytest.raises(TypeError, match="eps.*str"):
+        rms_norm(x, w, eps="1e-5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="eps"):
+        jax.jit(rms_norm)(x, w, 1e-5)  # a traced eps
+
+
+def test_errors_raise_before_lowering() -> None:
+    with pytest.raises(ValueError, match="weight"):
+        jax.eval_shape(rms_norm, jax.ShapeDtypeStruct((2, 3), jnp.float32), jax.ShapeDtypeStruct((2,), jnp.float32))
+
+
+# -- transformations ----------------------------------------------------------
+
+
+def test_jit_is_one_forward_call() -> None:
+    x, w = data((3, 8), (8,))
+    np.testing.assert_allclose(jax.jit(rms_norm)(x, w), rms_norm(x, w), rtol=1e-15)
+    text = lowered(rms_norm, x, w)
+    assert count_calls(text, RMS_FWD) == 1 and count_calls(text, RMS_BWD) == 0
+
+
+def test_grad_uses_bwd_kernel_and_is_correct() -> None:
+    x, w = data((3, 4, 8), (4, 8))
+    ct = np.random.default_rng(1).normal(size=x.shape)
+    f = lambda x, w: jnp.sum(rms_norm(x, w, eps=1e-3) * ct)  # noqa: E731
+    dx, dw = jax.grad(f, argnums=(0, 1))(x, w)
+    rdx, rdw = rms_norm_bwd_np(ct, x, w, 1e-3)
+    np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-13)
+    text = lowered(jax.grad(f, argnums=(0, 1)), x, w)
+    assert count_calls(text, RMS_BWD) == 1 and count_calls(text, RMS_FWD) == 1
+
+
+@pytest.mark.parametrize(("x_dtype", "w_dtype"), [(jnp.float32, jnp.float32), (jnp.bfloat16, jnp.float32), (jnp.float16, jnp.float16)])
+def test_grad_low_precision_dtypes(x_dtype: type, w_dtype: type) -> None:
+    x, w = data((4, 16), (16,))
+    xc, wc = jnp.asarray(x, x_dtype), jnp.asarray(w, w_dtype)
+    dx, dw = jax.grad(lambda x, w: jnp.sum(rms_norm(x, w)), argnums=(0, 1))(xc, wc)
+    assert dx.dtype == x_dtype and dw.dtype == w_dtype
+    rdx, rdw = rms_norm_bwd_np(np.ones(x.shape), np.asarray(xc, np.float64), np.asarray(wc, np.float64), 1e-5)
+    tol = 5e-2 if jnp.float32 not in (x_dtype, w_dtype) or x_dtype == jnp.bfloat16 else 1e-5
+    np.testing.assert_allclose(np.asarray(dx, np.float64), rdx, rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.asarray(dw, np.float64), rdw, rtol=tol, atol=tol * 4)
+
+
+def test_jvp_is_forward_mode_without_bwd_kernel() -> None:
+    x, w = data((3, 8), (8,))
+    dx, dw = data((3, 8), (8,), seed=2)
+    f = lambda x, w: rms_norm(x, w, eps=1e-2)  # noqa: E731
+    y, dy = jax.jvp(f, (x, w), (dx, dw))
+    h = 1e-6
+    fd = (rms_norm_np(x + h * dx, w + h * dw, 1e-2)[0] - rms_norm_np(x - h * dx, w - h * dw, 1e-2)[0]) / (2 * h)
+    np.testing.assert_allclose(dy, fd, rtol=1e-7, atol=1e-8)
+    text = lowered(lambda x, w, dx, dw: jax.jvp(f, (x, w), (dx, dw)), x, w, dx, dw)
+    assert count_calls(text, RMS_FWD) == 1 and count_calls(text, RMS_BWD) == 0
+
+
+def test_check_grads_first_and_second_order() -> None:
+    x, w = data((2, 5), (5,))
+    check_grads(loss, (x, w), order=2, modes=("fwd", "rev"))
+    check_grads(jax.jit(lambda x, w: rms_norm(x, w, eps=1e-3)), (x, w), order=2, modes=("fwd", "rev"))
+
+
+def test_hessian_vector_product() -> None:
+    x, w = data((3, 4), (4,))
+    vx, vw = data((3, 4), (4,), seed=3)
+
+    def hvp(x: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return jax.jvp(jax.grad(loss, argnums=(0, 1)), (x, w), (vx, vw))[1]
+
+    check_grads(hvp, (x, w), order=1, modes=("fwd", "rev"))
+    g = jax.grad(loss, argnums=(0, 1))
+    h = 1e-5
+    plus, minus = g(x + h * vx, w + h * vw), g(x - h * vx, w - h * vw)
+    hx, hw = jax.jit(hvp)(x, w)
+    np.testing.assert_allclose(hx, (plus[0] - minus[0]) / (2 * h), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(hw, (plus[1] - minus[1]) / (2 * h), rtol=1e-6, atol=1e-8)
+    # The gradient value comes from the bwd kernel (the HVP alone is jnp code).
+    grad_and_hvp = lambda x, w: jax.jvp(jax.grad(loss, argnums=(0, 1)), (x, w), (vx, vw))  # noqa: E731
+    assert count_calls(lowered(grad_and_hvp, x, w), RMS_BWD) == 1
+
+
+@pytest.mark.parametrize(("in_axes", "x_shape", "w_shape"), [((0, None), (5, 3, 4), (4,)), ((1, None), (3, 5, 4), (4,)), ((None, 0), (3, 4), (5, 4)), ((0, 0), (5, 3, 4), (5, 4)), ((2, 1), (3, 4, 5), (4, 5))])
+def test_vmap_forward_one_call(in_axes: tuple, x_shape: tuple, w_shape: tuple) -> None:
+    x, w = data(x_shape, w_shape)
+    f = jax.vmap(lambda x, w: rms_norm(x, w, eps=1e-4), in_axes=in_axes)
+    y = f(x, w)
+    for i in range(5):
+        xi = x if in_axes[0] is None else np.take(x, i, axis=in_axes[0])
+        wi = w if in_axes[1] is None else np.take(w, i, axis=in_axes[1])
+        np.testing.assert_allclose(y[i], rms_norm_np(xi, wi, 1e-4)[0], rtol=1e-12, atol=1e-13)
+    text = lowered(f, x, w)
+    assert count_calls(text, RMS_FWD) == 1 and "while" not in text
+
+
+@pytest.mark.parametrize("w_batched", [False, True])
+def test_vmap_of_grad_per_example(w_batched: bool) -> None:
+    x, w = data((5, 3, 4), (5, 4) if w_batched else (4,))
+    g = jax.grad(loss, argnums=(0, 1))
+    in_axes = (0, 0 if w_batched else None)
+    dx, dw = jax.vmap(g, in_axes=in_axes)(x, w)
+    assert dw.shape == (5, 4)
+    for i in range(5):
+        rdx, rdw = g(x[i], w[i] if w_batched else w)
+        np.testing.assert_allclose(dx[i], rdx, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(dw[i], rdw, rtol=1e-12, atol=1e-13)
+    text = lowered(jax.vmap(g, in_axes=in_axes), x, w)
+    assert count_calls(text, RMS_BWD) == 1 and count_calls(text, RMS_FWD) == 1 and "while" not in text
+    jitted = jax.jit(jax.vmap(g, in_axes=in_axes))(x, w)
+    np.testing.assert_allclose(jitted[1], dw, rtol=1e-12)
+
+
+def test_grad_of_vmap_and_jit_of_all() -> None:
+    x, w = data((5, 3, 4), (4,))
+    f = lambda x, w: jnp.sum(jnp.sin(jax.vmap(rms_norm, in_axes=(0, None))(x, w)))  # noqa: E731
+    dx, dw = jax.grad(f, argnums=(0, 1))(x, w)
+    rdx, rdw = jax.grad(loss_eps(1e-5), argnums=(0, 1))(x, w)
+    np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-13)
+    jdx, jdw = jax.jit(jax.grad(f, argnums=(0, 1)))(x, w)
+    np.testing.assert_allclose(jdw, dw, rtol=1e-12)
+    assert count_calls(lowered(jax.grad(f, argnums=(0, 1)), x, w), RMS_BWD) == 1
+
+
+def loss_eps(eps: float):  # type: ignore[no-untyped-def]
+    return lambda x, w: jnp.sum(jnp.sin(rms_norm(x, w, eps=eps)))
+
+
+def test_vmap_of_jvp_and_jvp_of_vmap() -> None:
+    x, w = data((5, 3, 4), (4,))
+    tx, tw = data((5, 3, 4), (4,), seed=4)
+    f = lambda x, w: rms_norm(x, w, eps=1e-3)  # noqa: E731
+    a = jax.vmap(lambda x, t: jax.jvp(f, (x, w), (t, tw))[1])(x, tx)
+    b = jax.jvp(jax.vmap(f, in_axes=(0, None)), (x, w), (tx, tw))[1]
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+    c = jax.jit(jax.vmap(lambda x, t, w, tw: jax.jvp(f, (x, w), (t, tw))[1], in_axes=(0, 0, None, None)))(x, tx, w, tw)
+    np.testing.assert_allclose(c, b, rtol=1e-12, atol=1e-13)
+
+
+def test_vmap_of_hessian_vector_product() -> None:
+    x, w = data((3, 2, 4), (4,))
+    v = data((3, 2, 4), (4,), seed=5)[0]
+
+    def hvp_x(x: jax.Array, v: jax.Array) -> jax.Array:
+        return jax.jvp(jax.grad(loss), (x, w), (v, jnp.zeros_like(w)))[1]
+
+    batched = jax.jit(jax.vmap(hvp_x))(x, v)
+    for i in range(3):
+        np.testing.assert_allclose(batched[i], hvp_x(x[i], v[i]), rtol=1e-11, atol=1e-12)
