@@ -24,10 +24,12 @@ on the backward op) higher orders, and it keeps full control of batching, so
 ``vmap`` never falls back to a loop (``ffi_call``'s ``vmap_method`` is
 deprecated upstream and its sequential methods loop).
 
-Sharding hook: an op may declare ``num_batch_dims``, the number of leading
-axes of its operands over which it is independent. :meth:`Op.batch_dims`
-evaluates it; a sharding rule (``jax.ffi.register_ffi_target_as_batch_partitionable``
-and a ``num_batch_dims`` frontend attribute) can be attached there.
+Sharding: an op may declare ``num_batch_dims``, the number of leading axes of
+its operands over which it is independent (and, with ``batched``, which
+operands and results carry those axes). Its targets are then registered as
+batch-partitionable, and under ``jit`` over several devices the custom call is
+emitted so that XLA (GSPMD or Shardy) runs it shard by shard with no
+all-gather (:mod:`xla_ffi_rs._sharding`).
 
 Example: an elementwise "square" op with a jnp lowering only (an FFI target
 name per platform would go in ``targets``):
@@ -54,6 +56,7 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 
+from xla_ffi_rs import _sharding
 from xla_ffi_rs._compat import NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
 
 __all__ = [
@@ -144,7 +147,11 @@ class Op:
       attributes: maps the op's params to FFI attributes (keyword arguments of
         ``jax.ffi.ffi_lowering``'s rule); by default every param is passed.
       num_batch_dims: ``(*avals, **params) -> int``, the number of leading axes
-        of the first operand that the op treats independently (sharding hook).
+        of the first operand that the op treats independently. With it, the
+        op's targets are batch-partitionable (see the module docstring).
+      batched: ``(operands, results)``, which operands and results carry the
+        leading batch axes; by default all of them. A weight shared by every
+        row, say, is not batched.
     """
 
     def __init__(
@@ -156,12 +163,14 @@ class Op:
         jnp_impl: Callable[..., Sequence[Any]] | None = None,
         attributes: Callable[[Params], Mapping[str, Any]] | None = None,
         num_batch_dims: Callable[..., int] | None = None,
+        batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
     ) -> None:
         self.name = name
         self.targets: dict[str, str] = dict(targets or {})
         self.jnp_impl = jnp_impl
         self._attributes = attributes or dict
         self._num_batch_dims = num_batch_dims
+        self._batched = batched
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
         self.primitive.def_impl(self._eager_impl)
@@ -170,7 +179,7 @@ class Op:
 
     def __call__(self, *operands: Any, **params: Any) -> tuple[Any, ...]:
         """Bind the op; params must be hashable."""
-        return tuple(self.primitive.bind(*operands, **params))
+        return tuple(self.primitive.bind(*_match_varying(operands), **params))
 
     def __repr__(self) -> str:
         return f"Op({self.name!r}, targets={self.targets!r})"
@@ -184,15 +193,35 @@ class Op:
         if self.jnp_impl is not None:
             mlir.register_lowering(self.primitive, mlir.lower_fun(self.jnp_impl, multiple_results=True))
         for platform, target in self.targets.items():
+            if self._num_batch_dims is not None:
+                _sharding.register_batch_partitionable(target)
             mlir.register_lowering(self.primitive, self._ffi_lowering(target), platform=platform)
 
     def _ffi_lowering(self, target: str) -> Callable[..., Any]:
         rule = jax.ffi.ffi_lowering(target)
 
         def lowering(ctx: Any, *operands: Any, **params: Any) -> Any:
-            return rule(ctx, *operands, **self._attributes(params))
+            attributes = self._attributes(params)
+            if self._num_batch_dims is not None and _sharding.in_spmd(ctx):
+                return self.partitioned_call(ctx, target, operands, attributes, **params)
+            return rule(ctx, *operands, **attributes)
 
         return lowering
+
+    def partitioned_call(
+        self, ctx: Any, target: str, operands: Sequence[Any], attributes: Mapping[str, Any], **params: Any
+    ) -> Sequence[Any]:
+        """Emit ``target`` as a batch-partitionable call for ``ctx.avals_out``."""
+        n_in, n_out = len(ctx.avals_in), len(ctx.avals_out)
+        batched_in, batched_out = self._batched or ([True] * n_in, [True] * n_out)
+        return _sharding.batch_partitioned_call(
+            ctx, target, operands, attributes, self.batch_dims(*ctx.avals_in, **params), batched_in, batched_out
+        )
+
+    def def_lowering(self, platform: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+        """Replace the lowering for one platform (e.g. a target with an extra result)."""
+        mlir.register_lowering(self.primitive, rule, platform=platform)
+        return rule
 
     # -- transformation rules ---------------------------------------------
 
@@ -234,9 +263,40 @@ class Op:
 
 def _tuple_result(abstract_eval: AbstractEval) -> Callable[..., list[ShapedArray]]:
     def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
-        return list(abstract_eval(*avals, **params))
+        return [_with_vma(out, avals) for out in abstract_eval(*avals, **params)]
 
     return wrapped
+
+
+def _varying(x: Any) -> frozenset[Any]:
+    """The manual mesh axes ``x`` varies over inside ``shard_map`` (empty outside)."""
+    mat = getattr(x, "manual_axis_type", None)
+    return frozenset(getattr(mat, "varying", None) or ())
+
+
+def _with_vma(out: ShapedArray, avals: Sequence[ShapedArray]) -> ShapedArray:
+    """Inside ``shard_map``, results vary over the same mesh axes as the operands
+    (which :func:`_match_varying` made equal); outside it this is a no-op."""
+    for a in avals:
+        if _varying(a):
+            mesh = jax.sharding.get_abstract_mesh()
+            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * len(out.shape)))
+            return out.update(sharding=sharding, manual_axis_type=a.manual_axis_type)
+    return out
+
+
+def _match_varying(operands: Sequence[Any]) -> Sequence[Any]:
+    """Cast invariant operands to the varying axes of the others, as jax does for its
+    own primitives inside ``shard_map``. The transpose of that cast is a ``psum``: it
+    is what sums a replicated weight's gradient over the shards."""
+    types = [jax.typeof(x) if hasattr(x, "shape") else None for x in operands]
+    axes = frozenset().union(*(_varying(t) for t in types))
+    if not axes:
+        return operands
+    return [
+        jax.lax.pcast(x, tuple(sorted(axes - _varying(t))), to="varying") if t is not None and axes - _varying(t) else x
+        for x, t in zip(operands, types, strict=True)
+    ]
 
 
 def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
