@@ -75,7 +75,7 @@ def fit(t: jax.Array, rv: jax.Array, sigma: float, start: dict[str, float]) -> d
     def solve(v0: jax.Array) -> jax.Array:
         def loss(v: jax.Array) -> jax.Array:
             r = (rv_model(unpack(v), t) - rv) / sigma
-            return 0.5 * jnp.mean(r * r)
+            return 0.5 * jnp.sum(r * r)
 
         return minimize(loss, v0, method="BFGS", options={"maxiter": 400}).x
 
