@@ -1,21 +1,10 @@
 //! The `xla_ffi_rs.kepler` handler for CPU.
 
-use xla_ffi::{handler, Buffer, Context, DataType, ElementSpec, Parts, Result, ResultBuffer};
+use xla_ffi::{handler, Buffer, Context, DataType, Parts, Result, ResultBuffer};
 
+use super::shapes::{check, F32OrF64};
 use super::solver;
 use crate::parallel::{block_count, block_len, run_blocks};
-
-/// `float32` or `float64`: the dtypes the Kepler solver takes.
-pub struct F32OrF64;
-
-impl ElementSpec for F32OrF64 {
-    fn accepts(dtype: DataType) -> bool {
-        dtype == DataType::F32 || dtype == DataType::F64
-    }
-    fn describe() -> String {
-        "float32 or float64".into()
-    }
-}
 
 /// The cost of one element relative to a memory pass, for blocking.
 const WORK_PER_ELEMENT: usize = 16;
@@ -49,14 +38,7 @@ handler! {
         sin_e: ResultBuffer<F32OrF64>,
         cos_e: ResultBuffer<F32OrF64>,
     ) -> Result<()> {
-        let (dims, dtype) = (mean_anomaly.dims(), mean_anomaly.dtype());
-        let what = "that of operand 0 (mean_anomaly)";
-        eccentricity.expect_dims(dims, what)?;
-        eccentricity.expect_dtype(dtype, what)?;
-        for out in [&sin_e, &cos_e] {
-            out.expect_dims(dims, what)?;
-            out.expect_dtype(dtype, what)?;
-        }
+        let dtype = check(&mean_anomaly, &eccentricity, &sin_e, &cos_e)?;
         if dtype == DataType::F64 {
             solve_parallel!(ctx, f64, solver::solve_f64, mean_anomaly, eccentricity, sin_e, cos_e)
         } else {

@@ -8,7 +8,7 @@
 use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, Buffer, Context, DataType, Result, ResultBuffer, Traits};
 
-use super::cpu::F32OrF64;
+use super::shapes::{check, F32OrF64};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype.
 pub static KEPLER_CU: Source = Source::new("kepler.cu", include_str!("../../../../cuda/kepler.cu"));
@@ -32,14 +32,7 @@ handler! {
         sin_e: ResultBuffer<F32OrF64>,
         cos_e: ResultBuffer<F32OrF64>,
     ) -> Result<()> {
-        let (dims, dtype) = (mean_anomaly.dims(), mean_anomaly.dtype());
-        let what = "that of operand 0 (mean_anomaly)";
-        eccentricity.expect_dims(dims, what)?;
-        eccentricity.expect_dtype(dtype, what)?;
-        for out in [&sin_e, &cos_e] {
-            out.expect_dims(dims, what)?;
-            out.expect_dtype(dtype, what)?;
-        }
+        let dtype = check(&mean_anomaly, &eccentricity, &sin_e, &cos_e)?;
         let n = mean_anomaly.len() as u64;
         if n == 0 {
             return Ok(());

@@ -2,9 +2,11 @@
 //! and (feature `cuda`) the CUDA handler whose kernel is `cuda/kepler.cu`.
 
 mod cpu;
+mod shapes;
 pub mod solver;
 
 pub use cpu::xla_ffi_rs_kepler_cpu;
+pub use shapes::F32OrF64;
 
 #[cfg(feature = "cuda")]
 mod cuda;
