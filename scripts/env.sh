@@ -33,7 +33,7 @@ find_python() {
 }
 
 ensure_libclang() {
-    if ldconfig -p 2>/dev/null | grep -q 'libclang.*\.so' || [ -n "${LIBCLANG_PATH:-}" ]; then
+    if ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so' || [ -n "${LIBCLANG_PATH:-}" ]; then
         return 0
     fi
     log "installing libclang (bindgen needs it)"
