@@ -78,7 +78,7 @@ struct RawBuffer<'f> {
     dims: &'f [i64],
     len: usize,
     site: Site,
-    frame: Frame<'f>,
+    frame: &'f Frame<'f>,
 }
 
 /// A byte range `[start, end)`; empty buffers have none.
@@ -112,11 +112,106 @@ unsafe fn peek<'f>(ptr: *mut c_void) -> Option<(DataType, *mut c_void, &'f [i64]
     Some((DataType(b.dtype), b.data, dims))
 }
 
+/// Which buffers of a call share memory with another. Bit `i` of `args` is set when
+/// operand `i` overlaps a result; bit `j` of `rets` when result `j` overlaps an
+/// operand or another result. Built by [`Ranges::overlaps`] once every parameter is
+/// decoded, so that each `typed()` is a bit test; [`Overlaps::ALL`] (every bit set)
+/// makes `aliased_by` scan the frame instead.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Overlaps {
+    args: u64,
+    rets: u64,
+}
+
+/// The byte ranges of the decoded buffers, recorded as they are decoded.
+pub(crate) struct Ranges {
+    /// `(start, end)` per slot (operands first, then results); `(0, 0)` overlaps
+    /// nothing (an empty buffer).
+    slots: [(usize, usize); Ranges::MAX],
+    /// Slots recorded, as a bit set.
+    seen: u32,
+}
+
+impl Ranges {
+    /// Calls with more buffers than this scan the frame instead.
+    const MAX: usize = 16;
+
+    pub(crate) fn new() -> Self {
+        Ranges { slots: [(0, 0); Ranges::MAX], seen: 0 }
+    }
+
+    #[inline(always)]
+    fn record(&mut self, frame: &Frame<'_>, site: Site, range: Option<(usize, usize)>) {
+        let slot = match site.role {
+            Role::Operand => site.index,
+            Role::Result => frame.args.len() + site.index,
+        };
+        if slot < Ranges::MAX {
+            self.slots[slot] = range.unwrap_or((0, 0));
+            self.seen |= 1 << slot;
+        }
+    }
+
+    /// The overlaps, if every buffer of the frame was recorded; else [`Overlaps::ALL`].
+    pub(crate) fn overlaps(&self, frame: &Frame<'_>) -> Overlaps {
+        let (na, nr) = (frame.args.len(), frame.rets.len());
+        let n = na + nr;
+        if n > Ranges::MAX || self.seen != (((1u64 << n) - 1) as u32) {
+            return Overlaps::ALL;
+        }
+        let (a, r) = self.slots[..n].split_at(na);
+        let meet = |x: (usize, usize), y: (usize, usize)| x.0 < y.1 && y.0 < x.1;
+        let mut out = Overlaps { args: 0, rets: 0 };
+        for (j, &rj) in r.iter().enumerate() {
+            for (i, &ai) in a.iter().enumerate() {
+                if meet(rj, ai) {
+                    out.args |= 1 << i;
+                    out.rets |= 1 << j;
+                }
+            }
+            for (k, &rk) in r.iter().enumerate().skip(j + 1) {
+                if meet(rj, rk) {
+                    out.rets |= (1 << j) | (1 << k);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Overlaps {
+    pub(crate) const ALL: Overlaps = Overlaps { args: u64::MAX, rets: u64::MAX };
+
+    /// Whether the buffer at `index` on side `role` may share memory with another.
+    fn may_overlap(self, role: Role, index: usize) -> bool {
+        let mask = match role {
+            Role::Operand => self.args,
+            Role::Result => self.rets,
+        };
+        index >= 64 || mask & (1u64 << index) != 0
+    }
+}
+
+/// The element count of `dims`, if it and its size in bytes fit in `isize`.
+#[inline(always)]
+fn checked_len(dims: &[i64], dtype: DataType) -> Option<usize> {
+    let len = element_count(dims)?;
+    let bytes = len.checked_mul(dtype.byte_width().unwrap_or(1))?;
+    (bytes <= isize::MAX as usize).then_some(len)
+}
+
+#[inline(always)]
 fn element_count(dims: &[i64]) -> Option<usize> {
     dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
 }
 
 impl<'f> RawBuffer<'f> {
+    /// The checked buffer at `site`, or `None` after recording why not.
+    ///
+    /// The accepting path is inlined into each handler (so the decoded view is built
+    /// in place, not copied through memory); every diagnostic lives in the cold
+    /// [`RawBuffer::reject`].
+    #[inline(always)]
     fn decode(
         call: &mut Call<'f>,
         site: Site,
@@ -129,48 +224,67 @@ impl<'f> RawBuffer<'f> {
             Role::Operand => (frame.args, frame.arg_types),
             Role::Result => (frame.rets, frame.ret_types),
         };
+        if let (Some(&ptr), Some(&sys::XLA_FFI_ArgType_BUFFER)) = (ptrs.get(site.index), types.get(site.index)) {
+            // SAFETY: an entry of kind BUFFER in this frame is NULL or an XLA_FFI_Buffer*.
+            if let Some((dtype, data, dims)) = unsafe { peek(ptr) } {
+                if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
+                    if let Some(len) = checked_len(dims, dtype) {
+                        call.ranges.record(frame, site, byte_range(data, len, dtype));
+                        return Some(RawBuffer { dtype, data, dims, len, site, frame });
+                    }
+                }
+            }
+        }
+        Self::reject(call, site, accepts, describe, rank);
+        None
+    }
+
+    /// Records every reason the buffer at `site` was refused.
+    #[cold]
+    #[inline(never)]
+    fn reject(call: &mut Call<'f>, site: Site, accepts: fn(DataType) -> bool, describe: fn() -> String, rank: usize) {
+        let frame = call.frame;
+        let (ptrs, types) = match site.role {
+            Role::Operand => (frame.args, frame.arg_types),
+            Role::Result => (frame.rets, frame.ret_types),
+        };
         let (Some(&ptr), Some(&kind)) = (ptrs.get(site.index), types.get(site.index)) else {
-            call.problem(format!("{site}: missing"));
-            return None;
+            return call.problem(format!("{site}: missing"));
         };
         if kind != sys::XLA_FFI_ArgType_BUFFER {
-            call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
-            return None;
+            return call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
         }
-        // SAFETY: an entry of kind BUFFER in this frame is an XLA_FFI_Buffer*.
-        let Some((dtype, data, dims)) = (unsafe { peek(ptr) }) else {
-            call.problem(format!("{site}: malformed XLA_FFI_Buffer"));
-            return None;
+        // SAFETY: an entry of kind BUFFER in this frame is NULL or an XLA_FFI_Buffer*.
+        let Some((dtype, _, dims)) = (unsafe { peek(ptr) }) else {
+            return call.problem(format!("{site}: malformed XLA_FFI_Buffer"));
         };
-        let mut ok = true;
         if !accepts(dtype) {
             call.problem(format!("{site}: expected dtype {}, got {dtype}", describe()));
-            ok = false;
         }
         if rank != ANY_RANK && dims.len() != rank {
             call.problem(format!("{site}: expected rank {rank}, got rank {} (shape {dims:?})", dims.len()));
-            ok = false;
         }
-        let len = element_count(dims);
-        let fits =
-            len.and_then(|n| n.checked_mul(dtype.byte_width().unwrap_or(1))).is_some_and(|b| b <= isize::MAX as usize);
-        if !fits {
+        if checked_len(dims, dtype).is_none() {
             call.problem(format!("{site}: invalid shape {dims:?}"));
-            ok = false;
         }
-        ok.then(|| RawBuffer { dtype, data, dims, len: len.unwrap_or(0), site, frame })
     }
 
     fn range(&self) -> Option<(usize, usize)> {
         byte_range(self.data, self.len, self.dtype)
     }
 
-    /// The first buffer on the other side of the call that shares memory with this one.
-    fn aliased_by(&self) -> Option<(Role, usize)> {
+    /// The first buffer on the other side of the call that shares memory with this one
+    /// (or, for a result, another result that does).
+    /// Operands are left out when `operands` is false (an in-place pair).
+    fn aliased_by(&self, operands: bool) -> Option<(Role, usize)> {
+        if !self.frame.overlaps.get().may_overlap(self.site.role, self.site.index) {
+            return None;
+        }
         let mine = self.range();
         mine?;
-        let others = |ptrs: &'f [*mut c_void]| {
-            ptrs.iter().enumerate().find_map(|(i, &p)| {
+        // The first buffer of `ptrs`, other than number `skip`, that overlaps this one.
+        let others = |ptrs: &'f [*mut c_void], skip: Option<usize>| {
+            ptrs.iter().enumerate().filter(|&(i, _)| Some(i) != skip).find_map(|(i, &p)| {
                 // SAFETY: every entry of this frame's args/rets is a buffer pointer or NULL
                 // (types were checked when the handler's own buffers were decoded; a
                 // non-buffer entry would have failed the call already).
@@ -179,15 +293,24 @@ impl<'f> RawBuffer<'f> {
             })
         };
         match self.site.role {
-            Role::Operand => others(self.frame.rets).map(|i| (Role::Result, i)),
-            Role::Result => others(self.frame.args).map(|i| (Role::Operand, i)).or_else(|| {
-                // Two results sharing memory would give two `&mut`s to it.
-                others(self.frame.rets).filter(|&i| i != self.site.index).map(|i| (Role::Result, i))
-            }),
+            Role::Operand => others(self.frame.rets, None).map(|i| (Role::Result, i)),
+            Role::Result => {
+                let args: &'f [*mut c_void] = if operands { self.frame.args } else { &[] };
+                others(args, None).map(|i| (Role::Operand, i)).or_else(|| {
+                    // Two results sharing memory would give two `&mut`s to it.
+                    others(self.frame.rets, Some(self.site.index)).map(|i| (Role::Result, i))
+                })
+            }
         }
     }
 
     fn check_host_access<T: Element>(&self) -> Result<()> {
+        self.check_access::<T>(true)
+    }
+
+    /// Host memory, dtype `T`, aligned, and no overlap with another buffer (operands
+    /// left out of that when `operands` is false).
+    fn check_access<T: Element>(&self, operands: bool) -> Result<()> {
         if !self.frame_is_host() {
             return Err(self
                 .site
@@ -203,7 +326,7 @@ impl<'f> RawBuffer<'f> {
                 core::mem::align_of::<T>()
             )));
         }
-        if let Some((role, i)) = self.aliased_by() {
+        if let Some((role, i)) = self.aliased_by(operands) {
             return Err(self
                 .site
                 .error(format!("shares memory with {role} {i} (input_output_aliases); use ResultBuffer::with_input")));
@@ -379,9 +502,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
             }
             // Check dtype, host, alignment; aliasing with `input` is expected here, but
             // not with any other result.
-            let mut solo = out;
-            solo.frame.args = &[];
-            solo.check_host_access::<T>()?;
+            out.check_access::<T>(false)?;
             // SAFETY: host memory of dtype T, aligned, `len` elements initialised by XLA
             // (it is the input's data). The input never hands out `&[T]` (it overlaps a
             // result), no other result overlaps it (checked), and `&'a mut self` keeps
@@ -409,6 +530,7 @@ impl<'f, T: Element, const R: usize> ResultBuffer<'f, T, R> {
 
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
     const ARGS: usize = 1;
+    #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let site = Site { target: call.target(), role: Role::Operand, index: call.next_arg(), name };
         let raw = RawBuffer::decode(call, site, D::accepts, D::describe, R)?;
@@ -418,6 +540,7 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
 
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
     const RETS: usize = 1;
+    #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let site = Site { target: call.target(), role: Role::Result, index: call.next_ret(), name };
         let raw = RawBuffer::decode(call, site, D::accepts, D::describe, R)?;

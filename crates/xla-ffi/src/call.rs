@@ -59,17 +59,26 @@ impl fmt::Display for Site {
 /// each parameter in order; user code sees only the decoded parameters. Problems are
 /// collected, so one error reports every bad operand at once.
 pub struct Call<'f> {
-    pub(crate) frame: Frame<'f>,
+    pub(crate) frame: &'f Frame<'f>,
     pub(crate) info: &'f HandlerInfo,
     next_arg: usize,
     next_ret: usize,
     used_attrs: u128,
     problems: Vec<String>,
+    pub(crate) ranges: crate::buffer::Ranges,
 }
 
 impl<'f> Call<'f> {
-    pub(crate) fn new(frame: Frame<'f>, info: &'f HandlerInfo) -> Self {
-        Call { frame, info, next_arg: 0, next_ret: 0, used_attrs: 0, problems: Vec::new() }
+    pub(crate) fn new(frame: &'f Frame<'f>, info: &'f HandlerInfo) -> Self {
+        Call {
+            frame,
+            info,
+            next_arg: 0,
+            next_ret: 0,
+            used_attrs: 0,
+            problems: Vec::new(),
+            ranges: crate::buffer::Ranges::new(),
+        }
     }
 
     /// The FFI target name this handler serves.
@@ -128,6 +137,7 @@ impl<'f> Call<'f> {
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
     pub fn finish(&mut self) -> Result<()> {
+        self.frame.overlaps.set(self.ranges.overlaps(self.frame));
         let attrs = self.attrs();
         let extra: Vec<String> = (0..attrs.len().min(128))
             .filter(|i| self.used_attrs & (1 << i) == 0)

@@ -21,7 +21,7 @@ use crate::{Error, Result};
 /// ```
 #[derive(Clone, Copy)]
 pub struct Context<'f> {
-    pub(crate) frame: Frame<'f>,
+    pub(crate) frame: &'f Frame<'f>,
     pub(crate) target: &'static str,
 }
 
@@ -50,7 +50,7 @@ impl Stream<'_> {
 /// Scratch device memory from XLA's allocator, freed when dropped (at the latest,
 /// when the handler returns).
 pub struct Scratch<'f> {
-    frame: Frame<'f>,
+    frame: &'f Frame<'f>,
     data: *mut c_void,
     size: usize,
 }

@@ -196,7 +196,6 @@ impl<'f> ApiTable<'f> {
 }
 
 /// A checked view of one call frame, valid for `'f` (the handler call).
-#[derive(Clone, Copy)]
 pub(crate) struct Frame<'f> {
     pub(crate) api: ApiTable<'f>,
     pub(crate) ctx: *mut sys::compat::XLA_FFI_InvokeContext,
@@ -208,6 +207,9 @@ pub(crate) struct Frame<'f> {
     pub(crate) attrs: &'f sys::XLA_FFI_Attrs,
     /// Buffers are host memory (a CPU handler).
     pub(crate) host: bool,
+    /// Which buffers share memory with another: set by `Call::finish` once every
+    /// parameter is decoded; until then "all of them" (a slice request scans).
+    pub(crate) overlaps: core::cell::Cell<crate::buffer::Overlaps>,
 }
 
 /// Makes a slice from a C array of `len` elements; NULL or empty gives `&[]`.
@@ -309,6 +311,7 @@ unsafe fn open<'f>(
         )
     };
     Ok(Entry::Call(Frame {
+        overlaps: core::cell::Cell::new(crate::buffer::Overlaps::ALL),
         api,
         ctx: frame.ctx,
         stage: frame.stage,
@@ -425,7 +428,7 @@ pub unsafe fn dispatch(
                 info.target
             )));
         }
-        let mut call = crate::Call::new(frame, info);
+        let mut call = crate::Call::new(&frame, info);
         call.check_counts()?;
         body(&mut call)
     }));

@@ -10,8 +10,9 @@
 //! its reference-counted bookkeeping, never the (by then gone) closure.
 
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use xla_ffi_sys as sys;
@@ -23,7 +24,7 @@ use crate::{Error, Result};
 /// [`Context::thread_pool`](crate::Context::thread_pool).
 #[derive(Clone, Copy)]
 pub struct ThreadPool<'f> {
-    frame: Frame<'f>,
+    frame: &'f Frame<'f>,
     target: &'static str,
 }
 
@@ -80,7 +81,7 @@ unsafe extern "C" fn run_task(data: *mut c_void) {
 }
 
 impl<'f> ThreadPool<'f> {
-    pub(crate) fn new(frame: Frame<'f>, target: &'static str) -> Self {
+    pub(crate) fn new(frame: &'f Frame<'f>, target: &'static str) -> Self {
         ThreadPool { frame, target }
     }
 
@@ -191,24 +192,47 @@ impl<'f> ThreadPool<'f> {
 /// assert_eq!(out, (0..10).collect::<Vec<u32>>());
 /// ```
 pub struct Parts<'a, T> {
-    parts: Vec<Mutex<Option<&'a mut [T]>>>,
+    ptr: *mut T,
+    len: usize,
     chunk: usize,
+    /// Bit `i` is set once part `i` has been taken. One word inline (up to 64
+    /// parts, no allocation: the common case costs nothing per call), else boxed.
+    taken: Taken,
+    _data: PhantomData<&'a mut [T]>,
 }
+
+enum Taken {
+    Inline(AtomicU64),
+    Boxed(Box<[AtomicU64]>),
+}
+
+// SAFETY: a `Parts` hands each disjoint part out at most once (the `taken` bit is
+// set atomically), so sharing it across threads moves `&mut [T]`s to other threads:
+// the same requirement as sending a `&mut [T]`, which is `T: Send`.
+unsafe impl<T: Send> Sync for Parts<'_, T> {}
+// SAFETY: as above; a `Parts` owns nothing but the exclusive borrow it was made from.
+unsafe impl<T: Send> Send for Parts<'_, T> {}
 
 impl<'a, T: Send> Parts<'a, T> {
     /// Cuts `data` into parts of `chunk` elements (the last may be shorter).
     /// A `chunk` of 0 is treated as 1.
     pub fn new(data: &'a mut [T], chunk: usize) -> Self {
         let chunk = chunk.max(1);
-        Parts { parts: data.chunks_mut(chunk).map(|c| Mutex::new(Some(c))).collect(), chunk }
+        let n = data.len().div_ceil(chunk);
+        let taken = if n <= 64 {
+            Taken::Inline(AtomicU64::new(0))
+        } else {
+            Taken::Boxed((0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect())
+        };
+        Parts { ptr: data.as_mut_ptr(), len: data.len(), chunk, taken, _data: PhantomData }
     }
     /// The number of parts.
     pub fn len(&self) -> usize {
-        self.parts.len()
+        self.len.div_ceil(self.chunk)
     }
     /// Whether there are no parts (an empty slice).
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.len == 0
     }
     /// Takes part `i`: its starting offset and its elements.
     ///
@@ -216,7 +240,21 @@ impl<'a, T: Send> Parts<'a, T> {
     /// If `i` is out of range or the part was already taken (a bug in the caller;
     /// inside a handler the panic becomes an `INTERNAL` error).
     pub fn take(&self, i: usize) -> (usize, &'a mut [T]) {
-        let part = self.parts[i].lock().unwrap_or_else(|e| e.into_inner()).take();
-        (i * self.chunk, part.unwrap_or_else(|| panic!("part {i} taken twice")))
+        let n = self.len();
+        assert!(i < n, "part {i} out of range: there are {n} parts");
+        let word = match &self.taken {
+            Taken::Inline(w) => w,
+            Taken::Boxed(ws) => &ws[i / 64],
+        };
+        let bit = 1u64 << (i % 64);
+        if word.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+            panic!("part {i} taken twice");
+        }
+        let start = i * self.chunk;
+        let len = self.chunk.min(self.len - start);
+        // SAFETY: `[start, start + len)` lies inside the slice `Parts::new` borrowed
+        // exclusively for `'a`; parts are disjoint, and the atomic bit above hands
+        // out each one at most once, so no two `&mut` overlap.
+        (start, unsafe { core::slice::from_raw_parts_mut(self.ptr.add(start), len) })
     }
 }

@@ -158,8 +158,13 @@ unsafe extern "C" fn state_get(args: *mut sys::XLA_FFI_State_Get_Args) -> *mut s
 }
 
 /// A fake API table. `struct_size` can be shrunk to emulate an older runtime.
+///
+/// Tables are leaked (a few hundred bytes each), never freed: a real runtime's table
+/// lives for the whole process, and the dispatcher caches facts per table address
+/// (whether it is a host platform), so an address must never be reused by a table
+/// that behaves differently.
 pub struct FakeApi {
-    table: Box<sys::XLA_FFI_Api>,
+    table: &'static mut sys::XLA_FFI_Api,
 }
 
 impl FakeApi {
@@ -167,13 +172,13 @@ impl FakeApi {
     pub fn new(minor: i32) -> Self {
         // SAFETY: the API struct is plain data (integers, pointers, Option<fn>); all
         // zero is a valid value (every slot None).
-        let mut t: Box<sys::XLA_FFI_Api> = Box::new(unsafe { core::mem::zeroed() });
+        let t: &'static mut sys::XLA_FFI_Api = Box::leak(Box::new(unsafe { core::mem::zeroed() }));
         t.struct_size = sys::XLA_FFI_Api_STRUCT_SIZE as usize;
         t.api_version.struct_size = sys::XLA_FFI_Api_Version_STRUCT_SIZE as usize;
         t.api_version.major_version = 0;
         t.api_version.minor_version = minor;
         t.XLA_FFI_Error_Create = Some(error_create);
-        sys::compat::set_error_details_fn(&mut t, error_get_details);
+        sys::compat::set_error_details_fn(t, error_get_details);
         t.XLA_FFI_Error_Destroy = Some(error_destroy);
         t.XLA_FFI_Stream_Get = Some(stream_get);
         t.XLA_FFI_State_Set = Some(state_set);
@@ -186,15 +191,15 @@ impl FakeApi {
     }
 
     /// A table that behaves like a GPU runtime's: `Stream_Get` gives a stream.
-    /// (Each call allocates a new table, so it is never mistaken for a cached host one.)
+    /// (Each call leaks a new table, so it is never mistaken for a cached host one.)
     pub fn device_like(minor: i32) -> Self {
-        let mut api = Self::new(minor);
+        let api = Self::new(minor);
         api.table.XLA_FFI_Stream_Get = Some(stream_get_device);
         api
     }
 
     /// Pretends the table ends after `size` bytes, as an older runtime's does.
-    pub fn with_struct_size(mut self, size: usize) -> Self {
+    pub fn with_struct_size(self, size: usize) -> Self {
         self.table.struct_size = size;
         self
     }

@@ -223,3 +223,28 @@ fn host_handler_refuses_a_device_platform() {
     let mut ok = CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1]));
     ok.run(ctx_host_only).unwrap();
 }
+
+handler! {
+    target = "ctx.parts_twice";
+    /// Takes part `again` twice: a caller bug that must become an INTERNAL error.
+    fn ctx_parts_twice(y: ResultBuffer<f32>, again: Attr<i64>) -> Result<()> {
+        let parts = Parts::new(y.as_uninit()?, 1);
+        for i in 0..parts.len() {
+            parts.take(i).1[0].write(i as f32);
+        }
+        let _ = parts.take(*again as usize);
+        Ok(())
+    }
+}
+
+#[test]
+fn taking_a_part_twice_or_out_of_range_is_an_internal_error() {
+    // 130 parts: more than one 64-bit word of bookkeeping.
+    for (again, words) in [(0i64, "part 0 taken twice"), (129, "part 129 taken twice"), (130, "part 130 out of range")]
+    {
+        let mut call = CallBuilder::new().ret(Arg::zeros::<f32>(&[130])).attr("again", AttrArg::scalar(again));
+        expect_err(call.run(ctx_parts_twice), ErrorCode::Internal, &["ctx.parts_twice", "panicked", words]);
+        let want: Vec<f32> = (0..130).map(|i| i as f32).collect();
+        assert_eq!(call.ret_as::<f32>(0), want);
+    }
+}

@@ -441,3 +441,41 @@ fn dtype_constants_print_like_jax() {
     assert_eq!(DataType::BF16.to_string(), "bfloat16");
     assert_eq!(DataType(99).to_string(), "dtype(99)");
 }
+
+#[test]
+fn two_results_sharing_memory_are_refused() {
+    // Result 1 (an int32[1]) is laid over the first bytes of operand 0 / result 0.
+    let mut call = aliased_call().alias(0, 1);
+    expect_err(
+        call.run(dec_inplace),
+        ErrorCode::InvalidArgument,
+        &["dec.inplace", "result 0 (y)", "shares memory with result 1"],
+    );
+}
+
+handler! {
+    target = "dec.one_of_two_aliased";
+    /// Reads operand 0 as a slice; operand 1 is aliased to the result.
+    fn dec_one_of_two_aliased(a: Buffer<f32>, b: Buffer<f32>, y: ResultBuffer<f32>) -> Result<()> {
+        let a = a.as_slice()?;
+        match y.with_input::<f32, _, { xla_ffi::ANY_RANK }>(&b)? {
+            InOut::InPlace(by) => by.iter_mut().zip(a).for_each(|(v, &w)| *v += w),
+            InOut::Separate { .. } => return Err(xla_ffi::Error::internal("expected in place")),
+        }
+        // The aliased operand itself is still refused as a slice.
+        b.as_slice().map(|_| ())
+    }
+}
+
+#[test]
+fn overlap_is_tracked_per_buffer() {
+    let mut call =
+        CallBuilder::new().arg(f32s(&[1.0, 2.0])).arg(f32s(&[10.0, 20.0])).ret(Arg::zeros::<f32>(&[2])).alias(1, 0);
+    expect_err(
+        call.run(dec_one_of_two_aliased),
+        ErrorCode::InvalidArgument,
+        &["dec.one_of_two_aliased", "operand 1 (b)", "shares memory with result 0"],
+    );
+    // The in-place update ran before the refusal, reading the unaliased operand 0.
+    assert_eq!(call.ret_as::<f32>(0), vec![11.0, 22.0]);
+}

@@ -14,6 +14,11 @@ macro_rules! solve_parallel {
         let (m, e) = ($m.typed::<$t>()?, $e.typed::<$t>()?);
         let (s, c) = ($s.typed_uninit::<$t>()?, $c.typed_uninit::<$t>()?);
         let blocks = block_count(&$ctx, m.len(), WORK_PER_ELEMENT);
+        if blocks <= 1 {
+            // Small calls: no parts, no pool (what a call costs matters here).
+            $solve(m, e, s, c);
+            return Ok(());
+        }
         let len = block_len(m.len(), blocks);
         let (sp, cp) = (Parts::new(s, len), Parts::new(c, len));
         run_blocks(&$ctx, sp.len(), |i| {

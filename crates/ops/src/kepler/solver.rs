@@ -637,6 +637,16 @@ fn solve_f32_dispatch<S: Slot<f32>>(m: &[f32], e: &[f32], sin_e: &mut [S], cos_e
 /// If the four slices do not all have the same length.
 pub fn solve_f64(m: &[f64], e: &[f64], sin_e: &mut [MaybeUninit<f64>], cos_e: &mut [MaybeUninit<f64>]) {
     check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
+    if m.len() < BLOCK64 {
+        // Fewer elements than one block: element by element, without the block
+        // function's large stack frame (this is what an N = 1 call costs).
+        for (((&m, &e), s), c) in m.iter().zip(e).zip(sin_e).zip(cos_e) {
+            let (sv, cv) = solve_one_f64(m, e);
+            s.write(sv);
+            c.write(cv);
+        }
+        return;
+    }
     solve_f64_dispatch(m, e, sin_e, cos_e);
 }
 
@@ -646,6 +656,15 @@ pub fn solve_f64(m: &[f64], e: &[f64], sin_e: &mut [MaybeUninit<f64>], cos_e: &m
 /// If the four slices do not all have the same length.
 pub fn solve_f32(m: &[f32], e: &[f32], sin_e: &mut [MaybeUninit<f32>], cos_e: &mut [MaybeUninit<f32>]) {
     check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
+    if m.len() < BLOCK32 {
+        // As in `solve_f64`: small calls skip the block function.
+        for (((&m, &e), s), c) in m.iter().zip(e).zip(sin_e).zip(cos_e) {
+            let (sv, cv) = solve_one_f32(m, e);
+            s.write(sv);
+            c.write(cv);
+        }
+        return;
+    }
     solve_f32_dispatch(m, e, sin_e, cos_e);
 }
 
