@@ -78,7 +78,7 @@ pub mod python;
 pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
-pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK};
+pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES};
 pub use call::{Call, Decode, Role, Site};
 pub use context::{Context, Scratch, Stream};
 pub use dtype::{AccFloat, DataType, Element, Float};

@@ -479,3 +479,52 @@ fn overlap_is_tracked_per_buffer() {
     // The in-place update ran before the refusal, reading the unaliased operand 0.
     assert_eq!(call.ret_as::<f32>(0), vec![11.0, 22.0]);
 }
+
+// ---- huge-page advice for fresh results ----
+
+handler! {
+    target = "dec.advise";
+    /// y = x + 1 after advising y; `advised` = [1] if the advice was given.
+    fn dec_advise(x: Buffer<f32>, y: ResultBuffer<f32>, advised: ResultBuffer<i32>) -> Result<()> {
+        let asked = y.advise_huge_pages();
+        for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+            o.write(v + 1.0);
+        }
+        advised.as_uninit()?[0].write(i32::from(asked));
+        Ok(())
+    }
+}
+
+#[test]
+fn huge_page_advice_is_given_for_large_results_only_and_changes_nothing() {
+    let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
+    for (len, want) in [(1usize << 10, false), (xla_ffi::HUGE_PAGE_MIN_BYTES / 4 - 1, false), (6 << 20, thp)] {
+        let x: Vec<f32> = (0..len).map(|i| (i % 1000) as f32).collect();
+        let mut call = CallBuilder::new()
+            .arg(Arg::from_slice(&x, &[len as i64]))
+            .ret(Arg::zeros::<f32>(&[len as i64]))
+            .ret(Arg::zeros::<i32>(&[1]));
+        expect_ok(call.run(dec_advise));
+        assert_eq!(call.ret_as::<i32>(1), vec![i32::from(want)], "len {len}");
+        let y = call.ret_as::<f32>(0);
+        assert!(y.iter().zip(&x).all(|(&o, &v)| o == v + 1.0), "len {len}: results changed");
+    }
+}
+
+handler! {
+    target = "dec.advise_device", platform = device;
+    /// Fails unless advising a (large) device result is refused.
+    fn dec_advise_device(y: ResultBuffer<f32>) -> Result<()> {
+        if y.advise_huge_pages() {
+            return Err(xla_ffi::Error::internal("advised a device buffer"));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn huge_page_advice_is_never_given_for_device_buffers() {
+    let len = 6i64 << 20;
+    let mut call = CallBuilder::new().api(xla_ffi::testing::FakeApi::device_like(5)).ret(Arg::zeros::<f32>(&[len]));
+    expect_ok(call.run(dec_advise_device));
+}

@@ -12,6 +12,8 @@ const WORK_PER_ELEMENT: usize = 16;
 macro_rules! solve_parallel {
     ($ctx:expr, $t:ty, $solve:path, $m:expr, $e:expr, $s:expr, $c:expr) => {{
         let (m, e) = ($m.typed::<$t>()?, $e.typed::<$t>()?);
+        // Fresh results fault page by page on first write (see advise_huge_pages).
+        ($s.advise_huge_pages(), $c.advise_huge_pages());
         let (s, c) = ($s.typed_uninit::<$t>()?, $c.typed_uninit::<$t>()?);
         let blocks = block_count(&$ctx, m.len(), WORK_PER_ELEMENT);
         if blocks <= 1 {

@@ -69,6 +69,8 @@ fn fwd<'f, X: Promote<W>, W: Float>(
 ) -> Result<()> {
     type Acc<T> = <T as Float>::Acc;
     let w = w.typed::<W>()?;
+    // A fresh result would fault page by page on first write (see advise_huge_pages).
+    y.advise_huge_pages();
     if X::DTYPE == y.dtype() {
         // y may alias x (input_output_aliases): take them as a pair.
         let inv = inv.typed_uninit::<Acc<X>>()?;
@@ -125,6 +127,7 @@ fn bwd<X: Promote<W>, W: Float>(
     let (n, rows) = (shape.n, shape.rows);
     let (dy, x, w) = (dy.typed::<Y<X, W>>()?, x.typed::<X>()?, w.typed::<W>()?);
     let inv = inv.typed::<Acc<X, W>>()?;
+    dx.advise_huge_pages();
     let (dx, dw) = (dx.typed_uninit::<X>()?, dw.typed_uninit::<W>()?);
     let block = bwd_block_rows(rows);
     let blocks = rows.div_ceil(block);
