@@ -1,34 +1,73 @@
-"""Per-call cost: N = 1 through Python dispatch, ours against jit(sin, cos), and
-1000 calls inside one jitted fori_loop (in-graph cost per call)."""
+"""Per-call cost of a Kepler call with N = 1.
+
+* through Python: one jitted call, dispatched from Python and blocked on, ours
+  against jit(sin, cos) and the C++ ffi.h twin;
+* in-graph: 1000 dependent calls inside one jitted lax.fori_loop
+  (m <- m + kepler(m, e)[0]), ours against the C++ ffi.h twin; a loop whose body
+  is only the add gives the loop's own cost, subtracted in the "net" columns.
+"""
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
-import xla_ffi_rs as xr
-from common import best_time, quick, report
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+
+from common import QUICK, cpp, measure, ours, report, target  # noqa: E402
+
+CALLS = 10 if QUICK else 1000
+
+
+def sin_cos(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
+    del e
+    return jnp.sin(m), jnp.cos(m)
+
+
+def loop(f):  # noqa: ANN001, ANN201
+    def run(m: jax.Array, e: jax.Array) -> jax.Array:
+        return jax.lax.fori_loop(0, CALLS, lambda i, m: m + f(m, e)[0], m)
+
+    return jax.jit(run)
+
+
+def noop(m: jax.Array, e: jax.Array) -> tuple[jax.Array]:
+    return (e,)
 
 
 def main() -> None:
-    repeat = 5 if quick() else 200
-    m, e = jnp.ones(1, jnp.float32), jnp.full(1, 0.5, jnp.float32)
-    ours = best_time(jax.jit(xr.kepler), m, e, repeat=repeat)
-    floor = best_time(jax.jit(lambda m, e: (jnp.sin(m), jnp.cos(m))), m, e, repeat=repeat)
-    calls = 10 if quick() else 1000
-
-    def loop(f):
-        return jax.jit(lambda m, e: jax.lax.fori_loop(0, calls, lambda i, m: f(m, e)[0] + m, m))
-
-    in_graph = best_time(loop(xr.kepler), m, e, repeat=max(1, repeat // 20))
-    in_graph_sin = best_time(loop(lambda m, e: (jnp.sin(m), jnp.cos(m))), m, e, repeat=max(1, repeat // 20))
-    report("overhead", [{
-        "python dispatch ours us": f"{ours * 1e6:.1f}", "python dispatch jit(sin,cos) us": f"{floor * 1e6:.1f}",
-        "difference us": f"{(ours - floor) * 1e6:.1f}",
-        "in-graph ours us/call": f"{in_graph / calls * 1e6:.2f}",
-        "in-graph sin,cos us/call": f"{in_graph_sin / calls * 1e6:.2f}",
-    }], ["python dispatch ours us", "python dispatch jit(sin,cos) us", "difference us", "in-graph ours us/call",
-         "in-graph sin,cos us/call"])
+    o, c = ours(), cpp()
+    fns = {"ours": o.kepler, "cpp": c.kepler if c else None, "jit(sin,cos)": sin_cos}
+    rows, targets = [], []
+    for dtype in (jnp.float64, jnp.float32):
+        m, e = jnp.ones(1, dtype), jnp.full(1, 0.5, dtype)
+        py = {k: measure(jax.jit(f), m, e, budget=1.0, batch=5e-3) for k, f in fns.items() if f}
+        graph = {k: measure(loop(f), m, e, budget=1.0) for k, f in {**fns, "empty loop": noop}.items() if f}
+        row = {"dtype": jnp.dtype(dtype).name}
+        for k, v in py.items():
+            row[f"python {k} us"] = v["best"] * 1e6
+        row["python ours - sin,cos us"] = (py["ours"]["best"] - py["jit(sin,cos)"]["best"]) * 1e6
+        for k, v in graph.items():
+            row[f"in-graph {k} us/call"] = v["best"] * 1e6 / CALLS
+        base = graph["empty loop"]["best"]
+        if "cpp" in graph:
+            row["in-graph ours/cpp"] = graph["ours"]["best"] / graph["cpp"]["best"]
+            row["in-graph net ours/cpp"] = (graph["ours"]["best"] - base) / max(graph["cpp"]["best"] - base, 1e-12)
+        rows.append(row)
+        print(f"  {row}", flush=True)
+        if "cpp" in graph:
+            targets.append(target(f"in-graph {row['dtype']}: ours / C++ ffi.h (1000 calls in fori_loop)",
+                                  row["in-graph ours/cpp"], "<=", 1.05, "x"))
+        targets.append(target(f"python N=1 {row['dtype']}: ours - jit(sin,cos)",
+                              row["python ours - sin,cos us"], "<=", 1.0, " us"))
+    report(
+        "overhead",
+        {"per-call cost, N = 1 (best)": rows},
+        targets,
+        notes=["python: each call is blocked on (dispatch + execute + sync), best batch mean",
+               f"in-graph: {CALLS} dependent calls in one fori_loop; net = minus the empty loop"],
+    )
 
 
 if __name__ == "__main__":

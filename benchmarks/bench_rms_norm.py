@@ -1,5 +1,13 @@
-"""rms_norm: ours against the jnp reference under jit, forward and grad, fresh output
-and output aliased to x (input_output_aliases + donation); achieved GB/s."""
+"""rms_norm: ours against the jnp reference (with weight, under jit) and the C++
+ffi.h twin; f32 and bf16; x (4, 512, 512) and (8192, 4096), weight over the last axis.
+
+* fwd fresh: y in a newly allocated output buffer (a plain jitted call);
+* fwd aliased: y written over x (`input_output_aliases={0: 0}` and
+  `jax.jit(..., donate_argnums=0)`); each call consumes the previous result, so
+  no buffer is allocated; the jnp reference is donated the same way;
+* grad: jax.grad of sum(y * g) with respect to (x, weight), g a fixed random array.
+GB/s = (bytes of x read + bytes of y written) / best time. faults/call: minor page
+faults per fresh-output call (getrusage), see bench_alloc.py for why they matter."""
 
 from __future__ import annotations
 
@@ -7,60 +15,105 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import xla_ffi_rs as xr
-from common import best_time, quick, report
+from common import QUICK, cpp, measure, measure_chain, minor_faults, ours, report, target
+
+EPS = 1e-5
 
 
-def jnp_rms_norm(x: jax.Array, w: jax.Array, eps: float = 1e-5) -> jax.Array:
-    xf = x.astype(jnp.float32)
-    y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps) * w.astype(jnp.float32)
-    return y.astype(jnp.result_type(x, w))
+def jnp_rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
+    """The reference: y = x * rsqrt(mean(x^2) + eps) * w, in f32 for low precision."""
+    acc = jnp.promote_types(jnp.result_type(x, w), jnp.float32)
+    xf = x.astype(acc)
+    r = jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + EPS)
+    return (xf * r * w.astype(acc)).astype(jnp.result_type(x, w))
 
 
-def aliased_fwd(x: jax.Array, w: jax.Array) -> jax.Array:
-    """The raw target with y written over x (needs x donated to avoid a copy)."""
-    call = jax.ffi.ffi_call(
-        "xla_ffi_rs.rms_norm_fwd",
-        (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32)),
-        input_output_aliases={0: 0},
-    )
-    return call(x, w, eps=1e-5)[0]
+def grad_of(f, g: jax.Array):  # noqa: ANN001, ANN201
+    def loss(x: jax.Array, w: jax.Array) -> jax.Array:
+        return jnp.sum(f(x, w).astype(jnp.float32) * g)
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1)))
+
+
+def faults_per_call(fn, *args, calls: int = 5) -> float:  # noqa: ANN001
+    jax.block_until_ready(fn(*args))
+    f0 = minor_faults()
+    for _ in range(calls):
+        jax.block_until_ready(fn(*args))
+    return (minor_faults() - f0) / calls
 
 
 def main() -> None:
-    shapes = [(4, 64, 64)] if quick() else [(4, 512, 512), (8192, 4096)]
-    repeat = 1 if quick() else 10
+    o, c = ours(), cpp()
+    shapes = [(4, 64, 64), (256, 512)] if QUICK else [(4, 512, 512), (8192, 4096)]
     rng = np.random.default_rng(0)
-    rows = []
+    fwd_rows, grad_rows, raw, targets = [], [], [], []
     for shape in shapes:
         for dtype in (jnp.float32, jnp.bfloat16):
-            x = jnp.asarray(rng.standard_normal(shape), dtype)
-            w = jnp.asarray(rng.standard_normal(shape[-1]), dtype)
-            nbytes = x.size * x.dtype.itemsize
-            ours = best_time(jax.jit(xr.rms_norm), x, w, repeat=repeat)
-            ref = best_time(jax.jit(jnp_rms_norm), x, w, repeat=repeat)
-            loss = lambda f: jax.jit(jax.grad(lambda x, w: f(x, w).astype(jnp.float32).sum(), (0, 1)))  # noqa: E731
-            g_ours = best_time(loss(xr.rms_norm), x, w, repeat=repeat)
-            g_ref = best_time(loss(jnp_rms_norm), x, w, repeat=repeat)
-            donate = jax.jit(aliased_fwd, donate_argnums=0)
-            xs = [jnp.array(x) for _ in range(repeat + 1)]
-            jax.block_until_ready(donate(xs[0], w))
-            best_alias = float("inf")
-            import time
-
-            for xi in xs[1:]:
-                t0 = time.perf_counter()
-                jax.block_until_ready(donate(xi, w))
-                best_alias = min(best_alias, time.perf_counter() - t0)
-            rows.append({
-                "shape": "x".join(map(str, shape)), "dtype": jnp.dtype(dtype).name,
-                "fwd ours ms": f"{ours * 1e3:.2f}", "fwd jnp ms": f"{ref * 1e3:.2f}", "fwd speed-up": f"{ref / ours:.2f}",
-                "fwd GB/s": f"{2 * nbytes / ours / 1e9:.1f}",
-                "aliased fwd GB/s": f"{2 * nbytes / best_alias / 1e9:.1f}",
-                "grad ours ms": f"{g_ours * 1e3:.2f}", "grad jnp ms": f"{g_ref * 1e3:.2f}",
-                "grad speed-up": f"{g_ref / g_ours:.2f}",
-            })
-    report("rms_norm", rows, list(rows[0]))
+            x = jnp.asarray(rng.standard_normal(shape, np.float32), dtype)
+            w = jnp.asarray(rng.uniform(0.5, 1.5, shape[-1]).astype(np.float32), dtype)
+            g = jnp.asarray(rng.standard_normal(shape, np.float32))
+            nbytes = 2 * x.size * x.dtype.itemsize
+            big = x.size >= 1 << 24
+            budget = 1.5 if big else 0.4
+            fresh = {"ours": lambda x, w: o.rms_fwd(x, w)[0], "jnp": jnp_rms_norm}
+            aliased = {"ours": lambda x, w: o.rms_fwd_alias(x, w)[0], "jnp": jnp_rms_norm}
+            grads = {"ours": o.rms_norm, "jnp": jnp_rms_norm}
+            if c:
+                fresh["cpp"] = lambda x, w: c.rms_fwd(x, w)[0]
+                aliased["cpp"] = lambda x, w: c.rms_fwd_alias(x, w)[0]
+                grads["cpp"] = c.rms_norm
+            # The public API for the fresh forward when it is there (same kernel).
+            fresh["ours"] = jax.jit(o.rms_norm)
+            tf = {k: measure(jax.jit(f), x, w, budget=budget) for k, f in fresh.items()}
+            flt = {k: faults_per_call(jax.jit(f), x, w, calls=2 if QUICK else 5) for k, f in fresh.items()}
+            ta = {}
+            for k, f in aliased.items():
+                step = jax.jit(f, donate_argnums=0)
+                ta[k], _ = measure_chain(lambda v, step=step: step(v, w), jnp.array(x, copy=True),
+                                         repeat=10 if big else 30)
+            tg = {k: measure(grad_of(f, g), x, w, budget=budget) for k, f in grads.items()}
+            key = {"shape": "x".join(map(str, shape)), "dtype": jnp.dtype(dtype).name}
+            row = dict(key)
+            for k in fresh:
+                row[f"{k} fresh ms"] = tf[k]["best"] * 1e3
+            for k in aliased:
+                row[f"{k} aliased ms"] = ta[k]["best"] * 1e3
+            row["ours fresh GB/s"] = nbytes / tf["ours"]["best"] / 1e9
+            row["ours aliased GB/s"] = nbytes / ta["ours"]["best"] / 1e9
+            row["jnp fresh GB/s"] = nbytes / tf["jnp"]["best"] / 1e9
+            row["fresh jnp/ours"] = tf["jnp"]["best"] / tf["ours"]["best"]
+            row["ours faults/call"] = flt["ours"]
+            row["jnp faults/call"] = flt["jnp"]
+            fwd_rows.append(row)
+            grow = dict(key)
+            for k in grads:
+                grow[f"{k} grad ms"] = tg[k]["best"] * 1e3
+            grow["grad jnp/ours"] = tg["jnp"]["best"] / tg["ours"]["best"]
+            if "cpp" in tg:
+                grow["grad ours/cpp"] = tg["ours"]["best"] / tg["cpp"]["best"]
+            grad_rows.append(grow)
+            raw.append({**key, "fresh": tf, "aliased": ta, "grad": tg, "faults": flt})
+            print(f"  {key}: fresh jnp/ours {row['fresh jnp/ours']:.2f}, aliased {row['ours aliased GB/s']:.1f} GB/s,"
+                  f" grad jnp/ours {grow['grad jnp/ours']:.2f}", flush=True)
+            label = f"rms_norm {key['shape']} {key['dtype']}"
+            if shape == shapes[0] and dtype == jnp.float32:
+                targets.append(target(f"{label}: forward speed-up vs jnp", row["fresh jnp/ours"], ">=", 1.1, "x"))
+                targets.append(target(f"{label}: grad speed-up vs jnp", grow["grad jnp/ours"], ">=", 2.5, "x"))
+            if shape == shapes[-1]:
+                targets.append(target(f"{label}: aliased forward GB/s", row["ours aliased GB/s"], ">=", 40, " GB/s"))
+                targets.append(target(f"{label}: fresh forward speed-up vs jnp", row["fresh jnp/ours"], ">=", 1.0, "x"))
+    report(
+        "rms_norm",
+        {"forward (best)": fwd_rows, "grad (best)": grad_rows},
+        targets,
+        notes=[
+            "fresh: ordinary jitted call (new output buffer each call); aliased: input_output_aliases={0: 0} + "
+            "donate_argnums=0, each call consuming the last result (jnp: donated the same way)",
+            "GB/s counts x read + y written; grad: d/d(x, w) of sum(y * g)",
+        ],
+        extra={"raw": raw},
+    )
 
 
 if __name__ == "__main__":
