@@ -21,12 +21,10 @@ call, and first-touch bandwidth of a fresh numpy buffer of the same size."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 
-from common import QUICK, report
+from common import QUICK, report, run_child
 
 VARIANTS = {
     "default": {},
@@ -83,16 +81,8 @@ def child() -> None:
 def main() -> None:
     rows = []
     for name, env in VARIANTS.items():
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", *(["--quick"] if QUICK else [])],
-            env={**os.environ, **env}, capture_output=True, text=True, check=False,
-        )
-        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        if proc.returncode != 0 or not line:
-            print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
-            rows.append({"variant": name, "error": f"rc {proc.returncode}"})
-            continue
-        rows.append({"variant": name, **json.loads(line[-1][7:])})
+        result = run_child(__file__, env)
+        rows.append({"variant": name, **(result if result is not None else {"error": "child failed"})})
         print(f"  {rows[-1]}", flush=True)
     report(
         "alloc",

@@ -9,11 +9,9 @@ follow `taskset`). The "pool threads" column is what an FFI handler sees
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
-from common import QUICK, report, target
+from common import QUICK, report, run_child, target
 
 SETTINGS = {1: {"PJRT_NPROC": "1"}, 2: {"PJRT_NPROC": "2"}}
 
@@ -50,15 +48,10 @@ def child() -> None:
 def main() -> None:
     res = {}
     for threads, env in SETTINGS.items():
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", *(["--quick"] if QUICK else [])],
-            env={**os.environ, **env}, capture_output=True, text=True, check=False,
-        )
-        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        if proc.returncode != 0 or not line:
-            print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
+        result = run_child(__file__, env)
+        if result is None:
             raise SystemExit(f"thread child ({env}) failed")
-        res[threads] = json.loads(line[-1][7:])
+        res[threads] = result
         print(f"  {env}: {res[threads]}", flush=True)
     rows = []
     for key in res[1]:

@@ -84,6 +84,21 @@ def measure_chain(step: Callable[[Any], Any], x: Any, *, repeat: int) -> tuple[d
     return {"best": min(times), "median": statistics.median(times), "repeat": len(times), "number": 1}, x
 
 
+def run_child(script: str, env: dict[str, str]) -> dict[str, Any] | None:
+    """Runs `script --child` (plus --quick in quick mode) with `env` added, and returns
+    the JSON of its last `RESULT {...}` line; None (after printing its output) if it
+    failed."""
+    proc = subprocess.run(
+        [sys.executable, script, "--child", *(["--quick"] if QUICK else [])],
+        env={**os.environ, **env}, capture_output=True, text=True, check=False,
+    )
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not line:
+        print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
+        return None
+    return json.loads(line[-1][len("RESULT "):])
+
+
 def minor_faults() -> int:
     """Minor page faults of this process so far."""
     import resource
