@@ -9,7 +9,7 @@ use std::time::Instant;
 use xla_ffi::testing::{Arg, CallBuilder};
 
 /// A handler that decodes nothing and returns at once: the harness's own cost.
-unsafe extern "C" fn empty(_: *mut xla_ffi::sys::XLA_FFI_CallFrame) -> *mut xla_ffi::sys::XLA_FFI_Error {
+extern "C" fn empty(_: *mut xla_ffi::sys::XLA_FFI_CallFrame) -> *mut xla_ffi::sys::XLA_FFI_Error {
     core::ptr::null_mut()
 }
 

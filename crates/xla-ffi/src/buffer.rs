@@ -547,10 +547,10 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
             // Check dtype, host, alignment; aliasing with `input` is expected here, but
             // not with any other result.
             out.check_access::<T>(false)?;
+            // The input never hands out `&[T]` (it overlaps a result), and `&'a mut self`
+            // keeps the reference made below unique.
             // SAFETY: host memory of dtype T, aligned, `len` elements initialised by XLA
-            // (it is the input's data). The input never hands out `&[T]` (it overlaps a
-            // result), no other result overlaps it (checked), and `&'a mut self` keeps
-            // this reference unique.
+            // (the input's data), overlapping no other result (checked above).
             let xy = unsafe { core::slice::from_raw_parts_mut(out.data as *mut T, out.len) };
             return Ok(InOut::InPlace(xy));
         }

@@ -565,7 +565,7 @@ impl<'f> Device<'f> {
         for (p, s) in ptrs.iter_mut().zip(slots.iter_mut()).take(n) {
             *p = s as *mut u64 as *mut c_void;
         }
-        // SAFETY: `func` is a kernel of a live module of the current context, found by
+        // Why the launch is sound: `func` is a kernel of a live module of the current context, found by
         // the mangled name that encodes exactly the parameter types in `slots`, so the
         // kernel reads each parameter with the type and width it was stored with.
         // Every address is a device buffer of this call frame (Arg can only be made
@@ -574,6 +574,8 @@ impl<'f> Device<'f> {
         // The kernels are trusted (module docs) to stay within those sizes and to
         // write only through result buffers. `stream` is XLA's live stream for this
         // call; the launch is asynchronous and nothing here reads device memory.
+        // SAFETY: as argued just above (typed parameters, this call's live buffers with
+        // their sizes, XLA's stream).
         let rc = unsafe {
             cu::cuLaunchKernel(
                 func,
