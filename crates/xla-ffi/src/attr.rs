@@ -20,10 +20,9 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use half::{bf16, f16};
-use xla_ffi_sys as sys;
 
 use crate::dtype::{DataType, Element};
-use crate::frame::c_slice;
+use crate::raw::{RawAttr, RawDict};
 
 /// One attribute value, borrowed from the call frame.
 #[derive(Clone, Copy)]
@@ -176,52 +175,25 @@ impl<'f> Array<'f> {
 /// A dictionary of attributes: the whole attribute set of a call, or a nested `dict`.
 #[derive(Clone, Copy)]
 pub struct Dict<'f> {
-    names: &'f [*mut sys::XLA_FFI_ByteSpan],
-    types: &'f [u32],
-    values: &'f [*mut c_void],
-    _life: PhantomData<&'f ()>,
-}
-
-/// Reads a byte span.
-///
-/// # Safety
-/// `span` must be NULL or a valid `XLA_FFI_ByteSpan*` alive for `'f`.
-unsafe fn bytes<'f>(span: *const sys::XLA_FFI_ByteSpan) -> &'f [u8] {
-    if span.is_null() {
-        return &[];
-    }
-    // SAFETY: guaranteed by the caller.
-    let s = unsafe { &*span };
-    // SAFETY: the span describes `len` bytes at `ptr`, alive for the call.
-    unsafe { c_slice(s.ptr as *const u8, s.len as i64) }
+    raw: RawDict<'f>,
 }
 
 impl<'f> Dict<'f> {
-    pub(crate) fn top(raw: &'f sys::XLA_FFI_Attrs) -> Self {
-        // SAFETY: XLA's attrs hold `size` entries in each array, alive for the call.
-        unsafe { Self::from_raw(raw) }
+    pub(crate) fn new(raw: RawDict<'f>) -> Self {
+        Dict { raw }
     }
 
     /// # Safety
-    /// `raw` must be a valid `XLA_FFI_Attrs` alive for `'f`.
-    pub(crate) unsafe fn from_raw(raw: &'f sys::XLA_FFI_Attrs) -> Self {
-        if raw.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize {
-            return Dict { names: &[], types: &[], values: &[], _life: PhantomData };
-        }
-        // SAFETY: guaranteed by the caller (NULL arrays are allowed for size 0).
-        unsafe {
-            Dict {
-                names: c_slice(raw.names as *const *mut sys::XLA_FFI_ByteSpan, raw.size),
-                types: c_slice(raw.types as *const u32, raw.size),
-                values: c_slice(raw.attrs as *const *mut c_void, raw.size),
-                _life: PhantomData,
-            }
-        }
+    /// As [`RawDict::from_raw`].
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) unsafe fn from_raw(raw: &'f xla_ffi_sys::XLA_FFI_Attrs) -> Self {
+        // SAFETY: forwarded from the caller.
+        Dict { raw: unsafe { RawDict::from_raw(raw) } }
     }
 
     /// The number of entries.
     pub fn len(&self) -> usize {
-        self.names.len().min(self.types.len()).min(self.values.len())
+        self.raw.len()
     }
 
     /// Whether there are no entries.
@@ -231,36 +203,17 @@ impl<'f> Dict<'f> {
 
     /// The name of entry `i` (entries are sorted by name).
     pub fn name_at(&self, i: usize) -> Option<&'f str> {
-        // SAFETY: each name is a valid byte span alive for the call.
-        let b = unsafe { bytes(*self.names.get(i)?) };
-        core::str::from_utf8(b).ok()
+        core::str::from_utf8(self.raw.name(i)?).ok()
     }
 
     /// Entry `i`, or `None` if out of range, malformed, or of an unknown kind.
     pub fn value_at(&self, i: usize) -> Option<AttrValue<'f>> {
-        let (&kind, &ptr) = (self.types.get(i)?, self.values.get(i)?);
-        if ptr.is_null() {
-            return None;
-        }
-        // SAFETY: XLA stores, for each kind, a pointer to that kind's struct, alive for
-        // the call.
-        unsafe {
-            Some(match kind {
-                sys::XLA_FFI_AttrType_SCALAR => {
-                    let s = &*(ptr as *const sys::XLA_FFI_Scalar);
-                    AttrValue::Scalar(Scalar { dtype: DataType(s.dtype), value: s.value, _life: PhantomData })
-                }
-                sys::XLA_FFI_AttrType_ARRAY => {
-                    let a = &*(ptr as *const sys::XLA_FFI_Array);
-                    AttrValue::Array(Array { dtype: DataType(a.dtype), len: a.size, data: a.data, _life: PhantomData })
-                }
-                sys::XLA_FFI_AttrType_STRING => AttrValue::String(bytes(ptr as *const sys::XLA_FFI_ByteSpan)),
-                sys::XLA_FFI_AttrType_DICTIONARY => {
-                    AttrValue::Dict(Dict::from_raw(&*(ptr as *const sys::XLA_FFI_Attrs)))
-                }
-                _ => return None,
-            })
-        }
+        Some(match self.raw.value(i)? {
+            RawAttr::Scalar { dtype, value } => AttrValue::Scalar(Scalar { dtype, value, _life: PhantomData }),
+            RawAttr::Array { dtype, len, data } => AttrValue::Array(Array { dtype, len, data, _life: PhantomData }),
+            RawAttr::String(b) => AttrValue::String(b),
+            RawAttr::Dict(d) => AttrValue::Dict(Dict { raw: d }),
+        })
     }
 
     /// The index and value of the entry called `name`.

@@ -17,12 +17,12 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 
-use xla_ffi_sys as sys;
-
-use crate::call::{Call, Decode, Role, Site};
+use crate::alias::{aliased_by, byte_range, element_count, Overlaps, EMPTY};
+use crate::call::{Call, Decode};
 use crate::dtype::{DataType, Element};
-use crate::frame::{c_slice, Frame};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::frame::{Frame, Slot};
+use crate::site::{Role, Site};
 
 /// The rank parameter that means "any rank".
 pub const ANY_RANK: usize = usize::MAX;
@@ -81,134 +81,7 @@ struct RawBuffer<'f> {
     range: (usize, usize),
     site: Site,
     frame: &'f Frame<'f>,
-}
-
-/// The range of no bytes: overlaps nothing.
-const EMPTY: (usize, usize) = (0, 0);
-/// The range of every byte: what a buffer of unknown element width may cover.
-const EVERYWHERE: (usize, usize) = (0, usize::MAX);
-
-/// The bytes `[start, end)` a buffer covers: [`EMPTY`] when it has no bytes,
-/// [`EVERYWHERE`] when its dtype's width is unknown (so it overlaps every other
-/// buffer), and `None` when its end lies past `isize::MAX` (a malformed buffer: no
-/// allocation reaches there, and no slice may).
-fn byte_range(data: *mut c_void, len: usize, dtype: DataType) -> Option<(usize, usize)> {
-    let Some(width) = dtype.byte_width() else {
-        return Some(if len == 0 { EMPTY } else { EVERYWHERE });
-    };
-    let bytes = len.checked_mul(width)?;
-    if bytes == 0 {
-        return Some(EMPTY);
-    }
-    let start = data as usize;
-    // A Rust slice may not reach past `isize::MAX`: no real allocation does.
-    let end = start.checked_add(bytes).filter(|&end| end <= isize::MAX as usize)?;
-    Some((start, end))
-}
-
-fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
-    a.0 < b.1 && b.0 < a.1
-}
-
-/// Reads the buffer behind `ptr` without checks beyond validity; `None` if malformed.
-///
-/// # Safety
-/// `ptr` must be NULL or an `XLA_FFI_Buffer*` from the current call frame.
-unsafe fn peek<'f>(ptr: *mut c_void) -> Option<(DataType, *mut c_void, &'f [i64])> {
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: guaranteed by the caller; struct_size is checked before other fields.
-    let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
-    if b.struct_size < sys::XLA_FFI_Buffer_STRUCT_SIZE as usize || b.rank < 0 {
-        return None;
-    }
-    if b.rank > 0 && b.dims.is_null() {
-        return None;
-    }
-    // SAFETY: XLA gives `rank` dims, alive for the call.
-    let dims = unsafe { c_slice(b.dims as *const i64, b.rank) };
-    Some((DataType(b.dtype), b.data, dims))
-}
-
-/// Which buffers of a call share memory with another. Bit `i` of `args` is set when
-/// operand `i` overlaps a result; bit `j` of `rets` when result `j` overlaps an
-/// operand or another result. Built by [`Ranges::overlaps`] once every parameter is
-/// decoded, so that each `typed()` is a bit test; [`Overlaps::ALL`] (every bit set)
-/// makes `aliased_by` scan the frame instead.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Overlaps {
-    args: u64,
-    rets: u64,
-}
-
-/// The byte ranges of the decoded buffers, recorded as they are decoded.
-pub(crate) struct Ranges {
-    /// `(start, end)` per slot (operands first, then results); `(0, 0)` overlaps
-    /// nothing (an empty buffer).
-    slots: [(usize, usize); Ranges::MAX],
-    /// Slots recorded, as a bit set.
-    seen: u32,
-}
-
-impl Ranges {
-    /// Calls with more buffers than this scan the frame instead.
-    const MAX: usize = 16;
-
-    pub(crate) fn new() -> Self {
-        Ranges { slots: [(0, 0); Ranges::MAX], seen: 0 }
-    }
-
-    #[inline(always)]
-    fn record(&mut self, frame: &Frame<'_>, site: Site, range: (usize, usize)) {
-        let slot = match site.role {
-            Role::Operand => site.index,
-            Role::Result => frame.args.len() + site.index,
-        };
-        if slot < Ranges::MAX {
-            self.slots[slot] = range;
-            self.seen |= 1 << slot;
-        }
-    }
-
-    /// The overlaps, if every buffer of the frame was recorded; else [`Overlaps::ALL`].
-    pub(crate) fn overlaps(&self, frame: &Frame<'_>) -> Overlaps {
-        let (na, nr) = (frame.args.len(), frame.rets.len());
-        let n = na + nr;
-        if n > Ranges::MAX || self.seen != (((1u64 << n) - 1) as u32) {
-            return Overlaps::ALL;
-        }
-        let (a, r) = self.slots[..n].split_at(na);
-        let meet = overlaps;
-        let mut out = Overlaps { args: 0, rets: 0 };
-        for (j, &rj) in r.iter().enumerate() {
-            for (i, &ai) in a.iter().enumerate() {
-                if meet(rj, ai) {
-                    out.args |= 1 << i;
-                    out.rets |= 1 << j;
-                }
-            }
-            for (k, &rk) in r.iter().enumerate().skip(j + 1) {
-                if meet(rj, rk) {
-                    out.rets |= (1 << j) | (1 << k);
-                }
-            }
-        }
-        out
-    }
-}
-
-impl Overlaps {
-    pub(crate) const ALL: Overlaps = Overlaps { args: u64::MAX, rets: u64::MAX };
-
-    /// Whether the buffer at `index` on side `role` may share memory with another.
-    fn may_overlap(self, role: Role, index: usize) -> bool {
-        let mask = match role {
-            Role::Operand => self.args,
-            Role::Result => self.rets,
-        };
-        index >= 64 || mask & (1u64 << index) != 0
-    }
+    overlaps: &'f core::cell::Cell<Overlaps>,
 }
 
 /// Results smaller than this are never advised (see [`ResultBuffer::advise_huge_pages`]).
@@ -244,11 +117,6 @@ fn checked_len(dims: &[i64], dtype: DataType) -> Option<usize> {
     (bytes <= isize::MAX as usize).then_some(len)
 }
 
-#[inline(always)]
-fn element_count(dims: &[i64]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
-}
-
 impl<'f> RawBuffer<'f> {
     /// The checked buffer at `site`, or `None` after recording why not.
     ///
@@ -264,19 +132,14 @@ impl<'f> RawBuffer<'f> {
         rank: usize,
     ) -> Option<Self> {
         let frame = call.frame;
-        let (ptrs, types) = match site.role {
-            Role::Operand => (frame.args, frame.arg_types),
-            Role::Result => (frame.rets, frame.ret_types),
-        };
-        if let (Some(&ptr), Some(&sys::XLA_FFI_ArgType_BUFFER)) = (ptrs.get(site.index), types.get(site.index)) {
-            // SAFETY: an entry of kind BUFFER in this frame is NULL or an XLA_FFI_Buffer*.
-            if let Some((dtype, data, dims)) = unsafe { peek(ptr) } {
-                if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
-                    if let Some(len) = checked_len(dims, dtype) {
-                        if let Some(range) = byte_range(data, len, dtype) {
-                            call.ranges.record(frame, site, range);
-                            return Some(RawBuffer { dtype, data, dims, len, range, site, frame });
-                        }
+        if let Slot::Buffer(b) = frame.buffer(site.role, site.index) {
+            let (dtype, data, dims) = (b.dtype, b.data, b.dims);
+            if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
+                if let Some(len) = checked_len(dims, dtype) {
+                    if let Some(range) = byte_range(data, len, dtype) {
+                        call.ranges.record(frame, site, range);
+                        let overlaps = call.overlaps;
+                        return Some(RawBuffer { dtype, data, dims, len, range, site, frame, overlaps });
                     }
                 }
             }
@@ -289,20 +152,13 @@ impl<'f> RawBuffer<'f> {
     #[cold]
     #[inline(never)]
     fn reject(call: &mut Call<'f>, site: Site, accepts: fn(DataType) -> bool, describe: fn() -> String, rank: usize) {
-        let frame = call.frame;
-        let (ptrs, types) = match site.role {
-            Role::Operand => (frame.args, frame.arg_types),
-            Role::Result => (frame.rets, frame.ret_types),
-        };
-        let (Some(&ptr), Some(&kind)) = (ptrs.get(site.index), types.get(site.index)) else {
-            return call.problem(format!("{site}: missing"));
-        };
-        if kind != sys::XLA_FFI_ArgType_BUFFER {
-            return call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
-        }
-        // SAFETY: an entry of kind BUFFER in this frame is NULL or an XLA_FFI_Buffer*.
-        let Some((dtype, data, dims)) = (unsafe { peek(ptr) }) else {
-            return call.problem(format!("{site}: malformed XLA_FFI_Buffer"));
+        let (dtype, data, dims) = match call.frame.buffer(site.role, site.index) {
+            Slot::Buffer(b) => (b.dtype, b.data, b.dims),
+            Slot::Missing => return call.problem(format!("{site}: missing")),
+            Slot::Kind(kind) => {
+                return call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
+            }
+            Slot::Malformed => return call.problem(format!("{site}: malformed XLA_FFI_Buffer")),
         };
         if !accepts(dtype) {
             call.problem(format!("{site}: expected dtype {}, got {dtype}", describe()));
@@ -323,44 +179,9 @@ impl<'f> RawBuffer<'f> {
         self.range
     }
 
-    /// The first buffer on the other side of the call that shares memory with this one
-    /// (or, for a result, another result that does).
-    /// Operands are left out when `operands` is false (an in-place pair).
+    /// The first buffer that shares memory with this one (see [`aliased_by`]).
     fn aliased_by(&self, operands: bool) -> Option<(Role, usize)> {
-        if !self.frame.overlaps.get().may_overlap(self.site.role, self.site.index) {
-            return None;
-        }
-        let mine = self.range();
-        if mine == EMPTY {
-            return None;
-        }
-        // The first entry of `ptrs`, other than number `skip`, that may overlap this
-        // one. An entry that is not a well-formed buffer (another kind, which a
-        // custom `Decode` may have left unchecked, or a malformed one) may be
-        // anything, so it counts as overlapping.
-        let others = |ptrs: &'f [*mut c_void], types: &'f [u32], skip: Option<usize>| {
-            ptrs.iter().zip(types).enumerate().filter(|&(i, _)| Some(i) != skip).find_map(|(i, (&p, &kind))| {
-                if kind != sys::XLA_FFI_ArgType_BUFFER {
-                    return Some(i);
-                }
-                // SAFETY: an entry of kind BUFFER in this frame is NULL or an XLA_FFI_Buffer*.
-                let Some((dt, data, dims)) = (unsafe { peek(p) }) else { return Some(i) };
-                let range = element_count(dims).and_then(|n| byte_range(data, n, dt)).unwrap_or(EVERYWHERE);
-                overlaps(mine, range).then_some(i)
-            })
-        };
-        let f = self.frame;
-        match self.site.role {
-            Role::Operand => others(f.rets, f.ret_types, None).map(|i| (Role::Result, i)),
-            Role::Result => {
-                let (args, arg_types): (&'f [*mut c_void], &'f [u32]) =
-                    if operands { (f.args, f.arg_types) } else { (&[], &[]) };
-                others(args, arg_types, None).map(|i| (Role::Operand, i)).or_else(|| {
-                    // Two results sharing memory would give two `&mut`s to it.
-                    others(f.rets, f.ret_types, Some(self.site.index)).map(|i| (Role::Result, i))
-                })
-            }
-        }
+        aliased_by(self.frame, self.overlaps.get(), self.site, self.range, operands)
     }
 
     fn check_host_access<T: Element>(&self) -> Result<()> {

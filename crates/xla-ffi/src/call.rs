@@ -2,56 +2,11 @@
 //! context in declaration order, and the [`Decode`] trait each parameter type of a
 //! [`handler`](crate::handler) implements.
 
-use core::fmt;
-
+use crate::alias::{Overlaps, Ranges};
 use crate::attr::{Attr, Attrs, Dict, FieldCx, FromAttr, FromAttrs};
+use crate::error::{Error, Result};
 use crate::frame::{Frame, HandlerInfo};
-use crate::{Error, Result};
-
-/// Which side of the call a buffer is on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// An input (XLA's "argument").
-    Operand,
-    /// An output (XLA's "result").
-    Result,
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Role::Operand => "operand",
-            Role::Result => "result",
-        })
-    }
-}
-
-/// Where an item of the call sits, for diagnostics: `operand 1 (weight)`.
-#[derive(Clone, Copy, Debug)]
-pub struct Site {
-    /// The FFI target name.
-    pub target: &'static str,
-    /// Operand or result.
-    pub role: Role,
-    /// Position among the operands or among the results.
-    pub index: usize,
-    /// The parameter's name in the handler.
-    pub name: &'static str,
-}
-
-impl Site {
-    /// An `INVALID_ARGUMENT` error about this item:
-    /// `"{target}: operand {index} ({name}): {message}"`.
-    pub fn error(&self, message: impl fmt::Display) -> Error {
-        Error::invalid_argument(format!("{self}: {message}"))
-    }
-}
-
-impl fmt::Display for Site {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} {} ({})", self.target, self.role, self.index, self.name)
-    }
-}
+use crate::site::Role;
 
 /// One call of a handler, being decoded.
 ///
@@ -60,6 +15,8 @@ impl fmt::Display for Site {
 /// collected, so one error reports every bad operand at once.
 pub struct Call<'f> {
     pub(crate) frame: &'f Frame<'f>,
+    /// Which buffers share memory, once [`Call::finish`] has worked it out.
+    pub(crate) overlaps: &'f core::cell::Cell<Overlaps>,
     pub(crate) info: &'f HandlerInfo,
     next_arg: usize,
     next_ret: usize,
@@ -68,20 +25,21 @@ pub struct Call<'f> {
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
     problems: Vec<String>,
-    pub(crate) ranges: crate::buffer::Ranges,
+    pub(crate) ranges: Ranges,
 }
 
 impl<'f> Call<'f> {
-    pub(crate) fn new(frame: &'f Frame<'f>, info: &'f HandlerInfo) -> Self {
+    pub(crate) fn new(frame: &'f Frame<'f>, overlaps: &'f core::cell::Cell<Overlaps>, info: &'f HandlerInfo) -> Self {
         Call {
             frame,
+            overlaps,
             info,
             next_arg: 0,
             next_ret: 0,
             used_attrs: 0,
             accept_unbound_attrs: false,
             problems: Vec::new(),
-            ranges: crate::buffer::Ranges::new(),
+            ranges: Ranges::new(),
         }
     }
 
@@ -92,7 +50,7 @@ impl<'f> Call<'f> {
 
     /// Checks the operand and result counts against the declaration.
     pub(crate) fn check_counts(&self) -> Result<()> {
-        let (na, nr) = (self.frame.args.len(), self.frame.rets.len());
+        let (na, nr) = (self.frame.count(Role::Operand), self.frame.count(Role::Result));
         let (ea, er) = (self.info.n_args, self.info.n_rets);
         if na == ea && nr == er {
             return Ok(());
@@ -130,12 +88,12 @@ impl<'f> Call<'f> {
 
     /// How many operands of the frame no parameter has taken yet.
     pub fn remaining_args(&self) -> usize {
-        self.frame.args.len().saturating_sub(self.next_arg)
+        self.frame.count(Role::Operand).saturating_sub(self.next_arg)
     }
 
     /// How many results of the frame no parameter has taken yet.
     pub fn remaining_rets(&self) -> usize {
-        self.frame.rets.len().saturating_sub(self.next_ret)
+        self.frame.count(Role::Result).saturating_sub(self.next_ret)
     }
 
     /// Accepts attributes that no parameter binds, instead of reporting them.
@@ -154,7 +112,7 @@ impl<'f> Call<'f> {
 
     /// The static attribute dictionary of this call.
     pub fn attrs(&self) -> Dict<'f> {
-        Dict::top(self.frame.attrs)
+        Dict::new(self.frame.attrs)
     }
 
     /// Marks attribute `index` of the top-level dictionary as used.
@@ -168,7 +126,7 @@ impl<'f> Call<'f> {
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
     pub fn finish(&mut self) -> Result<()> {
-        self.frame.overlaps.set(self.ranges.overlaps(self.frame));
+        self.overlaps.set(self.ranges.overlaps(self.frame));
         let attrs = self.attrs();
         let extra: Vec<String> = (0..attrs.len().min(128))
             .filter(|i| self.used_attrs & (1 << i) == 0)

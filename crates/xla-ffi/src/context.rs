@@ -7,9 +7,9 @@ use core::marker::PhantomData;
 use xla_ffi_sys as sys;
 
 use crate::call::{Call, Decode};
+use crate::error::{Error, Result};
 use crate::frame::{api_slot, Frame, Stage};
 use crate::pool::ThreadPool;
-use crate::{Error, Result};
 
 /// A handler parameter giving access to XLA's execution context: device ordinal,
 /// run id, stream, scratch memory and XLA's CPU thread pool.

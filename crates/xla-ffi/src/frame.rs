@@ -1,23 +1,39 @@
-//! The call frame: the one place that reads XLA's raw structures.
+//! The raw layer's top: XLA's API table ([`ApiTable`]) and call frame ([`Frame`]).
 //!
-//! [`dispatch`] is what every exported handler symbol calls. In order, it:
-//! 1. checks the frame's `struct_size` against the header's constant;
-//! 2. answers XLA's metadata query (API version, traits, state type id) and returns
-//!    without touching operands;
-//! 3. checks the execution stage;
-//! 4. runs the handler body under `catch_unwind`, so a panic becomes an `INTERNAL`
-//!    error carrying the panic message, and no unwinding crosses `extern "C"`;
-//! 5. turns an [`Error`] into an `XLA_FFI_Error` with `XLA_FFI_Error_Create`.
+//! `open` reads an `XLA_FFI_CallFrame`: it checks the frame's `struct_size` and those
+//! of its args, rets and attrs structs, answers XLA's metadata query (API version,
+//! traits, state type id), checks the execution stage, and returns a [`Frame`] whose
+//! operands and results are read one at a time by [`Frame::buffer`] (through
+//! `raw.rs`, which reads `XLA_FFI_Buffer` and the attribute structs).
+//!
+//! Who reads what of XLA's raw structures:
+//! * this module reads the call frame, the API table's `struct_size` and version,
+//!   the metadata extension, and creates and destroys `XLA_FFI_Error`s;
+//! * `raw.rs` reads `XLA_FFI_Buffer`, `XLA_FFI_Attrs`, `XLA_FFI_Scalar`,
+//!   `XLA_FFI_Array` and `XLA_FFI_ByteSpan`; the views above (`buffer.rs`,
+//!   `attr.rs`) read only the data those describe (elements, attribute values);
+//! * API functions are reached only through `api_slot!` (below), which checks the
+//!   table's `struct_size` first. Its callers, each building the slot's `*_Args`
+//!   struct: this module (`XLA_FFI_Error_Create`, `XLA_FFI_Error_Destroy`),
+//!   `dispatch.rs` (the host-platform guard: `XLA_FFI_ThreadPool_NumThreads`,
+//!   `XLA_FFI_Stream_Get`), `context.rs` (device ordinal, run id, stream, scratch
+//!   memory, `XLA_FFI_State_Get`/`Set`, which `state.rs` uses through
+//!   [`Context`](crate::Context)) and `pool.rs` (`XLA_FFI_ThreadPool_NumThreads`,
+//!   `XLA_FFI_ThreadPool_Schedule`).
+//!
+//! What every handler symbol does with it is in `dispatch.rs`.
 
 use core::ffi::c_void;
 use core::mem::offset_of;
 use std::ffi::CString;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::panic::catch_unwind;
 
 use xla_ffi_sys as sys;
 
-use crate::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Result};
+use crate::panic::{drop_payload, panic_message};
+use crate::raw::{self, c_slice, BufferEntry, RawDict};
+use crate::site::Role;
 
 /// The lowest FFI API version (major, minor) our handlers need.
 ///
@@ -84,7 +100,7 @@ impl Stage {
             Stage::Record => 4,
         }
     }
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stage::Instantiate => "instantiate",
             Stage::Prepare => "prepare",
@@ -162,7 +178,7 @@ impl<'f> ApiTable<'f> {
     }
 
     /// The process's first usable table (see [`FALLBACK_API`]).
-    fn fallback() -> Option<ApiTable<'static>> {
+    pub(crate) fn fallback() -> Option<ApiTable<'static>> {
         let raw = FALLBACK_API.load(core::sync::atomic::Ordering::Acquire);
         // SAFETY: only tables that passed `new` are stored, and a runtime's table
         // lives for the whole process.
@@ -238,32 +254,61 @@ pub(crate) struct Frame<'f> {
     pub(crate) api: ApiTable<'f>,
     pub(crate) ctx: *mut sys::compat::XLA_FFI_InvokeContext,
     pub(crate) stage: u32,
-    pub(crate) args: &'f [*mut c_void],
-    pub(crate) arg_types: &'f [u32],
-    pub(crate) rets: &'f [*mut c_void],
-    pub(crate) ret_types: &'f [u32],
-    pub(crate) attrs: &'f sys::XLA_FFI_Attrs,
+    args: &'f [*mut c_void],
+    arg_types: &'f [u32],
+    rets: &'f [*mut c_void],
+    ret_types: &'f [u32],
+    /// The call's attributes.
+    pub(crate) attrs: RawDict<'f>,
     /// Buffers are host memory (a CPU handler).
     pub(crate) host: bool,
-    /// Which buffers share memory with another: set by `Call::finish` once every
-    /// parameter is decoded; until then "all of them" (a slice request scans).
-    pub(crate) overlaps: core::cell::Cell<crate::buffer::Overlaps>,
 }
 
-/// Makes a slice from a C array of `len` elements; NULL or empty gives `&[]`.
-///
-/// # Safety
-/// When `len > 0`, `ptr` must point to `len` valid `T`s that live for `'a`.
-pub(crate) unsafe fn c_slice<'a, T>(ptr: *const T, len: i64) -> &'a [T] {
-    if ptr.is_null() || len <= 0 {
-        &[]
-    } else {
-        // SAFETY: guaranteed by the caller.
-        unsafe { core::slice::from_raw_parts(ptr, len as usize) }
+/// One operand or result entry of a frame, read.
+#[derive(Clone, Copy)]
+pub(crate) enum Slot<'f> {
+    /// No entry at that position.
+    Missing,
+    /// An entry of another kind than buffer (the raw `XLA_FFI_ArgType`).
+    Kind(u32),
+    /// A buffer entry that is NULL or malformed (see [`raw::buffer`]).
+    Malformed,
+    /// A well-formed buffer.
+    Buffer(BufferEntry<'f>),
+}
+
+impl<'f> Frame<'f> {
+    /// How many operands or results the frame has.
+    pub(crate) fn count(&self, role: Role) -> usize {
+        match role {
+            Role::Operand => self.args.len(),
+            Role::Result => self.rets.len(),
+        }
+    }
+
+    /// The operand or result at `index`, read.
+    #[inline(always)]
+    pub(crate) fn buffer(&self, role: Role, index: usize) -> Slot<'f> {
+        let (ptrs, types) = match role {
+            Role::Operand => (self.args, self.arg_types),
+            Role::Result => (self.rets, self.ret_types),
+        };
+        match (ptrs.get(index), types.get(index)) {
+            (Some(&ptr), Some(&sys::XLA_FFI_ArgType_BUFFER)) => {
+                // SAFETY: XLA passes, for an entry of kind BUFFER, NULL or a pointer to
+                // an `XLA_FFI_Buffer` alive for the call.
+                match unsafe { raw::buffer(ptr) } {
+                    Some(b) => Slot::Buffer(b),
+                    None => Slot::Malformed,
+                }
+            }
+            (Some(_), Some(&kind)) => Slot::Kind(kind),
+            _ => Slot::Missing,
+        }
     }
 }
 
-enum Entry<'f> {
+pub(crate) enum Entry<'f> {
     /// The metadata query was answered.
     Metadata,
     /// A normal call.
@@ -274,7 +319,7 @@ enum Entry<'f> {
 ///
 /// # Safety
 /// `raw` must be the call frame XLA passed to the handler, valid for `'f`.
-unsafe fn open<'f>(
+pub(crate) unsafe fn open<'f>(
     raw: *mut sys::XLA_FFI_CallFrame,
     info: &HandlerInfo,
 ) -> core::result::Result<Entry<'f>, (Option<ApiTable<'f>>, Error)> {
@@ -351,8 +396,9 @@ unsafe fn open<'f>(
             c_slice(frame.rets.types as *const u32, frame.rets.size),
         )
     };
+    // SAFETY: XLA's attributes, their names and values live for the call.
+    let attrs = unsafe { RawDict::from_raw(&frame.attrs) };
     Ok(Entry::Call(Frame {
-        overlaps: core::cell::Cell::new(crate::buffer::Overlaps::ALL),
         api,
         ctx: frame.ctx,
         stage: frame.stage,
@@ -360,7 +406,7 @@ unsafe fn open<'f>(
         arg_types,
         rets,
         ret_types,
-        attrs: &frame.attrs,
+        attrs,
         host: info.host,
     }))
 }
@@ -416,159 +462,4 @@ unsafe fn answer_metadata(
         md.state_type_id = sys::XLA_FFI_TypeId { type_id: state_type_id };
     }
     Ok(())
-}
-
-/// API tables proven to belong to a host (CPU) runtime, and to a device runtime.
-/// Each runtime (the CPU client, each GPU plugin) has its own table, stable for the
-/// process.
-static HOST_APIS: [AtomicPtr<sys::XLA_FFI_Api>; 4] = [const { AtomicPtr::new(core::ptr::null_mut()) }; 4];
-static DEVICE_APIS: [AtomicPtr<sys::XLA_FFI_Api>; 4] = [const { AtomicPtr::new(core::ptr::null_mut()) }; 4];
-
-fn cached(set: &[AtomicPtr<sys::XLA_FFI_Api>], api: *mut sys::XLA_FFI_Api) -> bool {
-    set.iter().any(|p| p.load(Ordering::Relaxed) == api)
-}
-
-fn remember(set: &[AtomicPtr<sys::XLA_FFI_Api>], api: *mut sys::XLA_FFI_Api) {
-    for slot in set {
-        if slot.compare_exchange(core::ptr::null_mut(), api, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            break;
-        }
-    }
-}
-
-/// Whether `frame` runs on a host platform, where buffers are host memory.
-///
-/// Host handlers make slices of their buffers, so one registered for a GPU platform
-/// by mistake must be refused, not allowed to read device memory. Only proofs are
-/// cached per API table: a working CPU thread pool (`ThreadPool_NumThreads`, which
-/// only XLA:CPU's context has) proves a host, a non-null `Stream_Get` stream proves
-/// a device. A call with neither proof (a failing or null `Stream_Get` on a runtime
-/// without a pool) counts as host for that call only, and the next call asks again,
-/// so a transient failure never marks a device runtime as host for good.
-fn is_host_platform(frame: &Frame<'_>) -> bool {
-    let api = frame.api.ptr() as *mut sys::XLA_FFI_Api;
-    if cached(&HOST_APIS, api) {
-        return true;
-    }
-    if cached(&DEVICE_APIS, api) {
-        return false;
-    }
-    if let Some(num_threads) = api_slot!(frame.api, XLA_FFI_ThreadPool_NumThreads) {
-        let mut n: i64 = 0;
-        let mut args = sys::XLA_FFI_ThreadPool_NumThreads_Args {
-            struct_size: sys::XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE as usize,
-            extension_start: core::ptr::null_mut(),
-            ctx: frame.ctx,
-            num_threads: &mut n,
-        };
-        // SAFETY: the runtime's own function, with fully initialised args; `n`
-        // outlives the call.
-        let err = unsafe { num_threads(&mut args) };
-        if frame.api.take_error(err).is_ok() {
-            remember(&HOST_APIS, api);
-            return true;
-        }
-    }
-    let Some(get) = api_slot!(frame.api, XLA_FFI_Stream_Get) else {
-        return true;
-    };
-    let mut args = sys::XLA_FFI_Stream_Get_Args {
-        struct_size: sys::XLA_FFI_Stream_Get_Args_STRUCT_SIZE as usize,
-        extension_start: core::ptr::null_mut(),
-        ctx: frame.ctx,
-        stream: core::ptr::null_mut(),
-    };
-    // SAFETY: the runtime's own function, with fully initialised args.
-    let err = unsafe { get(&mut args) };
-    if frame.api.take_error(err).is_ok() && !args.stream.is_null() {
-        remember(&DEVICE_APIS, api);
-        return false;
-    }
-    true
-}
-
-/// Drops a panic payload. Its `Drop` is user code and may panic in turn: each such
-/// panic is caught and its payload dropped the same way; only a payload chain
-/// that keeps panicking (after 8 rounds) is leaked. Never unwinds.
-pub(crate) fn drop_payload(payload: Box<dyn core::any::Any + Send>) {
-    let mut p = payload;
-    for _ in 0..8 {
-        match catch_unwind(AssertUnwindSafe(move || drop(p))) {
-            Ok(()) => return,
-            Err(next) => p = next,
-        }
-    }
-    core::mem::forget(p);
-}
-
-/// Turns a panic payload into text.
-pub(crate) fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_string()
-    }
-}
-
-/// Runs a handler body at its stage. See the module docs.
-///
-/// # Safety
-/// `raw` must be the call frame XLA passed to the handler.
-#[doc(hidden)]
-pub unsafe fn dispatch(
-    raw: *mut sys::XLA_FFI_CallFrame,
-    info: &HandlerInfo,
-    body: impl for<'f> FnOnce(&mut crate::Call<'f>) -> Result<()>,
-) -> *mut sys::XLA_FFI_Error {
-    // Nothing below may unwind: `open` and `make_error` do not panic on any input, and
-    // the body runs inside catch_unwind.
-    // SAFETY: forwarded from the caller.
-    let frame = match unsafe { open(raw, info) } {
-        Ok(Entry::Metadata) => return core::ptr::null_mut(),
-        Ok(Entry::Call(f)) => f,
-        Err((Some(api), e)) => return api.make_error(&e),
-        Err((None, e)) => return no_table_error(&e),
-    };
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        if info.host && info.stage == Stage::Execute && !is_host_platform(&frame) {
-            return Err(Error::failed_precondition(format!(
-                "{}: this handler is for host (CPU) buffers but was registered for a device \
-                 platform; register it with platform=\"cpu\", or declare it `platform = device`",
-                info.target
-            )));
-        }
-        let mut call = crate::Call::new(&frame, info);
-        call.check_counts()?;
-        body(&mut call)
-    }));
-    let err = match result {
-        Ok(Ok(())) => return core::ptr::null_mut(),
-        Ok(Err(e)) if e.message().starts_with(info.target) => e,
-        Ok(Err(e)) => e.context(info.target),
-        Err(payload) => {
-            let msg = catch_unwind(AssertUnwindSafe(|| panic_message(&*payload)))
-                .unwrap_or_else(|_| "panic while formatting a panic".into());
-            // Dropping the payload could itself panic (user code): contained.
-            drop_payload(payload);
-            Error::internal(format!("{}: handler panicked: {msg}", info.target))
-        }
-    };
-    frame.api.make_error(&err)
-}
-
-/// Reports an error for a call frame without a usable API table of its own: through
-/// the first table this process saw. XLA never sends such a frame; if it did and no
-/// table was ever seen, there is no way to create an error, and returning NULL would
-/// claim success with the results unwritten, so the process stops with a message.
-#[cold]
-fn no_table_error(e: &Error) -> *mut sys::XLA_FFI_Error {
-    match ApiTable::fallback() {
-        Some(api) => api.make_error(e),
-        None => {
-            eprintln!("xla-ffi: fatal: {} (and no XLA FFI API table to report it through)", e.message());
-            std::process::abort()
-        }
-    }
 }

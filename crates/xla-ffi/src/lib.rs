@@ -87,17 +87,33 @@
 // Lets the `handler` macro's `::xla_ffi` paths resolve inside this crate too.
 extern crate self as xla_ffi;
 
+// The layers, lowest first; each module uses only modules of its own layer or
+// lower (checked by `tests/layering.rs`):
+// 1. errors, element types, panic payloads: `error`, `dtype`, `panic`, `site`;
+// 2. raw: the API table and call frame (`frame`), XLA's argument structs (`raw`);
+// 3. alias ranges (`alias`);
+// 4. views: attributes (`attr`), buffers (`buffer`), context and thread pool
+//    (`context`, `pool`), variadic buffers (`remaining`), state (`state`);
+//    with the decode layer (`call`: `Call`, `Decode`) between attributes and the
+//    other views, which implement `Decode`;
+// 5. dispatch (`dispatch`), then what the macro's generated code names
+//    (`descriptor`, `handler`, `__private`).
+mod alias;
 pub mod attr;
 mod buffer;
 mod call;
 mod context;
 mod descriptor;
+mod dispatch;
 mod dtype;
 mod error;
 mod frame;
 mod handler;
+mod panic;
 mod pool;
+mod raw;
 mod remaining;
+mod site;
 mod state;
 
 #[cfg(feature = "cuda")]
@@ -114,7 +130,7 @@ pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
 pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES};
-pub use call::{Call, Decode, Role, Site};
+pub use call::{Call, Decode};
 pub use context::{Context, Scratch, Stream};
 pub use descriptor::{bundles, Bundle, HandlerDescriptor, Platform};
 pub use dtype::{AccFloat, DataType, Element, Float, Pred};
@@ -123,6 +139,7 @@ pub use frame::{Stage, Traits, MIN_API_VERSION};
 pub use handler::handler;
 pub use pool::{Parts, ThreadPool};
 pub use remaining::{RemainingArgs, RemainingRets};
+pub use site::{Role, Site};
 pub use state::{State, StateType, TypeRegistration};
 
 /// The `half` crate (`f16`, `bf16`), re-exported for [`dispatch_float!`].
@@ -136,6 +153,7 @@ pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut s
 #[doc(hidden)]
 pub mod __private {
     pub use crate::descriptor::{assert_execute_return, undecoded, ExecuteReturn, HandlerReturn};
-    pub use crate::frame::{dispatch, HandlerInfo};
+    pub use crate::dispatch::dispatch;
+    pub use crate::frame::HandlerInfo;
     pub use crate::state::dispatch_instantiate;
 }

@@ -18,8 +18,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use xla_ffi_sys as sys;
 
-use crate::frame::{api_slot, drop_payload, panic_message, Frame};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
+use crate::frame::{api_slot, Frame};
+use crate::panic::{drop_payload, panic_message};
 
 /// XLA's CPU thread pool for this call. Get it from
 /// [`Context::thread_pool`](crate::Context::thread_pool).

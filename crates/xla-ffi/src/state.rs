@@ -18,8 +18,9 @@ use xla_ffi_sys as sys;
 
 use crate::call::{Call, Decode};
 use crate::context::Context;
-use crate::frame::{dispatch, HandlerInfo};
-use crate::{Error, Result};
+use crate::dispatch::dispatch;
+use crate::error::{Error, Result};
+use crate::frame::HandlerInfo;
 
 /// The registration record XLA needs for a state type: an `XLA_FFI_TypeId` that XLA
 /// fills in when the type is registered, and an `XLA_FFI_TypeInfo` with the deleter.
@@ -42,7 +43,7 @@ unsafe extern "C" fn delete_box<S: Send + Sync + 'static>(p: *mut c_void) {
         // A panicking Drop must not unwind into XLA, nor may dropping its payload
         // (whose own Drop may panic too).
         if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(b))) {
-            crate::frame::drop_payload(payload);
+            crate::panic::drop_payload(payload);
         }
     }
 }
