@@ -6,7 +6,7 @@
 use core::mem::MaybeUninit;
 
 use xla_ffi::{
-    dispatch_float, handler, AnyFloat, AnyType, Attr, Attrs, Buffer, Context, DataType, Dict, Float, InOut, Parts,
+    dispatch_float, handler, AnyFloat, AnyType, Attr, Attrs, Buffer, Context, DataType, Dict, InOut, Parts,
     Pred, Result, ResultBuffer,
 };
 
@@ -23,9 +23,9 @@ fn fill<T: Copy>(out: &mut [MaybeUninit<T>], v: T) {
     });
 }
 
-fn sum<T: Float>(x: &[T]) -> f64 {
+fn sum<T: Copy + Into<f64>>(x: &[T]) -> f64 {
     saw(x);
-    x.iter().map(|v| v.to_f64()).sum()
+    x.iter().map(|&v| v.into()).sum()
 }
 
 #[handler(target = "fz.add")]

@@ -8,13 +8,15 @@
 //!
 //! The numerics live next to their handlers: `kepler/solver.rs` (CPU solver),
 //! `rms_norm/kernel.rs` (CPU kernels), and the CUDA twins in this crate's `cuda/`
-//! folder (`kepler.cu`, `rms_norm.cu`). [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register.
+//! folder (`kepler.cu`, `rms_norm.cu`); `float.rs` holds the [`Float`] types and the
+//! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register.
 //!
 //! [`EXAMPLE_CPU_HANDLERS`] holds the worked example of a stateful handler bundle,
 //! `xla_ffi_rs.examples.scale` ([`scale_state`]). It is not part of the production
 //! tables: Python registers it only when asked (`xla_ffi_rs.examples.register()`).
 #![forbid(unsafe_code)]
 
+mod float;
 pub mod kepler;
 mod parallel;
 mod promote;
@@ -22,6 +24,7 @@ pub mod rms_norm;
 pub mod scale_state;
 mod slot;
 
+pub use float::{AccFloat, Float};
 pub use promote::{Promote, PROMOTION};
 
 use xla_ffi::HandlerDescriptor;

@@ -9,7 +9,9 @@
 //! `jnp.result_type`.
 
 use half::{bf16, f16};
-use xla_ffi::{DataType, Element, Float};
+use xla_ffi::{DataType, Element};
+
+use crate::float::Float;
 
 /// `jnp.result_type(Self, W)` for the float types: the same type stays, `f16` with
 /// `bf16` gives `f32`, otherwise the wider type wins.

@@ -1,5 +1,10 @@
-//! Element types: XLA's `XLA_FFI_DataType` codes, the Rust types that match them,
-//! and the [`Float`] trait that dtype-generic kernels are written against.
+//! Element types: XLA's `XLA_FFI_DataType` codes, the Rust types that match them
+//! ([`Element`]), and [`dispatch_float!`](crate::dispatch_float) from a float code to
+//! its Rust type.
+//!
+//! Arithmetic over those types (widening, accumulators) is the kernels' business, not
+//! the FFI's: `xla-ffi-rs-ops` has its own `Float` trait, and a plugin can use
+//! `num_traits::Float` (`half` implements it with its `num-traits` feature) or its own.
 
 use core::fmt;
 use half::{bf16, f16};
@@ -101,7 +106,8 @@ impl DataType {
         })
     }
 
-    /// Whether this is one of the floating types [`Float`] covers.
+    /// Whether this is one of the floating types [`AnyFloat`](crate::AnyFloat) accepts:
+    /// `f16`, `bf16`, `f32`, `f64`.
     pub fn is_float(self) -> bool {
         matches!(self, Self::F16 | Self::BF16 | Self::F32 | Self::F64)
     }
@@ -196,153 +202,14 @@ elements!(Pred => PRED, i8 => S8, i16 => S16, i32 => S32, i64 => S64,
           u8 => U8, u16 => U16, u32 => U32, u64 => U64,
           f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
 
-/// The floating element types a dtype-generic kernel is written over:
-/// `f16`, `bf16`, `f32` and `f64`.
-///
-/// [`Float::Acc`] is the type to accumulate in: `f32` for the 16- and 32-bit types,
-/// `f64` for `f64`. Conversions go through it, so a kernel written as
-/// `fn k<T: Float>(x: &[T]) -> T::Acc` reads the same for every type.
-pub trait Float: Element + PartialOrd + fmt::Debug + Default {
-    /// The accumulator: `f32`, or `f64` for `f64`.
-    type Acc: AccFloat;
-    /// Widen to the accumulator type (exact).
-    fn to_acc(self) -> Self::Acc;
-    /// Narrow from the accumulator, rounding to nearest even.
-    fn from_acc(v: Self::Acc) -> Self;
-    /// Widen to `f64` (exact).
-    fn to_f64(self) -> f64;
-    /// Narrow from `f64`, rounding to nearest even.
-    fn from_f64(v: f64) -> Self;
-    /// Narrow from `f32`, rounding to nearest even (exact for `f32` and `f64`).
-    fn from_f32(v: f32) -> Self;
-}
-
-/// The two accumulator types, `f32` and `f64`, with the arithmetic kernels need.
-pub trait AccFloat:
-    Float
-    + core::ops::Add<Output = Self>
-    + core::ops::Sub<Output = Self>
-    + core::ops::Mul<Output = Self>
-    + core::ops::Div<Output = Self>
-    + core::ops::AddAssign
-    + core::ops::MulAssign
-    + core::ops::Neg<Output = Self>
-{
-    /// Zero.
-    const ZERO: Self;
-    /// One.
-    const ONE: Self;
-    /// Square root.
-    fn sqrt(self) -> Self;
-    /// Converts a count (a row length, say) to this type.
-    fn from_usize(n: usize) -> Self;
-}
-
-impl Float for f32 {
-    type Acc = f32;
-    #[inline(always)]
-    fn to_acc(self) -> f32 {
-        self
-    }
-    #[inline(always)]
-    fn from_acc(v: f32) -> Self {
-        v
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        v
-    }
-}
-
-impl Float for f64 {
-    type Acc = f64;
-    #[inline(always)]
-    fn to_acc(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn from_acc(v: f64) -> Self {
-        v
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        v
-    }
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        v as f64
-    }
-}
-
-macro_rules! half_float {
-    ($t:ty) => {
-        impl Float for $t {
-            type Acc = f32;
-            #[inline(always)]
-            fn to_acc(self) -> f32 {
-                self.to_f32()
-            }
-            #[inline(always)]
-            fn from_acc(v: f32) -> Self {
-                <$t>::from_f32(v)
-            }
-            #[inline(always)]
-            fn to_f64(self) -> f64 {
-                <$t>::to_f64(self)
-            }
-            #[inline(always)]
-            fn from_f64(v: f64) -> Self {
-                <$t>::from_f64(v)
-            }
-            #[inline(always)]
-            fn from_f32(v: f32) -> Self {
-                <$t>::from_f32(v)
-            }
-        }
-    };
-}
-half_float!(f16);
-half_float!(bf16);
-
-macro_rules! acc_float {
-    ($t:ty) => {
-        impl AccFloat for $t {
-            const ZERO: Self = 0.0;
-            const ONE: Self = 1.0;
-            #[inline(always)]
-            fn sqrt(self) -> Self {
-                <$t>::sqrt(self)
-            }
-            #[inline(always)]
-            fn from_usize(n: usize) -> Self {
-                n as $t
-            }
-        }
-    };
-}
-acc_float!(f32);
-acc_float!(f64);
-
 /// Calls a generic function with the Rust type that matches a float [`DataType`].
 ///
 /// `$T` is bound to `f16`, `bf16`, `f32` or `f64` in turn, and the body is
 /// monomorphised for each. A non-float dtype evaluates the `else` arm.
 ///
 /// ```
-/// use xla_ffi::{dispatch_float, DataType, Float};
-/// fn width<T: Float>() -> usize { core::mem::size_of::<T>() }
+/// use xla_ffi::{dispatch_float, DataType, Element};
+/// fn width<T: Element>() -> usize { core::mem::size_of::<T>() }
 /// let w = dispatch_float!(DataType::BF16, T => width::<T>(), else d => panic!("{d}"));
 /// assert_eq!(w, 2);
 /// ```

@@ -133,7 +133,7 @@ pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, AN
 pub use call::{Call, Decode};
 pub use context::{Context, Scratch, Stream};
 pub use descriptor::{bundles, Bundle, HandlerDescriptor, Platform};
-pub use dtype::{AccFloat, DataType, Element, Float, Pred};
+pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
 pub use handler::handler;

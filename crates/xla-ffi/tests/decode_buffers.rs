@@ -6,7 +6,7 @@ mod common;
 use common::{expect_err, expect_ok};
 use xla_ffi::half::{bf16, f16};
 use xla_ffi::testing::{Arg, CallBuilder};
-use xla_ffi::{handler, AnyFloat, Buffer, DataType, ErrorCode, Float, InOut, Result, ResultBuffer};
+use xla_ffi::{handler, AnyFloat, Buffer, DataType, ErrorCode, InOut, Result, ResultBuffer};
 
 /// out = x + y, float32.
 #[handler(target = "dec.add")]
@@ -109,9 +109,34 @@ fn several_bad_buffers_in_one_error() {
 
 // ---- AnyFloat + dispatch_float! ----
 
-fn scale_kernel<T: Float>(x: &[T], k: f64, y: &mut [core::mem::MaybeUninit<T>]) {
+/// The float types, computed on in f64 (the test's own: `xla_ffi` has no arithmetic).
+trait Real: Copy + Into<f64> {
+    fn from_f64(v: f64) -> Self;
+}
+impl Real for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+impl Real for f64 {
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+impl Real for f16 {
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+}
+impl Real for bf16 {
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+}
+
+fn scale_kernel<T: Real>(x: &[T], k: f64, y: &mut [core::mem::MaybeUninit<T>]) {
     for (o, &v) in y.iter_mut().zip(x) {
-        o.write(T::from_f64(v.to_f64() * k));
+        o.write(T::from_f64(v.into() * k));
     }
 }
 
@@ -125,8 +150,8 @@ fn dec_scale(x: Buffer<AnyFloat>, mut y: ResultBuffer<AnyFloat>) -> Result<()> {
     Ok(())
 }
 
-fn run_scale<T: Float>(v: &[f32]) -> Vec<T> {
-    let xs: Vec<T> = v.iter().map(|&f| T::from_f32(f)).collect();
+fn run_scale<T: Real + xla_ffi::Element>(v: &[f32]) -> Vec<T> {
+    let xs: Vec<T> = v.iter().map(|&f| T::from_f64(f64::from(f))).collect();
     let mut call =
         CallBuilder::new().arg(Arg::from_slice(&xs, &[xs.len() as i64])).ret(Arg::zeros::<T>(&[xs.len() as i64]));
     expect_ok(call.run(DEC_SCALE));

@@ -10,15 +10,47 @@
 
 use core::mem::MaybeUninit;
 
-use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, Float, Parts, Result, ResultBuffer};
+use xla_ffi::half::{bf16, f16};
+use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, Parts, Result, ResultBuffer};
 
 /// Elements per task on XLA's thread pool: below this a task costs more than it saves.
 const CHUNK: usize = 1 << 15;
 
-fn scale_into<T: Float>(ctx: &Context<'_>, x: &[T], y: &mut [MaybeUninit<T>], factor: f64) -> Result<()> {
+/// The float types `dispatch_float!` binds, computed on in f64: widening is exact,
+/// and the result is rounded once. (A plugin's own trait; `num_traits::Float`, which
+/// `half` implements with its `num-traits` feature, would serve as well.)
+trait Real: Copy + Send + Sync + Into<f64> {
+    fn from_f64(v: f64) -> Self;
+}
+
+impl Real for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl Real for f64 {
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+impl Real for f16 {
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+}
+
+impl Real for bf16 {
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+}
+
+fn scale_into<T: Real>(ctx: &Context<'_>, x: &[T], y: &mut [MaybeUninit<T>], factor: f64) -> Result<()> {
     let run = |x: &[T], y: &mut [MaybeUninit<T>]| {
         for (o, &v) in y.iter_mut().zip(x) {
-            o.write(T::from_f64(v.to_f64() * factor));
+            o.write(T::from_f64(v.into() * factor));
         }
     };
     if x.len() <= CHUNK {

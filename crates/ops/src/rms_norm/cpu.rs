@@ -2,12 +2,11 @@
 
 use core::mem::MaybeUninit;
 
-use xla_ffi::{
-    dispatch_float, handler, AccFloat, AnyFloat, Attr, Buffer, Context, Float, InOut, Parts, Result, ResultBuffer,
-};
+use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, InOut, Parts, Result, ResultBuffer};
 
 use super::kernel;
 use super::shapes::{check_bwd, check_fwd, Rows};
+use crate::float::{AccFloat, Float};
 use crate::parallel::{block_count, block_len, run_blocks};
 use crate::promote::Promote;
 

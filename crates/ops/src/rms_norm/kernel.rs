@@ -38,12 +38,11 @@
 use core::any::Any;
 use core::mem::MaybeUninit;
 
+use crate::float::{AccFloat, Float};
+use crate::slot::Slot;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use multiversion::multiversion;
-use xla_ffi::{AccFloat, Float};
-
-use crate::slot::Slot;
 
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,13 @@
 // The handler of README.md's "Writing your own handler in Rust", verbatim: keep them equal.
 #![forbid(unsafe_code)] // a crate of handlers needs no unsafe
 use core::mem::MaybeUninit;
-use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, Float, Parts, Result, ResultBuffer};
+use num_traits::Float; // num-traits 0.2; half's "num-traits" feature covers f16, bf16
+use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, Parts, Result, ResultBuffer};
 
 fn scale<T: Float>(x: &[T], k: f64, y: &mut [MaybeUninit<T>]) {
+    let k = T::from(k).expect("every float type converts from f64");
     for (o, &v) in y.iter_mut().zip(x) {
-        o.write(T::from_f64(v.to_f64() * k));
+        o.write(v * k);
     }
 }
 
