@@ -26,6 +26,7 @@ pub(crate) const EVERYWHERE: (usize, usize) = (0, usize::MAX);
 /// [`EVERYWHERE`] when its dtype's width is unknown (so it overlaps every other
 /// buffer), and `None` when its end lies past `isize::MAX` (a malformed buffer: no
 /// allocation reaches there, and no slice may).
+#[inline(always)]
 pub(crate) fn byte_range(data: *mut c_void, len: usize, dtype: DataType) -> Option<(usize, usize)> {
     let Some(width) = dtype.byte_width() else {
         return Some(if len == 0 { EMPTY } else { EVERYWHERE });
@@ -40,6 +41,7 @@ pub(crate) fn byte_range(data: *mut c_void, len: usize, dtype: DataType) -> Opti
     Some((start, end))
 }
 
+#[inline(always)]
 pub(crate) fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
@@ -96,21 +98,30 @@ impl Ranges {
         if n > Ranges::MAX || self.seen != (((1u64 << n) - 1) as u32) {
             return Overlaps::ALL;
         }
-        let (a, r) = self.slots[..n].split_at(na);
-        let meet = overlaps;
+        // Plain `while` loops; indices masked to the array (n <= MAX, a power of
+        // two), so no bounds checks: this runs on every call.
+        const MASK: usize = Ranges::MAX - 1;
+        let s = &self.slots;
         let mut out = Overlaps { args: 0, rets: 0 };
-        for (j, &rj) in r.iter().enumerate() {
-            for (i, &ai) in a.iter().enumerate() {
-                if meet(rj, ai) {
+        let mut j = 0;
+        while j < nr {
+            let rj = s[(na + j) & MASK];
+            let mut i = 0;
+            while i < na {
+                if overlaps(rj, s[i & MASK]) {
                     out.args |= 1 << i;
                     out.rets |= 1 << j;
                 }
+                i += 1;
             }
-            for (k, &rk) in r.iter().enumerate().skip(j + 1) {
-                if meet(rj, rk) {
+            let mut k = j + 1;
+            while k < nr {
+                if overlaps(rj, s[(na + k) & MASK]) {
                     out.rets |= (1 << j) | (1 << k);
                 }
+                k += 1;
             }
+            j += 1;
         }
         out
     }
@@ -120,6 +131,7 @@ impl Overlaps {
     pub(crate) const ALL: Overlaps = Overlaps { args: u64::MAX, rets: u64::MAX };
 
     /// Whether the buffer at `index` on side `role` may share memory with another.
+    #[inline(always)]
     pub(crate) fn may_overlap(self, role: Role, index: usize) -> bool {
         let mask = match role {
             Role::Operand => self.args,
@@ -132,6 +144,7 @@ impl Overlaps {
 /// The first buffer on the other side of the call that shares memory with the one
 /// at `site`, covering `mine` (or, for a result, another result that does).
 /// Operands are left out when `operands` is false (an in-place pair).
+#[inline(always)]
 pub(crate) fn aliased_by(
     frame: &Frame<'_>,
     known: Overlaps,
@@ -142,6 +155,12 @@ pub(crate) fn aliased_by(
     if !known.may_overlap(site.role, site.index) || mine == EMPTY {
         return None;
     }
+    scan(frame, site, mine, operands)
+}
+
+/// [`aliased_by`]'s scan of the frame, for a buffer the bit sets could not clear.
+#[inline(never)]
+fn scan(frame: &Frame<'_>, site: Site, mine: (usize, usize), operands: bool) -> Option<(Role, usize)> {
     // The first entry on side `role`, other than number `skip`, that may overlap
     // this one. An entry that is not a well-formed buffer (another kind, which a
     // custom `Decode` may have left unchecked, or a malformed one) may be anything,

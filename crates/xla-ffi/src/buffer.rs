@@ -180,31 +180,52 @@ impl<'f> RawBuffer<'f> {
     }
 
     /// The first buffer that shares memory with this one (see [`aliased_by`]).
+    #[inline(always)]
     fn aliased_by(&self, operands: bool) -> Option<(Role, usize)> {
         aliased_by(self.frame, self.overlaps.get(), self.site, self.range, operands)
     }
 
+    #[inline(always)]
     fn check_host_access<T: Element>(&self) -> Result<()> {
         self.check_access::<T>(true)
     }
 
     /// Host memory, dtype `T`, aligned, and no overlap with another buffer (operands
     /// left out of that when `operands` is false).
+    ///
+    /// The accepting path is a few compares, inlined into the caller; the reasons for
+    /// a refusal are worked out, in order, by the cold [`RawBuffer::access_error`].
+    #[inline(always)]
     fn check_access<T: Element>(&self, operands: bool) -> Result<()> {
+        let align = core::mem::align_of::<T>();
+        let aligned = self.len == 0 || (!self.data.is_null() && (self.data as usize).is_multiple_of(align));
+        if self.frame_is_host() && self.dtype == T::DTYPE && aligned && self.aliased_by(operands).is_none() {
+            return Ok(());
+        }
+        Err(self.access_error(T::DTYPE, align, operands))
+    }
+
+    /// Why [`RawBuffer::check_access`] refused.
+    #[cold]
+    #[inline(never)]
+    fn access_error(&self, dtype: DataType, align: usize, operands: bool) -> Error {
+        match self.access_problem(dtype, align, operands) {
+            Err(e) => e,
+            Ok(()) => Error::internal(format!("{}: access refused for no reason found", self.site)),
+        }
+    }
+
+    fn access_problem(&self, dtype: DataType, align: usize, operands: bool) -> Result<()> {
         if !self.frame_is_host() {
             return Err(self
                 .site
                 .error("a device buffer cannot be read or written on the host; pass its address to a kernel"));
         }
-        if self.dtype != T::DTYPE {
-            return Err(self.site.error(format!("is {}, not {}", self.dtype, T::DTYPE)));
+        if self.dtype != dtype {
+            return Err(self.site.error(format!("is {}, not {dtype}", self.dtype)));
         }
-        if self.len > 0 && (self.data.is_null() || !(self.data as usize).is_multiple_of(core::mem::align_of::<T>())) {
-            return Err(self.site.error(format!(
-                "data pointer {:p} is not aligned to {} bytes",
-                self.data,
-                core::mem::align_of::<T>()
-            )));
+        if self.len > 0 && (self.data.is_null() || !(self.data as usize).is_multiple_of(align)) {
+            return Err(self.site.error(format!("data pointer {:p} is not aligned to {align} bytes", self.data)));
         }
         if let Some((role, i)) = self.aliased_by(operands) {
             return Err(self
@@ -240,9 +261,29 @@ impl<'f> RawBuffer<'f> {
         Ok(self.len * width)
     }
 
+    #[inline(always)]
     fn frame_is_host(&self) -> bool {
         self.frame.host
     }
+
+    #[cold]
+    #[inline(never)]
+    fn dims_error(&self, dims: &[i64], what: &dyn fmt::Display) -> Error {
+        self.site.error(format!("expected shape {dims:?} ({what}), got {:?}", self.dims))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn dtype_error(&self, dtype: DataType, what: &dyn fmt::Display) -> Error {
+        self.site.error(format!("expected dtype {dtype} ({what}), got {}", self.dtype))
+    }
+}
+
+/// Whether two shapes are equal: an element loop, cheaper than `memcmp` for the few
+/// dimensions a shape has.
+#[inline(always)]
+fn same_dims(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 macro_rules! common_methods {
@@ -280,19 +321,21 @@ macro_rules! common_methods {
             self.raw.site.error(message)
         }
         /// Fails unless the shape is exactly `dims`; `what` says where `dims` came from.
+        #[inline]
         pub fn expect_dims(&self, dims: &[i64], what: impl fmt::Display) -> Result<()> {
-            if self.raw.dims == dims {
+            if same_dims(self.raw.dims, dims) {
                 Ok(())
             } else {
-                Err(self.error(format!("expected shape {dims:?} ({what}), got {:?}", self.raw.dims)))
+                Err(self.raw.dims_error(dims, &what))
             }
         }
         /// Fails unless the element type is `dtype`; `what` says why.
+        #[inline]
         pub fn expect_dtype(&self, dtype: DataType, what: impl fmt::Display) -> Result<()> {
             if self.raw.dtype == dtype {
                 Ok(())
             } else {
-                Err(self.error(format!("expected dtype {dtype} ({what}), got {}", self.raw.dtype)))
+                Err(self.raw.dtype_error(dtype, &what))
             }
         }
     };
@@ -316,6 +359,7 @@ impl<'f, D: ElementSpec, const R: usize> Buffer<'f, D, R> {
     ///
     /// Fails if `T` is not the buffer's dtype, if the buffer lives on a device, if
     /// its pointer is misaligned for `T`, or if it shares memory with a result.
+    #[inline]
     pub fn typed<T: Element>(&self) -> Result<&'f [T]> {
         self.raw.check_host_access::<T>()?;
         if self.raw.len == 0 {
@@ -386,6 +430,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     /// Fails if `T` is not the buffer's dtype, if the buffer lives on a device, if
     /// its pointer is misaligned, or if it shares memory with an operand (then use
     /// [`ResultBuffer::with_input`]).
+    #[inline]
     pub fn typed_uninit<T: Element>(&mut self) -> Result<&mut [MaybeUninit<T>]> {
         self.raw.check_host_access::<T>()?;
         if self.raw.len == 0 {

@@ -44,6 +44,7 @@ impl<'f> Call<'f> {
     }
 
     /// The FFI target name this handler serves.
+    #[inline]
     pub fn target(&self) -> &'static str {
         self.info.target
     }
@@ -75,12 +76,14 @@ impl<'f> Call<'f> {
 
     /// Takes the next operand position (for a [`Decode`] implementation that
     /// consumes an operand; declare it with [`Decode::ARGS`]).
+    #[inline]
     pub fn next_arg(&mut self) -> usize {
         self.next_arg += 1;
         self.next_arg - 1
     }
 
     /// Takes the next result position (declare it with [`Decode::RETS`]).
+    #[inline]
     pub fn next_ret(&mut self) -> usize {
         self.next_ret += 1;
         self.next_ret - 1
@@ -111,11 +114,13 @@ impl<'f> Call<'f> {
     }
 
     /// The static attribute dictionary of this call.
+    #[inline]
     pub fn attrs(&self) -> Dict<'f> {
-        Dict::new(self.frame.attrs)
+        Dict::new(self.frame.attrs())
     }
 
     /// Marks attribute `index` of the top-level dictionary as used.
+    #[inline]
     pub fn use_attr(&mut self, index: usize) {
         if index < 128 {
             self.used_attrs |= 1 << index;
@@ -127,6 +132,19 @@ impl<'f> Call<'f> {
     #[doc(hidden)]
     pub fn finish(&mut self) -> Result<()> {
         self.overlaps.set(self.ranges.overlaps(self.frame));
+        // The common case, with nothing to format: no problem, every attribute bound.
+        let n = self.frame.attrs().len().min(128);
+        let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
+        if self.problems.is_empty() && (self.used_attrs & all == all || self.accept_unbound_attrs) {
+            return Ok(());
+        }
+        self.report()
+    }
+
+    /// [`Call::finish`] when something is to be reported.
+    #[cold]
+    #[inline(never)]
+    fn report(&mut self) -> Result<()> {
         let attrs = self.attrs();
         let extra: Vec<String> = (0..attrs.len().min(128))
             .filter(|i| self.used_attrs & (1 << i) == 0)

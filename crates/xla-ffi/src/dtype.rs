@@ -91,6 +91,7 @@ impl DataType {
     /// sub-byte types (a byte each, or less when packed: never more), 0 for tokens;
     /// `None` for `INVALID` and codes this crate does not know, whose memory must be
     /// assumed to be anywhere.
+    #[inline]
     pub fn byte_width(self) -> Option<usize> {
         Some(match self {
             Self::TOKEN => 0,
@@ -108,6 +109,7 @@ impl DataType {
 
     /// Whether this is one of the floating types [`AnyFloat`](crate::AnyFloat) accepts:
     /// `f16`, `bf16`, `f32`, `f64`.
+    #[inline]
     pub fn is_float(self) -> bool {
         matches!(self, Self::F16 | Self::BF16 | Self::F32 | Self::F64)
     }

@@ -258,8 +258,8 @@ pub(crate) struct Frame<'f> {
     arg_types: &'f [u32],
     rets: &'f [*mut c_void],
     ret_types: &'f [u32],
-    /// The call's attributes.
-    pub(crate) attrs: RawDict<'f>,
+    /// The call's attributes (struct size checked by `open`); read by [`Frame::attrs`].
+    attrs: &'f sys::XLA_FFI_Attrs,
     /// Buffers are host memory (a CPU handler).
     pub(crate) host: bool,
 }
@@ -284,6 +284,13 @@ impl<'f> Frame<'f> {
             Role::Operand => self.args.len(),
             Role::Result => self.rets.len(),
         }
+    }
+
+    /// The call's attributes, read.
+    #[inline(always)]
+    pub(crate) fn attrs(&self) -> RawDict<'f> {
+        // SAFETY: XLA's attributes, with their names and values, live for the call.
+        unsafe { RawDict::from_raw(self.attrs) }
     }
 
     /// The operand or result at `index`, read.
@@ -396,8 +403,6 @@ pub(crate) unsafe fn open<'f>(
             c_slice(frame.rets.types as *const u32, frame.rets.size),
         )
     };
-    // SAFETY: XLA's attributes, their names and values live for the call.
-    let attrs = unsafe { RawDict::from_raw(&frame.attrs) };
     Ok(Entry::Call(Frame {
         api,
         ctx: frame.ctx,
@@ -406,7 +411,7 @@ pub(crate) unsafe fn open<'f>(
         arg_types,
         rets,
         ret_types,
-        attrs,
+        attrs: &frame.attrs,
         host: info.host,
     }))
 }

@@ -24,6 +24,7 @@ use crate::dtype::DataType;
 ///
 /// # Safety
 /// When `len > 0`, `ptr` must point to `len` valid `T`s that live for `'a`.
+#[inline(always)]
 pub(crate) unsafe fn c_slice<'a, T>(ptr: *const T, len: i64) -> &'a [T] {
     if ptr.is_null() || len <= 0 {
         &[]
@@ -112,6 +113,7 @@ impl<'f> RawDict<'f> {
     /// # Safety
     /// `raw` must be a valid `XLA_FFI_Attrs` alive for `'f`, whose entries (names,
     /// kinds and value structs) are valid and alive for `'f` too.
+    #[inline(always)]
     pub(crate) unsafe fn from_raw(raw: &'f sys::XLA_FFI_Attrs) -> Self {
         if raw.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize {
             return RawDict::EMPTY;
@@ -127,6 +129,7 @@ impl<'f> RawDict<'f> {
     }
 
     /// The number of entries.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.names.len().min(self.types.len()).min(self.values.len())
     }
