@@ -87,17 +87,16 @@
 // Lets the `handler` macro's `::xla_ffi` paths resolve inside this crate too.
 extern crate self as xla_ffi;
 
-// The layers, lowest first; each module uses only modules of its own layer or
-// lower (checked by `tests/layering.rs`):
-// 1. errors, element types, panic payloads: `error`, `dtype`, `panic`, `site`;
-// 2. raw: the API table and call frame (`frame`), XLA's argument structs (`raw`);
-// 3. alias ranges (`alias`);
-// 4. views: attributes (`attr`), buffers (`buffer`), context and thread pool
-//    (`context`, `pool`), variadic buffers (`remaining`), state (`state`);
-//    with the decode layer (`call`: `Call`, `Decode`) between attributes and the
-//    other views, which implement `Decode`;
-// 5. dispatch (`dispatch`), then what the macro's generated code names
-//    (`descriptor`, `handler`, `__private`).
+// The layers, lowest first; a module uses only modules below it (no import cycles:
+// checked by `tests/layering.rs`):
+// 1. `error`, `dtype`, `panic` (payload handling), `site` (`Role`, `Site`);
+// 2. raw: `raw` (XLA's buffer and attribute structs), `frame` (API table, call frame);
+// 3. `alias` (which buffers share memory);
+// 4. views and decoding: `attr`, then `call` (`Call`, `Decode`), then the views that
+//    implement `Decode`: `buffer`, `pool` and `context`, `remaining`;
+// 5. `dispatch` (what every exported symbol calls: catch_unwind, host guard);
+// 6. `state` (its instantiate stage wraps `dispatch`), `descriptor`, `handler`, and
+//    `__private` for the macro's generated code; `cuda`, `python`, `testing` on top.
 mod alias;
 pub mod attr;
 mod buffer;
