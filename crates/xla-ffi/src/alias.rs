@@ -4,13 +4,14 @@
 //! (`input_output_aliases`), and nothing stops a malformed call from overlapping two
 //! results. The buffer views must never hand out `&[T]` and `&mut [T]` (or two
 //! `&mut`) to the same bytes, so each buffer's byte range is recorded as it is
-//! decoded ([`Ranges`]); once every parameter is decoded, [`Ranges::overlaps`] turns
-//! them into bit sets ([`Overlaps`]), so that the check a slice request makes is a
-//! bit test. A buffer whose bit is set, or a call whose buffers were not all
-//! recorded, falls back to [`aliased_by`], which scans the frame.
+//! decoded ([`Aliases`]); a slice request compares its range with the others'
+//! (a few compares, and nothing at all for a call that takes no slice). A call whose
+//! buffers were not all recorded (more than [`Aliases::MAX`], or a custom `Decode`
+//! that took a slice before every buffer was decoded) scans the frame instead.
 //!
 //! Sits above the raw layer (`frame.rs`, `raw.rs`) and below the buffer views.
 
+use core::cell::Cell;
 use core::ffi::c_void;
 
 use crate::dtype::DataType;
@@ -51,114 +52,84 @@ pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
     dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
 }
 
-/// Which buffers of a call share memory with another. Bit `i` of `args` is set when
-/// operand `i` overlaps a result; bit `j` of `rets` when result `j` overlaps an
-/// operand or another result. Built by [`Ranges::overlaps`] once every parameter is
-/// decoded, so that each `typed()` is a bit test; [`Overlaps::ALL`] (every bit set)
-/// makes [`aliased_by`] scan the frame instead.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Overlaps {
-    args: u64,
-    rets: u64,
-}
-
-/// The byte ranges of the decoded buffers, recorded as they are decoded.
-pub(crate) struct Ranges {
-    /// `(start, end)` per slot (operands first, then results); `(0, 0)` overlaps
-    /// nothing (an empty buffer).
-    slots: [(usize, usize); Ranges::MAX],
+/// The byte ranges of the decoded buffers, recorded as they are decoded (through a
+/// shared reference: the views keep one to check their own access later).
+pub(crate) struct Aliases {
+    /// `(start, end)` per slot (operands first, then results); [`EMPTY`] overlaps
+    /// nothing.
+    slots: [Cell<(usize, usize)>; Aliases::MAX],
     /// Slots recorded, as a bit set.
-    seen: u32,
+    seen: Cell<u32>,
 }
 
-impl Ranges {
+impl Aliases {
     /// Calls with more buffers than this scan the frame instead.
     const MAX: usize = 16;
 
     pub(crate) fn new() -> Self {
-        Ranges { slots: [(0, 0); Ranges::MAX], seen: 0 }
+        Aliases { slots: [const { Cell::new(EMPTY) }; Aliases::MAX], seen: Cell::new(0) }
     }
 
     #[inline(always)]
-    pub(crate) fn record(&mut self, frame: &Frame<'_>, site: Site, range: (usize, usize)) {
+    pub(crate) fn record(&self, frame: &Frame<'_>, site: Site, range: (usize, usize)) {
         let slot = match site.role {
             Role::Operand => site.index,
             Role::Result => frame.count(Role::Operand) + site.index,
         };
-        if slot < Ranges::MAX {
-            self.slots[slot] = range;
-            self.seen |= 1 << slot;
+        if slot < Aliases::MAX {
+            self.slots[slot].set(range);
+            self.seen.set(self.seen.get() | 1 << slot);
         }
     }
 
-    /// The overlaps, if every buffer of the frame was recorded; else [`Overlaps::ALL`].
-    pub(crate) fn overlaps(&self, frame: &Frame<'_>) -> Overlaps {
+    /// The first buffer on the other side of the call that shares memory with the one
+    /// at `site`, covering `mine` (or, for a result, another result that does).
+    /// Operands are left out when `operands` is false (an in-place pair).
+    ///
+    /// Compared with the recorded ranges when every buffer of the frame was recorded
+    /// (after decoding, for up to [`Aliases::MAX`] buffers); else the frame is scanned.
+    #[inline(always)]
+    pub(crate) fn aliased_by(
+        &self,
+        frame: &Frame<'_>,
+        site: Site,
+        mine: (usize, usize),
+        operands: bool,
+    ) -> Option<(Role, usize)> {
+        if mine == EMPTY {
+            return None;
+        }
         let (na, nr) = (frame.count(Role::Operand), frame.count(Role::Result));
         let n = na + nr;
-        if n > Ranges::MAX || self.seen != (((1u64 << n) - 1) as u32) {
-            return Overlaps::ALL;
+        if n > Aliases::MAX || self.seen.get() != (((1u64 << n) - 1) as u32) {
+            return scan(frame, site, mine, operands);
         }
-        // Plain `while` loops; indices masked to the array (n <= MAX, a power of
-        // two), so no bounds checks: this runs on every call.
-        const MASK: usize = Ranges::MAX - 1;
-        let s = &self.slots;
-        let mut out = Overlaps { args: 0, rets: 0 };
-        let mut j = 0;
-        while j < nr {
-            let rj = s[(na + j) & MASK];
-            let mut i = 0;
-            while i < na {
-                if overlaps(rj, s[i & MASK]) {
-                    out.args |= 1 << i;
-                    out.rets |= 1 << j;
+        // The first recorded slot in `lo..hi`, other than `skip`, that meets `mine`
+        // (indices masked to the array: n <= MAX, a power of two).
+        let first = |lo: usize, hi: usize, skip: usize| {
+            let mut i = lo;
+            while i < hi {
+                if i != skip && overlaps(mine, self.slots[i & (Aliases::MAX - 1)].get()) {
+                    return Some(i - lo);
                 }
                 i += 1;
             }
-            let mut k = j + 1;
-            while k < nr {
-                if overlaps(rj, s[(na + k) & MASK]) {
-                    out.rets |= (1 << j) | (1 << k);
-                }
-                k += 1;
-            }
-            j += 1;
-        }
-        out
-    }
-}
-
-impl Overlaps {
-    pub(crate) const ALL: Overlaps = Overlaps { args: u64::MAX, rets: u64::MAX };
-
-    /// Whether the buffer at `index` on side `role` may share memory with another.
-    #[inline(always)]
-    pub(crate) fn may_overlap(self, role: Role, index: usize) -> bool {
-        let mask = match role {
-            Role::Operand => self.args,
-            Role::Result => self.rets,
+            None
         };
-        index >= 64 || mask & (1u64 << index) != 0
+        match site.role {
+            Role::Operand => first(na, n, usize::MAX).map(|j| (Role::Result, j)),
+            Role::Result => operands
+                .then(|| first(0, na, usize::MAX))
+                .flatten()
+                .map(|i| (Role::Operand, i))
+                // Two results sharing memory would give two `&mut`s to it.
+                .or_else(|| first(na, n, na + site.index).map(|j| (Role::Result, j))),
+        }
     }
 }
 
-/// The first buffer on the other side of the call that shares memory with the one
-/// at `site`, covering `mine` (or, for a result, another result that does).
-/// Operands are left out when `operands` is false (an in-place pair).
-#[inline(always)]
-pub(crate) fn aliased_by(
-    frame: &Frame<'_>,
-    known: Overlaps,
-    site: Site,
-    mine: (usize, usize),
-    operands: bool,
-) -> Option<(Role, usize)> {
-    if !known.may_overlap(site.role, site.index) || mine == EMPTY {
-        return None;
-    }
-    scan(frame, site, mine, operands)
-}
-
-/// [`aliased_by`]'s scan of the frame, for a buffer the bit sets could not clear.
+/// [`Aliases::aliased_by`]'s scan of the frame, for a call whose buffers were not all
+/// recorded.
 #[inline(never)]
 fn scan(frame: &Frame<'_>, site: Site, mine: (usize, usize), operands: bool) -> Option<(Role, usize)> {
     // The first entry on side `role`, other than number `skip`, that may overlap

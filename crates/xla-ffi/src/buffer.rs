@@ -17,7 +17,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 
-use crate::alias::{aliased_by, byte_range, element_count, Overlaps, EMPTY};
+use crate::alias::{byte_range, element_count, Aliases, EMPTY};
 use crate::call::{Call, Decode};
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
@@ -81,7 +81,7 @@ struct RawBuffer<'f> {
     range: (usize, usize),
     site: Site,
     frame: &'f Frame<'f>,
-    overlaps: &'f core::cell::Cell<Overlaps>,
+    aliases: &'f Aliases,
 }
 
 /// Results smaller than this are never advised (see [`ResultBuffer::advise_huge_pages`]).
@@ -137,9 +137,9 @@ impl<'f> RawBuffer<'f> {
             if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
                 if let Some(len) = checked_len(dims, dtype) {
                     if let Some(range) = byte_range(data, len, dtype) {
-                        call.ranges.record(frame, site, range);
-                        let overlaps = call.overlaps;
-                        return Some(RawBuffer { dtype, data, dims, len, range, site, frame, overlaps });
+                        let aliases = call.aliases;
+                        aliases.record(frame, site, range);
+                        return Some(RawBuffer { dtype, data, dims, len, range, site, frame, aliases });
                     }
                 }
             }
@@ -179,10 +179,10 @@ impl<'f> RawBuffer<'f> {
         self.range
     }
 
-    /// The first buffer that shares memory with this one (see [`aliased_by`]).
+    /// The first buffer that shares memory with this one (see [`Aliases::aliased_by`]).
     #[inline(always)]
     fn aliased_by(&self, operands: bool) -> Option<(Role, usize)> {
-        aliased_by(self.frame, self.overlaps.get(), self.site, self.range, operands)
+        self.aliases.aliased_by(self.frame, self.site, self.range, operands)
     }
 
     #[inline(always)]

@@ -2,7 +2,7 @@
 //! context in declaration order, and the [`Decode`] trait each parameter type of a
 //! [`handler`](crate::handler) implements.
 
-use crate::alias::{Overlaps, Ranges};
+use crate::alias::Aliases;
 use crate::attr::{Attr, Attrs, Dict, FieldCx, FromAttr, FromAttrs};
 use crate::error::{Error, Result};
 use crate::frame::{Frame, HandlerInfo};
@@ -15,8 +15,8 @@ use crate::site::Role;
 /// collected, so one error reports every bad operand at once.
 pub struct Call<'f> {
     pub(crate) frame: &'f Frame<'f>,
-    /// Which buffers share memory, once [`Call::finish`] has worked it out.
-    pub(crate) overlaps: &'f core::cell::Cell<Overlaps>,
+    /// The byte ranges of the buffers decoded so far.
+    pub(crate) aliases: &'f Aliases,
     pub(crate) info: &'f HandlerInfo,
     next_arg: usize,
     next_ret: usize,
@@ -25,21 +25,19 @@ pub struct Call<'f> {
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
     problems: Vec<String>,
-    pub(crate) ranges: Ranges,
 }
 
 impl<'f> Call<'f> {
-    pub(crate) fn new(frame: &'f Frame<'f>, overlaps: &'f core::cell::Cell<Overlaps>, info: &'f HandlerInfo) -> Self {
+    pub(crate) fn new(frame: &'f Frame<'f>, aliases: &'f Aliases, info: &'f HandlerInfo) -> Self {
         Call {
             frame,
-            overlaps,
+            aliases,
             info,
             next_arg: 0,
             next_ret: 0,
             used_attrs: 0,
             accept_unbound_attrs: false,
             problems: Vec::new(),
-            ranges: Ranges::new(),
         }
     }
 
@@ -131,7 +129,6 @@ impl<'f> Call<'f> {
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
     pub fn finish(&mut self) -> Result<()> {
-        self.overlaps.set(self.ranges.overlaps(self.frame));
         // The common case, with nothing to format: no problem, every attribute bound.
         let n = self.frame.attrs().len().min(128);
         let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };

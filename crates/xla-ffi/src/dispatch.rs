@@ -16,13 +16,12 @@
 //! [`handler`](crate::handler) macro generates. The guard calls two API slots
 //! (`XLA_FFI_ThreadPool_NumThreads`, `XLA_FFI_Stream_Get`) through `api_slot!`.
 
-use core::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use xla_ffi_sys as sys;
 
-use crate::alias::Overlaps;
+use crate::alias::Aliases;
 use crate::call::Call;
 use crate::error::{Error, Result};
 use crate::frame::{api_slot, open, ApiTable, Entry, Frame, HandlerInfo, Stage};
@@ -116,8 +115,8 @@ pub unsafe fn dispatch(
         Err((Some(api), e)) => return api.make_error(&e),
         Err((None, e)) => return no_table_error(&e),
     };
-    // Which buffers share memory: set by `Call::finish`; until then "all of them".
-    let overlaps = Cell::new(Overlaps::ALL);
+    // The byte ranges of the decoded buffers, for the alias checks.
+    let aliases = Aliases::new();
     let result = catch_unwind(AssertUnwindSafe(|| {
         if info.host && info.stage == Stage::Execute && !is_host_platform(&frame) {
             return Err(Error::failed_precondition(format!(
@@ -126,7 +125,7 @@ pub unsafe fn dispatch(
                 info.target
             )));
         }
-        let mut call = Call::new(&frame, &overlaps, info);
+        let mut call = Call::new(&frame, &aliases, info);
         call.check_counts()?;
         body(&mut call)
     }));
