@@ -76,6 +76,44 @@ def with_jvp(f):
     return g
 
 
+@jax.custom_jvp
+def old_rule_kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Our forward with the JVP rule it had before the tangent target: the tangent
+    in jnp from the outputs (one fused XLA loop). The A/B baseline of forward + JVP."""
+    from xla_ffi_rs.kepler import kepler_op
+
+    return kepler_op(m, e)
+
+
+@old_rule_kepler.defjvp
+def _old_rule_jvp(primals: tuple, tangents: tuple) -> tuple:
+    from xla_ffi_rs import _fallback
+    from xla_ffi_rs.kepler import kepler_op
+
+    (m, e), (dm, de) = primals, tangents
+    s, c = kepler_op(m, e)
+    return (s, c), _fallback.kepler_tangent(dm, de, e, s, c)
+
+
+def jvp_programs(o: Any, arrays: bool) -> dict[str, Any]:
+    """Forward + JVP programs on (M, e, dM, de), ours first, then our forward and
+    the old rule. With ``arrays``, the tangents are the arrays passed in (as when
+    they come from other code); else the benchmark's constant tangents, built
+    inside the program as in `with_jvp` (XLA materializes them for the tangent
+    kernel, but fuses them into the old rule's jnp loop)."""
+
+    def program(f: Any) -> Any:
+        if arrays:
+            return lambda m, e, dm, de: jax.jvp(f, (m, e), (dm, de))
+        return lambda m, e, dm, de: with_jvp(f)(m, e)
+
+    return {
+        "ours fwd+jvp": program(o.kepler),
+        "ours fwd": lambda m, e, dm, de: o.kepler(m, e),
+        "old rule fwd+jvp": program(old_rule_kepler),
+    }
+
+
 def derivative_kernels(o: Any) -> dict[str, Any]:
     """The forward-mode costs apart, all on the arguments (M, e, dM, de, sin E, cos E):
     the forward, the tangent kernel (what jvp adds to it), and the jnp formula of
@@ -129,7 +167,9 @@ def main() -> None:
                         budget = 1.0 if name == "pure_callback" and big else 0.4
                         t[name] = measure(jax.jit(f), m, e, budget=budget, min_repeat=2 if big else 3)
                 # (fwd+jvp)/fwd: ours' forward and forward + JVP as interleaved pairs.
-                tj = measure_pairs({"ours fwd+jvp": jax.jit(with_jvp(o.kepler)), "ours fwd": jax.jit(o.kepler)}, m, e)
+                tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
+                tj = measure_pairs({k: jax.jit(f) for k, f in jvp_programs(o, False).items()}, m, e, *tangents)
+                ta = measure_pairs({k: jax.jit(f) for k, f in jvp_programs(o, True).items()}, m, e, *tangents)
                 if n <= 1_000_000:
                     for name, f in jvp_contenders.items():
                         tj[f"{name} fwd+jvp"] = measure(jax.jit(with_jvp(f)), m, e)
@@ -147,6 +187,9 @@ def main() -> None:
                 jrow = dict(key)
                 jrow["ours (fwd+jvp)/fwd"] = tj["ours fwd"]["ratio_median"]
                 jrow["ours (fwd+jvp)/fwd best"] = tj["ours fwd"]["ratio_best"]
+                jrow["ours/old rule (fwd+jvp)"] = tj["old rule fwd+jvp"]["ratio_median"]
+                jrow["array tangents: ours (fwd+jvp)/fwd"] = ta["ours fwd"]["ratio_median"]
+                jrow["array tangents: ours/old rule (fwd+jvp)"] = ta["old rule fwd+jvp"]["ratio_median"]
                 for name, v in tj.items():
                     jrow[f"{name} ns/el"] = v["median"] * 1e9 / n
                 for name, v in tk.items():
@@ -154,7 +197,7 @@ def main() -> None:
                     if "ratio_median" in v:
                         jrow[f"apart: tangent kernel/{name}"] = v["ratio_median"]
                 jvp_rows.append(jrow)
-                raw.append({**key, "fwd": t, "fwd+jvp": tj, "apart": tk})
+                raw.append({**key, "fwd": t, "fwd+jvp": tj, "fwd+jvp, array tangents": ta, "apart": tk})
                 print(
                     f"  {key}: ours {row['ours ns/el']:.2f} ns/el (median), ours/sin+cos {row['ours/sin+cos']:.3f},"
                     f" ours/copy {row['ours/copy']:.3f}",
@@ -187,6 +230,8 @@ def main() -> None:
                 "jnp newton: lax.while_loop, start M +- 0.85e, tol 1e-12 on max |step|, <= 20 steps "
                 "(faithful: in f32 the tolerance is never met, so 20 steps)"
             ),
+            "old rule: our forward with the JVP rule it had before kepler_tangent (jnp from the outputs), A/B",
+            "array tangents: the same, with (dM, de) passed in as arrays instead of built in the program",
             (
                 "fwd+jvp: jax.jvp with tangents (dM, de) = (1, 0.5), under jit; ours via the public API "
                 "(the kepler and kepler_tangent kernels, and XLA materializing the two constant tangents)"

@@ -217,8 +217,11 @@ def test_fallback_formulas_match_the_kernels() -> None:
     """The jnp lowerings (platforms without the targets) compute what the kernels do."""
     rng = np.random.default_rng(2)
     a, b, e, big_e = rng.uniform(-2, 2, 50), rng.uniform(-2, 2, 50), rng.uniform(0, 0.9, 50), rng.uniform(-3, 3, 50)
-    ops = (a, b, e, np.sin(big_e), np.cos(big_e))
-    for op, formula in ((kepler_tangent_op, _fallback.kepler_tangent), (kepler_cotangent_op, _fallback.kepler_cotangent)):
+    ops = tuple(jnp.asarray(v) for v in (a, b, e, np.sin(big_e), np.cos(big_e)))
+    for op, formula in (
+        (kepler_tangent_op, _fallback.kepler_tangent),
+        (kepler_cotangent_op, _fallback.kepler_cotangent),
+    ):
         for g, w in zip(op(*ops), formula(*ops), strict=True):
             close(g, np.asarray(w), 1e-14)
 
