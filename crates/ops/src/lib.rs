@@ -3,8 +3,8 @@
 //! | target | CPU handler | CUDA handler |
 //! |---|---|---|
 //! | `xla_ffi_rs.kepler` | [`kepler::xla_ffi_rs_kepler_cpu`] | `kepler::xla_ffi_rs_kepler_cuda` (feature `cuda`) |
-//! | `xla_ffi_rs.kepler_tangent` | [`kepler::xla_ffi_rs_kepler_tangent_cpu`] | (jnp lowering) |
-//! | `xla_ffi_rs.kepler_cotangent` | [`kepler::xla_ffi_rs_kepler_cotangent_cpu`] | (jnp lowering) |
+//! | `xla_ffi_rs.kepler_tangent` | [`kepler::xla_ffi_rs_kepler_tangent_cpu`] | `kepler::xla_ffi_rs_kepler_tangent_cuda` |
+//! | `xla_ffi_rs.kepler_cotangent` | [`kepler::xla_ffi_rs_kepler_cotangent_cpu`] | `kepler::xla_ffi_rs_kepler_cotangent_cuda` |
 //! | `xla_ffi_rs.rms_norm_fwd` | [`rms_norm::xla_ffi_rs_rms_norm_fwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_fwd_cuda` |
 //! | `xla_ffi_rs.rms_norm_bwd` | [`rms_norm::xla_ffi_rs_rms_norm_bwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_bwd_cuda` |
 //!
@@ -41,7 +41,8 @@ pub const EXAMPLE_CPU_HANDLERS: &[&HandlerDescriptor] = &[&scale_state::INSTANTI
 
 /// The handlers for platform `"cuda"` (empty without the `cuda` feature).
 #[cfg(feature = "cuda")]
-pub const CUDA_HANDLERS: &[&HandlerDescriptor] = &[&kepler::CUDA, &rms_norm::FWD_CUDA, &rms_norm::BWD_CUDA];
+pub const CUDA_HANDLERS: &[&HandlerDescriptor] =
+    &[&kepler::CUDA, &kepler::TANGENT_CUDA, &kepler::COTANGENT_CUDA, &rms_norm::FWD_CUDA, &rms_norm::BWD_CUDA];
 
 /// The handlers for platform `"cuda"` (empty without the `cuda` feature).
 #[cfg(not(feature = "cuda"))]
@@ -70,7 +71,7 @@ mod tests {
         assert_eq!(examples.len(), 1);
         assert_eq!(examples[0].stages.len(), 2);
         let cuda = xla_ffi::bundles(CUDA_HANDLERS, "cuda").unwrap();
-        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 3 } else { 0 });
+        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 5 } else { 0 });
         assert!(CPU_HANDLERS.iter().all(|h| h.platform == xla_ffi::Platform::Host));
     }
 }

@@ -83,11 +83,14 @@ pub fn xla_ffi_rs_kepler_cpu(
 /// The five operands of a derivative target: two linear ones, then `(e, sin E, cos E)`.
 type Operands<'a, 'f> = [&'a Buffer<'f, F32OrF64>; 5];
 
+/// A slice map: `tangent::apply_f64` or `tangent::apply_f32`.
+type Apply<T> = fn(Direction, tangent::Linear<'_, T>, tangent::Point<'_, T>, tangent::Out<'_, MaybeUninit<T>>);
+
 /// Applies the tangent map (or its transpose) in `T` on XLA's pool.
 fn map_parallel<T: Element + Send + Sync>(
     ctx: &Context<'_>,
     dir: Direction,
-    apply: fn(Direction, tangent::Linear<'_, T>, tangent::Point<'_, T>, tangent::Out<'_, MaybeUninit<T>>),
+    apply: Apply<T>,
     ops: Operands<'_, '_>,
     results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
 ) -> Result<()> {

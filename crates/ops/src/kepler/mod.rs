@@ -16,4 +16,7 @@ pub use shapes::F32OrF64;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
-pub use cuda::{xla_ffi_rs_kepler_cuda, CUDA, KEPLER_CU};
+pub use cuda::{
+    xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_tangent_cuda, COTANGENT_CUDA, CUDA,
+    KEPLER_CU, TANGENT_CUDA,
+};
