@@ -5,6 +5,9 @@ the memory limit (a fused XLA copy of the same two arrays), N = 1, 1e3, 1e6 (and
 
 from __future__ import annotations
 
+import resource
+import sys
+import time
 from typing import Any
 
 import jax
@@ -145,7 +148,51 @@ def fused_copy(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
 COPY_SIZES = (1_000_000, 10_000_000)  # the memory-limit target, f64
 
 
+def cpu_and_faults(fn: Any, *args: Any, calls: int = 20) -> tuple[float, float]:
+    """CPU seconds (all threads) and minor page faults per call of `fn(*args)`:
+    figures that a loaded machine moves less than wall time."""
+    for _ in range(3):
+        jax.block_until_ready(fn(*args))
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    for _ in range(calls):
+        jax.block_until_ready(fn(*args))
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    return (t1 - t0) / calls, (r1.ru_minflt - r0.ru_minflt) / calls
+
+
+def jvp_only() -> None:
+    """`python bench_kepler.py --jvp`: forward + JVP at f64 1e6, e < 0.9, alone:
+    wall medians of interleaved pairs, CPU time and page faults per call, for the
+    constant and the array tangents, and the tangent kernel apart."""
+    o = ours()
+    m, e = kepler_inputs(1_000_000, np.float64, 0.9)
+    tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
+    for arrays in (False, True):
+        progs = {k: jax.jit(f) for k, f in jvp_programs(o, arrays).items()}
+        tj = measure_pairs(progs, m, e, *tangents, budget=3.0)
+        cf = {k: cpu_and_faults(f, m, e, *tangents) for k, f in progs.items()}
+        kind = "array tangents" if arrays else "constant tangents"
+        print(
+            f"jax {jax.__version__}, {kind}: (fwd+jvp)/fwd median {tj['ours fwd']['ratio_median']:.3f} "
+            f"(best {tj['ours fwd']['ratio_best']:.3f}), ours/old rule {tj['old rule fwd+jvp']['ratio_median']:.3f}; "
+            f"CPU (fwd+jvp)/fwd {cf['ours fwd+jvp'][0] / cf['ours fwd'][0]:.3f} (old rule "
+            f"{cf['old rule fwd+jvp'][0] / cf['ours fwd'][0]:.3f}); faults per call "
+            + ", ".join(f"{k} {v[1]:.0f}" for k, v in cf.items()),
+            flush=True,
+        )
+    tk = tangent_apart(o, m, e)
+    print(
+        f"jax {jax.__version__}, apart: median ns/el "
+        + ", ".join(f"{k} {v['median'] * 1e3:.2f}" for k, v in tk.items())
+        + f"; tangent kernel / forward {tk['forward']['ratio_median']:.3f}",
+        flush=True,
+    )
+
+
 def main() -> None:
+    if "--jvp" in sys.argv:
+        jvp_only()
+        return
     o, c = ours(), cpp()
     sizes = [1, 1000] if QUICK else [1, 1000, 1_000_000, 10_000_000]
     paired = {"ours": o.kepler, "cpp": c.kepler if c else None, "sin+cos": sin_cos, "copy": fused_copy}
