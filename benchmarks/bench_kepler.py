@@ -168,7 +168,7 @@ def jvp_only() -> None:
     m, e = kepler_inputs(1_000_000, np.float64, 0.9)
     tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
     for arrays in (False, True):
-        progs = {k: jax.jit(f) for k, f in jvp_programs(o, arrays).items()}
+        progs: dict[str, Any] = {k: jax.jit(f) for k, f in jvp_programs(o, arrays).items()}
         tj = measure_pairs(progs, m, e, *tangents, budget=3.0)
         cf = {k: cpu_and_faults(f, m, e, *tangents) for k, f in progs.items()}
         kind = "array tangents" if arrays else "constant tangents"
