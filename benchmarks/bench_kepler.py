@@ -5,6 +5,9 @@ the memory limit (a fused XLA copy of the same two arrays), N = 1, 1e3, 1e6 (and
 
 from __future__ import annotations
 
+import resource
+import sys
+import time
 from typing import Any
 
 import jax
@@ -76,6 +79,66 @@ def with_jvp(f):
     return g
 
 
+@jax.custom_jvp
+def old_rule_kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Our forward with the JVP rule it had before the tangent target: the tangent
+    in jnp from the outputs (one fused XLA loop). The A/B baseline of forward + JVP."""
+    from xla_ffi_rs.kepler import kepler_op
+
+    return kepler_op(m, e)
+
+
+@old_rule_kepler.defjvp
+def _old_rule_jvp(primals: tuple, tangents: tuple) -> tuple:
+    from xla_ffi_rs import _fallback
+    from xla_ffi_rs.kepler import kepler_op
+
+    (m, e), (dm, de) = primals, tangents
+    s, c = kepler_op(m, e)
+    return (s, c), _fallback.kepler_tangent(dm, de, e, s, c)
+
+
+def jvp_programs(o: Any, arrays: bool) -> dict[str, Any]:
+    """Forward + JVP programs on (M, e, dM, de), ours first, then our forward and
+    the old rule. With ``arrays``, the tangents are the arrays passed in (as when
+    they come from other code); else the benchmark's constant tangents, built
+    inside the program as in `with_jvp` (XLA materializes them for the tangent
+    kernel, but fuses them into the old rule's jnp loop)."""
+
+    def program(f: Any) -> Any:
+        if arrays:
+            return lambda m, e, dm, de: jax.jvp(f, (m, e), (dm, de))
+        return lambda m, e, dm, de: with_jvp(f)(m, e)
+
+    return {
+        "ours fwd+jvp": program(o.kepler),
+        "ours fwd": lambda m, e, dm, de: o.kepler(m, e),
+        "old rule fwd+jvp": program(old_rule_kepler),
+    }
+
+
+def derivative_kernels(o: Any) -> dict[str, Any]:
+    """The forward-mode costs apart, all on the arguments (M, e, dM, de, sin E, cos E):
+    the forward, the tangent kernel (what jvp adds to it), and the jnp formula of
+    the same tangent (one fused XLA loop: what jvp added before the tangent target)."""
+    from xla_ffi_rs import _fallback
+    from xla_ffi_rs.kepler import kepler_tangent_op
+
+    return {
+        "tangent kernel": lambda m, e, dm, de, s, c: kepler_tangent_op(dm, de, e, s, c),
+        "forward": lambda m, e, dm, de, s, c: o.kepler(m, e),
+        "jnp tangent": lambda m, e, dm, de, s, c: _fallback.kepler_tangent(dm, de, e, s, c),
+    }
+
+
+def tangent_apart(o: Any, m: jax.Array, e: jax.Array) -> dict[str, Any]:
+    """:func:`derivative_kernels` as interleaved pairs on the same arrays, the
+    tangent kernel first (so each ratio is tangent kernel / that contender)."""
+    s, c = jax.jit(o.kepler)(m, e)
+    parts = (m, e, jnp.ones_like(m), jnp.full_like(e, 0.5), s, c)
+    return measure_pairs({k: jax.jit(f) for k, f in derivative_kernels(o).items()}, *parts)
+
+
 def fused_copy(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The memory limit: one fused XLA loop that reads both arrays and writes two
     arrays of the same size (m + e, m - e: no work XLA could skip, no transcendentals)."""
@@ -85,7 +148,51 @@ def fused_copy(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
 COPY_SIZES = (1_000_000, 10_000_000)  # the memory-limit target, f64
 
 
+def cpu_and_faults(fn: Any, *args: Any, calls: int = 20) -> tuple[float, float]:
+    """CPU seconds (all threads) and minor page faults per call of `fn(*args)`:
+    figures that a loaded machine moves less than wall time."""
+    for _ in range(3):
+        jax.block_until_ready(fn(*args))
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    for _ in range(calls):
+        jax.block_until_ready(fn(*args))
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    return (t1 - t0) / calls, (r1.ru_minflt - r0.ru_minflt) / calls
+
+
+def jvp_only() -> None:
+    """`python bench_kepler.py --jvp`: forward + JVP at f64 1e6, e < 0.9, alone:
+    wall medians of interleaved pairs, CPU time and page faults per call, for the
+    constant and the array tangents, and the tangent kernel apart."""
+    o = ours()
+    m, e = kepler_inputs(1_000_000, np.float64, 0.9)
+    tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
+    for arrays in (False, True):
+        progs: dict[str, Any] = {k: jax.jit(f) for k, f in jvp_programs(o, arrays).items()}
+        tj = measure_pairs(progs, m, e, *tangents, budget=3.0)
+        cf = {k: cpu_and_faults(f, m, e, *tangents) for k, f in progs.items()}
+        kind = "array tangents" if arrays else "constant tangents"
+        print(
+            f"jax {jax.__version__}, {kind}: (fwd+jvp)/fwd median {tj['ours fwd']['ratio_median']:.3f} "
+            f"(best {tj['ours fwd']['ratio_best']:.3f}), ours/old rule {tj['old rule fwd+jvp']['ratio_median']:.3f}; "
+            f"CPU (fwd+jvp)/fwd {cf['ours fwd+jvp'][0] / cf['ours fwd'][0]:.3f} (old rule "
+            f"{cf['old rule fwd+jvp'][0] / cf['ours fwd'][0]:.3f}); faults per call "
+            + ", ".join(f"{k} {v[1]:.0f}" for k, v in cf.items()),
+            flush=True,
+        )
+    tk = tangent_apart(o, m, e)
+    print(
+        f"jax {jax.__version__}, apart: median ns/el "
+        + ", ".join(f"{k} {v['median'] * 1e3:.2f}" for k, v in tk.items())
+        + f"; tangent kernel / forward {tk['forward']['ratio_median']:.3f}",
+        flush=True,
+    )
+
+
 def main() -> None:
+    if "--jvp" in sys.argv:
+        jvp_only()
+        return
     o, c = ours(), cpp()
     sizes = [1, 1000] if QUICK else [1, 1000, 1_000_000, 10_000_000]
     paired = {"ours": o.kepler, "cpp": c.kepler if c else None, "sin+cos": sin_cos, "copy": fused_copy}
@@ -107,10 +214,13 @@ def main() -> None:
                         budget = 1.0 if name == "pure_callback" and big else 0.4
                         t[name] = measure(jax.jit(f), m, e, budget=budget, min_repeat=2 if big else 3)
                 # (fwd+jvp)/fwd: ours' forward and forward + JVP as interleaved pairs.
-                tj = measure_pairs({"ours fwd+jvp": jax.jit(with_jvp(o.kepler)), "ours fwd": jax.jit(o.kepler)}, m, e)
+                tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
+                tj = measure_pairs({k: jax.jit(f) for k, f in jvp_programs(o, False).items()}, m, e, *tangents)
+                ta = measure_pairs({k: jax.jit(f) for k, f in jvp_programs(o, True).items()}, m, e, *tangents)
                 if n <= 1_000_000:
                     for name, f in jvp_contenders.items():
                         tj[f"{name} fwd+jvp"] = measure(jax.jit(with_jvp(f)), m, e)
+                tk = tangent_apart(o, m, e) if n == 1_000_000 else {}
                 key = {"dtype": np.dtype(dtype).name, "emax": emax, "N": n}
                 row = dict(key)
                 for name, v in t.items():
@@ -124,10 +234,17 @@ def main() -> None:
                 jrow = dict(key)
                 jrow["ours (fwd+jvp)/fwd"] = tj["ours fwd"]["ratio_median"]
                 jrow["ours (fwd+jvp)/fwd best"] = tj["ours fwd"]["ratio_best"]
+                jrow["ours/old rule (fwd+jvp)"] = tj["old rule fwd+jvp"]["ratio_median"]
+                jrow["array tangents: ours (fwd+jvp)/fwd"] = ta["ours fwd"]["ratio_median"]
+                jrow["array tangents: ours/old rule (fwd+jvp)"] = ta["old rule fwd+jvp"]["ratio_median"]
                 for name, v in tj.items():
                     jrow[f"{name} ns/el"] = v["median"] * 1e9 / n
+                for name, v in tk.items():
+                    jrow[f"apart: {name} ns/el"] = v["median"] * 1e9 / n
+                    if "ratio_median" in v:
+                        jrow[f"apart: tangent kernel/{name}"] = v["ratio_median"]
                 jvp_rows.append(jrow)
-                raw.append({**key, "fwd": t, "fwd+jvp": tj})
+                raw.append({**key, "fwd": t, "fwd+jvp": tj, "fwd+jvp, array tangents": ta, "apart": tk})
                 print(
                     f"  {key}: ours {row['ours ns/el']:.2f} ns/el (median), ours/sin+cos {row['ours/sin+cos']:.3f},"
                     f" ours/copy {row['ours/copy']:.3f}",
@@ -160,7 +277,16 @@ def main() -> None:
                 "jnp newton: lax.while_loop, start M +- 0.85e, tol 1e-12 on max |step|, <= 20 steps "
                 "(faithful: in f32 the tolerance is never met, so 20 steps)"
             ),
-            "fwd+jvp: jax.jvp with tangents (dM, de) = (1, 0.5), under jit; ours via the public API",
+            "old rule: our forward with the JVP rule it had before kepler_tangent (jnp from the outputs), A/B",
+            "array tangents: the same, with (dM, de) passed in as arrays instead of built in the program",
+            (
+                "fwd+jvp: jax.jvp with tangents (dM, de) = (1, 0.5), under jit; ours via the public API "
+                "(the kepler and kepler_tangent kernels, and XLA materializing the two constant tangents)"
+            ),
+            (
+                "apart (N = 1e6): the kepler_tangent kernel alone on materialized (dM, de, e, sin E, cos E), "
+                "the forward, and the same tangent as a jnp formula (one fused XLA loop), interleaved pairs"
+            ),
         ],
         extra={"raw": raw},
     )

@@ -63,10 +63,16 @@ U64, F64 = "unsigned long long", "double"
 # buffer is (address, size in bytes).
 SIGNATURES = {
     "kepler": [IN, IN, OUT, OUT, U64],
+    "kepler_tangent": [IN, IN, IN, IN, IN, OUT, OUT, U64],
+    "kepler_cotangent": [IN, IN, IN, IN, IN, OUT, OUT, U64],
     "rms_norm_fwd": [IN, IN, OUT, OUT, U64, U64, F64],
     "rms_norm_bwd": [IN, IN, IN, IN, OUT, OUT, U64, U64],
     "rms_norm_dweight": [IN, OUT, U64, U64],
 }
+
+
+#: The Kepler kernels, each compiled in a module of its own (one per handler).
+KEPLER_KERNELS = ("kepler", "kepler_tangent", "kepler_cotangent")
 
 
 def expr(kernel: str, types: list[str]) -> str:
@@ -78,7 +84,7 @@ def instantiations() -> dict[str, list[tuple[str, list[str]]]]:
 
     Must match `crates/ops/src/kepler/cuda.rs` and `crates/ops/src/rms_norm/cuda.rs`.
     """
-    kepler = [(t, [expr("kepler", [CTYPE[t]])]) for t in ("f32", "f64")]
+    kepler = [(f"{k} {t}", [expr(k, [CTYPE[t]])]) for k in KEPLER_KERNELS for t in ("f32", "f64")]
     rms = []
     table = promotion_table()
     for x in CTYPE:

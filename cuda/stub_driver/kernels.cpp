@@ -2,8 +2,8 @@
 // the CPU emulator (cuda/emu/cuda_emu.h), from the same .cu files NVRTC compiles.
 // g++ and NVRTC mangle alike (Itanium ABI), so each entry's symbol name, read back
 // with dladdr, is the lowered name NVRTC reports: the stand-in driver looks kernels
-// up by that name. The list covers what the handlers launch: `kepler<T>` for float
-// and double; the rms_norm kernels for every (x, weight) dtype pair with
+// up by that name. The list covers what the handlers launch: `kepler<T>`,
+// `kepler_tangent<T>` and `kepler_cotangent<T>` for float and double; the rms_norm kernels for every (x, weight) dtype pair with
 // Y = result_type(x, weight) and ACC = float, or double when either is double
 // (the same rules as crates/ops/src/promote.rs). Generated once by hand from those
 // rules; a missing entry is a "kernel not found" error in the tests.
@@ -22,6 +22,8 @@ namespace xfr_stub {
 const std::vector<KernelInfo>& kernels() {
     static const std::vector<KernelInfo> all = {
     KERNEL(kepler<float>), KERNEL(kepler<double>),
+    KERNEL(kepler_tangent<float>), KERNEL(kepler_tangent<double>),
+    KERNEL(kepler_cotangent<float>), KERNEL(kepler_cotangent<double>),
     KERNEL((rms_norm_fwd<half_t, half_t, half_t, float>)), KERNEL((rms_norm_bwd<half_t, half_t, half_t, float>)), KERNEL((rms_norm_dweight<half_t, half_t, half_t, float>)),
     KERNEL((rms_norm_fwd<half_t, bhalf_t, float, float>)), KERNEL((rms_norm_bwd<half_t, bhalf_t, float, float>)), KERNEL((rms_norm_dweight<half_t, bhalf_t, float, float>)),
     KERNEL((rms_norm_fwd<half_t, float, float, float>)), KERNEL((rms_norm_bwd<half_t, float, float, float>)), KERNEL((rms_norm_dweight<half_t, float, float, float>)),

@@ -20,7 +20,16 @@ import numpy as np
 
 from xla_ffi_rs._promotion import accumulation_dtype, result_dtype
 
-__all__ = ["accumulation_dtype", "kepler", "rms_norm_bwd", "rms_norm_dweight", "rms_norm_fwd", "rms_norm_tangent"]
+__all__ = [
+    "accumulation_dtype",
+    "kepler",
+    "kepler_cotangent",
+    "kepler_tangent",
+    "rms_norm_bwd",
+    "rms_norm_dweight",
+    "rms_norm_fwd",
+    "rms_norm_tangent",
+]
 
 #: Halley steps after the starter; each at least triples the correct digits
 #: once close, so 8 are plenty for f64 and any e < 1.
@@ -40,6 +49,25 @@ def kepler(mean_anomaly: jax.Array, eccentricity: jax.Array) -> tuple[jax.Array,
     ok = (e >= 0) & (e < 1)
     nan = jnp.asarray(np.nan, big_e.dtype)
     return jnp.where(ok, jnp.sin(big_e), nan), jnp.where(ok, jnp.cos(big_e), nan)
+
+
+def kepler_tangent(
+    d_mean_anomaly: jax.Array, d_eccentricity: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(d sin E, d cos E) as the ``kepler_tangent`` target computes them: with
+    t = (dM + sin E de) / (1 - e cos E), (cos E t, -sin E t). Linear in (dM, de)."""
+    t = (d_mean_anomaly + sin_e * d_eccentricity) / (1 - e * cos_e)
+    return cos_e * t, -(sin_e * t)
+
+
+def kepler_cotangent(
+    ct_sin_e: jax.Array, ct_cos_e: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(ct_M, ct_e) as the ``kepler_cotangent`` target computes them (the transpose
+    of :func:`kepler_tangent`): with t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E),
+    (t, sin E t)."""
+    t = (cos_e * ct_sin_e - sin_e * ct_cos_e) / (1 - e * cos_e)
+    return t, sin_e * t
 
 
 def _norm_axes(x: jax.Array, weight_ndim: int) -> tuple[int, ...]:

@@ -313,8 +313,10 @@ class Op:
     ) -> list[ShapedArray]:
         """Type the results' shardings on a mesh with explicit axes (without this, jax
         would take them to be replicated and gather them for the next op): a result
-        shaped like an operand of its kind (batched or not) is split like it (y like
-        x, dweight like the weight); another batched result is split like the first
+        shaped like an operand of its kind (batched or not) is split like the first
+        such operand that is split at all (y like x, dweight like the weight; a
+        tangent like the point, when the tangent is a replicated constant such as
+        ``ones_like(x)``); another batched result is split like the first
         batched operand along the batch axes and whole along the others; another
         unbatched result is whole. The partitioner reshards where the call needs it."""
         specs = [_explicit_spec(a) for a in avals]
@@ -328,9 +330,9 @@ class Op:
         typed = []
         for out, batched in zip(outs, batched_out, strict=True):
             like = [
-                s or ()
+                s
                 for a, s, b in zip(avals, specs, batched_in, strict=True)
-                if b == batched and a.shape == out.shape
+                if s is not None and b == batched and a.shape == out.shape
             ]
             entries = like[0] if like else lead if batched else ()
             out_spec = jax.sharding.PartitionSpec(*entries, *[None] * (out.ndim - len(entries)))

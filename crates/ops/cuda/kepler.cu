@@ -1,9 +1,11 @@
 // Kepler's equation M = E - e sin E, solved elementwise on the GPU.
 //
-// Part of xla-ffi-rs: the kernel behind the CUDA handler of `xla_ffi_rs.kepler`
+// Part of xla-ffi-rs: the kernels behind the CUDA handlers of `xla_ffi_rs.kepler` and
+// of its derivative targets `xla_ffi_rs.kepler_tangent` and `kepler_cotangent`
 // (crates/ops/src/kepler/cuda.rs). It is compiled at run time with NVRTC, once per
-// CUDA context and element type: the launcher asks NVRTC for `kepler<float>` or
-// `kepler<double>` (a name expression, which instantiates the template).
+// CUDA context, element type and kernel: the launcher asks NVRTC for `kepler<float>`,
+// `kepler<double>`, `kepler_tangent<T>` or `kepler_cotangent<T>` (a name expression,
+// which instantiates the template).
 // The same file is compiled by g++ with cuda/emu/cuda_emu.h for the CPU emulator.
 //
 // Method (branch-light, fixed work per element, no data-dependent loop):
@@ -145,6 +147,25 @@ KEPLER_HD void kepler_solve(T M, T e, T* sin_e, T* cos_e) {
     *cos_e = ok ? cE : nan;
 }
 
+// The derivative of the solver at (e, sin E, cos E), one element; the same formulas
+// as crates/ops/src/kepler/tangent.rs. Tangent: (a, b) = (dM, de) -> (d sin E,
+// d cos E) with t = (dM + sin E de) / (1 - e cos E), (cos E t, -sin E t).
+// Cotangent (its transpose): (a, b) = (ct_sin, ct_cos) -> (ct_M, ct_e) with
+// t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E), (t, sin E t).
+template <class T>
+KEPLER_HD void kepler_tangent_one(T a, T b, T e, T s, T c, T* out0, T* out1) {
+    const T t = (a + s * b) / (T(1) - e * c);
+    *out0 = c * t;
+    *out1 = -(s * t);
+}
+
+template <class T>
+KEPLER_HD void kepler_cotangent_one(T a, T b, T e, T s, T c, T* out0, T* out1) {
+    const T t = (c * a - s * b) / (T(1) - e * c);
+    *out0 = t;
+    *out1 = s * t;
+}
+
 #ifdef __CUDACC__
 // sin E and cos E for n elements. Each pointer comes with its buffer's size in
 // bytes; the kernel clamps n to what every buffer holds.
@@ -168,5 +189,51 @@ __global__ void kepler(const void* mean_anomaly, u64 m_bytes, const void* eccent
         S[i] = s;
         C[i] = c;
     }
+}
+
+// The derivative maps for n elements: operands (a, b, e, sin E, cos E), results
+// (out0, out1), each with its size in bytes; n is clamped to what every buffer holds.
+template <class T, bool Transpose>
+KEPLER_HD void kepler_derivative(const void* const* in, const u64* in_bytes, void* out0,
+                                                  u64 o0_bytes, void* out1, u64 o1_bytes, u64 n) {
+    u64 cap = o0_bytes < o1_bytes ? o0_bytes : o1_bytes;
+    for (int k = 0; k < 5; ++k) cap = in_bytes[k] < cap ? in_bytes[k] : cap;
+    cap /= sizeof(T);
+    n = n < cap ? n : cap;
+    const T* A = static_cast<const T*>(in[0]);
+    const T* B = static_cast<const T*>(in[1]);
+    const T* E = static_cast<const T*>(in[2]);
+    const T* S = static_cast<const T*>(in[3]);
+    const T* C = static_cast<const T*>(in[4]);
+    T* O0 = static_cast<T*>(out0);
+    T* O1 = static_cast<T*>(out1);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        if (Transpose) {
+            kepler_cotangent_one<T>(A[i], B[i], E[i], S[i], C[i], &O0[i], &O1[i]);
+        } else {
+            kepler_tangent_one<T>(A[i], B[i], E[i], S[i], C[i], &O0[i], &O1[i]);
+        }
+    }
+}
+
+// (dM, de, e, sin E, cos E) -> (d sin E, d cos E).
+template <class T>
+__global__ void kepler_tangent(const void* dm, u64 dm_bytes, const void* de, u64 de_bytes, const void* ecc,
+                               u64 e_bytes, const void* sin_e, u64 s_bytes, const void* cos_e, u64 c_bytes,
+                               void* d_sin_e, u64 ds_bytes, void* d_cos_e, u64 dc_bytes, u64 n) {
+    const void* in[5] = {dm, de, ecc, sin_e, cos_e};
+    const u64 in_bytes[5] = {dm_bytes, de_bytes, e_bytes, s_bytes, c_bytes};
+    kepler_derivative<T, false>(in, in_bytes, d_sin_e, ds_bytes, d_cos_e, dc_bytes, n);
+}
+
+// (ct_sin, ct_cos, e, sin E, cos E) -> (ct_M, ct_e).
+template <class T>
+__global__ void kepler_cotangent(const void* ct_s, u64 cts_bytes, const void* ct_c, u64 ctc_bytes,
+                                 const void* ecc, u64 e_bytes, const void* sin_e, u64 s_bytes, const void* cos_e,
+                                 u64 c_bytes, void* ct_m, u64 ctm_bytes, void* ct_e, u64 cte_bytes, u64 n) {
+    const void* in[5] = {ct_s, ct_c, ecc, sin_e, cos_e};
+    const u64 in_bytes[5] = {cts_bytes, ctc_bytes, e_bytes, s_bytes, c_bytes};
+    kepler_derivative<T, true>(in, in_bytes, ct_m, ctm_bytes, ct_e, cte_bytes, n);
 }
 #endif

@@ -3,10 +3,13 @@
 //! | target | CPU handler | CUDA handler |
 //! |---|---|---|
 //! | `xla_ffi_rs.kepler` | [`kepler::xla_ffi_rs_kepler_cpu`] | `kepler::xla_ffi_rs_kepler_cuda` (feature `cuda`) |
+//! | `xla_ffi_rs.kepler_tangent` | [`kepler::xla_ffi_rs_kepler_tangent_cpu`] | `kepler::xla_ffi_rs_kepler_tangent_cuda` |
+//! | `xla_ffi_rs.kepler_cotangent` | [`kepler::xla_ffi_rs_kepler_cotangent_cpu`] | `kepler::xla_ffi_rs_kepler_cotangent_cuda` |
 //! | `xla_ffi_rs.rms_norm_fwd` | [`rms_norm::xla_ffi_rs_rms_norm_fwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_fwd_cuda` |
 //! | `xla_ffi_rs.rms_norm_bwd` | [`rms_norm::xla_ffi_rs_rms_norm_bwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_bwd_cuda` |
 //!
 //! The numerics live next to their handlers: `kepler/solver.rs` (CPU solver),
+//! `kepler/tangent.rs` (its derivative),
 //! `rms_norm/kernel.rs` (CPU kernels), and the CUDA twins in this crate's `cuda/`
 //! folder (`kepler.cu`, `rms_norm.cu`); `float.rs` holds the [`Float`] types and the
 //! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register.
@@ -32,7 +35,8 @@ use xla_ffi::HandlerDescriptor;
 /// The handlers for platform `"cpu"`. Each is the descriptor the handler macro emitted;
 /// group them into registration bundles with [`xla_ffi::bundles`] (or
 /// `xla_ffi::python::targets`).
-pub const CPU_HANDLERS: &[&HandlerDescriptor] = &[&kepler::CPU, &rms_norm::FWD_CPU, &rms_norm::BWD_CPU];
+pub const CPU_HANDLERS: &[&HandlerDescriptor] =
+    &[&kepler::CPU, &kepler::TANGENT_CPU, &kepler::COTANGENT_CPU, &rms_norm::FWD_CPU, &rms_norm::BWD_CPU];
 
 /// The example handlers for platform `"cpu"`, kept out of [`CPU_HANDLERS`]: the
 /// stateful `xla_ffi_rs.examples.scale` (state type [`scale_state::ScaleState`]).
@@ -40,7 +44,8 @@ pub const EXAMPLE_CPU_HANDLERS: &[&HandlerDescriptor] = &[&scale_state::INSTANTI
 
 /// The handlers for platform `"cuda"` (empty without the `cuda` feature).
 #[cfg(feature = "cuda")]
-pub const CUDA_HANDLERS: &[&HandlerDescriptor] = &[&kepler::CUDA, &rms_norm::FWD_CUDA, &rms_norm::BWD_CUDA];
+pub const CUDA_HANDLERS: &[&HandlerDescriptor] =
+    &[&kepler::CUDA, &kepler::TANGENT_CUDA, &kepler::COTANGENT_CUDA, &rms_norm::FWD_CUDA, &rms_norm::BWD_CUDA];
 
 /// The handlers for platform `"cuda"` (empty without the `cuda` feature).
 #[cfg(not(feature = "cuda"))]
@@ -54,13 +59,22 @@ mod tests {
     fn tables_group_into_one_bundle_per_target() {
         let cpu = xla_ffi::bundles(CPU_HANDLERS, "cpu").unwrap();
         let names: Vec<_> = cpu.iter().map(|b| b.target).collect();
-        assert_eq!(names, ["xla_ffi_rs.kepler", "xla_ffi_rs.rms_norm_fwd", "xla_ffi_rs.rms_norm_bwd"]);
+        assert_eq!(
+            names,
+            [
+                "xla_ffi_rs.kepler",
+                "xla_ffi_rs.kepler_tangent",
+                "xla_ffi_rs.kepler_cotangent",
+                "xla_ffi_rs.rms_norm_fwd",
+                "xla_ffi_rs.rms_norm_bwd"
+            ]
+        );
         assert!(cpu.iter().all(|b| b.execute_only().is_some()));
         let examples = xla_ffi::bundles(EXAMPLE_CPU_HANDLERS, "cpu").unwrap();
         assert_eq!(examples.len(), 1);
         assert_eq!(examples[0].stages.len(), 2);
         let cuda = xla_ffi::bundles(CUDA_HANDLERS, "cuda").unwrap();
-        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 3 } else { 0 });
+        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 5 } else { 0 });
         assert!(CPU_HANDLERS.iter().all(|h| h.platform == xla_ffi::Platform::Host));
     }
 }

@@ -316,6 +316,71 @@ fn kepler_matches_cpu() {
     }
 }
 
+/// The derivative targets (`kepler_tangent`, `kepler_cotangent`) on the stand-in
+/// against the CPU handlers, the same operands: the same formula, so within a few
+/// ulp of `max(|cpu|, 1)`; an operand of the wrong shape is an error naming it.
+fn kepler_derivative_case(d: DataType, n: usize, cpu_handler: HandlerFn, cuda_handler: HandlerFn) {
+    let mut r = Lcg(11 + n as u64);
+    let angles: Vec<f64> = (0..n).map(|_| 6.0 * r.next() - 3.0).collect();
+    let mut uniform = |lo: f64, hi: f64| (0..n).map(|_| lo + (hi - lo) * r.next()).collect::<Vec<f64>>();
+    let (a, b, e) = (uniform(-2.0, 2.0), uniform(-2.0, 2.0), uniform(0.0, 0.99));
+    let (s, c): (Vec<f64>, Vec<f64>) = angles.iter().map(|x| (x.sin(), x.cos())).unzip();
+    let ops: Vec<V> = [a, b, e, s, c].iter().map(|v| V::new(d, v)).collect();
+    let dims = [n as i64];
+    let mut cpu = CallBuilder::new();
+    for v in &ops {
+        cpu = cpu.arg(v.arg(&dims));
+    }
+    let mut cpu = cpu.ret(zeros(d, n).arg(&dims)).ret(zeros(d, n).arg(&dims));
+    cpu.run(cpu_handler).unwrap();
+    let dev: Vec<DeviceBuffer> = ops.iter().map(V::upload).collect();
+    let outs = (garbage(d, n), garbage(d, n));
+    let mut call = CallBuilder::new().device_stream(gpu().stream());
+    for b in &dev {
+        call = call.arg(b.arg(&dims));
+    }
+    let mut call = call.ret(outs.0.arg(&dims)).ret(outs.1.arg(&dims));
+    let r = call.run(cuda_handler);
+    no_panic_text(&r);
+    r.unwrap();
+    let tol = if d == DataType::F64 { 1e-13 } else { 1e-5 };
+    for (i, out) in [&outs.0, &outs.1].into_iter().enumerate() {
+        let (g, c) = (download(d, out).f64s(), cpu_ret(&cpu, i, d).f64s());
+        for k in 0..n {
+            assert!(
+                (g[k] - c[k]).abs() <= tol * c[k].abs().max(1.0),
+                "{d} n={n} result {i}[{k}]: cuda {} vs cpu {}",
+                g[k],
+                c[k]
+            );
+        }
+    }
+    if n > 1 {
+        // Operand 4 (cos_e) one element short: refused before any launch.
+        let short = V::new(d, &vec![0.0; n - 1]).upload();
+        let mut bad = CallBuilder::new().device_stream(gpu().stream());
+        for b in &dev[..4] {
+            bad = bad.arg(b.arg(&dims));
+        }
+        let mut bad = bad.arg(short.arg(&[n as i64 - 1])).ret(outs.0.arg(&dims)).ret(outs.1.arg(&dims));
+        let (code, msg) = bad.run(cuda_handler).unwrap_err();
+        assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
+        assert!(msg.contains("xla_ffi_rs.kepler_") && msg.contains("operand 4 (cos_e)"), "{msg}");
+    }
+}
+
+#[test]
+fn kepler_derivatives_match_cpu() {
+    need_stub!();
+    let grid = (kepler::cuda::BLOCK * kepler::cuda::MAX_BLOCKS) as usize;
+    for d in [DataType::F32, DataType::F64] {
+        for n in [0, 1, 257, 4097, grid + 333] {
+            kepler_derivative_case(d, n, kepler::TANGENT_CPU.handler, kepler::TANGENT_CUDA.handler);
+            kepler_derivative_case(d, n, kepler::COTANGENT_CPU.handler, kepler::COTANGENT_CUDA.handler);
+        }
+    }
+}
+
 // ---- rms_norm ----
 
 struct RmsCase {

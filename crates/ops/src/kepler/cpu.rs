@@ -1,44 +1,61 @@
-//! The `xla_ffi_rs.kepler` handler for CPU.
+//! The CPU handlers of `xla_ffi_rs.kepler` and of its derivative targets
+//! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`.
 
 use core::mem::MaybeUninit;
 
 use xla_ffi::{handler, Buffer, Context, DataType, Element, Parts, Result, ResultBuffer};
 
-use super::shapes::{check, F32OrF64};
+use super::shapes::{check, check_all, F32OrF64};
 use super::solver;
+use super::tangent::{self, Direction};
 use crate::parallel::{block_count, block_len, run_blocks};
 
-/// The cost of one element relative to a memory pass, for blocking.
+/// The cost of one element of the solver relative to a memory pass, for blocking.
 const WORK_PER_ELEMENT: usize = 16;
+/// The same for the tangent maps (one division, memory-bound).
+const TANGENT_WORK_PER_ELEMENT: usize = 2;
+
+/// Runs `f(start, end, out0, out1)` over `[0, n)`, split into blocks on XLA's pool
+/// when the call is large enough to pay for it; `out0`, `out1` are the two results'
+/// elements `start..end`. Both results get the huge-page advice first (fresh
+/// results fault page by page on first write; see `advise_huge_pages`).
+fn two_results_parallel<T: Element + Send + Sync>(
+    ctx: &Context<'_>,
+    n: usize,
+    work_per_element: usize,
+    (mut r0, mut r1): (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+    f: impl Fn(usize, usize, &mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) + Sync,
+) -> Result<()> {
+    r0.advise_huge_pages();
+    r1.advise_huge_pages();
+    let (o0, o1) = (r0.typed_uninit::<T>()?, r1.typed_uninit::<T>()?);
+    let blocks = block_count(ctx, n, work_per_element);
+    if blocks <= 1 {
+        // Small calls: no parts, no pool (what a call costs matters here).
+        f(0, n, o0, o1);
+        return Ok(());
+    }
+    let len = block_len(n, blocks);
+    let (p0, p1) = (Parts::new(o0, len), Parts::new(o1, len));
+    run_blocks(ctx, p0.len(), |i| {
+        let ((start, o0), (_, o1)) = (p0.take(i), p1.take(i));
+        f(start, start + o0.len(), o0, o1);
+    })
+}
 
 /// A slice solver: `(M, e, sin E, cos E)`.
 type Solve<T> = fn(&[T], &[T], &mut [MaybeUninit<T>], &mut [MaybeUninit<T>]);
 
-/// Runs `solve` over the whole call, split into blocks on XLA's pool when the
-/// call is large enough to pay for it.
+/// Runs `solve` over the whole call on XLA's pool.
 fn solve_parallel<T: Element + Sync + Send>(
     ctx: &Context<'_>,
     solve: Solve<T>,
     (m, e): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
-    (mut s, mut c): (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+    results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
 ) -> Result<()> {
     let (m, e) = (m.typed::<T>()?, e.typed::<T>()?);
-    // Fresh results fault page by page on first write (see advise_huge_pages).
-    s.advise_huge_pages();
-    c.advise_huge_pages();
-    let (s, c) = (s.typed_uninit::<T>()?, c.typed_uninit::<T>()?);
-    let blocks = block_count(ctx, m.len(), WORK_PER_ELEMENT);
-    if blocks <= 1 {
-        // Small calls: no parts, no pool (what a call costs matters here).
-        solve(m, e, s, c);
-        return Ok(());
-    }
-    let len = block_len(m.len(), blocks);
-    let (sp, cp) = (Parts::new(s, len), Parts::new(c, len));
-    run_blocks(ctx, sp.len(), |i| {
-        let ((start, s), (_, c)) = (sp.take(i), cp.take(i));
-        let end = start + s.len();
-        solve(&m[start..end], &e[start..end], s, c);
+    two_results_parallel(ctx, m.len(), WORK_PER_ELEMENT, results, |start, end, s, c| {
+        solve(&m[start..end], &e[start..end], s, c)
     })
 }
 
@@ -61,4 +78,86 @@ pub fn xla_ffi_rs_kepler_cpu(
     } else {
         solve_parallel(&ctx, solver::solve_f32, (&mean_anomaly, &eccentricity), (sin_e, cos_e))
     }
+}
+
+/// The five operands of a derivative target: two linear ones, then `(e, sin E, cos E)`.
+type Operands<'a, 'f> = [&'a Buffer<'f, F32OrF64>; 5];
+
+/// A slice map: `tangent::apply_f64` or `tangent::apply_f32`.
+type Apply<T> = fn(Direction, tangent::Linear<'_, T>, tangent::Point<'_, T>, tangent::Out<'_, MaybeUninit<T>>);
+
+/// Applies the tangent map (or its transpose) in `T` on XLA's pool.
+fn map_parallel<T: Element + Send + Sync>(
+    ctx: &Context<'_>,
+    dir: Direction,
+    apply: Apply<T>,
+    ops: Operands<'_, '_>,
+    results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+) -> Result<()> {
+    let [a, b, e, s, c] = ops;
+    let (a, b, e, s, c) = (a.typed::<T>()?, b.typed::<T>()?, e.typed::<T>()?, s.typed::<T>()?, c.typed::<T>()?);
+    two_results_parallel(ctx, a.len(), TANGENT_WORK_PER_ELEMENT, results, |i, j, o0, o1| {
+        apply(dir, (&a[i..j], &b[i..j]), (&e[i..j], &s[i..j], &c[i..j]), (o0, o1))
+    })
+}
+
+/// Both derivative handlers: check, then apply the map of `dir` in the operands' dtype.
+fn derivative(
+    ctx: &Context<'_>,
+    dir: Direction,
+    ops: Operands<'_, '_>,
+    first_name: &str,
+    results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+) -> Result<()> {
+    let [first, rest @ ..] = ops;
+    let dtype = check_all(first, first_name, &rest, &[&results.0, &results.1])?;
+    if dtype == DataType::F64 {
+        map_parallel(ctx, dir, tangent::apply_f64, ops, results)
+    } else {
+        map_parallel(ctx, dir, tangent::apply_f32, ops, results)
+    }
+}
+
+/// The derivative of the solver (forward mode), elementwise on XLA's CPU thread pool.
+///
+/// Operands `(d_mean_anomaly, d_eccentricity, eccentricity, sin_e, cos_e)`, all of
+/// one shape, all `float32` or all `float64` (`sin_e`, `cos_e`: what
+/// `xla_ffi_rs.kepler` returned for `eccentricity`). Results `(d_sin_e, d_cos_e)`:
+/// with `t = (dM + sin E de) / (1 - e cos E)`, `d sin E = cos E t`, `d cos E = -sin E t`.
+/// Linear in the first two operands; its transpose is `xla_ffi_rs.kepler_cotangent`.
+#[handler(target = "xla_ffi_rs.kepler_tangent", descriptor = TANGENT_CPU)]
+pub fn xla_ffi_rs_kepler_tangent_cpu(
+    ctx: Context,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    sin_e: Buffer<F32OrF64>,
+    cos_e: Buffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
+    derivative(&ctx, Direction::Tangent, ops, "d_mean_anomaly", (d_sin_e, d_cos_e))
+}
+
+/// The transpose of `xla_ffi_rs.kepler_tangent` (reverse mode), elementwise on
+/// XLA's CPU thread pool.
+///
+/// Operands `(ct_sin_e, ct_cos_e, eccentricity, sin_e, cos_e)`, all of one shape,
+/// all `float32` or all `float64`. Results `(ct_mean_anomaly, ct_eccentricity)`:
+/// with `t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E)`, `ct_M = t`,
+/// `ct_e = sin E t`.
+#[handler(target = "xla_ffi_rs.kepler_cotangent", descriptor = COTANGENT_CPU)]
+pub fn xla_ffi_rs_kepler_cotangent_cpu(
+    ctx: Context,
+    ct_sin_e: Buffer<F32OrF64>,
+    ct_cos_e: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    sin_e: Buffer<F32OrF64>,
+    cos_e: Buffer<F32OrF64>,
+    ct_mean_anomaly: ResultBuffer<F32OrF64>,
+    ct_eccentricity: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
+    derivative(&ctx, Direction::Cotangent, ops, "ct_sin_e", (ct_mean_anomaly, ct_eccentricity))
 }

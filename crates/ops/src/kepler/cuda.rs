@@ -1,6 +1,8 @@
-//! The `xla_ffi_rs.kepler` handler for CUDA; the kernel is `crates/ops/cuda/kepler.cu`.
+//! The CUDA handlers of `xla_ffi_rs.kepler` and of its derivative targets
+//! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`; the kernels are
+//! in `crates/ops/cuda/kepler.cu`.
 //!
-//! Same operands, results, checks and error messages as the CPU handler. The
+//! Same operands, results, checks and error messages as the CPU handlers. The
 //! solver (Markley's starter plus a fixed number of fifth-order corrections) runs
 //! one element per thread, grid-stride; nothing is allocated and the launch depends
 //! only on the shape, so the handler is command-buffer compatible.
@@ -8,7 +10,7 @@
 use xla_ffi::cuda::{Arg, Device, Kernel, LaunchConfig, Source};
 use xla_ffi::{handler, Buffer, Context, DataType, Result, ResultBuffer, Traits};
 
-use super::shapes::{check, F32OrF64};
+use super::shapes::{check, check_all, F32OrF64};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype.
 pub static KEPLER_CU: Source = xla_ffi::trusted_cuda_source!("kepler.cu", "../../cuda/kepler.cu");
@@ -31,6 +33,15 @@ pub fn kernel_name(dtype: DataType) -> &'static str {
         "kepler<double>"
     } else {
         "kepler<float>"
+    }
+}
+
+/// The derivative kernels' instantiations for a dtype: `(tangent, cotangent)`.
+pub fn derivative_kernel_names(dtype: DataType) -> (&'static str, &'static str) {
+    if dtype == DataType::F64 {
+        ("kepler_tangent<double>", "kepler_cotangent<double>")
+    } else {
+        ("kepler_tangent<float>", "kepler_cotangent<float>")
     }
 }
 
@@ -58,6 +69,65 @@ pub fn xla_ffi_rs_kepler_cuda(
     let dev = Device::new(&ctx)?;
     let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, launch_config(n), &args)
+}
+
+/// Both derivative handlers: check like the CPU ones, then launch `kernel_of(dtype)`
+/// over the five operands and two results.
+fn launch_derivative(
+    ctx: &Context<'_>,
+    ops: [&Buffer<'_, F32OrF64>; 5],
+    first_name: &str,
+    (mut r0, mut r1): (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+    kernel_of: fn(DataType) -> &'static str,
+) -> Result<()> {
+    let [first, rest @ ..] = ops;
+    let dtype = check_all(first, first_name, &rest, &[&r0, &r1])?;
+    let n = first.len() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let [a, b, e, s, c] = ops.map(Arg::from);
+    let args = [a, b, e, s, c, Arg::from(&mut r0), Arg::from(&mut r1), Arg::u64(n)];
+    let kernel = Kernel::new(kernel_of(dtype), &args);
+    let dev = Device::new(ctx)?;
+    let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
+    dev.launch(&module, &kernel, launch_config(n), &args)
+}
+
+/// The derivative of the solver (forward mode) on the GPU: the CPU handler's
+/// operands `(d_mean_anomaly, d_eccentricity, eccentricity, sin_e, cos_e)`,
+/// results `(d_sin_e, d_cos_e)` and checks.
+#[handler(target = "xla_ffi_rs.kepler_tangent", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = TANGENT_CUDA)]
+pub fn xla_ffi_rs_kepler_tangent_cuda(
+    ctx: Context,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    sin_e: Buffer<F32OrF64>,
+    cos_e: Buffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
+    launch_derivative(&ctx, ops, "d_mean_anomaly", (d_sin_e, d_cos_e), |d| derivative_kernel_names(d).0)
+}
+
+/// The transpose of `xla_ffi_rs.kepler_tangent` on the GPU: the CPU handler's
+/// operands `(ct_sin_e, ct_cos_e, eccentricity, sin_e, cos_e)`, results
+/// `(ct_mean_anomaly, ct_eccentricity)` and checks.
+#[handler(target = "xla_ffi_rs.kepler_cotangent", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = COTANGENT_CUDA)]
+pub fn xla_ffi_rs_kepler_cotangent_cuda(
+    ctx: Context,
+    ct_sin_e: Buffer<F32OrF64>,
+    ct_cos_e: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    sin_e: Buffer<F32OrF64>,
+    cos_e: Buffer<F32OrF64>,
+    ct_mean_anomaly: ResultBuffer<F32OrF64>,
+    ct_eccentricity: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
+    launch_derivative(&ctx, ops, "ct_sin_e", (ct_mean_anomaly, ct_eccentricity), |d| derivative_kernel_names(d).1)
 }
 
 #[cfg(test)]

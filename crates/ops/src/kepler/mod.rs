@@ -1,14 +1,22 @@
-//! Kepler's equation `M = E - e sin E`: the CPU solver ([`solver`]), its FFI handler,
-//! and (feature `cuda`) the CUDA handler whose kernel is `crates/ops/cuda/kepler.cu`.
+//! Kepler's equation `M = E - e sin E`: the CPU solver ([`solver`]), its derivative
+//! ([`tangent`]: the tangent map and its transpose), their FFI handlers, and
+//! (feature `cuda`) the CUDA handlers whose kernels are in `crates/ops/cuda/kepler.cu`.
 
 mod cpu;
 mod shapes;
 pub mod solver;
+pub mod tangent;
 
-pub use cpu::{xla_ffi_rs_kepler_cpu, CPU};
+pub use cpu::{
+    xla_ffi_rs_kepler_cotangent_cpu, xla_ffi_rs_kepler_cpu, xla_ffi_rs_kepler_tangent_cpu, COTANGENT_CPU, CPU,
+    TANGENT_CPU,
+};
 pub use shapes::F32OrF64;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
-pub use cuda::{xla_ffi_rs_kepler_cuda, CUDA, KEPLER_CU};
+pub use cuda::{
+    xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_tangent_cuda, COTANGENT_CUDA, CUDA,
+    KEPLER_CU, TANGENT_CUDA,
+};

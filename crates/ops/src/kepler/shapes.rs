@@ -1,5 +1,8 @@
-//! The operand rules of the `xla_ffi_rs.kepler` target, shared by the CPU and CUDA
-//! handlers.
+//! The operand rules of the Kepler targets (`xla_ffi_rs.kepler` and its derivative
+//! targets `xla_ffi_rs.kepler_tangent`, `xla_ffi_rs.kepler_cotangent`), shared by
+//! the CPU and CUDA handlers.
+
+use core::fmt;
 
 use xla_ffi::{Buffer, DataType, ElementSpec, Result, ResultBuffer};
 
@@ -23,13 +26,37 @@ pub fn check(
     sin_e: &ResultBuffer<'_, F32OrF64>,
     cos_e: &ResultBuffer<'_, F32OrF64>,
 ) -> Result<DataType> {
-    let (dims, dtype) = (mean_anomaly.dims(), mean_anomaly.dtype());
-    let what = "that of operand 0 (mean_anomaly)";
-    eccentricity.expect_dims(dims, what)?;
-    eccentricity.expect_dtype(dtype, what)?;
-    for out in [sin_e, cos_e] {
+    check_all(mean_anomaly, "mean_anomaly", &[eccentricity], &[sin_e, cos_e])
+}
+
+/// Checks that every one of `operands` and `results` has the shape and dtype of
+/// `first` (operand 0, named `name`); returns that dtype.
+pub fn check_all(
+    first: &Buffer<'_, F32OrF64>,
+    name: &str,
+    operands: &[&Buffer<'_, F32OrF64>],
+    results: &[&ResultBuffer<'_, F32OrF64>],
+) -> Result<DataType> {
+    let (dims, dtype) = (first.dims(), first.dtype());
+    let what = LikeOperand0(name);
+    for op in operands {
+        op.expect_dims(dims, what)?;
+        op.expect_dtype(dtype, what)?;
+    }
+    for out in results {
         out.expect_dims(dims, what)?;
         out.expect_dtype(dtype, what)?;
     }
     Ok(dtype)
+}
+
+/// "that of operand 0 (NAME)", what a mismatch is measured against (formatted only
+/// on error: a call that passes its checks allocates nothing).
+#[derive(Clone, Copy)]
+struct LikeOperand0<'a>(&'a str);
+
+impl fmt::Display for LikeOperand0<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "that of operand 0 ({})", self.0)
+    }
 }
