@@ -29,13 +29,14 @@
 //! chosen by [`Any`] downcasts of whole chunks, which the compiler resolves for
 //! each monomorphisation (no run-time cost):
 //! - `bf16` is converted with bit operations (a 16-bit shift to widen; round to
-//!   nearest even, NaN kept quiet, to narrow), which vectorize;
+//!   nearest even, NaN kept quiet, to narrow), which vectorize (in `convert.rs`,
+//!   tested bit for bit against `half`);
 //! - `f16` goes through `half`'s slice conversions, which use F16C when the CPU
 //!   has it (detected at run time) — faster here than a branch-free bit-level
 //!   conversion, which needs some twenty vector operations per eight values;
 //! - `f32` and `f64` are plain casts.
 
-use core::any::{Any, TypeId};
+use core::any::Any;
 use core::mem::MaybeUninit;
 
 use half::slice::HalfFloatSliceExt;
@@ -43,7 +44,7 @@ use half::{bf16, f16};
 use multiversion::multiversion;
 use xla_ffi::{AccFloat, Float};
 
-use super::convert;
+use super::convert::{bf16_bits_to_f32, f32_to_bf16_bits};
 use crate::slot::Slot;
 
 #[cfg(test)]
@@ -77,52 +78,14 @@ fn narrow1<T: Float, A: AccFloat>(a: A) -> T {
     }
 }
 
-/// Whether `T` is `f16`, whose conversions go chunk by chunk through `half`'s
-/// slice conversions; the other dtypes' conversions vectorize element by element.
-#[inline(always)]
-fn is_f16<T: 'static>() -> bool {
-    TypeId::of::<T>() == TypeId::of::<f16>()
-}
-
-/// One element of `T` as accumulator `A`, `bf16` with bit operations that
-/// vectorize (not for `f16`, which is faster chunk by chunk: see [`load`]).
-#[inline(always)]
-fn widen_one<T: Float, A: AccFloat>(t: T) -> A {
-    match (&t as &dyn Any).downcast_ref::<bf16>() {
-        Some(b) => A::from_f32(convert::bf16_bits_to_f32(b.to_bits())),
-        None => widen::<T, A>(t),
-    }
-}
-
-/// One accumulator value narrowed to `T`, `f32` to `bf16` with bit operations
-/// that vectorize (not for `f16`: see [`narrow`]). `FINITE` promises that `a` is
-/// not a NaN (see [`narrow`]).
-#[inline(always)]
-fn narrow_one<T: Float, A: AccFloat, const FINITE: bool>(a: A) -> T {
-    let mut out = T::default();
-    if let (Some(f), Some(b)) =
-        ((&a as &dyn Any).downcast_ref::<f32>(), (&mut out as &mut dyn Any).downcast_mut::<bf16>())
-    {
-        let bits = if FINITE { convert::f32_to_bf16_bits_no_nan(*f) } else { convert::f32_to_bf16_bits(*f) };
-        *b = bf16::from_bits(bits);
-        return out;
-    }
-    narrow1::<T, A>(a)
-}
-
 /// Widens a chunk of `T` to the accumulator type.
 #[inline(always)]
 fn load<T: Float, A: AccFloat>(src: &[T; L]) -> [A; L] {
     let mut out = [A::ZERO; L];
     let any: &dyn Any = src;
     if let Some(b) = any.downcast_ref::<[bf16; L]>() {
-        let mut bits = [0u16; L];
         for i in 0..L {
-            bits[i] = b[i].to_bits();
-        }
-        let f = convert::widen_bf16(&bits);
-        for i in 0..L {
-            out[i] = A::from_f32(f[i]);
+            out[i] = A::from_f32(bf16_bits_to_f32(b[i].to_bits()));
         }
     } else if let Some(h) = any.downcast_ref::<[f16; L]>() {
         let mut f = [0f32; L];
@@ -146,18 +109,15 @@ fn load_tail<T: Float, A: AccFloat>(src: &[T]) -> [A; L] {
     load(&buf)
 }
 
-/// Narrows a chunk of accumulators to `T`, rounding to nearest even. `FINITE`
-/// promises that no lane is a NaN (infinities are allowed), which lets `bf16`
-/// skip the NaN select.
+/// Narrows a chunk of accumulators to `T`, rounding to nearest even.
 #[inline(always)]
-fn narrow<T: Float, A: AccFloat, const FINITE: bool>(src: &[A; L]) -> [T; L] {
+fn narrow<T: Float, A: AccFloat>(src: &[A; L]) -> [T; L] {
     let mut out = [T::default(); L];
     if let Some(f) = (src as &dyn Any).downcast_ref::<[f32; L]>() {
         let any: &mut dyn Any = &mut out;
         if let Some(b) = any.downcast_mut::<[bf16; L]>() {
-            let bits = if FINITE { convert::narrow_bf16_no_nan(f) } else { convert::narrow_bf16(f) };
             for i in 0..L {
-                b[i] = bf16::from_bits(bits[i]);
+                b[i] = bf16::from_bits(f32_to_bf16_bits(f[i]));
             }
             return out;
         }
@@ -175,8 +135,8 @@ fn narrow<T: Float, A: AccFloat, const FINITE: bool>(src: &[A; L]) -> [T; L] {
 /// Narrows a chunk and stores it into `dst` (`dst.len() <= L`: a row's last,
 /// partial chunk stores only its first `dst.len()` elements).
 #[inline(always)]
-fn store<T: Float, A: AccFloat, O: Slot<T>, const FINITE: bool>(src: &[A; L], dst: &mut [O]) {
-    let v = narrow::<T, A, FINITE>(src);
+fn store<T: Float, A: AccFloat, O: Slot<T>>(src: &[A; L], dst: &mut [O]) {
+    let v = narrow::<T, A>(src);
     for (d, s) in dst.iter_mut().zip(v) {
         d.put(s);
     }
@@ -236,10 +196,10 @@ fn add_sq<A: AccFloat>(mut acc: [A; L], v: [A; L]) -> [A; L] {
     acc
 }
 
-/// `acc + x^2` over a row or a part of one that starts at a chunk boundary, chunk
-/// by chunk into the lanes of `acc`.
+/// `sum(x^2)` of one row, in `A`.
 #[inline(always)]
-fn add_sq_row<X: Float, A: AccFloat>(mut acc: [A; L], x: &[X]) -> [A; L] {
+fn sum_sq<X: Float, A: AccFloat>(x: &[X]) -> A {
+    let mut acc = [A::ZERO; L];
     let mut chunks = x.chunks_exact(L);
     for c in &mut chunks {
         acc = add_sq(acc, load::<X, A>(arr(c)));
@@ -247,13 +207,7 @@ fn add_sq_row<X: Float, A: AccFloat>(mut acc: [A; L], x: &[X]) -> [A; L] {
     if !chunks.remainder().is_empty() {
         acc = add_sq(acc, load_tail::<X, A>(chunks.remainder()));
     }
-    acc
-}
-
-/// `sum(x^2)` of one row, in `A`.
-#[inline(always)]
-fn sum_sq<X: Float, A: AccFloat>(x: &[X]) -> A {
-    reduce(add_sq_row([A::ZERO; L], x))
+    reduce(acc)
 }
 
 /// `1/sqrt(sum_sq/n + eps)`; for `n == 0` the mean is taken as 0.
@@ -273,50 +227,37 @@ fn scale<A: AccFloat>(x: [A; L], w: [A; L], r: A) -> [A; L] {
     y
 }
 
-/// Writes `y = x * r * w` for one row (`FINITE`: no lane of `y` is a NaN).
+/// Writes `y = x * r * w` for one row.
 #[inline(always)]
-fn scale_row<X: Float, Y: Float, O: Slot<Y>, const FINITE: bool>(x: &[X], w: &[Y::Acc], r: Y::Acc, y: &mut [O]) {
-    if !is_f16::<X>() && !is_f16::<Y>() {
-        for ((yo, &xv), &wv) in y.iter_mut().zip(x).zip(w) {
-            yo.put(narrow_one::<Y, Y::Acc, FINITE>(widen_one::<X, Y::Acc>(xv) * r * wv));
-        }
-        return;
-    }
+fn scale_row<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::Acc, y: &mut [O]) {
     let mut xc = x.chunks_exact(L);
     let mut wc = w.chunks_exact(L);
     let mut yc = y.chunks_exact_mut(L);
     for ((xs, ws), ys) in (&mut xc).zip(&mut wc).zip(&mut yc) {
         let v = scale(load::<X, Y::Acc>(arr(xs)), *arr(ws), r);
-        store::<Y, Y::Acc, O, FINITE>(&v, ys);
+        store::<Y, Y::Acc, O>(&v, ys);
     }
     let (xs, ws, ys) = (xc.remainder(), wc.remainder(), yc.into_remainder());
     if !xs.is_empty() {
         let v = scale(load_tail::<X, Y::Acc>(xs), pad(ws), r);
-        store::<Y, Y::Acc, O, FINITE>(&v, ys);
+        store::<Y, Y::Acc, O>(&v, ys);
     }
 }
 
-/// Overwrites `xy` with `xy * r * w` for one row (`FINITE`: no lane of the
-/// result is a NaN).
+/// Overwrites `xy` with `xy * r * w` for one row.
 #[inline(always)]
-fn scale_row_inplace<T: Float, const FINITE: bool>(xy: &mut [T], w: &[T::Acc], r: T::Acc) {
-    if !is_f16::<T>() {
-        for (v, &wv) in xy.iter_mut().zip(w) {
-            *v = narrow_one::<T, T::Acc, FINITE>(widen_one::<T, T::Acc>(*v) * r * wv);
-        }
-        return;
-    }
+fn scale_row_inplace<T: Float>(xy: &mut [T], w: &[T::Acc], r: T::Acc) {
     let mut xc = xy.chunks_exact_mut(L);
     let mut wc = w.chunks_exact(L);
     for (xs, ws) in (&mut xc).zip(&mut wc) {
         let v = scale(load::<T, T::Acc>(arr(xs)), *arr(ws), r);
-        xs.copy_from_slice(&narrow::<T, T::Acc, FINITE>(&v));
+        xs.copy_from_slice(&narrow::<T, T::Acc>(&v));
     }
     let (xs, ws) = (xc.into_remainder(), wc.remainder());
     if !xs.is_empty() {
         let v = scale(load_tail::<T, T::Acc>(xs), pad(ws), r);
         let len = xs.len();
-        xs.copy_from_slice(&narrow::<T, T::Acc, FINITE>(&v)[..len]);
+        xs.copy_from_slice(&narrow::<T, T::Acc>(&v)[..len]);
     }
 }
 
@@ -370,21 +311,12 @@ fn bwd_row<Y: Float, X: Float, O: Slot<X>>(
     dw: &mut [Y::Acc],
 ) {
     type A<Y> = <Y as Float>::Acc;
-    if !is_f16::<Y>() && !is_f16::<X>() {
-        let cols = dy.iter().zip(x).zip(w).zip(dx.iter_mut()).zip(dw.iter_mut());
-        for ((((&d, &xv), &wv), o), g) in cols {
-            let (d, xv) = (widen_one::<Y, A<Y>>(d), widen_one::<X, A<Y>>(xv));
-            o.put(narrow_one::<X, A<Y>, false>(r * (wv * d) - xv * c));
-            *g += d * xv * r;
-        }
-        return;
-    }
     let (mut dc, mut xc, mut wc) = (dy.chunks_exact(L), x.chunks_exact(L), w.chunks_exact(L));
     let (mut oc, mut gc) = (dx.chunks_exact_mut(L), dw.chunks_exact_mut(L));
     for ((((ds, xs), ws), os), gs) in (&mut dc).zip(&mut xc).zip(&mut wc).zip(&mut oc).zip(&mut gc) {
         let (v, g) = bwd_chunk(load::<Y, A<Y>>(arr(ds)), load::<X, A<Y>>(arr(xs)), *arr(ws), r, c, *arr(gs));
         gs.copy_from_slice(&g);
-        store::<X, A<Y>, O, false>(&v, os);
+        store::<X, A<Y>, O>(&v, os);
     }
     let (os, gs) = (oc.into_remainder(), gc.into_remainder());
     if !os.is_empty() {
@@ -398,7 +330,7 @@ fn bwd_row<Y: Float, X: Float, O: Slot<X>>(
         );
         let len = gs.len();
         gs.copy_from_slice(&g[..len]);
-        store::<X, A<Y>, O, false>(&v, os);
+        store::<X, A<Y>, O>(&v, os);
     }
 }
 
@@ -409,17 +341,6 @@ fn bwd_row<Y: Float, X: Float, O: Slot<X>>(
 /// `rows * n`, checked.
 fn elems(rows: usize, n: usize) -> usize {
     rows.checked_mul(n).expect("rms_norm kernel: rows * n overflows usize")
-}
-
-/// Whether every value is finite.
-///
-/// The forward's `y = x * r * w` is never a NaN when `w`, `r` and the row's
-/// `sum(x^2)` are finite: then every `x` is finite too, and a product of finite
-/// values is finite or infinite (on overflow), never a NaN. Such rows are narrowed
-/// without the NaN check.
-#[inline(always)]
-fn all_finite<A: AccFloat>(v: &[A]) -> bool {
-    v.iter().fold(true, |ok, a| ok & a.to_f64().is_finite())
 }
 
 /// [`fwd_rows`], for any output slot type.
@@ -443,16 +364,10 @@ fn fwd_block<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
         return;
     }
     let w = widen_weight::<W, Y::Acc>(w);
-    let w_finite = all_finite(&w);
     for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
-        let s = sum_sq::<X, Y::Acc>(xr);
-        let r = inv_rms(s, n, eps);
+        let r = inv_rms(sum_sq::<X, Y::Acc>(xr), n, eps);
         ir.put(r);
-        if w_finite && all_finite(&[s, r]) {
-            scale_row::<X, Y, O, true>(xr, &w, r, yr);
-        } else {
-            scale_row::<X, Y, O, false>(xr, &w, r, yr);
-        }
+        scale_row::<X, Y, O>(xr, &w, r, yr);
     }
 }
 
@@ -470,16 +385,10 @@ fn fwd_block_inplace<T: Float, W: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[W],
         return;
     }
     let w = widen_weight::<W, T::Acc>(w);
-    let w_finite = all_finite(&w);
     for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
-        let s = sum_sq::<T, T::Acc>(row);
-        let r = inv_rms(s, n, eps);
+        let r = inv_rms(sum_sq::<T, T::Acc>(row), n, eps);
         ir.put(r);
-        if w_finite && all_finite(&[s, r]) {
-            scale_row_inplace::<T, true>(row, &w, r);
-        } else {
-            scale_row_inplace::<T, false>(row, &w, r);
-        }
+        scale_row_inplace(row, &w, r);
     }
 }
 
