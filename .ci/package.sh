@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# crates.io readiness: the docs build without warnings with every feature (as
-# docs.rs builds them), and each publishable crate packages and builds from its
-# .crate file alone (no libclang: the ABI is declared in Rust).
+# crates.io readiness: the docs build without warnings with every feature, and as
+# docs.rs builds them; each publishable crate packages and builds from its .crate
+# file alone (no libclang: the ABI is declared in Rust).
+#
+# `--all-features` includes xla-ffi-sys's `bindgen`, which needs libclang and a
+# jaxlib header: this script installs libclang when missing (scripts/env.sh) and
+# takes the header from the Python 3.12 venv's jaxlib.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
+XFR_SKIP_PY311=1 setup_venvs >/dev/null
+ensure_libclang
+crates=(-p xla-ffi-sys -p xla-ffi-macros -p xla-ffi -p xla-ffi-rs-ops)
+
+log "cargo doc --all-features, warnings denied (bindgen's bindings from jax $("$XFR_PY312" -c 'import jax; print(jax.__version__)'))"
+XLA_FFI_INCLUDE_DIR="$("$XFR_PY312" -c 'import jax.ffi; print(jax.ffi.include_dir())')" \
+    CARGO_TARGET_DIR=target/doc-all-features RUSTDOCFLAGS="-D warnings" \
+    cargo doc --no-deps --all-features "${crates[@]}"
+
+# docs.rs: nightly rustdoc with --cfg docsrs (doc(cfg) badges on feature-gated
+# items) and each crate's [package.metadata.docs.rs] features; no libclang, no header.
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    # The same toolchain .ci/miri.sh installs.
+    rustup toolchain install nightly --profile minimal --component miri --component rust-src --allow-downgrade
+fi
+log "cargo +nightly doc as docs.rs builds it (--cfg docsrs)"
+(unset XLA_FFI_INCLUDE_DIR
+ export LIBCLANG_PATH=/nonexistent CARGO_TARGET_DIR=target/docsrs RUSTDOCFLAGS="--cfg docsrs -D warnings"
+ cargo +nightly doc --no-deps -p xla-ffi-sys -p xla-ffi-macros
+ cargo +nightly doc --no-deps -p xla-ffi --features pyo3,testing,cuda
+ cargo +nightly doc --no-deps -p xla-ffi-rs-ops --features cuda)
 unset XLA_FFI_INCLUDE_DIR
 
-# Every feature except `bindgen`, which needs a jaxlib header and libclang (docs.rs
-# has neither; its feature list is in each Cargo.toml's [package.metadata.docs.rs]).
-echo "==> cargo doc with every feature but bindgen, warnings denied" >&2
-export RUSTDOCFLAGS="-D warnings"
-cargo doc --no-deps -p xla-ffi-sys -p xla-ffi-macros
-cargo doc --no-deps -p xla-ffi --features pyo3,testing,cuda
-cargo doc --no-deps -p xla-ffi-rs-ops --features cuda
-unset RUSTDOCFLAGS
-
-echo "==> cargo package (each crate builds from its .crate file)" >&2
+log "cargo package (each crate builds from its .crate file)"
 # Packaged together, so that crates not yet on crates.io resolve to each other's
 # .crate files (cargo >= 1.90).
 LIBCLANG_PATH=/nonexistent cargo package --allow-dirty \
-    -p xla-ffi-sys -p xla-ffi-macros -p xla-ffi -p xla-ffi-rs-ops
+    "${crates[@]}"

@@ -13,7 +13,7 @@ if [ -z "${XFR_PY312:-}" ]; then XFR_SKIP_PY311=1 setup_venvs; fi
 host="$(rustc -vV | sed -n 's/^host: //p')"
 rustup toolchain install nightly --profile minimal --allow-downgrade
 asan=(env RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan)
-skip=(--skip compile_time_guarantees --skip handler_macro_ui)
+skip=(--skip compile_time_guarantees)
 
 log "AddressSanitizer: cargo test -p xla-ffi"
 # --target keeps the sanitizer off build scripts (bindgen).

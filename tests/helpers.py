@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import threading
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jax
@@ -11,6 +16,7 @@ import numpy as np
 KEPLER = "xla_ffi_rs.kepler"
 RMS_FWD = "xla_ffi_rs.rms_norm_fwd"
 RMS_BWD = "xla_ffi_rs.rms_norm_bwd"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def lowered(fn: Callable[..., Any], *args: Any) -> str:
@@ -68,3 +74,40 @@ def rms_norm_bwd_np(dy: Any, x: Any, w: Any, eps: float) -> tuple[np.ndarray, np
     dx = r * g - x * r**3 * np.mean(g * x, axis=axes, keepdims=True)
     dw = np.sum(dy * x * r, axis=tuple(range(x.ndim - n)))
     return dx, dw
+
+
+def run_threads(work: Callable[[int], Any], n: int, timeout: float = 120.0) -> list[Any]:
+    """Run ``work(i)`` for ``i`` in ``range(n)`` on ``n`` threads released together by
+    a barrier; return the results in order. The first exception a thread raised is
+    raised again here; a thread still running after ``timeout`` seconds fails the
+    test as a deadlock."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def target(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = work(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), f"deadlock: a thread ran past {timeout} s"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` as a module (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -7,11 +7,8 @@ Values are compared with NumPy/SciPy run directly (float64), derivatives with
 from __future__ import annotations
 
 import gc
-import importlib.util
-import sys
 import threading
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -21,19 +18,9 @@ import scipy.special
 from jax.test_util import check_grads
 
 import xla_ffi_rs
+from helpers import load_example, run_threads
 from xla_ffi_rs import _native, python_op
 from xla_ffi_rs.binding import is_linear_input
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def like(x):
@@ -407,27 +394,6 @@ def test_register_rejects_non_callables() -> None:
 # -- threads --------------------------------------------------------------------
 
 
-def run_threads(work, n=4):
-    barrier, results, errors = threading.Barrier(n), [None] * n, []
-
-    def target(i):
-        try:
-            barrier.wait()
-            results[i] = work(i)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlock: a thread did not finish"
-    if errors:
-        raise errors[0]
-    return results
-
-
 def test_four_threads_call_one_jitted_op() -> None:
     def slow_erfcx(x):
         time.sleep(0.001)  # releases the GIL inside the call: calls overlap
@@ -436,7 +402,7 @@ def test_four_threads_call_one_jitted_op() -> None:
     f = jax.jit(python_op(slow_erfcx, abstract_eval=like))
     x = jnp.linspace(-1, 3, 101)
     want = scipy.special.erfcx(np.asarray(x))
-    results = run_threads(lambda i: [np.asarray(f(x)) for _ in range(20)])
+    results = run_threads(lambda i: [np.asarray(f(x)) for _ in range(20)], 4)
     for per_thread in results:
         for r in per_thread:
             np.testing.assert_array_equal(r, want)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import KEPLER, RMS_BWD, RMS_FWD
+from helpers import KEPLER, RMS_BWD, RMS_FWD, run_threads
 from xla_ffi_rs import kepler, rms_norm
 
 THREADS = 8
@@ -91,27 +90,14 @@ def test_threads_give_the_single_threaded_results(case: str) -> None:
     f = jax.jit(CASES[case])
     args = [inputs(case, i) for i in range(THREADS)]
     expected = [as_numpy(f(*a)) for a in args]  # single-threaded, and compiles once
-    barrier = threading.Barrier(THREADS)
-    errors: list[str] = []
 
     def work(i: int) -> None:
-        try:
-            barrier.wait()
-            for k in range(CALLS):
-                got = as_numpy(f(*args[i]))
-                if not all(np.array_equal(g, e) for g, e in zip(got, expected[i], strict=True)):
-                    errors.append(f"thread {i}, call {k}: {got} != {expected[i]}")
-                    return
-        except BaseException as exc:
-            errors.append(f"thread {i}: {exc!r}")
+        for k in range(CALLS):
+            got = as_numpy(f(*args[i]))
+            ok = all(np.array_equal(g, e) for g, e in zip(got, expected[i], strict=True))
+            assert ok, f"thread {i}, call {k}: {got} != {expected[i]}"
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=900)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    assert not errors, errors[:3]
+    run_threads(work, THREADS, timeout=900)
 
 
 def rss_bytes() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from helpers import kepler_residual, rms_norm_np
+from helpers import kepler_residual, rms_norm_np, run_threads
 from xla_ffi_rs import kepler, rms_norm
 
 THREADS, ROUNDS = 4, 25
@@ -18,26 +17,7 @@ THREADS, ROUNDS = 4, 25
 
 def run_concurrently(work: Callable[[int], Any]) -> list[Any]:
     """Run ``work(i)`` for i in 0..3 on four threads released together."""
-    barrier = threading.Barrier(THREADS)
-    results: list[Any] = [None] * THREADS
-    errors: list[BaseException] = []
-
-    def target(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = work(i)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
-    return results
+    return run_threads(work, THREADS)
 
 
 def test_kepler_from_four_threads() -> None:

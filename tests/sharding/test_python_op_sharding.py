@@ -5,7 +5,6 @@ the caller waiting (the caller does not hold the GIL while XLA runs)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import jax
 import numpy as np
@@ -14,6 +13,7 @@ import scipy.special
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from helpers import run_threads
 from xla_ffi_rs import python_op
 
 TARGET = "xla_ffi_rs.python_call"
@@ -89,22 +89,7 @@ def test_sharded_calls_from_several_python_threads(callers: int) -> None:
     x = np.linspace(0, 3, 64).reshape(8, 8)
     xs = jax.device_put(x, NamedSharding(mesh, P("a", None)))
     f = jax.jit(op)
-    out: list[Any] = [None] * callers
-    errors: list[BaseException] = []
-
-    def work(i):
-        try:
-            out[i] = [np.asarray(f(xs)) for _ in range(10)]
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(callers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlock"
-    assert not errors, errors
+    out = run_threads(lambda i: [np.asarray(f(xs)) for _ in range(10)], callers)
     for per in out:
         for r in per:
             np.testing.assert_array_equal(r, np.sin(x))
