@@ -29,7 +29,8 @@
 //! chosen by [`Any`] downcasts of whole chunks, which the compiler resolves for
 //! each monomorphisation (no run-time cost):
 //! - `bf16` is converted with bit operations (a 16-bit shift to widen; round to
-//!   nearest even, NaN kept quiet, to narrow), which vectorize;
+//!   nearest even, NaN kept quiet, to narrow), which vectorize (in `convert.rs`,
+//!   tested bit for bit against `half`);
 //! - `f16` goes through `half`'s slice conversions, which use F16C when the CPU
 //!   has it (detected at run time) — faster here than a branch-free bit-level
 //!   conversion, which needs some twenty vector operations per eight values;
@@ -44,6 +45,8 @@ use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use multiversion::multiversion;
 
+use super::convert::{bf16_bits_to_f32, f32_to_bf16_bits};
+
 #[cfg(test)]
 mod tests;
 
@@ -53,22 +56,6 @@ const L: usize = 32;
 // ---------------------------------------------------------------------------
 // Conversions
 // ---------------------------------------------------------------------------
-
-/// Widens `bf16` bits to `f32` (exact; a NaN stays a NaN).
-#[inline(always)]
-fn bf16_bits_to_f32(b: u16) -> f32 {
-    f32::from_bits((b as u32) << 16)
-}
-
-/// Narrows `f32` to `bf16` bits, rounding to nearest even; a NaN stays a (quiet)
-/// NaN. Bit-identical to `half::bf16::from_f32`, but branch-free so it vectorizes.
-#[inline(always)]
-fn f32_to_bf16_bits(v: f32) -> u16 {
-    let x = v.to_bits();
-    let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
-    let quiet_nan = (x >> 16) | 0x0040;
-    (if v.is_nan() { quiet_nan } else { rounded }) as u16
-}
 
 /// One element of `T` as accumulator `A`: `to_acc` when `T::Acc` is `A`, else via
 /// `f64` (exact for the widening cases that occur).

@@ -3,6 +3,7 @@
 //! handlers, and (feature `cuda`) the CUDA handlers, whose kernels are
 //! `crates/ops/cuda/rms_norm.cu`.
 
+mod convert;
 mod cpu;
 pub mod kernel;
 mod shapes;
