@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import numpy as np
+import pytest
 
 KEPLER = "xla_ffi_rs.kepler"
 RMS_FWD = "xla_ffi_rs.rms_norm_fwd"
@@ -111,3 +112,14 @@ def load_example(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def assert_ffi_error(call: Callable[[], Any], target: str, words: tuple[str, ...]) -> None:
+    """``call()`` fails in the FFI handler: a ``JaxRuntimeError`` whose message starts
+    the handler's part with ``target:`` and contains every one of ``words``."""
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        jax.block_until_ready(call())
+    message = str(info.value)
+    assert target + ":" in message, message
+    for word in words:
+        assert word in message, (word, message)
