@@ -7,7 +7,12 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 build:
     source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && install_wheel "$XFR_PY312" "$(build_wheel)"
 
-# Every test, exactly as CI runs them.
+# The fast test loop: Rust tests, then the Python suite on jax 0.12 (no root, no nightly).
+# `just check tests/test_kepler.py` runs one Python file after the Rust tests.
+check *pytest_args:
+    bash scripts/test_fast.sh {{pytest_args}}
+
+# Every test, exactly as CI runs them (about 25 minutes; .ci/run).
 test:
     bash .ci/run
 
@@ -42,19 +47,20 @@ gpu-bench:
 # Format Rust and Python.
 fmt:
     cargo fmt --all
-    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && "$XFR_PY312" -m pip install -q "ruff==0.17.5" && "$XFR_PY312" -m ruff format python tests examples benchmarks cuda
+    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && "$XFR_PY312" -m pip install -q "$RUFF_PIN" && "$XFR_PY312" -m ruff format python tests examples benchmarks cuda
 
-# Clippy with warnings as errors; ruff and mypy over the Python code.
+# rustfmt and clippy with warnings as errors; ruff and mypy over the Python code; the workflows.
 lint:
-    source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && cargo clippy --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
+    bash .ci/lint_rust.sh
     bash .ci/lint_python.sh
+    bash .ci/workflows.sh
 
 # Fuzz each target for 10 million executions (cargo-fuzz, libFuzzer, ASan; nightly).
 # `just fuzz 1000000` runs fewer. CI runs 60 s per target (.ci/fuzz.sh).
 fuzz runs="10000000":
     FUZZ_RUNS={{runs}} bash .ci/fuzz.sh
 
-# The core tests under Miri (nightly, installs the component).
+# The core tests under Miri (nightly; installs the component when a nightly is there).
 miri:
     bash .ci/miri.sh
 

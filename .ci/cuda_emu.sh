@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA path without a GPU or a CUDA toolkit (issue 15):
+# The CUDA path without a GPU or a CUDA toolkit:
 #   1. the stand-in driver (cuda/stub_driver) with the kernels of crates/ops/cuda
 #      compiled for the CPU by g++ with the emulator header (cuda/emu);
 #   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only;

@@ -2,9 +2,12 @@
 # examples/plugin, built as a user's crate outside the workspace, with libclang made
 # unavailable (the ABI is declared in Rust; no header, no bindgen): its Rust tests,
 # then its Python tests through ctypes and PyO3 on both supported jax versions.
-# Needs XFR_PY312 / XFR_PY311 (setup_venvs in scripts/env.sh).
+# Makes the venvs of scripts/env.sh unless XFR_PY312 / XFR_PY311 are set.
 set -euo pipefail
-cd "$(dirname "$0")/../examples/plugin"
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+[ -n "${XFR_PY312:-}" ] && [ -n "${XFR_PY311:-}" ] || setup_venvs
+cd examples/plugin
 unset XLA_FFI_INCLUDE_DIR
 export LIBCLANG_PATH=/nonexistent
 export PYO3_PYTHON="$XFR_PY312"

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Sanitizers (issue 10):
+# Sanitizers:
 #  1. the core crate's tests under AddressSanitizer (nightly -Zsanitizer=address);
 #  2. the same test binaries under valgrind memcheck;
 #  3. the Python raw-target suite (tests/test_raw_targets.py) with the extension
 #     module built under AddressSanitizer and libasan preloaded into Python.
 # The trybuild tests are skipped here: they only run rustc (and their expected
 # messages are stable rustc's, not nightly's).
+# Needs the nightly toolchain and valgrind (apt-get, as root): under CI=true they
+# are installed; elsewhere a step whose tool is missing is skipped with a line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 if [ -z "${XFR_PY312:-}" ]; then XFR_SKIP_PY311=1 setup_venvs; fi
 host="$(rustc -vV | sed -n 's/^host: //p')"
-rustup toolchain install nightly --profile minimal --allow-downgrade
+if ! ensure_nightly; then
+    skip_step "sanitizers" "need the nightly toolchain (rustup toolchain install nightly)" && exit 0
+    exit 1
+fi
 asan=(env RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan)
 skip=(--skip compile_time_guarantees)
 
@@ -20,16 +25,21 @@ log "AddressSanitizer: cargo test -p xla-ffi"
 ASAN_OPTIONS=detect_leaks=1 "${asan[@]}" cargo +nightly test -p xla-ffi --target "$host" --tests -- "${skip[@]}"
 
 log "valgrind memcheck: the core test binaries"
-if ! command -v valgrind >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+bins=()
+if ! command -v valgrind >/dev/null && { can_root || in_ci; }; then
+    apt_install valgrind
 fi
-mapfile -t bins < <(cargo test -p xla-ffi --tests --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json, sys
+if command -v valgrind >/dev/null; then
+    mapfile -t bins < <(cargo test -p xla-ffi --tests --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] != ["bin"]:
         print(m["executable"])')
-for b in "${bins[@]}"; do
+else
+    skip_step "valgrind memcheck" "needs valgrind (apt-get install valgrind, as root)" || exit 1
+fi
+for b in "${bins[@]+"${bins[@]}"}"; do
     echo "valgrind $(basename "$b")"
     valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-possibly-lost=no \
         "$b" -q "${skip[@]}" --test-threads=2

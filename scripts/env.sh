@@ -1,10 +1,16 @@
-# Sourced by .ci/run, scripts/demo.sh and the justfile: finds the Pythons, makes
-# the two virtual environments with jax, and builds the wheel. Building needs no
-# libclang and no jaxlib (the FFI ABI is declared in Rust); only the bindgen checks
-# of .ci/abi.sh call ensure_libclang.
+# The one place for environment set-up, sourced by every .ci/*.sh script,
+# scripts/*.sh, the justfile and the GitHub workflows (through those scripts):
+# finds the Pythons, makes the two virtual environments with jax, builds the
+# wheel, holds the tool pins, installs the nightly toolchain, and decides whether
+# a step that needs root or nightly runs or is skipped. Building needs no libclang
+# and no jaxlib (the FFI ABI is declared in Rust); only the bindgen checks of
+# .ci/abi.sh and .ci/package.sh need libclang.
 #
 #   XFR_VENV_DIR   where the venvs go (default: .venv-ci in the repo)
 #   XFR_SKIP_PY311 set to 1 to make only the Python 3.12 / jax 0.12 venv
+#   CI             "true" (set by GitHub Actions): steps needing root or nightly
+#                  install what they need and fail if they cannot; otherwise they
+#                  print "skipping ...: needs ..." and are skipped.
 #
 # Supported pairs: Python 3.12 + jax 0.12.0.1 (FFI API 0.5) and
 #                  Python 3.11 + jax 0.10.2   (FFI API 0.3).
@@ -14,6 +20,10 @@ XFR_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 XFR_VENV_DIR="${XFR_VENV_DIR:-$XFR_ROOT/.venv-ci}"
 JAX_312="jax[cpu]==0.12.0.1"
 JAX_311="jax[cpu]==0.10.2"
+# Tool pins (Python lint and type check; the workflow validator).
+RUFF_PIN="ruff==0.17.5"
+MYPY_PIN="mypy==2.4.1"
+CHECK_JSONSCHEMA_PIN="check-jsonschema>=0.29,<1"
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -34,17 +44,54 @@ find_python() {
     return 1
 }
 
+in_ci() { [ "${CI:-}" = true ]; }
+
+# skip_step WHAT WHY: outside CI, prints "skipping WHAT: WHY" and succeeds (the
+# caller then skips the step); under CI=true it fails, so the step runs and fails
+# if it cannot. Usage: `have_x || skip_step "Miri" "needs nightly" && exit 0`.
+skip_step() {
+    if in_ci; then
+        return 1
+    fi
+    echo "skipping $1: $2 (runs under CI=true)" >&2
+    return 0
+}
+
+# can_root: root, or sudo without a password.
+can_root() { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }
+
+# apt_install PACKAGES...: apt-get as root (or through sudo).
+apt_install() {
+    local sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+have_libclang() {
+    ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so' || [ -n "${LIBCLANG_PATH:-}" ]
+}
+
 # ensure_libclang: installs libclang for bindgen (the xla-ffi-sys `bindgen` feature).
+# Returns 1 when it is missing and cannot be installed (no root) outside CI.
 ensure_libclang() {
-    if ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so' || [ -n "${LIBCLANG_PATH:-}" ]; then
-        return 0
+    have_libclang && return 0
+    if ! can_root && ! in_ci; then
+        return 1
     fi
     log "installing libclang (bindgen needs it)"
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
+    apt_install libclang-dev
+}
+
+# ensure_nightly [COMPONENT...]: the one nightly toolchain of Miri, fuzzing,
+# sanitizers and the docs.rs build (with Miri and rust-src, so one install serves
+# all). Installs it under CI or when a nightly is already there (rustup adds the
+# components); returns 1 when there is no nightly outside CI.
+ensure_nightly() {
+    if ! in_ci && ! rustup run nightly rustc --version >/dev/null 2>&1; then
+        return 1
     fi
+    rustup toolchain install nightly --profile minimal --component miri --component rust-src --allow-downgrade >&2
 }
 
 # make_venv DIR PYTHON PACKAGES...

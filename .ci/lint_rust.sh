@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Rust format check and clippy with warnings denied, over the whole workspace
+# (the CUDA and testing features included). `bash .ci/lint_rust.sh`
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+# pyo3's build script needs a Python: the 3.12 venv's.
+[ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
+export PYO3_PYTHON="$XFR_PY312"
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
