@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples/plugin, built as a user's crate outside the workspace, with libclang made
 # unavailable (the ABI is declared in Rust; no header, no bindgen): its Rust tests,
-# then its Python tests through ctypes and PyO3 on both supported jax versions.
+# then its Python tests through ctypes and PyO3 on both supported jax versions,
+# and the blocks of the docs that use it (tests/test_docs.py -k plugin).
 # Makes the venvs of scripts/env.sh unless XFR_PY312 / XFR_PY311 are set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +23,6 @@ export PLUGIN_CTYPES_LIB="$PWD/target/release/libxla_ffi_plugin_example.so"
 export PLUGIN_PYO3_LIB="$PWD/target/python/release/libxla_ffi_plugin_example.so"
 for py in "$XFR_PY312" "$XFR_PY311"; do
     "$py" -m pytest -q -p no:cacheprovider test_plugin.py
+    # The docs' blocks that register this plugin (docs/handlers.md), as written.
+    XFR_DOCS_PLUGIN=1 "$py" -m pytest -q -p no:cacheprovider ../../tests/test_docs.py -k plugin
 done

@@ -156,3 +156,19 @@ pub mod __private {
     pub use crate::frame::HandlerInfo;
     pub use crate::state::dispatch_instantiate;
 }
+
+// The Rust blocks of the repository's README.md and docs/, and of this crate's
+// README, run as doc tests: a block that stops compiling or asserting fails
+// `cargo test`. Compiled only by rustdoc's test mode; not part of the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod crate_readme_blocks {}
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme_blocks {}
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/handlers.md")]
+mod handlers_md_blocks {}
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/binding.md")]
+mod binding_md_blocks {}

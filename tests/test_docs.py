@@ -1,0 +1,154 @@
+"""Every code block of README.md, docs/*.md and the crate and plugin READMEs runs as written.
+
+Each ```python block runs in a fresh Python process from the repository root, with
+no set-up of its own: what a reader pastes into a file is what runs (a block that
+needs several devices sets XLA_FLAGS itself, a block that needs float64 enables it).
+```rust blocks run as doc tests of the xla-ffi crate (crates/xla-ffi/src/lib.rs
+includes the files); this test checks that each file with Rust blocks is included.
+Blocks that are not code to run use another language: bash (commands), text
+(output), toml (manifests).
+
+A block preceded by ``<!-- docs-test: plugin -->`` needs the example plugin built
+(examples/plugin): .ci/plugin.sh builds it and runs these blocks with
+XFR_DOCS_PLUGIN=1 and PLUGIN_PYO3_LIB set; elsewhere they are skipped unless the
+built libraries are there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "crates" / "xla-ffi" / "README.md",
+    ROOT / "examples" / "plugin" / "README.md",
+    ROOT / "CONTRIBUTING.md",
+]
+# Fence languages: what each one means here.
+RUN = {"python"}
+DOCTEST = {"rust"}  # run by rustdoc, through the includes of crates/xla-ffi/src/lib.rs
+NOT_RUN = {"bash", "text", "toml"}
+# Rust blocks rustdoc does not compile, each with its reason.
+IGNORED_RUST = {
+    "docs/gpu.md": "a CUDA handler embedding a .cu file of the reader's crate; crates/ops/src/kepler/cuda.rs is the compiled example",
+}
+PLUGIN_MARK = "<!-- docs-test: plugin -->"
+PLUGIN_LIB = ROOT / "examples" / "plugin" / "target" / "release" / "libxla_ffi_plugin_example.so"
+FENCE = re.compile(r"^```(\S*)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    code: str
+    plugin: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    """The fenced code blocks of a markdown file (fences at the start of a line)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        start = i
+        j = i + 1
+        while j < len(lines) and lines[j].rstrip() != "```":
+            j += 1
+        if j == len(lines):
+            raise AssertionError(f"{path.relative_to(ROOT)}:{start + 1}: unclosed code block")
+        prev = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
+        found.append(Block(path, start + 1, m.group(1), "\n".join(lines[start + 1 : j]) + "\n", prev == PLUGIN_MARK))
+        i = j + 1
+    return found
+
+
+ALL = [b for f in DOC_FILES for b in blocks(f)]
+PYTHON = [b for b in ALL if b.lang in RUN]
+
+
+def run_block(code: str, extra_path: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Runs code in a fresh interpreter from the repository root, in a clean
+    environment: no XLA_FLAGS or x64 setting leaks in from the test run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
+    env.pop("PYTHONPATH", None)
+    if extra_path is not None:
+        env["PYTHONPATH"] = str(extra_path)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_the_doc_files_have_python_blocks() -> None:
+    assert len(PYTHON) >= 12, [b.name for b in PYTHON]
+    assert any(b.path.name == "README.md" and b.path.parent == ROOT for b in PYTHON)
+
+
+def test_every_block_names_a_known_language() -> None:
+    unknown = [f"{b.name}: ```{b.lang}" for b in ALL if b.lang not in RUN | DOCTEST | NOT_RUN | {"rust,ignore"}]
+    assert not unknown, f"blocks with no or an unknown language (use python, rust, bash, text or toml): {unknown}"
+
+
+def test_only_the_listed_rust_blocks_are_ignored() -> None:
+    ignored = sorted(str(b.path.relative_to(ROOT)) for b in ALL if b.lang == "rust,ignore")
+    assert ignored == sorted(IGNORED_RUST), ignored
+
+
+def test_every_file_with_rust_blocks_is_a_doc_test() -> None:
+    lib = (ROOT / "crates" / "xla-ffi" / "src" / "lib.rs").read_text(encoding="utf-8")
+    included = {
+        (ROOT / "crates" / "xla-ffi" / "src" / p).resolve() for p in re.findall(r'include_str!\("([^"]+\.md)"\)', lib)
+    }
+    with_rust = {b.path.resolve() for b in ALL if b.lang in DOCTEST}
+    missing = sorted(str(p.relative_to(ROOT)) for p in with_rust - included)
+    assert not missing, f"Rust blocks not run by `cargo test -p xla-ffi --doc`: include {missing} in lib.rs"
+
+
+def test_a_failing_block_fails() -> None:
+    """The runner reports a block that raises (so a broken doc block fails the suite)."""
+    bad = run_block("import jax\nraise ValueError('broken block')\n", timeout=120)
+    assert bad.returncode != 0 and "ValueError: broken block" in bad.stderr
+    assert run_block("import os\nassert 'XLA_FLAGS' not in os.environ\n", timeout=120).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the example plugin's PyO3 module as `plugin_native`."""
+    required = os.environ.get("XFR_DOCS_PLUGIN") == "1"
+    pyo3_lib = os.environ.get("PLUGIN_PYO3_LIB")
+    if not (PLUGIN_LIB.exists() and pyo3_lib and Path(pyo3_lib).exists()):
+        if required:
+            pytest.fail(f"XFR_DOCS_PLUGIN=1 but the plugin is not built ({PLUGIN_LIB}, PLUGIN_PYO3_LIB={pyo3_lib})")
+        pytest.skip("needs examples/plugin built and PLUGIN_PYO3_LIB set (.ci/plugin.sh runs these blocks)")
+    folder = tmp_path_factory.mktemp("plugin_native")
+    shutil.copy(pyo3_lib, folder / "plugin_native.abi3.so")
+    return folder
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[b.name + (":plugin" if b.plugin else "") for b in PYTHON])
+def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
+    extra = request.getfixturevalue("plugin_path") if block.plugin else None
+    done = run_block(block.code, extra)
+    assert done.returncode == 0, (
+        f"{block.name}: the block failed (exit {done.returncode})\n--- code\n{block.code}"
+        f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-6000:]}"
+    )
