@@ -47,6 +47,47 @@ def test_demo_recovers_the_orbit() -> None:
     )
 
 
+def test_demo_uncertainties_from_the_hessian() -> None:
+    """The inverse Hessian's errors: finite, positive, the true parameters within 4
+    sigma of the fit, and each error the square root of the Laplace variance, checked
+    against a finite-difference Hessian of the loss in float64."""
+    demo = load_example("rv_fit")
+    rng = np.random.default_rng(7)
+    t = jnp.asarray(np.sort(rng.uniform(0.0, 60.0, 80)))
+    true = {k: jnp.asarray(v) for k, v in demo.TRUE.items()}
+    rv = demo.rv_model(true, t) + 2.0 * jnp.asarray(rng.standard_normal(t.shape))
+    best = demo.fit(t, rv, 2.0, {"K": 40.0, "e": 0.4, "omega": 0.6, "t_p": 2.5, "gamma": 0.0})
+    errors = demo.uncertainties(t, rv, 2.0, best)
+    assert set(errors) == set(demo.TRUE)
+    for k, err in errors.items():
+        assert np.isfinite(err) and err > 0.0, (k, err)
+        assert abs(float(best[k]) - demo.TRUE[k]) < 4.0 * err, (k, float(best[k]), demo.TRUE[k], err)
+    # An independent reference: central differences of the loss, with the model's
+    # own jnp Newton solver in place of xr.kepler.
+    names = list(demo.TRUE)
+
+    @jax.jit
+    def jnp_loss(p: jax.Array) -> jax.Array:
+        params = dict(zip(names, p, strict=True))
+        r = (demo.rv_model(params, t, solver=demo.jnp_newton_kepler) - rv) / 2.0
+        return 0.5 * jnp.sum(r * r)
+
+    def loss(p: np.ndarray) -> float:
+        return float(jnp_loss(jnp.asarray(p)))
+
+    p0 = np.array([float(best[k]) for k in names])
+    h = 1e-4 * np.maximum(np.abs(p0), 1.0)
+    hess = np.empty((5, 5))
+    for i in range(5):
+        for j in range(5):
+            di, dj = np.eye(5)[i] * h[i], np.eye(5)[j] * h[j]
+            hess[i, j] = (loss(p0 + di + dj) - loss(p0 + di - dj) - loss(p0 - di + dj) + loss(p0 - di - dj)) / (
+                4 * h[i] * h[j]
+            )
+    reference = np.sqrt(np.diag(np.linalg.inv(hess)))
+    np.testing.assert_allclose([errors[k] for k in names], reference, rtol=1e-3)
+
+
 def test_demo_writes_the_plot(tmp_path: Path) -> None:
     if os.environ.get("CI") != "true":  # CI installs matplotlib (scripts/env.sh): never skipped there
         pytest.importorskip("matplotlib")
@@ -55,5 +96,15 @@ def test_demo_writes_the_plot(tmp_path: Path) -> None:
     t = jnp.asarray(np.sort(rng.uniform(0.0, 60.0, 20)))
     true = {k: jnp.asarray(v) for k, v in demo.TRUE.items()}
     rv = demo.rv_model(true, t)
-    out = demo.plot(t, rv, 2.0, true, true, tmp_path / "rv.png")
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    errors = {k: 0.01 for k in demo.TRUE}
+    out = demo.plot(t, rv, 2.0, true, true, tmp_path / "rv.png", errors)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    # At 150 dpi or more: the pHYs chunk holds pixels per metre (150 dpi = 5906).
+    i = data.index(b"pHYs")
+    assert int.from_bytes(data[i + 4 : i + 8], "big") >= 5905, "saved below 150 dpi"
+    # The main panels, the residuals and the phase-folded panel.
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(out).shape[:2]
+    assert width >= 1200 and height >= 600, (width, height)
