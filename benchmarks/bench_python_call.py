@@ -1,4 +1,4 @@
-"""Per-call cost of a Python function as a JAX op (issue 13), N = 1 and N = 1e6.
+"""Per-call cost of a Python function as a JAX op, N = 1 and N = 1e6.
 
 The function is ``np.sin`` on float64. Contenders, each jitted, called from
 Python and blocked on, measured interleaved (one batch of each in turn, per

@@ -235,7 +235,7 @@ def test_layout_gives_an_all_batch_op_a_trailing_unit_axis() -> None:
 
 
 def test_shardy_rule_writes_rank_0_values() -> None:
-    """Issue 9, bug 2: a rank-0 inv_rms was written "()", which Shardy's parser refuses."""
+    """A rank-0 inv_rms was written "()", which Shardy's parser refuses."""
     from jax._src.custom_partitioning_sharding_rule import str_to_sdy_sharding_rule
 
     from xla_ffi_rs._sharding import sdy_rule_string

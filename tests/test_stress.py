@@ -1,5 +1,5 @@
 """Stress and soak: many Python threads calling every target at once, and memory
-after many calls (issue 10).
+after many calls.
 
 * Every target, through raw ``jax.ffi.ffi_call`` and through the jitted ops:
   8 threads x ``XFR_STRESS_CALLS`` calls each (default 10,000), each thread with
