@@ -26,6 +26,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -184,10 +185,10 @@ def plot(
     grid = fig.add_gridspec(2, 2, width_ratios=[1.7, 1], height_ratios=[3, 1], hspace=0.08, wspace=0.22)
     ax, ax_r, ax_p = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[:, 1])
     ax_r.sharex(ax)
-    data_style = {"fmt": "o", "color": "k", "ms": 3, "lw": 0.8, "zorder": 3}
+    data_style: dict[str, Any] = {"fmt": "o", "color": "k", "ms": 3, "lw": 0.8, "zorder": 3}
     # The true curve wide and pale under the thin fitted one, so that both show.
-    true_style = {"color": "C1", "lw": 4.5, "alpha": 0.45, "zorder": 1, "solid_capstyle": "round"}
-    fit_style = {"color": "C0", "lw": 1.3, "zorder": 2}
+    true_style: dict[str, Any] = {"color": "C1", "lw": 4.5, "alpha": 0.45, "zorder": 1, "solid_capstyle": "round"}
+    fit_style: dict[str, Any] = {"color": "C0", "lw": 1.3, "zorder": 2}
 
     ax.errorbar(t_np, rv_np, yerr=sigma, label=f"data (sigma = {sigma:g} m/s)", **data_style)
     ax.plot(np.asarray(fine), np.asarray(rv_model(true, fine)), label="true orbit", **true_style)

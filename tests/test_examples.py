@@ -96,7 +96,7 @@ def test_demo_writes_the_plot(tmp_path: Path) -> None:
     t = jnp.asarray(np.sort(rng.uniform(0.0, 60.0, 20)))
     true = {k: jnp.asarray(v) for k, v in demo.TRUE.items()}
     rv = demo.rv_model(true, t)
-    errors = {k: 0.01 for k in demo.TRUE}
+    errors = dict.fromkeys(demo.TRUE, 0.01)
     out = demo.plot(t, rv, 2.0, true, true, tmp_path / "rv.png", errors)
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
