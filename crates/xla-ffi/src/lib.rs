@@ -172,3 +172,7 @@ mod handlers_md_blocks {}
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/binding.md")]
 mod binding_md_blocks {}
+// Its CUDA handler embeds cuda/scale.cu of this crate.
+#[cfg(all(doctest, feature = "cuda"))]
+#[doc = include_str!("../../../docs/gpu.md")]
+mod gpu_md_blocks {}
