@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 log "setting up .venv-ci/py312: Python 3.12 with jax, maturin and matplotlib (first run: about a minute)"
 XFR_SKIP_PY311=1 setup_venvs
-log "building the wheel (a release build of the Rust crates: a few minutes the first time)"
+log "next: the wheel, a release build of the Rust crates (a few minutes the first time)"
 wheel="$(build_wheel)"
 log "installing $(basename "$wheel")"
 install_wheel "$XFR_PY312" "$wheel"
