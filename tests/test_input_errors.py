@@ -165,3 +165,20 @@ def test_the_suggested_static_spellings_work(name: str, fn: Callable[..., Any]) 
     eps = 1e-3
     closed = eval(f"jax.jit(lambda *a: xr.{name}(*a, eps=eps))", {**xr_ns, "eps": eps})
     np.testing.assert_allclose(closed(X, W), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("m", [[0.5, 1.0, 2.0], (0.5, 1.0, 2.0), [[0.5], [1.0]], range(3), [1, 2, 3]])
+def test_kepler_takes_sequences(m: Any) -> None:
+    # The docstring's "any real array-like": lists, tuples and ranges, like arrays.
+    s, c = xr.kepler(m, 0.3)
+    s_ref, c_ref = xr.kepler(np.asarray(m, np.float64), 0.3)
+    np.testing.assert_array_equal(s, s_ref)
+    np.testing.assert_array_equal(c, c_ref)
+    s, _ = xr.kepler(0.5, [0.1, 0.2])
+    assert s.shape == (2,)
+
+
+@pytest.mark.parametrize(("value", "got"), [(None, "NoneType"), (123, "int"), (b"xla_ffi_rs.kepler", "bytes")])
+def test_target_names_wants_a_string(value: Any, got: str) -> None:
+    with pytest.raises(TypeError, match=rf"^target_names: name: expected a target name \(str\), got {got}$"):
+        xr.target_names(value)

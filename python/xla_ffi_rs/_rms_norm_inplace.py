@@ -25,7 +25,7 @@ from xla_ffi_rs._compat import ShapedArray
 from xla_ffi_rs._promotion import result_dtype
 from xla_ffi_rs._validation import (
     FLOAT_DTYPES,
-    check_array_like,
+    array_like,
     check_floating,
     check_nonnegative_float,
     check_trailing_shape,
@@ -96,9 +96,8 @@ def rms_norm_inplace(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
       ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is
         negative or not finite.
     """
-    check_array_like("rms_norm_inplace", "x", x, "a float array")
-    check_array_like("rms_norm_inplace", "weight", weight, "a float array")
-    x, weight = jnp.asarray(x), jnp.asarray(weight)
+    x = jnp.asarray(array_like("rms_norm_inplace", "x", x, "a float array"))
+    weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))
     check_floating("rms_norm_inplace", "x", x.dtype, FLOAT_DTYPES)
     check_floating("rms_norm_inplace", "weight", weight.dtype, FLOAT_DTYPES)
     check_trailing_shape("rms_norm_inplace", "weight", weight.shape, "x", x.shape)

@@ -53,29 +53,32 @@ def _element_types(array: np.ndarray) -> str:
     return " or ".join(names) if names else array.dtype.name
 
 
-def check_array_like(fn: str, arg: str, value: Any, expected: str) -> None:
-    """Raise TypeError (or ValueError for out-of-range numbers) naming ``fn`` and
-    ``arg`` unless ``value`` is a numeric array-like: a JAX or NumPy array or
-    scalar of a numeric dtype, a Python number, or a (nested) sequence of them.
+def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
+    """``value`` checked to be a numeric array-like: a JAX or NumPy array or
+    scalar of a numeric dtype, a Python number, or a (nested) sequence of them;
+    a sequence is returned as a NumPy array (so that ``jnp.result_type`` can
+    read its dtype), anything else unchanged.
 
-    The dtype itself (e.g. complex where reals are needed) is checked by the
-    caller; this catches what ``jnp.asarray`` would reject with a message that
-    names neither (``data type '.0' not understood``, ``OverflowError``, ...).
+    Raises TypeError (ValueError for a Python int beyond float64) naming ``fn``
+    and ``arg`` otherwise. The dtype itself (e.g. complex where reals are needed)
+    is checked by the caller; this catches what ``jnp.asarray`` would reject with
+    a message that names neither (``data type '.0' not understood``,
+    ``OverflowError``, ...).
     """
     if isinstance(value, jax.Array) or hasattr(value, "__jax_array__"):
-        return
+        return value
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype.kind not in "biufc" and value.dtype != jnp.bfloat16:
             raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_element_types(np.asarray(value))}")
-        return
+        return value
     if isinstance(value, (bool, float, complex)):
-        return
+        return value
     if isinstance(value, int):
         try:
             float(value)
         except OverflowError:
             raise ValueError(f"{fn}: {arg}: expected {expected}, got an int beyond the float64 range") from None
-        return
+        return value
     if value is None or isinstance(value, (str, bytes, dict, set, frozenset)) or callable(value):
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {type(value).__name__}")
     try:
@@ -89,6 +92,7 @@ def check_array_like(fn: str, arg: str, value: Any, expected: str) -> None:
     if array.dtype.kind not in "biufc":
         what = f"a {type(value).__name__} of {_element_types(array)}" if array.ndim else type(value).__name__
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {what}")
+    return array
 
 
 def check_trailing_shape(fn: str, arg: str, shape: tuple[int, ...], of: str, full: tuple[int, ...]) -> None:

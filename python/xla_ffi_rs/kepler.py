@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from xla_ffi_rs import _fallback, _registration
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import check_array_like, check_real_or_integer
+from xla_ffi_rs._validation import array_like, check_real_or_integer
 from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input
 
 __all__ = [
@@ -186,9 +186,11 @@ def kepler(mean_anomaly: Any, eccentricity: Any) -> tuple[jax.Array, jax.Array]:
     >>> [round(float(v), 4) for v in s]
     [1.0, 0.9004]
     """
-    for name, value in (("mean_anomaly", mean_anomaly), ("eccentricity", eccentricity)):
-        check_array_like("kepler", name, value, "a real array (floats or integers)")
-        check_real_or_integer("kepler", name, jnp.result_type(value))
+    expected = "a real array (floats or integers)"
+    mean_anomaly = array_like("kepler", "mean_anomaly", mean_anomaly, expected)
+    eccentricity = array_like("kepler", "eccentricity", eccentricity, expected)
+    check_real_or_integer("kepler", "mean_anomaly", jnp.result_type(mean_anomaly))
+    check_real_or_integer("kepler", "eccentricity", jnp.result_type(eccentricity))
     dtype = jnp.result_type(mean_anomaly, eccentricity)
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)

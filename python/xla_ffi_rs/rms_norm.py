@@ -32,7 +32,7 @@ from xla_ffi_rs import _fallback, _native, _promotion, _registration
 from xla_ffi_rs._compat import ShapedArray
 from xla_ffi_rs._validation import (
     FLOAT_DTYPES,
-    check_array_like,
+    array_like,
     check_floating,
     check_nonnegative_float,
     check_trailing_shape,
@@ -274,9 +274,8 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
     >>> [round(v, 3) for v in rms_norm(jnp.array([3.0, 4.0]), jnp.ones(2), eps=0.0).tolist()]
     [0.849, 1.131]
     """
-    check_array_like("rms_norm", "x", x, "a float array")
-    check_array_like("rms_norm", "weight", weight, "a float array")
-    x, weight = jnp.asarray(x), jnp.asarray(weight)
+    x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
+    weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
     check_floating("rms_norm", "x", x.dtype, FLOAT_DTYPES)
     check_floating("rms_norm", "weight", weight.dtype, FLOAT_DTYPES)
     check_trailing_shape("rms_norm", "weight", weight.shape, "x", x.shape)
