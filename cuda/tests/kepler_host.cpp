@@ -1,5 +1,7 @@
 // Host build of the Kepler solver in ../kepler.cu: checks its backward error
-// |E - e sin E - M| (mod 2 pi) on a few million points, in float and double.
+// |E - e sin E - M| (mod 2 pi) on a few million points, in float and double, and
+// that large M (up to the largest finite) are reduced exactly: E - e sin E equals
+// M on the circle, with libm's sin/cos of M (exactly reduced) as the reference.
 // Run by cuda/check_ptx.py when a C++ compiler is available.
 #include "kepler.cu"
 
@@ -43,8 +45,41 @@ static bool run(const char* name, double tol) {
     return bad == 0 && nans && zero;
 }
 
+template <class T>
+static bool run_large(const char* name, double tol) {
+    std::mt19937_64 g(2);
+    std::uniform_real_distribution<double> u(1, 2);
+    const double fixed[] = {1e15, 1e16, 1e17, 1e20, 1e300, -1e300, 1.7976931348623157e308, 134217728.0,
+                            -134217728.0, 3.4028234663852886e38, 6381956970095103.0 * std::ldexp(1.0, 797)};
+    const int top = sizeof(T) == 8 ? 1023 : 127;
+    double worst = 0, wm = 0, we = 0;
+    long bad = 0, count = 0;
+    const double es[] = {0.0, 0.5, 0.9};
+    for (double ed : es) {
+        for (int i = 0; i < (int)(sizeof(fixed) / sizeof(fixed[0])) + 3 * (top - 19); ++i) {
+            const int k = i - (int)(sizeof(fixed) / sizeof(fixed[0]));
+            const double md = k < 0 ? fixed[i] : std::ldexp(u(g), 20 + k / 3) * (k % 2 ? -1 : 1);
+            const T M = (T)md, e = (T)ed;
+            if (!std::isfinite((double)M)) continue;
+            T s, c;
+            kepler_solve<T>(M, e, &s, &c);
+            const double lhs = std::atan2((double)s, (double)c) - (double)e * (double)s;
+            const double f = std::fmax(std::fabs(std::sin(lhs) - std::sin((double)M)),
+                                       std::fabs(std::cos(lhs) - std::cos((double)M)));
+            ++count;
+            if (!(f <= worst)) worst = f, wm = M, we = e;
+            if (!(f <= tol)) ++bad;
+        }
+    }
+    std::printf("kepler_host %s large M: worst |(sin, cos)(E - e sin E) - (sin, cos)(M)| %.3e (tolerance %.0e) at M=%.9g e=%.3g; %ld of %ld over\n",
+                name, worst, tol, wm, we, bad, count);
+    return bad == 0;
+}
+
 int main() {
     const bool a = run<double>("f64", 1e-12);
     const bool b = run<float>("f32", 2e-5);
-    return a && b ? 0 : 1;
+    const bool c = run_large<double>("f64", 1e-14);
+    const bool d = run_large<float>("f32", 2e-6);
+    return a && b && c && d ? 0 : 1;
 }

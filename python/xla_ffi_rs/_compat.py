@@ -3,7 +3,7 @@
 Everything the package needs to define its own primitives is imported here and
 nowhere else, so that a JAX release that moves a name needs a change in this
 file only. All of it is public API in the JAX versions we support (0.10 and
-0.12): ``jax.extend.core.Primitive``, ``jax.core.ShapedArray`` and the
+0.12): ``jax.extend.core.Primitive``, ``jax.core.ShapedArray``, ``jax.core.Tracer`` and the
 ``jax.interpreters.{ad, batching, mlir}`` rule registries. No private
 (``jax._src``) import is needed.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.core import ShapedArray
+from jax.core import ShapedArray, Tracer
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -39,4 +39,4 @@ def _ffi_side_effect() -> object:
 #: The effect a ``binding.Op`` with ``has_side_effect=True`` declares.
 FFI_SIDE_EFFECT: object = _ffi_side_effect()
 
-__all__ = ["FFI_SIDE_EFFECT", "NOT_MAPPED", "Primitive", "ShapedArray", "ad", "batching", "mlir"]
+__all__ = ["FFI_SIDE_EFFECT", "NOT_MAPPED", "Primitive", "ShapedArray", "Tracer", "ad", "batching", "mlir"]

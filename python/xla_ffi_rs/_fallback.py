@@ -39,8 +39,9 @@ _KEPLER_STEPS = 8
 def kepler(mean_anomaly: jax.Array, eccentricity: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(sin E, cos E) with E - e sin E = M; NaN where e is not in [0, 1)."""
     m, e = mean_anomaly, eccentricity
-    two_pi = 2 * np.pi
-    m = m - two_pi * jnp.round(m / two_pi)  # in [-pi, pi]
+    # M modulo the real 2 pi, in [-pi, pi], as the kernels reduce it, for every
+    # finite M: XLA's sin and cos reduce their argument exactly.
+    m = jnp.where(jnp.abs(m) <= np.pi, m, jnp.arctan2(jnp.sin(m), jnp.cos(m)))
     big_e = m + 0.85 * e * jnp.sign(jnp.sin(m))  # Danby's starter
     for _ in range(_KEPLER_STEPS):
         s, c = e * jnp.sin(big_e), e * jnp.cos(big_e)

@@ -86,6 +86,7 @@ def target_names(name: str) -> dict[str, str]:
         name: a registered target, e.g. ``"xla_ffi_rs.kepler"``.
 
     Raises:
+        TypeError: if ``name`` is not a string.
         ValueError: if ``name`` is registered for no platform (the message lists
             the registered names; the example targets need
             ``xla_ffi_rs.examples.register()`` first).
@@ -95,6 +96,8 @@ def target_names(name: str) -> dict[str, str]:
         >>> xla_ffi_rs.target_names("xla_ffi_rs.rms_norm_fwd")
         {'cpu': 'xla_ffi_rs.rms_norm_fwd'}
     """
+    if not isinstance(name, str):
+        raise TypeError(f"target_names: name: expected a target name (str), got {type(name).__name__}")
     found = {p: name for p, names in register_all().items() if name in names}
     if not found:
         known = ", ".join(sorted(registered_names()))

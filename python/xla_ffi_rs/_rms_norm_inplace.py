@@ -23,7 +23,13 @@ import jax.numpy as jnp
 from xla_ffi_rs import _fallback, _registration
 from xla_ffi_rs._compat import ShapedArray
 from xla_ffi_rs._promotion import result_dtype
-from xla_ffi_rs._validation import FLOAT_DTYPES, check_floating, check_nonnegative_float, check_trailing_shape
+from xla_ffi_rs._validation import (
+    FLOAT_DTYPES,
+    array_like,
+    check_floating,
+    check_nonnegative_float,
+    check_trailing_shape,
+)
 from xla_ffi_rs.binding import BatchDim, Op, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.rms_norm import FWD_TARGET, rms_norm_fwd_op
 
@@ -81,19 +87,21 @@ def rms_norm_inplace(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
       x: float16, bfloat16, float32 or float64 array.
       weight: float array whose shape equals the trailing axes of ``x``, such that
         ``jnp.result_type(x, weight) == x.dtype`` (``y`` must fit in ``x``).
-      eps: a finite Python float >= 0.
+      eps: a finite Python float >= 0, known when tracing: under ``jax.jit``
+        make it static, ``jax.jit(xr.rms_norm_inplace, static_argnames='eps')``.
 
     Raises:
-      TypeError: for non-float dtypes, or a weight that would promote ``y`` past
-        ``x``'s dtype.
+      TypeError: for arguments that are not float arrays, a weight that would
+        promote ``y`` past ``x``'s dtype, a non-numeric ``eps`` or a traced ``eps``.
       ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is
         negative or not finite.
     """
-    x, weight = jnp.asarray(x), jnp.asarray(weight)
+    x = jnp.asarray(array_like("rms_norm_inplace", "x", x, "a float array"))
+    weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))
     check_floating("rms_norm_inplace", "x", x.dtype, FLOAT_DTYPES)
     check_floating("rms_norm_inplace", "weight", weight.dtype, FLOAT_DTYPES)
     check_trailing_shape("rms_norm_inplace", "weight", weight.shape, "x", x.shape)
-    eps = check_nonnegative_float("rms_norm_inplace", "eps", eps)
+    eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
     if result_dtype(x.dtype, weight.dtype) != x.dtype:
         raise TypeError(
             f"rms_norm_inplace: result_type(x, weight) = {result_dtype(x.dtype, weight.dtype)} differs from "

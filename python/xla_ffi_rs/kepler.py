@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from xla_ffi_rs import _fallback, _registration
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import check_real_or_integer
+from xla_ffi_rs._validation import array_like, check_real_or_integer
 from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input
 
 __all__ = [
@@ -151,7 +151,10 @@ def kepler(mean_anomaly: Any, eccentricity: Any) -> tuple[jax.Array, jax.Array]:
     """Solve Kepler's equation for the eccentric anomaly E.
 
     Args:
-      mean_anomaly: M, any real array-like (radians, any range).
+      mean_anomaly: M, any real (float or integer, not bool) array-like, in
+        radians, of any finite value: M is reduced modulo 2 pi exactly, so even
+        ``M = 1e300`` gives the ``sin E``, ``cos E`` of that exact number. Where
+        M is infinite or NaN the results are NaN.
       eccentricity: e, any real array-like broadcastable against M; where e is
         outside [0, 1) or NaN the results are NaN.
 
@@ -159,6 +162,12 @@ def kepler(mean_anomaly: Any, eccentricity: Any) -> tuple[jax.Array, jax.Array]:
       ``(sin E, cos E)`` with the broadcast shape and the promoted dtype of the
       inputs (integers promote to the default float dtype). float16/bfloat16
       are computed in float32 and rounded.
+
+    Raises:
+      TypeError: for an argument that is not a real numeric array-like (a
+        string, None, complex or bool values, an object array, ...).
+      ValueError: for shapes that do not broadcast, or a Python int beyond the
+        float64 range.
 
     Works under ``jit``, ``vmap`` (one vectorized kernel call), ``jvp`` (the
     solver and the ``kepler_tangent`` kernel), ``grad`` (the solver and the
@@ -177,12 +186,22 @@ def kepler(mean_anomaly: Any, eccentricity: Any) -> tuple[jax.Array, jax.Array]:
     >>> [round(float(v), 4) for v in s]
     [1.0, 0.9004]
     """
+    expected = "a real array (floats or integers)"
+    mean_anomaly = array_like("kepler", "mean_anomaly", mean_anomaly, expected)
+    eccentricity = array_like("kepler", "eccentricity", eccentricity, expected)
     check_real_or_integer("kepler", "mean_anomaly", jnp.result_type(mean_anomaly))
     check_real_or_integer("kepler", "eccentricity", jnp.result_type(eccentricity))
     dtype = jnp.result_type(mean_anomaly, eccentricity)
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
     compute = dtype if dtype in _KERNEL_DTYPES else jnp.dtype(jnp.float32)
-    m, e = jnp.broadcast_arrays(jnp.asarray(mean_anomaly, compute), jnp.asarray(eccentricity, compute))
+    m, e = jnp.asarray(mean_anomaly, compute), jnp.asarray(eccentricity, compute)
+    try:
+        shape = jnp.broadcast_shapes(m.shape, e.shape)
+    except ValueError:
+        raise ValueError(
+            f"kepler: mean_anomaly and eccentricity: expected broadcastable shapes, got {m.shape} and {e.shape}"
+        ) from None
+    m, e = jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape)
     sin_e, cos_e = kepler_op(m, e)
     return sin_e.astype(dtype), cos_e.astype(dtype)

@@ -32,6 +32,7 @@ from xla_ffi_rs import _fallback, _native, _promotion, _registration
 from xla_ffi_rs._compat import ShapedArray
 from xla_ffi_rs._validation import (
     FLOAT_DTYPES,
+    array_like,
     check_floating,
     check_nonnegative_float,
     check_trailing_shape,
@@ -254,13 +255,16 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
     Args:
       x: float16, bfloat16, float32 or float64 array.
       weight: float array whose shape equals the trailing axes of ``x``.
-      eps: a finite Python float >= 0.
+      eps: a finite Python float >= 0, known when tracing: under ``jax.jit``
+        make it static, ``jax.jit(xr.rms_norm, static_argnames='eps')``.
 
     Returns:
       ``y`` with the shape of ``x`` and dtype ``jnp.result_type(x, weight)``.
 
     Raises:
-      TypeError: for non-float dtypes or a non-numeric ``eps``.
+      TypeError: for arguments that are not float arrays (strings, None, object
+        arrays, non-float dtypes), a non-numeric ``eps``, or a traced ``eps`` (the
+        message says how to make it static).
       ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is negative or not finite.
 
     Works under ``jit``, ``vmap``, ``jvp`` (dedicated forward path), ``grad``
@@ -270,10 +274,11 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
     >>> [round(v, 3) for v in rms_norm(jnp.array([3.0, 4.0]), jnp.ones(2), eps=0.0).tolist()]
     [0.849, 1.131]
     """
-    x, weight = jnp.asarray(x), jnp.asarray(weight)
+    x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
+    weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
     check_floating("rms_norm", "x", x.dtype, FLOAT_DTYPES)
     check_floating("rms_norm", "weight", weight.dtype, FLOAT_DTYPES)
     check_trailing_shape("rms_norm", "weight", weight.shape, "x", x.shape)
-    eps = check_nonnegative_float("rms_norm", "eps", eps)
+    eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
     y, _ = rms_norm_fwd_op(x, weight, eps=eps)
     return y

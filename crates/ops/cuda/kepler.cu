@@ -9,9 +9,11 @@
 // The same file is compiled by g++ with cuda/emu/cuda_emu.h for the CPU emulator.
 //
 // Method (branch-light, fixed work per element, no data-dependent loop):
-//   1. M is reduced to [-pi, pi] with a three-part 2*pi (Cody-Waite, with FMA, in
-//      double also for float input), and
-//      folded to m = |M| in [0, pi] using E(-M) = -E(M).
+//   1. M is reduced to [-pi, pi] modulo the real 2*pi, in double also for float
+//      input: below |M| = 2^27 with a three-part 2*pi (Cody-Waite, with FMA), from
+//      2^27 on exactly in integer arithmetic (Payne-Hanek, kepler_reduce_large, the
+//      twin of crates/ops/src/kepler/solver/reduce.rs), so every finite M is
+//      solved; then folded to m = |M| in [0, pi] using E(-M) = -E(M).
 //   2. Markley's starter (F. L. Markley, "Kepler equation solver", Celestial
 //      Mechanics and Dynamical Astronomy 63, 1995): a cubic approximation solved in
 //      closed form, accurate over the whole (m, e) domain, including the corner
@@ -43,9 +45,11 @@ typedef unsigned long long u64;
 #ifdef __CUDACC__
 KEPLER_HD double kepler_bits_f64(u64 b) { return __longlong_as_double((long long)b); }
 KEPLER_HD float kepler_bits_f32(unsigned b) { return __uint_as_float(b); }
+KEPLER_HD u64 kepler_f64_bits(double d) { return (u64)__double_as_longlong(d); }
 #else
 KEPLER_HD double kepler_bits_f64(u64 b) { double d; std::memcpy(&d, &b, 8); return d; }
 KEPLER_HD float kepler_bits_f32(unsigned b) { float f; std::memcpy(&f, &b, 4); return f; }
+KEPLER_HD u64 kepler_f64_bits(double d) { u64 b; std::memcpy(&b, &d, 8); return b; }
 #endif
 
 template <class T> struct KeplerConst;
@@ -67,11 +71,108 @@ template <> struct KeplerConst<float> {
     static const int steps = 1;
 };
 
-// M reduced to [-pi, pi] with a three-part 2*pi (Cody-Waite, with FMA). A float M
-// is reduced in double too: a float 2*pi in three parts leaves r far outside
-// [-pi, pi] for |M| beyond about 1e7, and Markley's starter then overflows to NaN.
+// 1 / (2 pi) in binary, 64 bits a word, most significant first, after one word of
+// zeros: the table of crates/ops/src/kepler/solver/reduce.rs.
+#ifdef __CUDACC__
+__device__
+#endif
+static const u64 kepler_inv_two_pi_bits[21] = {
+    0ULL,
+    0x28BE60DB9391054AULL, 0x7F09D5F47D4D3770ULL, 0x36D8A5664F10E410ULL, 0x7F9458EAF7AEF158ULL,
+    0x6DC91B8E909374B8ULL, 0x01924BBA82746487ULL, 0x3F877AC72C4A69CFULL, 0xBA208D7D4BAED121ULL,
+    0x3A671C09AD17DF90ULL, 0x4E64758E60D4CE7DULL, 0x272117E2EF7E4A0EULL, 0xC7FE25FFF7816603ULL,
+    0xFBCBC462D6829B47ULL, 0xDB4D9FB3C9F2C26DULL, 0xD3D18FD9A797FA8BULL, 0x5D49EEB1FAF97C5EULL,
+    0xCF41CE7DE294A4BAULL, 0x9AFED7EC47E35742ULL, 0x1580CC11BF1EDAEAULL, 0xFC33EF0826BD0D87ULL,
+};
+
+// The high 64 bits of a * b (portable: the same code on the GPU, in the emulator
+// and on the host).
+KEPLER_HD u64 kepler_mul_hi(u64 a, u64 b) {
+    const u64 a0 = a & 0xFFFFFFFFULL, a1 = a >> 32, b0 = b & 0xFFFFFFFFULL, b1 = b >> 32;
+    const u64 p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    const u64 mid = (p00 >> 32) + (p01 & 0xFFFFFFFFULL) + (p10 & 0xFFFFFFFFULL);
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+// Leading zeros of a nonzero v.
+KEPLER_HD int kepler_clz(u64 v) {
+    int z = 0;
+    for (int sh = 32; sh > 0; sh >>= 1) {
+        if ((v >> (64 - sh)) == 0) { z += sh; v <<= sh; }
+    }
+    return z;
+}
+
+// The 64 bits of the table starting at bit s (0 = the top bit of word 0).
+KEPLER_HD u64 kepler_table_window(int s) {
+    const int w = s >> 6, b = s & 63;
+    const u64 hi = w < 21 ? kepler_inv_two_pi_bits[w] : 0;
+    if (b == 0) return hi;
+    const u64 lo = w + 1 < 21 ? kepler_inv_two_pi_bits[w + 1] : 0;
+    return (hi << b) | (lo >> (64 - b));
+}
+
+// M reduced to [-pi, pi] exactly (Payne-Hanek): x = m 2^q, and the fraction of
+// x / (2 pi) is that of m times the 256 bits of 1/(2 pi) from bit q + 1 on; the
+// nearest-integer remainder times 2 pi (2 pi as a 64-bit fixed-point number) is the
+// result, correctly rounded from a 128-bit product. NaN for infinite or NaN x.
+KEPLER_HD double kepler_reduce_large(double x) {
+    const u64 bits = kepler_f64_bits(x);
+    const int biased = (int)((bits >> 52) & 0x7FF);
+    const u64 frac = bits & ((1ULL << 52) - 1);
+    if (biased == 0x7FF) return kepler_bits_f64(0x7ff8000000000000ULL);
+    const u64 m = biased == 0 ? frac : (frac | (1ULL << 52));
+    const int q = biased == 0 ? -1074 : biased - 1075;
+    if (q < -64) return x;  // |x| < 2^-11: nothing to reduce
+    const int s = q + 64;
+    u64 acc[4];  // the low 256 bits of m * window, least significant first
+    u64 carry = 0;
+    for (int i = 0; i < 4; ++i) {
+        const u64 w = kepler_table_window(s + 64 * (3 - i));
+        u64 lo = m * w;
+        u64 hi = kepler_mul_hi(m, w);
+        lo += carry;
+        hi += lo < carry ? 1 : 0;
+        acc[i] = lo;
+        carry = hi;
+    }
+    const bool negative = (acc[3] >> 63) != 0;  // fraction >= 1/2: round up, negate
+    if (negative) {
+        u64 c = 1;
+        for (int i = 0; i < 4; ++i) {
+            const u64 v = ~acc[i] + c;
+            c = (c != 0 && v == 0) ? 1 : 0;
+            acc[i] = v;
+        }
+    }
+    int lz = 0;
+    u64 top = 0;
+    for (int i = 3; i >= 0; --i) {
+        if (acc[i] != 0) {
+            const int z = kepler_clz(acc[i]);
+            const u64 below = i > 0 ? acc[i - 1] : 0;
+            top = z == 0 ? acc[i] : ((acc[i] << z) | (below >> (64 - z)));
+            lz += z;
+            break;
+        }
+        lz += 64;
+    }
+    if (top == 0) return x < 0 ? -0.0 : 0.0;
+    // |r| = top * (2 pi 2^61) * 2^(-125 - lz); the 128-bit product's high word has
+    // at least 62 bits, so its bit 0 can carry the sticky bit of the low word.
+    const u64 two_pi_fix61 = 0xC90FDAA22168C235ULL;
+    const u64 ph = kepler_mul_hi(top, two_pi_fix61) | ((top * two_pi_fix61) != 0 ? 1 : 0);
+    const double r = (double)ph * kepler_bits_f64((u64)(1023 - 61 - lz) << 52);
+    return negative != (x < 0) ? -r : r;
+}
+
+// M reduced to [-pi, pi]: Cody-Waite with a three-part 2*pi (with FMA), exact below
+// |M| = 2^27 (k < 2^25); the exact reduction beyond. A float M is reduced in double
+// too: a float 2*pi in three parts leaves r far outside [-pi, pi] for |M| beyond
+// about 1e7, and Markley's starter then overflows to NaN.
 KEPLER_HD double kepler_reduce(double M) {
     typedef KeplerConst<double> K;
+    if (fabs(M) >= 134217728.0) return kepler_reduce_large(M);
     const double k = rint(M * K::inv_two_pi());
     double r = fma(-k, K::two_pi_a(), M);
     r = fma(-k, K::two_pi_b(), r);

@@ -9,12 +9,14 @@
 //!
 //! # Method
 //!
-//! 1. **Range reduction.** `M` is reduced to `m` in `[-pi, pi]` by Cody-Waite
-//!    reduction with `2 pi` split into three parts (the first two have 28
-//!    significant bits, so `k * part` is exact for `|k| < 2^25`, i.e. `|M|` up to
-//!    about `2e8`; beyond that the reduction error grows like `ulp(M)`, the
-//!    uncertainty of the input itself; for `|M| > 7e15` the result is just some
-//!    point on the unit circle). `E(-m) = -E(m)`, so the solver works on `|m|`
+//! 1. **Range reduction.** `M` is reduced to `m` in `[-pi, pi]` modulo the real
+//!    `2 pi`, to about 1 ulp of `m`, for every finite `M`. Below `|M| = 2^27`
+//!    this is Cody-Waite reduction with `2 pi` split into three parts (the first
+//!    two have 28 significant bits, so `k * part` is exact for `|k| < 2^25`);
+//!    from `2^27` on it is Payne-Hanek reduction in integer arithmetic with 1280
+//!    bits of `1 / (2 pi)` (`solver/reduce.rs`), which only the elements that
+//!    need it take (the slice functions check a block for them after the
+//!    vectorized pass). `E(-m) = -E(m)`, so the solver works on `|m|`
 //!    in `[0, pi]` and flips the sign of `sin E` (and `E`) at the end.
 //! 2. **Starter.** Markley's starter (F. L. Markley, "Kepler Equation Solver",
 //!    Celestial Mechanics and Dynamical Astronomy 63, 101-111, 1995): `sin E` is
@@ -44,9 +46,9 @@
 //!    (`sin^2 + cos^2 = 1` to a few ulp).
 //!
 //! One generic solver serves both dtypes (over the private trait `Real`): only the
-//! constants, the range reduction, the exponent-bit handling of the cube root and
-//! the order of the correction differ per type. The `f32` path reduces `M` in
-//! `f64`, then computes in `f32` with shorter
+//! constants, the exponent-bit handling of the cube root and the order of the
+//! correction differ per type. The `f32` path reduces `M` in `f64` (the same
+//! reduction, exact for every finite `f32`), then computes in `f32` with shorter
 //! polynomials and a third-order (Halley-class) correction.
 //!
 //! # Speed
@@ -67,7 +69,7 @@
 //!   `f32` outputs) for `e <= 0.9999`.
 //!
 //! An eccentricity outside `[0, 1)`, a NaN, or an infinite `M` gives NaN for
-//! both outputs of that element.
+//! both outputs of that element. Any finite `M` is solved, up to `f64::MAX`.
 
 use core::mem::MaybeUninit;
 use core::ops::{Add, Div, Mul, Neg, Sub};
@@ -76,8 +78,11 @@ use multiversion::multiversion;
 
 use crate::slot::Slot;
 
+mod reduce;
 #[cfg(test)]
 mod tests;
+
+use reduce::{reduce_large, LARGE_M};
 
 // ---------------------------------------------------------------------------
 // Constants shared by both dtypes (the `f32` ones are rounded from these).
@@ -87,10 +92,8 @@ const TWO_PI_A: f64 = 6.283185303211212;
 const TWO_PI_B: f64 = 3.968_374_323_592_982_5e-9;
 const TWO_PI_C: f64 = -4.870_820_711_189_586e-18;
 const INV_TWO_PI: f64 = 0.159_154_943_091_895_35;
-/// `2 pi` in two parts (`A` has 33 significant bits) for the `f32` reduction.
-const TWO_PI_A_33: f64 = 6.283_185_306_936_502_5;
-const TWO_PI_B_33: f64 = 2.430_840_202_602_477e-10;
-/// `|M| / 2pi` is clamped to this before rounding (keeps the magic rounding valid).
+/// `|M| / 2pi` is clamped to this before rounding (keeps the magic rounding valid
+/// for the large `M` that the exact reduction then redoes).
 const K_MAX: f64 = 1.125_899_906_842_624e15; // 2^50
 /// Markley's `alpha = (3 pi^2 + 1.6 pi (pi - |M|) / (1 + e)) / (pi^2 - 6)`,
 /// written as `ALPHA0 + ALPHA1 * (pi - |M|) / (1 + e)`.
@@ -190,8 +193,13 @@ trait Real:
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
     fn mul_add(self, b: Self, c: Self) -> Self;
-    /// `M` reduced to `[-pi, pi]`.
-    fn reduce<const F: bool>(m: Self) -> Self;
+    /// `M` reduced to `[-pi, pi]` by Cody-Waite: exact for `|M| < LARGE_M`,
+    /// garbage (never a panic) beyond, where [`Real::is_large`] holds.
+    fn reduce_fast<const F: bool>(m: Self) -> Self;
+    /// Whether `M` needs [`Real::reduce_exact`]: `|M| >= LARGE_M` (or infinite).
+    fn is_large(m: Self) -> bool;
+    /// `M` reduced to `[-pi, pi]` by Payne-Hanek: the slow path for large `M`.
+    fn reduce_exact(m: Self) -> Self;
     /// `y^(2/3)` for positive normal `y`; garbage (never a panic) otherwise.
     fn pow_two_thirds<const F: bool>(y: Self) -> Self;
 }
@@ -243,12 +251,22 @@ impl Real for f64 {
     /// Cody-Waite with `2 pi` in three parts: `k * TWO_PI_A` and `k * TWO_PI_B`
     /// are exact for `|k| < 2^25`.
     #[inline(always)]
-    fn reduce<const F: bool>(m_in: f64) -> f64 {
+    fn reduce_fast<const F: bool>(m_in: f64) -> f64 {
         let k = round((m_in * INV_TWO_PI).clamp(-K_MAX, K_MAX));
         let m = fma::<f64, F>(-k, TWO_PI_A, m_in);
         let m = fma::<f64, F>(-k, TWO_PI_B, m);
         let m = fma::<f64, F>(-k, TWO_PI_C, m);
         m.clamp(-Self::PI, Self::PI)
+    }
+
+    #[inline(always)]
+    fn is_large(m: f64) -> bool {
+        m.abs() >= LARGE_M
+    }
+
+    #[inline(never)]
+    fn reduce_exact(m: f64) -> f64 {
+        reduce_large(m).clamp(-Self::PI, Self::PI)
     }
 
     #[inline(always)]
@@ -294,14 +312,20 @@ impl Real for f32 {
         x as f32
     }
 
-    /// In `f64`: `k * TWO_PI_A_33` is exact for `|k| < 2^20` (`|M| < 6e6`); beyond
-    /// that its error stays far below `ulp(M)` of an `f32` `M`.
+    /// In `f64` (an `f32` is an exact `f64`), then rounded to `f32`.
     #[inline(always)]
-    fn reduce<const F: bool>(m_in: f32) -> f32 {
-        let md = m_in as f64;
-        let k = round((md * INV_TWO_PI).clamp(-K_MAX, K_MAX));
-        let mr = fma::<f64, F>(-k, TWO_PI_B_33, fma::<f64, F>(-k, TWO_PI_A_33, md));
-        (mr as f32).clamp(-Self::PI, Self::PI)
+    fn reduce_fast<const F: bool>(m_in: f32) -> f32 {
+        (f64::reduce_fast::<F>(m_in as f64) as f32).clamp(-Self::PI, Self::PI)
+    }
+
+    #[inline(always)]
+    fn is_large(m: f32) -> bool {
+        m.abs() >= LARGE_M as f32
+    }
+
+    #[inline(never)]
+    fn reduce_exact(m: f32) -> f32 {
+        (reduce_large(m as f64) as f32).clamp(-Self::PI, Self::PI)
     }
 
     #[inline(always)]
@@ -386,12 +410,27 @@ fn valid<T: Real>(m: T, e: T) -> bool {
 // scalar functions run the same stages in sequence, so they give bit-identical
 // results.
 
-/// Stage 1: range reduction and Markley's starter up to the cube root.
-/// Returns `(m, d, q, r, y)`: `m` is `M` reduced to `[-pi, pi]`, and the starter
-/// needs `w = y^(2/3)`.
+/// `M` reduced to `[-pi, pi]`: Cody-Waite, or Payne-Hanek for large `M`.
 #[inline(always)]
-fn stage1<T: Real, const F: bool>(m_in: T, e: T) -> (T, T, T, T, T) {
-    let m = T::reduce::<F>(m_in);
+fn reduce<T: Real, const F: bool>(m: T) -> T {
+    if T::is_large(m) {
+        T::reduce_exact(m)
+    } else {
+        T::reduce_fast::<F>(m)
+    }
+}
+
+/// Whether any element of `m` needs the exact reduction (no early exit, so the
+/// loop vectorizes).
+#[inline(always)]
+fn any_large<T: Real>(m: &[T]) -> bool {
+    m.iter().fold(false, |acc, &x| acc | T::is_large(x))
+}
+
+/// Stage 1: Markley's starter up to the cube root, for `m` = `M` reduced to
+/// `[-pi, pi]`. Returns `(m, d, q, r, y)`; the starter needs `w = y^(2/3)`.
+#[inline(always)]
+fn stage1<T: Real, const F: bool>(m: T, e: T) -> (T, T, T, T, T) {
     let a = m.abs();
     // Markley (1995): the cubic  d E^3 ... with alpha, d, q, r as in the paper.
     let ome = T::ONE - e;
@@ -479,7 +518,7 @@ fn stage4<T: Real, const F: bool>(m: T, e: T, e1: T, s1: T, c1: T, f0: T, f1: T)
 /// invalid inputs, which the callers mask.
 #[inline(always)]
 fn kernel<T: Real, const F: bool>(m_in: T, e: T) -> (T, T, T) {
-    let (m, d, q, r, y) = stage1::<T, F>(m_in, e);
+    let (m, d, q, r, y) = stage1::<T, F>(reduce::<T, F>(m_in), e);
     let w = T::pow_two_thirds::<F>(y);
     let (e1, s1, c1, f0, f1) = stage3::<T, F>(m, e, d, q, r, w);
     stage4::<T, F>(m, e, e1, s1, c1, f0, f1)
@@ -501,7 +540,16 @@ fn block<T: Real, const F: bool, S: Slot<T>, const L: usize>(m: &[T], e: &[T], s
     let z = [T::ZERO; L];
     let (mut mr, mut d, mut q, mut r, mut y) = (z, z, z, z, z);
     for i in 0..L {
-        (mr[i], d[i], q[i], r[i], y[i]) = stage1::<T, F>(m[i], e[i]);
+        (mr[i], d[i], q[i], r[i], y[i]) = stage1::<T, F>(T::reduce_fast::<F>(m[i]), e[i]);
+    }
+    if any_large(m) {
+        // The rare elements whose Cody-Waite reduction is not exact: again,
+        // exactly (what `reduce` does for one element, so the results match).
+        for i in 0..L {
+            if T::is_large(m[i]) {
+                (mr[i], d[i], q[i], r[i], y[i]) = stage1::<T, F>(T::reduce_exact(m[i]), e[i]);
+            }
+        }
     }
     let mut w = z;
     for i in 0..L {

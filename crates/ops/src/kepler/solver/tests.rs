@@ -205,10 +205,130 @@ fn large_and_negative_m() {
             }
         }
     }
-    // Beyond any meaningful reduction: finite and on the unit circle.
-    for m in [1e20, -3e300, f64::MAX] {
-        let (s, c) = solve_one_f64(m, 0.5);
-        assert!((s * s + c * c - 1.0).abs() < 1e-14, "M = {m}");
+}
+
+/// Large `M` that a reduction must get exactly: the decades the brief names,
+/// the extremes, the double closest to a multiple of `pi / 2` (Kahan-McDonald),
+/// the threshold of the exact path and its neighbours, and multiples of `2 pi`.
+fn large_ms() -> Vec<f64> {
+    let mut ms = vec![
+        1e8,
+        1e9,
+        1e15,
+        1e16,
+        1e17,
+        1e20,
+        1e22,
+        1e100,
+        1e300,
+        -1e300,
+        f64::MAX,
+        -f64::MAX,
+        6_381_956_970_095_103.0 * 2f64.powi(797),
+        LARGE_M,
+        LARGE_M.next_down(),
+        LARGE_M.next_up(),
+        -LARGE_M,
+        2f64.powi(52),
+        2f64.powi(53),
+        2f64.powi(63),
+        2f64.powi(1023),
+        TAU * 2f64.powi(40),
+        TAU * 1e17,
+        f32::MAX as f64,
+        -(f32::MAX as f64),
+    ];
+    // Every binade from 2^20 to 2^1023, with a few mantissas each.
+    let mut st = 0x2545_F491_4F6C_DD1Du64;
+    for ex in 20..=1023 {
+        for _ in 0..3 {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            let mant = f64::from_bits(0x3FF0_0000_0000_0000 | (st >> 12)); // [1, 2)
+            let m = mant * 2f64.powi(ex);
+            ms.push(if st & 1 == 0 { m } else { -m });
+        }
+    }
+    ms
+}
+
+/// `M` reduced to `[-pi, pi]` by libm (its `sin`/`cos` reduce exactly, with
+/// Payne-Hanek): an independent reference for the solver's reduction.
+fn reduce_libm(m: f64) -> f64 {
+    m.sin().atan2(m.cos())
+}
+
+#[test]
+fn exact_reduction_matches_libm() {
+    for &m in &large_ms() {
+        let (r, want) = (reduce_large(m), reduce_libm(m));
+        // Near +-pi the two may pick opposite ends of the same point.
+        let diff = if (r - want).abs() > 6.0 { (r - want).abs() - TAU } else { r - want };
+        assert!(diff.abs() <= 4.0 * f64::EPSILON * want.abs().max(1e-300), "M = {m:e}: reduced {r:e}, libm {want:e}");
+    }
+    // Where the Cody-Waite reduction is exact too, the two agree.
+    for k in 0..2000 {
+        let m = (k as f64 - 1000.0) * 67_108.863_9 + 0.123;
+        let (fast, exact) = (<f64 as Real>::reduce_fast::<false>(m), reduce_large(m));
+        assert!((fast - exact).abs() <= 2.0 * f64::EPSILON * exact.abs().max(1.0), "M = {m}: {fast:e} vs {exact:e}");
+    }
+    assert!(reduce_large(f64::INFINITY).is_nan() && reduce_large(f64::NAN).is_nan());
+    assert_eq!(reduce_large(0.0), 0.0);
+    assert_eq!(reduce_large(1e-5), 1e-5);
+}
+
+/// `|M| >= 2^27`: `e = 0` gives libm's `sin M`, `cos M` (so `E = M` modulo `2 pi`
+/// exactly); for `e > 0`, `E - e sin E` is `M` on the circle. Scalar and slice
+/// paths, `f64` and `f32`.
+#[test]
+fn large_m_is_exact() {
+    let ms = large_ms();
+    for &e in &[0.0, 0.5, 0.9] {
+        // The slice path, over blocks that mix large and ordinary M.
+        let mixed: Vec<f64> = ms.iter().enumerate().flat_map(|(i, &m)| [m, i as f64 * 0.37 - 3.0]).collect();
+        let es = vec![e; mixed.len()];
+        let (mut s, mut c) = (vec![0.0f64; mixed.len()], vec![0.0f64; mixed.len()]);
+        solve_dispatch::<f64, f64, BLOCK64>(&mixed, &es, &mut s, &mut c);
+        let m32: Vec<f32> = mixed.iter().map(|&m| m as f32).collect();
+        let e32 = vec![e as f32; mixed.len()];
+        let (mut s32, mut c32) = (vec![0.0f32; mixed.len()], vec![0.0f32; mixed.len()]);
+        solve_dispatch::<f32, f32, BLOCK32>(&m32, &e32, &mut s32, &mut c32);
+        for (i, &m) in mixed.iter().enumerate() {
+            assert_eq!((s[i], c[i]), solve_one_f64(m, e), "slice vs scalar at M = {m:e}");
+            let ea = s[i].atan2(c[i]);
+            let lhs = ea - e * s[i];
+            let tol = if e == 0.0 { 1e-15 } else { 2e-15 };
+            assert!(
+                (lhs.sin() - m.sin()).abs() <= tol && (lhs.cos() - m.cos()).abs() <= tol,
+                "f64 M = {m:e}, e = {e}: E - e sin E = {lhs} but libm reduces M to {}",
+                reduce_libm(m)
+            );
+            if e == 0.0 {
+                assert!((s[i] - m.sin()).abs() <= 1e-15 && (c[i] - m.cos()).abs() <= 1e-15, "M = {m:e}");
+            }
+            // f32: the same against the f32 value of M (finite unless it overflowed).
+            let mf = m32[i] as f64;
+            if mf.is_finite() {
+                assert_eq!((s32[i], c32[i]), solve_one_f32(m32[i], e as f32), "f32 slice vs scalar at M = {mf:e}");
+                let (sf, cf) = (s32[i] as f64, c32[i] as f64);
+                let lhs = sf.atan2(cf) - (e as f32 as f64) * sf;
+                assert!(
+                    (lhs.sin() - mf.sin()).abs() <= 2e-6 && (lhs.cos() - mf.cos()).abs() <= 2e-6,
+                    "f32 M = {mf:e}, e = {e}: E - e sin E = {lhs} but libm reduces M to {}",
+                    reduce_libm(mf)
+                );
+            } else {
+                assert!(s32[i].is_nan() && c32[i].is_nan(), "f32 M = {mf}");
+            }
+        }
+    }
+    // E itself, in [-pi, pi].
+    for &m in &ms {
+        let ea = eccentric_anomaly_f64(m, 0.0);
+        assert!(
+            (ea - reduce_libm(m)).abs() <= 4.0 * f64::EPSILON * ea.abs().max(1e-300) || (ea.abs() - PI).abs() < 1e-15
+        );
     }
 }
 

@@ -1,0 +1,184 @@
+"""Hostile inputs to every public function of the package that takes arrays or
+scalars: each raises TypeError or ValueError naming the function and the
+argument, before anything is lowered, and a traced value that must be static
+says how to make it static (with a spelling that the test then runs)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xla_ffi_rs as xr
+
+X, W = np.ones((2, 4), np.float32), np.ones(4, np.float32)
+
+#: (value, error type, words the message must contain after "<fn>: <arg>").
+ARRAY_CASES: list[tuple[Any, type[Exception], str]] = [
+    ("1.0", TypeError, "got str"),
+    (b"1.0", TypeError, "got bytes"),
+    (None, TypeError, "got NoneType"),
+    ({}, TypeError, "got dict"),
+    ({1.0}, TypeError, "got set"),
+    (print, TypeError, "got builtin_function_or_method"),
+    (["a", "b"], TypeError, "got a list of str"),
+    ([1.0, None], TypeError, "got a list of NoneType or float"),
+    ([[1.0], [1.0, 2.0]], TypeError, "not an array of numbers"),
+    ([10**400], TypeError, "got a list of int"),
+    (np.array([1.0, None]), TypeError, "got an array of NoneType or float"),
+    (np.array([1.0, 2.0], dtype=object), TypeError, "got an array of float"),
+    (np.array(["1.0"]), TypeError, "got an array of str"),
+    (np.array(["2020-01-01"], dtype="datetime64[D]"), TypeError, "got an array of datetime64"),
+    (10**400, ValueError, "got an int beyond the float64 range"),
+]
+
+
+def _message(fn: str, arg: str, words: str) -> str:
+    return rf"^{re.escape(fn)}: {re.escape(arg)}: expected .*{re.escape(words)}"
+
+
+@pytest.mark.parametrize(("value", "error", "words"), ARRAY_CASES, ids=[w for _, _, w in ARRAY_CASES])
+@pytest.mark.parametrize("arg", ["mean_anomaly", "eccentricity"])
+def test_kepler_array_arguments(value: Any, error: type[Exception], words: str, arg: str) -> None:
+    args = {"mean_anomaly": 1.0, "eccentricity": 0.5, arg: value}
+    with pytest.raises(error, match=_message("kepler", arg, words)):
+        xr.kepler(**args)
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [(True, "bool"), (np.array([True, False]), "bool"), (1j, "complex128"), (np.complex64(1), "complex64")],
+)
+@pytest.mark.parametrize("arg", ["mean_anomaly", "eccentricity"])
+def test_kepler_bool_and_complex(value: Any, got: str, arg: str) -> None:
+    args = {"mean_anomaly": 1.0, "eccentricity": 0.5, arg: value}
+    with pytest.raises(TypeError, match=rf"^kepler: {arg}: expected a real \(integer or floating\) dtype, got {got}"):
+        xr.kepler(**args)
+
+
+def test_kepler_shapes_that_do_not_broadcast() -> None:
+    with pytest.raises(ValueError, match=r"^kepler: mean_anomaly and eccentricity: .*got \(3,\) and \(2,\)"):
+        xr.kepler(np.ones(3), np.ones(2))
+    with pytest.raises(ValueError, match=r"^kepler: mean_anomaly and eccentricity"):
+        jax.jit(xr.kepler)(np.ones((2, 3)), np.ones((3, 2)))
+
+
+RMS_FUNCTIONS: list[tuple[str, Callable[..., Any]]] = [
+    ("rms_norm", xr.rms_norm),
+    ("rms_norm_inplace", xr.rms_norm_inplace),
+]
+
+
+@pytest.mark.parametrize(("value", "error", "words"), ARRAY_CASES, ids=[w for _, _, w in ARRAY_CASES])
+@pytest.mark.parametrize("arg", ["x", "weight"])
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_rms_norm_array_arguments(
+    value: Any, error: type[Exception], words: str, arg: str, name: str, fn: Callable[..., Any]
+) -> None:
+    args = {"x": X, "weight": W, arg: value}
+    with pytest.raises(error, match=_message(name, arg, words)):
+        fn(**args)
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "error", "pattern"),
+    [
+        (np.ones((2, 4), bool), W, TypeError, r"x: expected a floating dtype .*got bool"),
+        (X, np.ones(4, complex), TypeError, r"weight: expected a floating dtype .*got complex128"),
+        (np.float32(1.0), W, ValueError, r"weight: expected shape equal to the trailing 1 axes of x"),
+        (X, np.float32(1.0), ValueError, r"weight: expected at least 1 dimension, got shape \(\)"),
+        (X, np.ones((1, 4), np.float32), ValueError, r"weight: expected shape equal to the trailing 2 axes of x"),
+        (True, W, TypeError, r"x: expected a floating dtype .*got bool"),
+    ],
+)
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_rms_norm_dtypes_and_ranks(
+    x: Any, w: Any, error: type[Exception], pattern: str, name: str, fn: Callable[..., Any]
+) -> None:
+    with pytest.raises(error, match=rf"^{name}: {pattern}"):
+        fn(x, w)
+
+
+EPS_CASES: list[tuple[Any, type[Exception], str]] = [
+    (10**400, ValueError, "expected a finite float >= 0, got an int beyond the float64 range"),
+    (float("nan"), ValueError, "expected a finite float >= 0, got nan"),
+    (float("inf"), ValueError, "expected a finite float >= 0, got inf"),
+    (-1e-5, ValueError, "expected a finite float >= 0, got -1e-05"),
+    (-1, ValueError, "expected a finite float >= 0, got -1.0"),
+    ("1e-5", TypeError, "expected a Python float >= 0, got str"),
+    (None, TypeError, "expected a Python float >= 0, got NoneType"),
+    (True, TypeError, "expected a Python float >= 0, got bool"),
+    (1e-5j, TypeError, "expected a Python float >= 0, got complex"),
+    ([1e-5], TypeError, "expected a Python float >= 0, got list"),
+    (np.array([1e-5]), TypeError, "expected a Python float >= 0, got ndarray"),
+]
+
+
+@pytest.mark.parametrize(("eps", "error", "words"), EPS_CASES, ids=[w for _, _, w in EPS_CASES])
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_rms_norm_eps(eps: Any, error: type[Exception], words: str, name: str, fn: Callable[..., Any]) -> None:
+    with pytest.raises(error, match=rf"^{name}: eps: {re.escape(words)}$"):
+        fn(X, W, eps)
+    with pytest.raises(error, match=rf"^{name}: eps: {re.escape(words)}$"):
+        fn(X, W, eps=eps)
+
+
+def test_errors_come_before_lowering() -> None:
+    # Under eval_shape nothing is lowered or run: the checks are in the Python entry points.
+    with pytest.raises(TypeError, match=r"^kepler: mean_anomaly"):
+        jax.eval_shape(lambda e: xr.kepler("1.0", e), jax.ShapeDtypeStruct((2,), jnp.float32))
+    with pytest.raises(ValueError, match=r"^rms_norm: eps"):
+        jax.eval_shape(lambda x, w: xr.rms_norm(x, w, 10**400), X, W)
+
+
+# -- a traced eps -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_traced_eps_says_how_to_make_it_static(name: str, fn: Callable[..., Any]) -> None:
+    for call in (lambda: jax.jit(fn)(X, W, 1e-5), lambda: jax.jit(fn)(X, W, eps=1e-5)):
+        with pytest.raises(TypeError) as info:
+            call()
+        msg = str(info.value)
+        assert msg.startswith(f"{name}: eps is traced (")
+        assert f"jax.jit(xr.{name}, static_argnames='eps')" in msg and "static_argnums=2" in msg
+    # Under grad or vmap with respect to eps, the same message.
+    with pytest.raises(TypeError, match=rf"^{name}: eps is traced .*static_argnames='eps'"):
+        jax.grad(lambda eps: fn(X, W, eps).sum())(1e-5)
+    with pytest.raises(TypeError, match=rf"^{name}: eps is traced"):
+        jax.vmap(lambda eps: fn(X, W, eps))(np.array([1e-5, 1e-4]))
+
+
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_the_suggested_static_spellings_work(name: str, fn: Callable[..., Any]) -> None:
+    want = xr.rms_norm(X, W, 1e-3)
+    xr_ns = {"xr": xr, "jax": jax}
+    by_name = eval(f"jax.jit(xr.{name}, static_argnames='eps')", xr_ns)  # the spelling in the message
+    by_number = eval(f"jax.jit(xr.{name}, static_argnums=2)", xr_ns)
+    for got in (by_name(X, W, eps=1e-3), by_name(X, W, 1e-3), by_number(X, W, 1e-3)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    eps = 1e-3
+    closed = eval(f"jax.jit(lambda *a: xr.{name}(*a, eps=eps))", {**xr_ns, "eps": eps})
+    np.testing.assert_allclose(closed(X, W), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("m", [[0.5, 1.0, 2.0], (0.5, 1.0, 2.0), [[0.5], [1.0]], range(3), [1, 2, 3]])
+def test_kepler_takes_sequences(m: Any) -> None:
+    # The docstring's "any real array-like": lists, tuples and ranges, like arrays.
+    s, c = xr.kepler(m, 0.3)
+    s_ref, c_ref = xr.kepler(np.asarray(m, np.float64), 0.3)
+    np.testing.assert_array_equal(s, s_ref)
+    np.testing.assert_array_equal(c, c_ref)
+    s, _ = xr.kepler(0.5, [0.1, 0.2])
+    assert s.shape == (2,)
+
+
+@pytest.mark.parametrize(("value", "got"), [(None, "NoneType"), (123, "int"), (b"xla_ffi_rs.kepler", "bytes")])
+def test_target_names_wants_a_string(value: Any, got: str) -> None:
+    with pytest.raises(TypeError, match=rf"^target_names: name: expected a target name \(str\), got {got}$"):
+        xr.target_names(value)
