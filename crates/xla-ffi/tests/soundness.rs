@@ -189,7 +189,7 @@ fn state_deleter_survives_a_payload_that_panics_on_drop() {
 /// A state type whose registration panics (user code may implement the trait).
 struct BadRegistration;
 impl StateType for BadRegistration {
-    fn registration() -> &'static TypeRegistration {
+    fn registration() -> &'static TypeRegistration<Self> {
         panic!("deliberate: registration() panics")
     }
 }

@@ -56,16 +56,17 @@ struct StatePtr(*mut c_void);
 // SAFETY: states are `Send + Sync` (`StateType` requires it).
 unsafe impl Send for StatePtr {}
 
-/// The deleters of the state types registered with the fake runtime, by id.
+/// The state types registered with the fake runtime: id, address of the type's
+/// registration record, and its deleter.
 type Deleter = unsafe extern "C" fn(*mut c_void);
-static DELETERS: Mutex<Vec<(i64, Deleter)>> = Mutex::new(Vec::new());
+static REGISTERED: Mutex<Vec<(i64, usize, Deleter)>> = Mutex::new(Vec::new());
 
 impl Drop for FakeCtx {
     fn drop(&mut self) {
         let states = core::mem::take(self.states.get_mut().unwrap_or_else(|e| e.into_inner()));
-        let deleters = DELETERS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let deleters = REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for (id, StatePtr(p)) in states {
-            if let Some(&(_, delete)) = deleters.iter().rev().find(|(i, _)| *i == id) {
+            if let Some(&(_, _, delete)) = deleters.iter().rev().find(|(i, _, _)| *i == id) {
                 // SAFETY: `p` is the state the instantiate stage handed over for type
                 // `id`, and this is the one place it is freed, once.
                 unsafe { delete(p) };
@@ -812,13 +813,30 @@ fn read_back<T: Element>(a: &Arg) -> Vec<T> {
 
 /// Registers state type `S` with the fake runtime (gives it a type id), as
 /// `jax.ffi.register_ffi_type` does in Python.
+///
+/// Registering a type again with the same id is allowed (tests share types).
+///
+/// # Panics
+/// If `id` is 0 (which means "unregistered"), or if `id` is already registered for
+/// another state type: XLA never gives two types one id, and if it did, one type's
+/// state would be read, and freed, as the other's.
 pub fn register_state_type<S: crate::StateType>(id: i64) {
+    assert!(id != 0, "register_state_type: id 0 means \"not registered\"; use another id");
     let reg = S::registration();
-    // SAFETY: writes the id through the pointer XLA would write it through.
-    unsafe { (reg.type_id_ptr() as *mut i64).write(id) };
+    let record = reg as *const crate::TypeRegistration<S> as usize;
+    let mut registered = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, other, _)) = registered.iter().find(|(i, r, _)| *i == id && *r != record) {
+        drop(registered);
+        panic!(
+            "register_state_type: id {id} is already registered for another state type \
+             (record at {other:#x}); give `{}` its own id",
+            core::any::type_name::<S>()
+        );
+    }
+    reg.set_type_id(id);
     // SAFETY: a registration's TypeInfo is a valid static.
     let info = unsafe { &*(reg.type_info_ptr() as *const sys::XLA_FFI_TypeInfo) };
     if let Some(delete) = info.deleter {
-        DELETERS.lock().unwrap_or_else(|e| e.into_inner()).push((id, delete));
+        registered.push((id, record, delete));
     }
 }
