@@ -911,7 +911,9 @@ fn child_error_path() {
     let want = std::env::var("XFR_WANT").unwrap();
     let (code, words) = want.split_once(':').unwrap();
     let d = [4i64];
-    let args = || Arg::device(DataType::F32, &d, 0x10_0000);
+    // SAFETY: each case fails before any kernel launch (no driver, an old driver, no
+    // NVRTC), so the dummy address is never used.
+    let args = || unsafe { Arg::device(DataType::F32, &d, 0x10_0000) };
     let mut call = CallBuilder::new().device_stream(0x2000).arg(args()).arg(args()).ret(args()).ret(args());
     let r = if Gpu::new().is_ok() { run_kepler_f32(4, false) } else { call.run(kepler::CUDA.handler) };
     no_panic_text(&r);

@@ -76,6 +76,12 @@ impl<S: Send + Sync + 'static> TypeRegistration<S> {
     }
 }
 
+impl<S: Send + Sync + 'static> Default for TypeRegistration<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<S> TypeRegistration<S> {
     /// The id XLA assigned, or 0 before registration.
     pub fn type_id(&self) -> i64 {
