@@ -8,7 +8,8 @@
 //! What it generates beside the (unchanged) function:
 //! * a `const` `xla_ffi::HandlerDescriptor` (target, stage, platform, traits, symbol and the
 //!   function pointer), named after the function in upper case;
-//! * inside that const, the `extern "C"` shim, exported under the chosen symbol name,
+//! * inside that const, the `extern "C"` shim, exported as `xla_ffi_handler__<fn name>`
+//!   (or a raw name given with the unsafe opt-in `unsafe(symbol = "...")`),
 //!   which decodes the call frame and *calls* the function. The function's body is
 //!   never pasted into the shim, so it stays safe code: it cannot perform an unsafe
 //!   operation without writing `unsafe`, and `#![forbid(unsafe_code)]` sees it.
