@@ -285,16 +285,30 @@ fn check_signature(f: &ItemFn) -> syn::Result<()> {
     if let Some(w) = &sig.generics.where_clause {
         return no(w.span(), "a handler cannot have a `where` clause");
     }
+    if let Some(span) = find_self_type(quote!(#sig)) {
+        return no(span, FREE_FN);
+    }
     Ok(())
+}
+
+/// What to say for a handler inside an `impl` block.
+const FREE_FN: &str = "#[handler] must be on a free function (in a module or a block), not an associated function \
+                       in an `impl`: the exported symbol cannot call `Self::f`; move the function out of the `impl`";
+
+/// The span of a `Self` in a signature (only an associated function can name it).
+fn find_self_type(tokens: TokenStream2) -> Option<Span> {
+    tokens.into_iter().find_map(|t| match t {
+        proc_macro2::TokenTree::Ident(i) if i == "Self" => Some(i.span()),
+        proc_macro2::TokenTree::Group(g) => find_self_type(g.stream()),
+        _ => None,
+    })
 }
 
 fn params(f: &ItemFn) -> syn::Result<Vec<Param>> {
     let mut out = Vec::new();
     for arg in &f.sig.inputs {
         match arg {
-            FnArg::Receiver(r) => {
-                return Err(Error::new(r.span(), "a handler is a free function: it cannot take `self`"))
-            }
+            FnArg::Receiver(r) => return Err(Error::new(r.span(), FREE_FN)),
             FnArg::Typed(pt) => {
                 let name = match &*pt.pat {
                     Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {

@@ -137,11 +137,13 @@
 /// handler without a state, a return value at the execute stage, and a raw `symbol`
 /// without `unsafe` are all refused with a message that says what to write instead.
 ///
-/// A handler must be a free function (in a module or a block). On an associated
-/// function, inside an `impl` block, the exported shim could not call `Self::f`; the
-/// macro's output is then refused first with "\`use\` import is not supported in
-/// \`trait\`s or \`impl\`s", pointing at `#[handler]` (followed by "cannot find
-/// function"): move the function out of the `impl`.
+/// A handler must be a free function (in a module or a block): on an associated
+/// function, inside an `impl` block, the exported shim could not call `Self::f`. When
+/// the signature shows it (`self`, or `Self` in a type) the macro says "#[handler]
+/// must be on a free function"; otherwise the macro's output is refused first with
+/// "\`use\` import is not supported in \`trait\`s or \`impl\`s", pointing at
+/// `#[handler]` (followed by "cannot find function"). Move the function out of the
+/// `impl`.
 ///
 /// # Panics
 ///

@@ -13,4 +13,23 @@ impl Ops {
     }
 }
 
+
+
+pub struct Scaled(f32);
+xla_ffi::state_type!(Scaled);
+
+impl Scaled {
+    /// Naming `Self` (or taking `self`) shows it is an associated function: the
+    /// macro says so itself.
+    #[handler(target = "ui.assoc_self", stage = instantiate)]
+    pub fn create() -> Result<Self> {
+        Ok(Scaled(1.0))
+    }
+
+    #[handler(target = "ui.assoc_receiver")]
+    pub fn method(&self, x: Buffer<f32>) -> Result<()> {
+        let _ = (self.0, x);
+        Ok(())
+    }
+}
 fn main() {}
