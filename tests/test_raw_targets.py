@@ -200,6 +200,11 @@ BAD_CALLS: dict[str, tuple[Callable[[], Any], str, tuple[str, ...]]] = {
         RMS_FWD,
         ("attribute", "eps", "expected", "string"),
     ),
+    "fwd misspelt eps": (
+        lambda: raw_fwd(np.ones((2, 3)), np.ones(3), epsilon=1e-5),
+        RMS_FWD,
+        ("attribute `eps`: missing", "unknown attribute `epsilon`; this handler takes: eps (did you mean `eps`?)"),
+    ),
     "fwd bool eps": (
         lambda: raw_fwd(np.ones((2, 3)), np.ones(3), eps=True),
         RMS_FWD,

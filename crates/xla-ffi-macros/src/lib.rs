@@ -8,7 +8,8 @@
 //! What it generates beside the (unchanged) function:
 //! * a `const` `xla_ffi::HandlerDescriptor` (target, stage, platform, traits, symbol and the
 //!   function pointer), named after the function in upper case;
-//! * inside that const, the `extern "C"` shim, exported under the chosen symbol name,
+//! * inside that const, the `extern "C"` shim, exported as `xla_ffi_handler__<fn name>`
+//!   (or a raw name given with the unsafe opt-in `unsafe(symbol = "...")`),
 //!   which decodes the call frame and *calls* the function. The function's body is
 //!   never pasted into the shim, so it stays safe code: it cannot perform an unsafe
 //!   operation without writing `unsafe`, and `#![forbid(unsafe_code)]` sees it.
@@ -51,12 +52,43 @@ struct Options {
     host: bool,
     stage: Stage,
     traits: Option<Expr>,
-    symbol: Option<LitStr>,
+    /// A raw symbol name, chosen with `unsafe(symbol = "...")`, and the span of that
+    /// `unsafe` (where `#![forbid(unsafe_code)]` points).
+    symbol: Option<(LitStr, Span)>,
     descriptor: Option<Ident>,
     krate: syn::Path,
 }
 
-const OPTIONS: &str = "target, platform, stage, traits, symbol, descriptor, crate";
+const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate";
+
+/// The prefix of every default exported symbol: `xla_ffi_handler__<function name>`.
+/// No C library uses it, so a handler's name cannot replace another function.
+const SYMBOL_PREFIX: &str = "xla_ffi_handler__";
+
+/// Checks a raw symbol name: a C identifier.
+fn check_symbol(s: &LitStr) -> syn::Result<()> {
+    let v = s.value();
+    let ok = v.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && v.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(s.span(), "`symbol` must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)"))
+    }
+}
+
+/// Parses `unsafe(symbol = "name")`: the raw exported symbol name.
+fn unsafe_symbol(list: &syn::MetaList) -> syn::Result<LitStr> {
+    let inner = list
+        .parse_args::<syn::MetaNameValue>()
+        .map_err(|_| Error::new(list.span(), "`unsafe(...)` takes one option: unsafe(symbol = \"c_name\")"))?;
+    if !inner.path.is_ident("symbol") {
+        return Err(Error::new(inner.path.span(), "`unsafe(...)` takes one option: unsafe(symbol = \"c_name\")"));
+    }
+    let s = str_value(&inner, "symbol")?;
+    check_symbol(&s)?;
+    Ok(s)
+}
 
 fn ident_value(meta: &syn::MetaNameValue) -> Option<String> {
     match &meta.value {
@@ -83,6 +115,16 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
     let mut descriptor = None;
     let mut krate = None;
     for meta in metas {
+        if let Meta::List(list) = &meta {
+            if list.path.is_ident("unsafe") {
+                if symbol.is_some() {
+                    return Err(Error::new(list.span(), "option `symbol` is given twice"));
+                }
+                let unsafe_span = list.path.span();
+                symbol = Some((unsafe_symbol(list)?, unsafe_span));
+                continue;
+            }
+        }
         let Meta::NameValue(nv) = &meta else {
             return Err(Error::new(
                 meta.span(),
@@ -142,15 +184,17 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 traits = Some(nv.value.clone());
             }
             "symbol" => {
-                dup(symbol.is_some())?;
                 let s = str_value(nv, "symbol")?;
-                let v = s.value();
-                let ok = v.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-                    && v.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
-                if !ok {
-                    return Err(Error::new(s.span(), "`symbol` must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)"));
-                }
-                symbol = Some(s);
+                return Err(Error::new(
+                    nv.span(),
+                    format!(
+                        "a raw exported symbol name is unsafe: `{0}` would replace any other function of that \
+                         name in the process (`malloc`, `write`, another library's handler). Write \
+                         `unsafe(symbol = \"{0}\")` if no other symbol in the process has that name; without \
+                         it the symbol is `{SYMBOL_PREFIX}<function name>`",
+                        s.value()
+                    ),
+                ));
             }
             "descriptor" => {
                 dup(descriptor.is_some())?;
@@ -241,16 +285,30 @@ fn check_signature(f: &ItemFn) -> syn::Result<()> {
     if let Some(w) = &sig.generics.where_clause {
         return no(w.span(), "a handler cannot have a `where` clause");
     }
+    if let Some(span) = find_self_type(quote!(#sig)) {
+        return no(span, FREE_FN);
+    }
     Ok(())
+}
+
+/// What to say for a handler inside an `impl` block.
+const FREE_FN: &str = "#[handler] must be on a free function (in a module or a block), not an associated function \
+                       in an `impl`: the exported symbol cannot call `Self::f`; move the function out of the `impl`";
+
+/// The span of a `Self` in a signature (only an associated function can name it).
+fn find_self_type(tokens: TokenStream2) -> Option<Span> {
+    tokens.into_iter().find_map(|t| match t {
+        proc_macro2::TokenTree::Ident(i) if i == "Self" => Some(i.span()),
+        proc_macro2::TokenTree::Group(g) => find_self_type(g.stream()),
+        _ => None,
+    })
 }
 
 fn params(f: &ItemFn) -> syn::Result<Vec<Param>> {
     let mut out = Vec::new();
     for arg in &f.sig.inputs {
         match arg {
-            FnArg::Receiver(r) => {
-                return Err(Error::new(r.span(), "a handler is a free function: it cannot take `self`"))
-            }
+            FnArg::Receiver(r) => return Err(Error::new(r.span(), FREE_FN)),
             FnArg::Typed(pt) => {
                 let name = match &*pt.pat {
                     Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
@@ -287,7 +345,19 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let fn_name = &f.sig.ident;
     let vis = &f.vis;
     let fn_str = fn_name.to_string().trim_start_matches("r#").to_string();
-    let symbol = opts.symbol.clone().unwrap_or_else(|| LitStr::new(&fn_str, fn_name.span()));
+    let symbol = match &opts.symbol {
+        Some((s, _)) => s.clone(),
+        None => LitStr::new(&format!("{SYMBOL_PREFIX}{fn_str}"), fn_name.span()),
+    };
+    // `#![forbid(unsafe_code)]` must see a raw symbol name: an `unsafe` block spanned
+    // at the user's `unsafe(symbol = ...)` makes the lint point there.
+    let unsafe_marker = match &opts.symbol {
+        Some((_, span)) => quote_spanned! {*span=>
+            #[allow(unused_unsafe)]
+            const _: () = unsafe {};
+        },
+        None => quote!(),
+    };
     let desc = opts.descriptor.clone().unwrap_or_else(|| format_ident!("{}", fn_str.to_uppercase()));
     let target = &opts.target;
     let host = opts.host;
@@ -343,7 +413,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             <<#ret_ty as #krate::__private::HandlerReturn>::Output as #krate::StateType>::registration().type_id()
         },
         _ => quote! {{
-            let mut __id = 0i64;
+            let mut __id: ::core::primitive::i64 = 0;
             #( let __t = <#tys as #krate::Decode<'_>>::state_type_id(); if __t != 0 { __id = __t; } )*
             __id
         }},
@@ -359,6 +429,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             variadic_args: false #(|| <#tys as #krate::Decode<'_>>::VARIADIC_ARGS)*,
             variadic_rets: false #(|| <#tys as #krate::Decode<'_>>::VARIADIC_RETS)*,
             state_type_id: __xla_ffi_state_type_id,
+            attr_names: __xla_ffi_attr_names,
         }
     };
     let body = match opts.stage {
@@ -381,7 +452,18 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     // The shim is the function's one caller in production: let the optimizer inline
     // it there (as a body pasted into the shim would be), unless the user chose.
     let inline = if f.attrs.iter().any(|a| a.path().is_ident("inline")) { quote!() } else { quote!(#[inline]) };
+    // `#[handler]` on an associated function (inside an `impl` or a trait) cannot
+    // work: the exported shim is a free function and cannot name `Self::f`. This
+    // `use` is fine beside a free function (in a module or a block) and refused in
+    // an `impl` ("`use` import is not supported in `trait`s or `impl`s", pointing at
+    // the attribute) before any name is resolved, instead of "cannot find function".
+    let free_fn_check = quote! {
+        #[allow(unused_imports)]
+        use #krate as _;
+    };
     Ok(quote! {
+        #free_fn_check
+
         // A handler's parameters are its operands, results and attributes: many is normal.
         #[allow(clippy::too_many_arguments)]
         #inline
@@ -390,8 +472,12 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         #[doc = #doc]
         #[allow(non_upper_case_globals)]
         #vis const #desc: #krate::HandlerDescriptor = {
-            fn __xla_ffi_state_type_id() -> i64 {
+            #unsafe_marker
+            fn __xla_ffi_state_type_id() -> ::core::primitive::i64 {
                 #state_type_id
+            }
+            fn __xla_ffi_attr_names(__each: &mut dyn ::core::ops::FnMut(&'static ::core::primitive::str)) {
+                #( <#tys as #krate::Decode<'_>>::declared_attrs(#names, __each); )*
             }
             #[unsafe(export_name = #symbol)]
             unsafe extern "C" fn __xla_ffi_shim(

@@ -550,19 +550,32 @@ macro_rules! attributes {
         $(#[$m])*
         $vis struct $name { $( $(#[$fm])* $fvis $field: $fty, )* }
 
+        // Every path is absolute (`::core`, `$crate`): user items named `Option`,
+        // `Result`, `String`, `str` or a user `format!` in scope change nothing.
         impl<'f> $crate::FromAttrs<'f> for $name {
-            const NAMES: &'static [&'static str] = &[$(stringify!($field)),*];
-            fn from_dict(dict: &$crate::Dict<'f>, cx: &mut $crate::attr::FieldCx<'_>) -> Option<Self> {
-                $( let $field: Option<$fty> = cx.field(dict, stringify!($field), $crate::__default!($($default)?)); )*
-                Some($name { $( $field: $field?, )* })
+            const NAMES: &'static [&'static ::core::primitive::str] = &[$(::core::stringify!($field)),*];
+            fn from_dict(
+                dict: &$crate::Dict<'f>,
+                cx: &mut $crate::attr::FieldCx<'_>,
+            ) -> ::core::option::Option<Self> {
+                $(
+                    let $field: ::core::option::Option<$fty> =
+                        cx.field(dict, ::core::stringify!($field), $crate::__default!($($default)?));
+                )*
+                ::core::option::Option::Some($name { $( $field: $field?, )* })
             }
         }
 
         impl<'f> $crate::FromAttr<'f> for $name {
-            fn expected() -> String {
-                format!("a dictionary with keys {}", <Self as $crate::FromAttrs<'f>>::NAMES.join(", "))
+            fn expected() -> $crate::__private::String {
+                $crate::__private::format!(
+                    "a dictionary with keys {}",
+                    <Self as $crate::FromAttrs<'f>>::NAMES.join(", ")
+                )
             }
-            fn from_attr(value: &$crate::AttrValue<'f>) -> Result<Self, String> {
+            fn from_attr(
+                value: &$crate::AttrValue<'f>,
+            ) -> ::core::result::Result<Self, $crate::__private::String> {
                 $crate::attr::struct_from_dict(value)
             }
         }
@@ -573,9 +586,9 @@ macro_rules! attributes {
 #[macro_export]
 macro_rules! __default {
     () => {
-        None
+        ::core::option::Option::None
     };
     ($e:expr) => {
-        Some($e)
+        ::core::option::Option::Some($e)
     };
 }

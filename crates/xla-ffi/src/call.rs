@@ -148,13 +148,8 @@ impl<'f> Call<'f> {
             .map(|i| attrs.name_at(i).unwrap_or("?").to_string())
             .collect();
         if !extra.is_empty() && !self.accept_unbound_attrs {
-            self.problems.push(format!(
-                "{}: unexpected attribute{} {} (this handler takes {})",
-                self.info.target,
-                plural(extra.len()),
-                extra.join(", "),
-                self.expected_attr_names()
-            ));
+            let msg = unknown_attrs_message(self.info.target, &extra, &self.declared_attr_names());
+            self.problems.push(msg);
         }
         match self.problems.len() {
             0 => Ok(()),
@@ -167,18 +162,78 @@ impl<'f> Call<'f> {
         }
     }
 
-    fn expected_attr_names(&self) -> String {
+    /// The attributes the handler declares (its `Attr` and `Attrs` parameters), and
+    /// any other a custom decoder used in this call, in declaration order.
+    fn declared_attr_names(&self) -> Vec<&'f str> {
+        let mut names: Vec<&'f str> = Vec::new();
+        (self.info.attr_names)(&mut |n| {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        });
         let attrs = self.attrs();
-        let used: Vec<&str> = (0..attrs.len().min(128))
-            .filter(|i| self.used_attrs & (1 << i) != 0)
-            .filter_map(|i| attrs.name_at(i))
-            .collect();
-        if used.is_empty() {
-            "no other attributes".into()
-        } else {
-            used.join(", ")
+        for n in (0..attrs.len().min(128)).filter(|i| self.used_attrs & (1 << i) != 0).filter_map(|i| attrs.name_at(i))
+        {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        names
+    }
+}
+
+/// "unknown attribute `epsilon`; this handler takes: eps (did you mean `eps`?)"
+fn unknown_attrs_message(target: &str, unknown: &[String], takes: &[&str]) -> String {
+    let quoted: Vec<String> = unknown.iter().map(|n| format!("`{n}`")).collect();
+    let mut msg = format!("{target}: unknown attribute{} {}; ", plural(unknown.len()), quoted.join(", "));
+    if takes.is_empty() {
+        msg.push_str("this handler takes no attributes");
+        return msg;
+    }
+    msg.push_str("this handler takes: ");
+    msg.push_str(&takes.join(", "));
+    let hints: Vec<(&str, &str)> = unknown.iter().filter_map(|u| closest(u, takes).map(|c| (u.as_str(), c))).collect();
+    match hints.as_slice() {
+        [] => {}
+        [(_, c)] if unknown.len() == 1 => msg.push_str(&format!(" (did you mean `{c}`?)")),
+        _ => {
+            let h: Vec<String> = hints.iter().map(|(u, c)| format!("`{c}` for `{u}`")).collect();
+            msg.push_str(&format!(" (did you mean {}?)", h.join(", ")));
         }
     }
+    msg
+}
+
+/// The declared name closest to a misspelt one: a prefix of it (or it of a
+/// prefix), or within a small edit distance, ignoring case.
+fn closest<'a>(wrong: &str, names: &[&'a str]) -> Option<&'a str> {
+    let w = wrong.to_ascii_lowercase();
+    names
+        .iter()
+        .filter_map(|&n| {
+            let l = n.to_ascii_lowercase();
+            let d = edit_distance(&w, &l);
+            let prefix = w.len().min(l.len()) >= 2 && (w.starts_with(&l) || l.starts_with(&w));
+            (prefix || d <= (w.len().max(l.len()) / 3).max(1)).then_some((d, n))
+        })
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 fn plural(n: usize) -> &'static str {
@@ -222,12 +277,21 @@ pub trait Decode<'f>: Sized {
     fn state_type_id() -> i64 {
         0
     }
+    /// Calls `each` with the name of every attribute this parameter (called `name`)
+    /// reads, for the error that lists what a handler takes when a call passes an
+    /// unknown attribute. A parameter that wraps [`Attr`] or [`Attrs`] forwards to them.
+    fn declared_attrs(name: &'static str, each: &mut dyn FnMut(&'static str)) {
+        let _ = (name, each);
+    }
 }
 
 // Attribute parameters: the views of `attr.rs` decoded from the call (the decode
 // layer sits above the views, so `attr.rs` does not depend on `Call`).
 
 impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
+    fn declared_attrs(name: &'static str, each: &mut dyn FnMut(&'static str)) {
+        each(name);
+    }
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let target = call.target();
         let dict = call.attrs();
@@ -245,6 +309,11 @@ impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
 }
 
 impl<'f, S: FromAttrs<'f>> Decode<'f> for Attrs<S> {
+    fn declared_attrs(_name: &'static str, each: &mut dyn FnMut(&'static str)) {
+        for n in S::NAMES {
+            each(n);
+        }
+    }
     fn decode(call: &mut Call<'f>, _name: &'static str) -> Option<Self> {
         let prefix = format!("{}: ", call.target());
         let dict = call.attrs();

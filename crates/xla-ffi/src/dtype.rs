@@ -220,11 +220,11 @@ macro_rules! dispatch_float {
     ($dtype:expr, $T:ident => $body:expr, else $d:ident => $other:expr) => {
         match $dtype {
             $crate::DataType::F32 => {
-                type $T = f32;
+                type $T = ::core::primitive::f32;
                 $body
             }
             $crate::DataType::F64 => {
-                type $T = f64;
+                type $T = ::core::primitive::f64;
                 $body
             }
             $crate::DataType::F16 => {

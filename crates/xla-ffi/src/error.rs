@@ -190,7 +190,10 @@ impl From<core::num::TryFromIntError> for Error {
 #[macro_export]
 macro_rules! bail {
     ($code:ident, $($fmt:tt)+) => {
-        return ::core::result::Result::Err($crate::Error::new($crate::ErrorCode::$code, format!($($fmt)+)))
+        return ::core::result::Result::Err($crate::Error::new(
+            $crate::ErrorCode::$code,
+            $crate::__private::format!($($fmt)+),
+        ))
     };
 }
 

@@ -127,6 +127,9 @@ pub struct HandlerInfo {
     pub variadic_rets: bool,
     /// The type id of the handler's state, read at metadata time (0 if stateless).
     pub state_type_id: fn() -> i64,
+    /// Calls its argument with the name of each attribute the parameters declare
+    /// (read only to report an unknown attribute).
+    pub attr_names: fn(&mut dyn FnMut(&'static str)),
 }
 
 /// A checked view of XLA's API table.

@@ -18,7 +18,7 @@
 ///
 /// // The descriptor the macro emits beside the function:
 /// assert_eq!(DEMO_SCALE.target, "demo.scale");
-/// assert_eq!(DEMO_SCALE.symbol, "demo_scale");
+/// assert_eq!(DEMO_SCALE.symbol, "xla_ffi_handler__demo_scale");
 /// let _f: xla_ffi::HandlerFn = DEMO_SCALE.handler;
 /// ```
 ///
@@ -32,10 +32,31 @@
 ///   stage, platform, traits, symbol name and the exported function pointer. Build
 ///   registration tables from descriptors ([`bundles`](crate::bundles), or
 ///   `python::targets` with the `pyo3` feature), never from repeated strings.
-/// * inside that const, an `unsafe extern "C"` shim exported unmangled under the
-///   function's name (or `symbol = "..."`), for `ctypes.CDLL(path).demo_scale`. The
-///   shim answers XLA's metadata query, checks the stage, decodes and checks every
-///   parameter, then **calls** the function under `catch_unwind`.
+/// * inside that const, an `unsafe extern "C"` shim exported unmangled as
+///   `xla_ffi_handler__<function name>`, for
+///   `ctypes.CDLL(path).xla_ffi_handler__demo_scale`. The shim answers XLA's metadata
+///   query, checks the stage, decodes and checks every parameter, then **calls** the
+///   function under `catch_unwind`.
+///
+/// # Exported symbol names
+///
+/// An exported symbol is global to the process: a handler exported as `write` or
+/// `malloc` would replace libc's function in every program that links the crate. So
+/// the default name carries the prefix `xla_ffi_handler__` (reserved for handlers;
+/// no C library uses it), and safe code cannot choose another. A raw name is an
+/// unsafe opt-in, as Rust 2024's `#[unsafe(export_name)]` is:
+///
+/// ```
+/// // SAFETY: no other symbol in any program linking this crate is named
+/// // `my_project_raw_scale`.
+/// #[xla_ffi::handler(target = "demo.raw", unsafe(symbol = "my_project_raw_scale"))]
+/// fn demo_raw() {}
+/// assert_eq!(DEMO_RAW.symbol, "my_project_raw_scale");
+/// ```
+///
+/// Its contract: no other symbol of the process (C libraries, other crates, other
+/// handlers) has that name. `#![forbid(unsafe_code)]` refuses `unsafe(symbol = ...)`,
+/// and `symbol = "..."` without `unsafe` is a compile error.
 ///
 /// The body is never pasted into generated code, so it is not an unsafe context: an
 /// unsafe operation needs an `unsafe` block, which `#![forbid(unsafe_code)]` refuses.
@@ -49,7 +70,7 @@
 /// | `platform = host` / `device` | host (CPU) buffers (default), or device (GPU) buffers that are only addresses |
 /// | `stage = execute` / `instantiate` / `prepare` / `initialize` | the stage this symbol serves (default `execute`) |
 /// | `traits = expr` | [`Traits`](crate::Traits) reported to XLA, e.g. `Traits::COMMAND_BUFFER_COMPATIBLE` |
-/// | `symbol = "c_name"` | the exported symbol's name (default: the function's name) |
+/// | `unsafe(symbol = "c_name")` | a raw exported symbol name (default: `xla_ffi_handler__<function name>`); see above |
 /// | `descriptor = NAME` | the descriptor const's name (default: the function's name in upper case) |
 /// | `crate = "path"` | where `xla_ffi` is, if the dependency is renamed |
 ///
@@ -76,8 +97,10 @@
 /// # Attribute policy
 ///
 /// Every attribute of a call must be bound by a parameter, so a misspelt keyword
-/// (`epsilon=` for `eps`) is an error naming the unexpected attribute and the ones
-/// the handler takes. One exception: a handler with a [`State`](crate::State)
+/// (`epsilon=` for `eps`) is an error naming the unknown attribute and listing the
+/// ones the handler declares (its `Attr` parameters and `Attrs` fields), with the
+/// closest as a guess: "unknown attribute \`epsilon\`; this handler takes: eps (did
+/// you mean \`eps\`?)". One exception: a handler with a [`State`](crate::State)
 /// parameter may leave attributes unbound. Those are the attributes its instantiate
 /// stage consumed; that stage ran at the same call site with the same attributes and
 /// is strict, so a misspelt attribute was already refused there.
@@ -111,6 +134,24 @@
 ///
 /// `unsafe fn`, `async fn`, `extern "C" fn`, type parameters, `self`, patterns as
 /// parameter names, unknown or repeated options, a missing `target`, an instantiate
-/// handler without a state, and a return value at the execute stage are all refused
-/// with a message that says what to write instead.
+/// handler without a state, a return value at the execute stage, and a raw `symbol`
+/// without `unsafe` are all refused with a message that says what to write instead.
+///
+/// A handler must be a free function (in a module or a block): on an associated
+/// function, inside an `impl` block, the exported shim could not call `Self::f`. When
+/// the signature shows it (`self`, or `Self` in a type) the macro says "#[handler]
+/// must be on a free function"; otherwise the macro's output is refused first with
+/// "\`use\` import is not supported in \`trait\`s or \`impl\`s", pointing at
+/// `#[handler]` (followed by "cannot find function"). Move the function out of the
+/// `impl`.
+///
+/// # Panics
+///
+/// A panic in the function (or in decoding) becomes an `INTERNAL` error holding the
+/// panic message; it never unwinds into XLA. It is still printed by the panic hook,
+/// as every panic is (std's default hook prints to stderr, with a backtrace under
+/// `RUST_BACKTRACE=1`). This crate installs no hook, which would change the whole
+/// program; set one with [`std::panic::set_hook`] to silence or log handler panics.
+/// A `Drop` that panics while a panic is already unwinding aborts the process: that
+/// is Rust's rule, and no `catch_unwind` can stop it.
 pub use xla_ffi_macros::handler;

@@ -19,7 +19,9 @@
 //!   never `&[T]` + `&mut [T]`: [`ResultBuffer::with_input`] gives it as one `&mut [T]`.
 //!   Device buffers are never slices.
 //! * **No unwinding across the FFI.** A panic becomes an `INTERNAL` error holding the
-//!   panic message.
+//!   panic message. It is still printed by the panic hook (this crate installs none;
+//!   see [`handler`](crate::handler#panics)), and a `Drop` that panics during
+//!   unwinding aborts the process, as everywhere in Rust.
 //! * **Versions.** The metadata query is answered with [`MIN_API_VERSION`] (0.3), not
 //!   the header's, so one build loads on jaxlib 0.10 (API 0.3) through 0.12 (API 0.5).
 //!   API slots newer than the running runtime are never called.
@@ -55,12 +57,12 @@
 //!
 //! // The exported symbol and its registration facts:
 //! assert_eq!(DEMO_AXPY.target, "demo.axpy");
-//! assert_eq!(DEMO_AXPY.symbol, "demo_axpy");
+//! assert_eq!(DEMO_AXPY.symbol, "xla_ffi_handler__demo_axpy");
 //! ```
 //!
 //! In Python, the symbol goes to JAX as a capsule (`python::capsule` or
 //! `python::targets` with the `pyo3` feature, or
-//! `jax.ffi.pycapsule(ctypes.CDLL(path).demo_axpy)`):
+//! `jax.ffi.pycapsule(ctypes.CDLL(path).xla_ffi_handler__demo_axpy)`):
 //!
 //! ```python
 //! jax.ffi.register_ffi_target("demo.axpy", capsule, platform="cpu")
@@ -155,6 +157,9 @@ pub mod __private {
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;
     pub use crate::state::dispatch_instantiate;
+    // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).
+    pub use std::format;
+    pub use std::string::String;
 }
 
 // The Rust blocks of the repository's README.md and docs/, and of this crate's

@@ -11,6 +11,7 @@
 //!    `register_ffi_target(name, {"instantiate": c1, "execute": c2})`.
 
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -22,23 +23,35 @@ use crate::dispatch::dispatch;
 use crate::error::{Error, Result};
 use crate::frame::HandlerInfo;
 
-/// The registration record XLA needs for a state type: an `XLA_FFI_TypeId` that XLA
-/// fills in when the type is registered, and an `XLA_FFI_TypeInfo` with the deleter.
+/// The registration record XLA needs for state type `S`: an `XLA_FFI_TypeId` that XLA
+/// fills in when the type is registered, and an `XLA_FFI_TypeInfo` whose deleter
+/// frees a `Box<S>`.
+///
+/// The record is typed: [`StateType::registration`] returns a
+/// `&'static TypeRegistration<Self>`, and the only way to make one is
+/// [`TypeRegistration::new`], whose deleter is `S`'s own. So safe code cannot hand
+/// one type's record (its id, under which XLA stores the state, and its deleter) to
+/// another type: the compiler refuses it. Execute handlers read the state XLA stores
+/// under the id as `&S`, and XLA frees it with the record's deleter, both sound only
+/// because the record belongs to `S`.
 #[repr(C)]
-pub struct TypeRegistration {
+pub struct TypeRegistration<S> {
     /// Laid out as `XLA_FFI_TypeId { int64_t type_id }`; XLA writes it once.
     id: AtomicI64,
     info: sys::XLA_FFI_TypeInfo,
+    _state: PhantomData<fn() -> S>,
 }
 
 // SAFETY: `info` holds a null extension pointer and a function pointer, never
-// written after construction; `id` is atomic.
-unsafe impl Sync for TypeRegistration {}
+// written after construction; `id` is atomic; no `S` is stored.
+unsafe impl<S> Sync for TypeRegistration<S> {}
 
 unsafe extern "C" fn delete_box<S: Send + Sync + 'static>(p: *mut c_void) {
     if !p.is_null() {
-        // SAFETY: XLA passes back the pointer the instantiate stage stored, which is
-        // a `Box<S>` leaked by `instantiate`; XLA calls the deleter once.
+        // SAFETY: XLA passes back the pointer the instantiate stage stored under this
+        // record's id, which is a `Box<S>` leaked by `dispatch_instantiate::<S>` (the
+        // record is `TypeRegistration<S>`, so only `S`'s instantiate stores under it);
+        // XLA calls the deleter once.
         let b = unsafe { Box::from_raw(p as *mut S) };
         // A panicking Drop must not unwind into XLA, nor may dropping its payload
         // (whose own Drop may panic too).
@@ -48,9 +61,9 @@ unsafe extern "C" fn delete_box<S: Send + Sync + 'static>(p: *mut c_void) {
     }
 }
 
-impl TypeRegistration {
-    /// The record for state type `S`.
-    pub const fn new<S: Send + Sync + 'static>() -> Self {
+impl<S: Send + Sync + 'static> TypeRegistration<S> {
+    /// The record for state type `S` (its deleter drops a `Box<S>`).
+    pub const fn new() -> Self {
         TypeRegistration {
             id: AtomicI64::new(0),
             info: sys::XLA_FFI_TypeInfo {
@@ -58,11 +71,26 @@ impl TypeRegistration {
                 extension_start: core::ptr::null_mut(),
                 deleter: Some(delete_box::<S>),
             },
+            _state: PhantomData,
         }
     }
+}
+
+impl<S: Send + Sync + 'static> Default for TypeRegistration<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> TypeRegistration<S> {
     /// The id XLA assigned, or 0 before registration.
     pub fn type_id(&self) -> i64 {
         self.id.load(Ordering::Acquire)
+    }
+    /// Sets the id, as XLA does at registration (for the fake runtime of `testing`).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn set_type_id(&self, id: i64) {
+        self.id.store(id, Ordering::Release);
     }
     /// The address to hand XLA as `XLA_FFI_TypeId*` (XLA writes the id there).
     pub fn type_id_ptr(&'static self) -> *mut c_void {
@@ -75,13 +103,19 @@ impl TypeRegistration {
 }
 
 /// A type usable as handler state. Implement it with [`state_type!`](crate::state_type).
+///
+/// The trait is safe to implement: [`registration`](Self::registration) must return a
+/// `&'static TypeRegistration<Self>`, which only [`TypeRegistration::new`] makes, so an
+/// implementation cannot return another type's record (see [`TypeRegistration`]).
+/// Return the same `static` on every call: XLA writes the type's id into the record it
+/// was given, and a record it never saw has id 0 (the type counts as unregistered).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a handler state type",
     note = "declare it with `xla_ffi::state_type!({Self});` (it must be `Send + Sync + 'static`)"
 )]
-pub trait StateType: Send + Sync + 'static {
+pub trait StateType: Send + Sync + Sized + 'static {
     /// The type's registration record.
-    fn registration() -> &'static TypeRegistration;
+    fn registration() -> &'static TypeRegistration<Self>;
 }
 
 /// Declares a handler state type: `xla_ffi::state_type!(MyState);`.
@@ -89,8 +123,8 @@ pub trait StateType: Send + Sync + 'static {
 macro_rules! state_type {
     ($t:ty) => {
         impl $crate::StateType for $t {
-            fn registration() -> &'static $crate::TypeRegistration {
-                static REG: $crate::TypeRegistration = $crate::TypeRegistration::new::<$t>();
+            fn registration() -> &'static $crate::TypeRegistration<$t> {
+                static REG: $crate::TypeRegistration<$t> = $crate::TypeRegistration::<$t>::new();
                 &REG
             }
         }

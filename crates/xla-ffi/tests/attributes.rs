@@ -261,7 +261,7 @@ fn unexpected_extra_attribute() {
     expect_err(
         call.run(ATTR_FLOATS),
         ErrorCode::InvalidArgument,
-        &["attr.floats", "unexpected attribute extra", "x, y, z"],
+        &["attr.floats: unknown attribute `extra`; this handler takes: x, y, z"],
     );
 }
 
@@ -274,7 +274,11 @@ fn several_unexpected_attributes() {
         .attr("z", AttrArg::bool(true))
         .attr("zz", AttrArg::Str("s".into()))
         .attr("aa", AttrArg::scalar(1i64));
-    expect_err(call.run(ATTR_FLOATS), ErrorCode::InvalidArgument, &["unexpected attributes aa, zz"]);
+    expect_err(
+        call.run(ATTR_FLOATS),
+        ErrorCode::InvalidArgument,
+        &["unknown attributes `aa`, `zz`; this handler takes: x, y, z (did you mean `z` for `zz`?)"],
+    );
 }
 
 // ---- Option ----
@@ -541,7 +545,52 @@ fn attrs_struct_missing_mistyped_and_extra() {
         &["attr.opts", "attribute `eps`", "expected a float scalar (float32 or float64), got string"],
     );
     let mut call = opts_call().attr("eps", AttrArg::scalar(1.0f64)).attr("epsilon", AttrArg::scalar(1.0f64));
-    expect_err(call.run(ATTR_OPTS), ErrorCode::InvalidArgument, &["attr.opts", "unexpected attribute epsilon", "eps"]);
+    expect_err(
+        call.run(ATTR_OPTS),
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.opts",
+            "unknown attribute `epsilon`; this handler takes: eps, iters, tag, inner",
+            "(did you mean `eps`?)",
+        ],
+    );
+}
+
+/// A misspelt keyword alone (`epsilon` for `eps`): the error lists the attributes the
+/// handler declares, not the ones the call happened to bind (before, it said "this
+/// handler takes no other attributes").
+#[test]
+fn misspelt_attribute_lists_what_the_handler_declares() {
+    let mut call = opts_call().attr("epsilon", AttrArg::scalar(1.0f64));
+    let msg = expect_err(
+        call.run(ATTR_OPTS),
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.opts",
+            "attribute `eps`: missing",
+            "unknown attribute `epsilon`; this handler takes: eps, iters, tag, inner",
+        ],
+    );
+    assert!(msg.contains("(did you mean `eps`?)") && !msg.contains("no other"), "{msg}");
+    // One `Attr` parameter per attribute: the same list, from the parameter names.
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[3]))
+        .attr("X", AttrArg::scalar(1.0f32))
+        .attr("y", AttrArg::scalar(1.0f64))
+        .attr("z", AttrArg::bool(true));
+    expect_err(
+        call.run(ATTR_FLOATS),
+        ErrorCode::InvalidArgument,
+        &["attribute `x`: missing", "unknown attribute `X`; this handler takes: x, y, z (did you mean `x`?)"],
+    );
+    // Nothing close: no guess.
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[1])).attr("unrelated", AttrArg::scalar(1i64));
+    let msg = expect_err(
+        call.run(ATTR_OPTIONAL),
+        ErrorCode::InvalidArgument,
+        &["attr.optional: unknown attribute `unrelated`; this handler takes: k"],
+    );
+    assert!(!msg.contains("did you mean"), "{msg}");
 }
 
 #[test]

@@ -66,7 +66,7 @@ impl From<NotEnough> for xla_ffi::Error {
     }
 }
 
-#[handler(target = "m.sum_pair", symbol = "m_sum_pair_custom_symbol", descriptor = SUM_PAIR)]
+#[handler(target = "m.sum_pair", unsafe(symbol = "m_sum_pair_custom_symbol"), descriptor = SUM_PAIR)]
 fn m_sum_pair(pair: Pair, mut out: ResultBuffer<f32>, mut offset: Offset) -> core::result::Result<(), NotEnough> {
     offset.0 *= 2.0;
     let (a, b) = (pair.a.as_slice().unwrap(), pair.b.as_slice().unwrap());
@@ -257,14 +257,22 @@ fn execute_may_ignore_what_instantiate_consumed_and_misspellings_are_still_caugh
 
     // A misspelt attribute fails at the instantiate stage, so no state exists.
     let mut bad = CallBuilder::new().stage(Stage::Instantiate).attr("factr", AttrArg::scalar(3.0f32));
-    expect_err(bad.run(M_SCALED_INIT), ErrorCode::InvalidArgument, &["m.scaled", "unexpected attribute factr"]);
+    expect_err(
+        bad.run(M_SCALED_INIT),
+        ErrorCode::InvalidArgument,
+        &["m.scaled", "unknown attribute `factr`; this handler takes: factor (did you mean `factor`?)"],
+    );
 
     // Without state, every attribute must be bound.
     let mut strict = CallBuilder::new()
         .attr("factor", AttrArg::scalar(3.0f32))
         .arg(Arg::from_slice(&[1.0f32], &[1]))
         .ret(Arg::zeros::<f32>(&[1]));
-    expect_err(strict.run(M_UNSCALED), ErrorCode::InvalidArgument, &["m.unscaled", "unexpected attribute factor"]);
+    expect_err(
+        strict.run(M_UNSCALED),
+        ErrorCode::InvalidArgument,
+        &["m.unscaled", "unknown attribute `factor`; this handler takes no attributes"],
+    );
 }
 
 #[test]
@@ -279,4 +287,31 @@ fn bundles_group_stages_and_refuse_duplicates() {
     assert!(e.message().contains("two handlers for the execute stage"), "{}", e.message());
     let e = xla_ffi::bundles(&[&M_SCALED_INIT], "cpu").unwrap_err();
     assert!(e.message().contains("m.scaled: no execute handler"), "{}", e.message());
+}
+
+/// A handler named like a C library function. Before the default symbol was
+/// namespaced it was exported as `write`, replacing libc's in this test binary,
+/// which crashed before the first test printed.
+#[handler(target = "m.write")]
+pub fn write(mut out: ResultBuffer<u8>) -> xla_ffi::Result<()> {
+    out.as_uninit()?.iter_mut().for_each(|o| {
+        o.write(7);
+    });
+    Ok(())
+}
+
+/// Likewise `malloc`: every allocation of the binary would have called it.
+#[handler(target = "m.malloc")]
+pub fn malloc() {}
+
+#[test]
+fn default_symbols_are_namespaced_and_do_not_replace_libc() {
+    assert_eq!(WRITE.symbol, "xla_ffi_handler__write");
+    assert_eq!(MALLOC.symbol, "xla_ffi_handler__malloc");
+    // libc's write and malloc still work (println, Vec) and so does the handler.
+    println!("libc's write still works");
+    let mut call = CallBuilder::new().ret(Arg::zeros::<u8>(&[3]));
+    expect_ok(call.run(WRITE));
+    assert_eq!(call.ret_as::<u8>(0), vec![7, 7, 7]);
+    expect_ok(CallBuilder::new().run(MALLOC));
 }

@@ -189,7 +189,7 @@ fn state_deleter_survives_a_payload_that_panics_on_drop() {
 /// A state type whose registration panics (user code may implement the trait).
 struct BadRegistration;
 impl StateType for BadRegistration {
-    fn registration() -> &'static TypeRegistration {
+    fn registration() -> &'static TypeRegistration<Self> {
         panic!("deliberate: registration() panics")
     }
 }
@@ -393,12 +393,16 @@ fn host_guard_caches_only_proofs() {
 /// wrap around (a debug-build panic inside the decoder).
 #[test]
 fn buffer_end_past_the_address_space_is_an_error() {
-    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).arg_data_address(0, usize::MAX - 3);
+    // SAFETY: the decoder refuses a range that wraps around before reading it.
+    let mut call =
+        unsafe { CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).arg_data_address(0, usize::MAX - 3) };
     expect_err(call.run(SND_HOST_GUARD), ErrorCode::InvalidArgument, &["snd.host_guard", "operand 0"]);
     // No slice may end past isize::MAX, even where the address space goes on (found by
     // the frames fuzz target: a PRED buffer of i64::MAX elements at address 8).
-    let mut call =
-        CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).arg_data_address(0, isize::MAX as usize - 1);
+    // SAFETY: the decoder refuses a range that passes isize::MAX before reading it.
+    let mut call = unsafe {
+        CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).arg_data_address(0, isize::MAX as usize - 1)
+    };
     expect_err(call.run(SND_HOST_GUARD), ErrorCode::InvalidArgument, &["snd.host_guard", "operand 0"]);
 }
 

@@ -212,3 +212,22 @@ fn type_registration_pointers_alias_the_id() {
     // SAFETY: as above.
     assert_eq!(unsafe { (*info).struct_size }, xla_ffi::sys::XLA_FFI_TypeInfo_STRUCT_SIZE as usize);
 }
+
+/// Another state type, for the id-collision check of the fake runtime.
+struct Other(#[allow(dead_code)] u8);
+state_type!(Other);
+
+/// Two state types under one id would let one type's state be read (and freed) as
+/// the other's: the fake runtime refuses it, as XLA gives each type its own id.
+#[test]
+fn one_id_cannot_be_registered_for_two_state_types() {
+    register_state_type::<Table>(TABLE_TYPE_ID);
+    let r = std::panic::catch_unwind(|| register_state_type::<Other>(TABLE_TYPE_ID));
+    let msg = common::panic_text(r.expect_err("a second type under one id must be refused"));
+    assert!(msg.contains("id 7 is already registered for another state type") && msg.contains("Other"), "{msg}");
+    // The record of `Other` was left untouched, and `Table` keeps its id.
+    assert_eq!(Other::registration().type_id(), 0);
+    assert_eq!(Table::registration().type_id(), TABLE_TYPE_ID);
+    let r = std::panic::catch_unwind(|| register_state_type::<Other>(0));
+    assert!(common::panic_text(r.expect_err("id 0 must be refused")).contains("id 0"));
+}

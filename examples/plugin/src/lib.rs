@@ -82,8 +82,10 @@ pub fn plugin_scale(ctx: Context, x: Buffer<AnyFloat>, mut y: ResultBuffer<AnyFl
 /// Results: `mean` and `var`, both float64 of shape `x.shape[:-1]`. Attributes:
 /// `ddof` (int, 0 <= ddof < row length; the variance divides by `n - ddof`) and
 /// `clip` (optional float > 0: values are clipped to `[-clip, clip]` first).
-/// Exported under a chosen symbol name, `xla_ffi_plugin_moments`.
-#[handler(target = "plugin.moments", symbol = "xla_ffi_plugin_moments")]
+/// Exported as `xla_ffi_handler__plugin_moments` (every handler's symbol is its
+/// function's name after that prefix; a raw name needs `unsafe(symbol = "...")`,
+/// which this `forbid(unsafe_code)` crate cannot write).
+#[handler(target = "plugin.moments")]
 pub fn plugin_moments(
     x: Buffer<f64>,
     mut mean: ResultBuffer<f64>,

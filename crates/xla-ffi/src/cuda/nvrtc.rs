@@ -64,7 +64,7 @@ impl Source {
 #[macro_export]
 macro_rules! trusted_cuda_source {
     ($name:literal, $path:literal) => {
-        $crate::cuda::Source::__embedded_in_crate($name, include_str!($path))
+        $crate::cuda::Source::__embedded_in_crate($name, ::core::include_str!($path))
     };
 }
 

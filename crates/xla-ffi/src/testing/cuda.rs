@@ -10,7 +10,7 @@
 //! ```
 
 use core::ffi::c_void;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys as cu;
 
@@ -140,7 +140,7 @@ impl Gpu {
         // SAFETY: a context is current; writes one address. A zero-byte buffer gets
         // a one-byte allocation (its address is never dereferenced).
         ok("cuMemAlloc", unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes.max(1)) })?;
-        Ok(DeviceBuffer { ptr, bytes, dtype })
+        Ok(DeviceBuffer { alloc: Arc::new(DeviceAlloc(ptr)), ptr, bytes, dtype })
     }
 
     /// Begins capturing the stream into a graph (global capture mode, as XLA's
@@ -173,9 +173,22 @@ impl Gpu {
     }
 }
 
-/// Device memory (freed on drop).
+/// One device allocation, freed when the last [`DeviceBuffer`] or [`Arg`] made from
+/// it is dropped.
+#[derive(Debug)]
+struct DeviceAlloc(cu::CUdeviceptr);
+
+impl Drop for DeviceAlloc {
+    fn drop(&mut self) {
+        // SAFETY: frees this allocation once, when nothing refers to it any more.
+        let _ = unsafe { cu::cuMemFree_v2(self.0) };
+    }
+}
+
+/// Device memory (freed when it and every [`Arg`] made from it are dropped).
 #[derive(Debug)]
 pub struct DeviceBuffer {
+    alloc: Arc<DeviceAlloc>,
     ptr: cu::CUdeviceptr,
     bytes: usize,
     dtype: DataType,
@@ -188,8 +201,21 @@ impl DeviceBuffer {
     }
 
     /// A call-frame buffer of shape `dims` at this address.
+    ///
+    /// # Panics
+    /// If `dims` describe more bytes than the allocation holds.
     pub fn arg(&self, dims: &[i64]) -> Arg {
-        Arg::device(self.dtype, dims, self.ptr)
+        let width = self.dtype.byte_width().unwrap_or(0);
+        let need = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).unwrap_or(0)));
+        assert!(
+            need.and_then(|n| n.checked_mul(width)).is_some_and(|b| b <= self.bytes),
+            "DeviceBuffer::arg: dims {dims:?} of {} describe more than the {} bytes allocated",
+            self.dtype,
+            self.bytes
+        );
+        // SAFETY: the allocation holds the bytes `dims` describe (checked above), and
+        // the `Arg` keeps it alive.
+        unsafe { Arg::device(self.dtype, dims, self.ptr) }.keep_alive(self.alloc.clone())
     }
 
     /// The contents, copied to the host (after the stream's work: the copy is
@@ -208,12 +234,5 @@ impl DeviceBuffer {
             }
         }
         Ok(out)
-    }
-}
-
-impl Drop for DeviceBuffer {
-    fn drop(&mut self) {
-        // SAFETY: frees this allocation once.
-        let _ = unsafe { cu::cuMemFree_v2(self.ptr) };
     }
 }

@@ -56,16 +56,17 @@ struct StatePtr(*mut c_void);
 // SAFETY: states are `Send + Sync` (`StateType` requires it).
 unsafe impl Send for StatePtr {}
 
-/// The deleters of the state types registered with the fake runtime, by id.
+/// The state types registered with the fake runtime: id, address of the type's
+/// registration record, and its deleter.
 type Deleter = unsafe extern "C" fn(*mut c_void);
-static DELETERS: Mutex<Vec<(i64, Deleter)>> = Mutex::new(Vec::new());
+static REGISTERED: Mutex<Vec<(i64, usize, Deleter)>> = Mutex::new(Vec::new());
 
 impl Drop for FakeCtx {
     fn drop(&mut self) {
         let states = core::mem::take(self.states.get_mut().unwrap_or_else(|e| e.into_inner()));
-        let deleters = DELETERS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let deleters = REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for (id, StatePtr(p)) in states {
-            if let Some(&(_, delete)) = deleters.iter().rev().find(|(i, _)| *i == id) {
+            if let Some(&(_, _, delete)) = deleters.iter().rev().find(|(i, _, _)| *i == id) {
                 // SAFETY: `p` is the state the instantiate stage handed over for type
                 // `id`, and this is the one place it is freed, once.
                 unsafe { delete(p) };
@@ -225,6 +226,9 @@ unsafe extern "C" fn state_get(args: *mut sys::XLA_FFI_State_Get_Args) -> *mut s
 pub struct FakeApi {
     /// A leaked table of `alloc_size(struct_size)` bytes; never written after setup.
     table: *mut sys::XLA_FFI_Api,
+    /// Made by [`FakeApi::device_like`] and unchanged since: its `Stream_Get` gives
+    /// the call's stream, so the host guard refuses host handlers.
+    device: bool,
 }
 
 /// Every table made, so that they stay reachable (a runtime's table lives for the
@@ -264,7 +268,7 @@ impl FakeApi {
         t.XLA_FFI_ThreadPool_NumThreads = Some(num_threads);
         t.XLA_FFI_RunId_Get = Some(run_id_get);
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
-        FakeApi { table: keep_table(t) }
+        FakeApi { table: keep_table(t), device: false }
     }
 
     fn full(&mut self) -> &mut sys::XLA_FFI_Api {
@@ -285,6 +289,7 @@ impl FakeApi {
         t.XLA_FFI_Stream_Get = Some(stream_get_device);
         // A GPU context has no CPU thread pool.
         t.XLA_FFI_ThreadPool_NumThreads = Some(num_threads_unavailable);
+        api.device = true;
         api
     }
 
@@ -294,6 +299,7 @@ impl FakeApi {
         f: unsafe extern "C" fn(*mut sys::XLA_FFI_Stream_Get_Args) -> *mut sys::XLA_FFI_Error,
     ) -> Self {
         self.full().XLA_FFI_Stream_Get = Some(f);
+        self.device = false;
         self
     }
 
@@ -319,7 +325,7 @@ impl FakeApi {
             (*(p as *mut sys::XLA_FFI_Api)).struct_size = size;
             p as *mut sys::XLA_FFI_Api
         };
-        FakeApi { table: keep_table(table) }
+        FakeApi { table: keep_table(table), device: false }
     }
 
     /// The table's address, for a synthetic call frame.
@@ -342,6 +348,9 @@ pub struct Arg {
     nbytes: usize,
     offset_bytes: usize,
     device: Option<usize>,
+    /// What must outlive the frame (the device allocation of a `DeviceBuffer`).
+    #[allow(dead_code)]
+    keep: Option<std::sync::Arc<dyn core::any::Any + Send + Sync>>,
 }
 
 /// The element count of `dims` (0 if any is negative); panics on overflow.
@@ -359,7 +368,7 @@ impl Arg {
         let mut data = vec![0u64; nbytes.max(bytes.len()).div_ceil(8) + 1];
         // SAFETY: `data` has room for `bytes`; the regions do not overlap.
         unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), data.as_mut_ptr() as *mut u8, bytes.len()) };
-        Arg { dtype, dims: dims.to_vec(), data, nbytes, offset_bytes: 0, device: None }
+        Arg { dtype, dims: dims.to_vec(), data, nbytes, offset_bytes: 0, device: None, keep: None }
     }
     /// A buffer holding `values` with shape `dims`.
     ///
@@ -379,19 +388,56 @@ impl Arg {
         Self::raw(T::DTYPE, dims, core::mem::size_of::<T>())
     }
     /// A buffer of a raw dtype code with zeroed storage of `width` bytes per element.
+    ///
+    /// # Panics
+    /// If `width` is less than the dtype's [`byte_width`](DataType::byte_width): the
+    /// handler would read `dims × byte_width` bytes, past the storage.
     pub fn raw(dtype: DataType, dims: &[i64], width: usize) -> Self {
+        let need = dtype.byte_width().unwrap_or(0);
+        assert!(
+            width >= need,
+            "Arg::raw: {dtype} has {need} bytes per element, but a width of {width} was given \
+             (the handler would read past the buffer)"
+        );
         let nbytes = count(dims).checked_mul(width).expect("buffer size overflows usize");
         Self::with_bytes(dtype, dims, &[], nbytes)
     }
     /// A buffer of dtype code `dtype` holding exactly `bytes` (PRED bytes other than
     /// 0 and 1, say, or a dtype this crate has no Rust type for).
+    ///
+    /// # Panics
+    /// If `bytes` is shorter than the `dims × byte_width` bytes the handler may read
+    /// ([`DataType::byte_width`]; 0 for a dtype without one).
     pub fn from_bytes(dtype: DataType, dims: &[i64], bytes: &[u8]) -> Self {
+        let need = count(dims).checked_mul(dtype.byte_width().unwrap_or(0)).expect("buffer size overflows usize");
+        assert!(
+            bytes.len() >= need,
+            "Arg::from_bytes: dims {dims:?} of {dtype} describe {need} bytes, but {} were given \
+             (the handler would read past them)",
+            bytes.len()
+        );
         Self::with_bytes(dtype, dims, bytes, bytes.len())
     }
     /// A buffer at device address `ptr` (for `platform = device` handlers; see
-    /// `testing::cuda`): the frame carries the address, and nothing is read back.
-    pub fn device(dtype: DataType, dims: &[i64], ptr: u64) -> Self {
-        Arg { dtype, dims: dims.to_vec(), data: Vec::new(), nbytes: 0, offset_bytes: 0, device: Some(ptr as usize) }
+    /// `testing::cuda`, whose `DeviceBuffer::arg` is the safe way to make one): the
+    /// frame carries the address, and nothing is read back. A call with such a buffer
+    /// runs only on a device frame ([`CallBuilder::device_stream`] with a non-zero
+    /// stream), where host handlers are refused.
+    ///
+    /// # Safety
+    /// A handler hands the address to kernels that read and write the `dims × width`
+    /// bytes its dtype describes: `ptr` must be device memory of at least that size,
+    /// valid for the whole call, or no kernel may run (a test of an error path that
+    /// stops before any launch).
+    pub unsafe fn device(dtype: DataType, dims: &[i64], ptr: u64) -> Self {
+        let device = Some(ptr as usize);
+        Arg { dtype, dims: dims.to_vec(), data: Vec::new(), nbytes: 0, offset_bytes: 0, device, keep: None }
+    }
+    /// Keeps `owner` alive as long as this buffer (its memory, for a device buffer).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn keep_alive(mut self, owner: std::sync::Arc<dyn core::any::Any + Send + Sync>) -> Self {
+        self.keep = Some(owner);
+        self
     }
     /// Shifts the data pointer by `bytes`, to test alignment checks. The contents
     /// stay where they were (the buffer now starts `bytes` into them), and the
@@ -632,14 +678,22 @@ impl CallBuilder {
         self
     }
     /// Makes operand entry `arg` point at its data bytes instead of at an
-    /// `XLA_FFI_Buffer` (with [`arg_kind`](Self::arg_kind), an entry of another kind).
+    /// `XLA_FFI_Buffer`: an entry of another kind, so give it one with
+    /// [`arg_kind`](Self::arg_kind) ([`run`](Self::run) panics if it is still tagged
+    /// BUFFER, which the crate would read as an `XLA_FFI_Buffer` from those bytes).
     pub fn arg_entry_is_data(mut self, arg: usize) -> Self {
         self.data_entries.push(arg);
         self
     }
     /// Replaces operand `arg`'s data pointer by `addr`, to test the checks on the
     /// address itself (a crate that accepted it would read unowned memory).
-    pub fn arg_data_address(mut self, arg: usize, addr: usize) -> Self {
+    ///
+    /// # Safety
+    /// The handler may read the bytes operand `arg` describes at `addr`: they must be
+    /// readable for the whole call, or the crate must refuse the address before
+    /// reading (an address whose range wraps around or passes `isize::MAX`, which the
+    /// decoder checks).
+    pub unsafe fn arg_data_address(mut self, arg: usize, addr: usize) -> Self {
         self.data_addrs.push((arg, addr));
         self
     }
@@ -673,8 +727,28 @@ impl CallBuilder {
     /// operands or results (XLA passes only attributes then), so one builder can
     /// serve an instantiate call and, after [`set_stage`](Self::set_stage), execute
     /// calls that see its state.
+    ///
+    /// # Panics
+    /// On a frame a safe caller could not otherwise make sound: an operand entry made
+    /// data ([`arg_entry_is_data`](Self::arg_entry_is_data)) but still tagged BUFFER,
+    /// or a device buffer ([`Arg::device`]) in a call that is not a device call with a
+    /// stream ([`device_stream`](Self::device_stream)), where a host handler would
+    /// read the device address as host memory.
     pub fn run(&mut self, handler: impl Into<HandlerFn>) -> CallResult {
         let handler: HandlerFn = handler.into();
+        for &a in &self.data_entries {
+            let kind = self.arg_kinds.iter().rev().find(|(i, _)| *i == a).map_or(sys::XLA_FFI_ArgType_BUFFER, |k| k.1);
+            assert!(
+                kind != sys::XLA_FFI_ArgType_BUFFER,
+                "CallBuilder: operand entry {a} points at data but is tagged BUFFER; give it another kind with arg_kind"
+            );
+        }
+        let has_device = self.args.iter().chain(&self.rets).any(|a| a.device.is_some());
+        assert!(
+            !has_device || (self.api.device && self.ctx.stream != 0),
+            "CallBuilder: a device buffer (Arg::device) needs a device call: CallBuilder::device_stream with a \
+             non-zero stream, and no other API table after it"
+        );
         let mut store = AttrStore::default();
         let attrs = store.dict(&self.attrs);
         let mut arg_ptrs: Vec<*mut c_void> = self.args.iter_mut().map(Arg::ptr).collect();
@@ -812,13 +886,30 @@ fn read_back<T: Element>(a: &Arg) -> Vec<T> {
 
 /// Registers state type `S` with the fake runtime (gives it a type id), as
 /// `jax.ffi.register_ffi_type` does in Python.
+///
+/// Registering a type again with the same id is allowed (tests share types).
+///
+/// # Panics
+/// If `id` is 0 (which means "unregistered"), or if `id` is already registered for
+/// another state type: XLA never gives two types one id, and if it did, one type's
+/// state would be read, and freed, as the other's.
 pub fn register_state_type<S: crate::StateType>(id: i64) {
+    assert!(id != 0, "register_state_type: id 0 means \"not registered\"; use another id");
     let reg = S::registration();
-    // SAFETY: writes the id through the pointer XLA would write it through.
-    unsafe { (reg.type_id_ptr() as *mut i64).write(id) };
+    let record = reg as *const crate::TypeRegistration<S> as usize;
+    let mut registered = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, other, _)) = registered.iter().find(|(i, r, _)| *i == id && *r != record) {
+        drop(registered);
+        panic!(
+            "register_state_type: id {id} is already registered for another state type \
+             (record at {other:#x}); give `{}` its own id",
+            core::any::type_name::<S>()
+        );
+    }
+    reg.set_type_id(id);
     // SAFETY: a registration's TypeInfo is a valid static.
     let info = unsafe { &*(reg.type_info_ptr() as *const sys::XLA_FFI_TypeInfo) };
     if let Some(delete) = info.deleter {
-        DELETERS.lock().unwrap_or_else(|e| e.into_inner()).push((id, delete));
+        registered.push((id, record, delete));
     }
 }

@@ -63,3 +63,11 @@ pub fn runtime_code(code: ErrorCode) -> ErrorCode {
         ErrorCode::Internal
     }
 }
+
+/// The text of a caught panic's payload (a `&str` or `String`; else a placeholder).
+pub fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => p.downcast_ref::<&str>().map(|s| s.to_string()).unwrap_or_else(|| "<non-string payload>".into()),
+    }
+}

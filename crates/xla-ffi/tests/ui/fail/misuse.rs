@@ -13,7 +13,7 @@ fn twice() -> Result<()> { Ok(()) }
 #[handler(target = "ui.d", stage = later)]
 fn bad_stage() -> Result<()> { Ok(()) }
 
-#[handler(target = "ui.e", symbol = "not a symbol")]
+#[handler(target = "ui.e", unsafe(symbol = "not a symbol"))]
 fn bad_symbol() -> Result<()> { Ok(()) }
 
 #[handler(target = "ui.f")]

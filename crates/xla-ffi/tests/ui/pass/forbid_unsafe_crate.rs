@@ -20,10 +20,10 @@ pub fn ui_exec(ctx: Context, x: Buffer<f64>, mut y: ResultBuffer<f64>, s: State<
     Ok(())
 }
 
-#[handler(target = "ui.dev", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, symbol = "ui_dev_sym")]
+#[handler(target = "ui.dev", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE)]
 fn ui_dev(_xs: RemainingArgs) {}
 
 fn main() {
     let table = [&UI_INIT, &UI_EXEC, &UI_DEV];
-    assert_eq!(table[2].symbol, "ui_dev_sym");
+    assert_eq!(table[2].symbol, "xla_ffi_handler__ui_dev");
 }

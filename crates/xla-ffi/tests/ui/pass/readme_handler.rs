@@ -27,5 +27,5 @@ pub fn my_project_scale(ctx: Context, x: Buffer<AnyFloat>, mut y: ResultBuffer<A
 }
 
 fn main() {
-    assert_eq!(MY_PROJECT_SCALE.symbol, "my_project_scale");
+    assert_eq!(MY_PROJECT_SCALE.symbol, "xla_ffi_handler__my_project_scale");
 }

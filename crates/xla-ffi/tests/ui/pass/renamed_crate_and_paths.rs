@@ -15,5 +15,5 @@ fn ui_unit() {}
 
 fn main() {
     let _: ffi::HandlerFn = UI_RENAMED.handler;
-    assert_eq!(UNIT.symbol, "ui_unit");
+    assert_eq!(UNIT.symbol, "xla_ffi_handler__ui_unit");
 }
