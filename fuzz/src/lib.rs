@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use xla_ffi::testing::raw::{Data, RawAttr, RawBuffer};
 use xla_ffi::testing::FakeApi;
-use xla_ffi::HandlerFn;
+use xla_ffi::Handler;
 
 pub mod handlers;
 
@@ -169,7 +169,7 @@ pub fn check_result(target: &str, result: &xla_ffi::testing::CallResult) {
 }
 
 /// The handler signatures the frames are sent to: (target, symbol, operands, results).
-pub const HANDLERS: &[(&str, HandlerFn, usize, usize)] = &[
+pub const HANDLERS: &[(&str, Handler, usize, usize)] = &[
     ("fz.add", handlers::FZ_ADD.handler, 2, 1),
     ("fz.any", handlers::FZ_ANY.handler, 2, 1),
     ("fz.inplace", handlers::FZ_INPLACE.handler, 1, 1),

@@ -1,5 +1,5 @@
 //! What one N = 1 Kepler call costs in the Rust layer, without XLA or Python:
-//! the handler on a synthetic frame, against an empty handler on the same frame.
+//! the handler on a synthetic frame, against a handler that decodes nothing on the same frame.
 //!
 //! `cargo run --release -p xla-ffi-rs-ops --example call_cost`
 //!
@@ -15,9 +15,11 @@ use std::time::Instant;
 
 use xla_ffi::testing::{Arg, CallBuilder};
 
-/// A handler that decodes nothing and returns at once: the harness's own cost.
-extern "C" fn empty(_: *mut xla_ffi::sys::XLA_FFI_CallFrame) -> *mut xla_ffi::sys::XLA_FFI_Error {
-    core::ptr::null_mut()
+/// A handler that takes every buffer as it comes and returns at once: the harness's
+/// own cost and the fixed cost of a checked call (frame and version checks, panic guard).
+#[xla_ffi::handler(target = "cost.empty")]
+fn empty(_args: xla_ffi::RemainingArgs, _rets: xla_ffi::RemainingRets) -> xla_ffi::Result<()> {
+    Ok(())
 }
 
 /// The Kepler signature, decoded and checked, nothing done.
@@ -47,7 +49,7 @@ fn slices(
     Ok(())
 }
 
-fn best_ns(handler: xla_ffi::HandlerFn, call: &mut CallBuilder) -> f64 {
+fn best_ns(handler: xla_ffi::Handler, call: &mut CallBuilder) -> f64 {
     let mut best = f64::INFINITY;
     for _ in 0..20 {
         let t = Instant::now();
@@ -65,7 +67,7 @@ fn main() {
         .arg(Arg::from_slice(&[0.5f64], &[1]))
         .ret(Arg::zeros::<f64>(&[1]))
         .ret(Arg::zeros::<f64>(&[1]));
-    let base = best_ns(empty, &mut call);
+    let base = best_ns(EMPTY.handler, &mut call);
     println!("decode only {:.1} ns over it", best_ns(DECODE_ONLY.handler, &mut call) - base);
     println!("slices {:.1} ns over it", best_ns(SLICES.handler, &mut call) - base);
     let kepler = best_ns(xla_ffi_rs_ops::kepler::CPU.handler, &mut call);

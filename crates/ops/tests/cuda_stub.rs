@@ -22,7 +22,7 @@ use std::process::Command;
 use half::{bf16, f16};
 use xla_ffi::testing::cuda::{DeviceBuffer, Gpu};
 use xla_ffi::testing::{Arg, AttrArg, CallBuilder, CallResult};
-use xla_ffi::{DataType, ErrorCode, HandlerFn};
+use xla_ffi::{DataType, ErrorCode, Handler};
 use xla_ffi_rs_ops::{kepler, rms_norm};
 
 fn stub() -> bool {
@@ -341,7 +341,7 @@ fn kepler_matches_cpu() {
 /// The derivative targets (`kepler_tangent`, `kepler_cotangent`) on the stand-in
 /// against the CPU handlers, the same operands: the same formula, so within a few
 /// ulp of `max(|cpu|, 1)`; an operand of the wrong shape is an error naming it.
-fn kepler_derivative_case(d: DataType, n: usize, cpu_handler: HandlerFn, cuda_handler: HandlerFn) {
+fn kepler_derivative_case(d: DataType, n: usize, cpu_handler: Handler, cuda_handler: Handler) {
     let mut r = Lcg(11 + n as u64);
     let angles: Vec<f64> = (0..n).map(|_| 6.0 * r.next() - 3.0).collect();
     let mut uniform = |lo: f64, hi: f64| (0..n).map(|_| lo + (hi - lo) * r.next()).collect::<Vec<f64>>();
@@ -800,7 +800,7 @@ fn child_first_call_inside_capture() {
     // (result buffer, dtype, CPU result) to compare after the replay.
     let mut outs: Vec<(usize, DataType, V)> = Vec::new();
     let mut kepler_in = (Vec::new(), Vec::new());
-    let (mut call, f): (CallBuilder, HandlerFn) = match handler.as_str() {
+    let (mut call, f): (CallBuilder, Handler) = match handler.as_str() {
         "kepler" => {
             let (m, e) = kepler_inputs(1000, 7);
             kepler_in = (m.clone(), e.clone());

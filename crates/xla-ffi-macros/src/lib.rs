@@ -488,7 +488,11 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 // the frame before reading it and catches panics.
                 unsafe { #body }
             }
-            #krate::HandlerDescriptor::__new(#target, #stage, #platform, #traits, #symbol, __xla_ffi_shim)
+            // SAFETY: the shim is this macro's: it checks the frame, returns null or an
+            // error made by the frame's API, and catches every panic (`dispatch`).
+            #krate::HandlerDescriptor::__new(#target, #stage, #platform, #traits, #symbol, unsafe {
+                #krate::Handler::from_raw(__xla_ffi_shim)
+            })
         };
     })
 }

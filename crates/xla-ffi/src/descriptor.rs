@@ -57,7 +57,7 @@ pub struct HandlerDescriptor {
     /// The name of the exported C symbol (for `ctypes.CDLL(path).<symbol>`).
     pub symbol: &'static str,
     /// The exported function itself.
-    pub handler: HandlerFn,
+    pub handler: Handler,
 }
 
 impl HandlerDescriptor {
@@ -68,9 +68,37 @@ impl HandlerDescriptor {
         platform: Platform,
         traits: Traits,
         symbol: &'static str,
-        handler: HandlerFn,
+        handler: Handler,
     ) -> Self {
         HandlerDescriptor { target, stage, platform, traits, symbol, handler }
+    }
+}
+
+/// An exported handler function that keeps the contract XLA relies on: given a call
+/// frame, it returns null or an error this crate made, and never unwinds.
+///
+/// Only the [`handler`](crate::handler) macro makes one (or `unsafe`
+/// [`from_raw`](Self::from_raw)), so every safe function that hands a handler to XLA
+/// or to [`testing`](crate#features) takes a `Handler` (or a descriptor), never a bare
+/// function pointer: a safe `extern "C" fn` of the same signature that returned a
+/// dangling error pointer would otherwise be called as one.
+#[derive(Clone, Copy, Debug)]
+pub struct Handler(HandlerFn);
+
+impl Handler {
+    /// Wraps a raw handler function.
+    ///
+    /// # Safety
+    /// `f` must behave as XLA requires of a handler for every call frame XLA (or
+    /// `testing`) passes it: return null or a pointer to an `XLA_FFI_Error` made by the
+    /// frame's API, and never unwind.
+    #[doc(hidden)]
+    pub const unsafe fn from_raw(f: HandlerFn) -> Self {
+        Handler(f)
+    }
+    /// The raw function pointer (calling it is `unsafe`).
+    pub const fn as_raw(self) -> HandlerFn {
+        self.0
     }
 }
 
@@ -80,13 +108,13 @@ pub struct Bundle {
     /// The FFI target name.
     pub target: &'static str,
     /// `(stage, handler)` pairs, in the order given.
-    pub stages: Vec<(Stage, HandlerFn)>,
+    pub stages: Vec<(Stage, Handler)>,
 }
 
 impl Bundle {
     /// The execute handler, when the bundle is only that (register it as a plain
     /// capsule rather than a dictionary).
-    pub fn execute_only(&self) -> Option<HandlerFn> {
+    pub fn execute_only(&self) -> Option<Handler> {
         match self.stages.as_slice() {
             [(Stage::Execute, f)] => Some(*f),
             _ => None,
@@ -198,14 +226,14 @@ pub fn undecoded(call: &Call<'_>, names: &[&str]) -> Error {
     ))
 }
 
-impl From<HandlerDescriptor> for HandlerFn {
-    fn from(d: HandlerDescriptor) -> HandlerFn {
+impl From<HandlerDescriptor> for Handler {
+    fn from(d: HandlerDescriptor) -> Handler {
         d.handler
     }
 }
 
-impl From<&HandlerDescriptor> for HandlerFn {
-    fn from(d: &HandlerDescriptor) -> HandlerFn {
+impl From<&HandlerDescriptor> for Handler {
+    fn from(d: &HandlerDescriptor) -> Handler {
         d.handler
     }
 }

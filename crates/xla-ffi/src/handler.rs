@@ -19,7 +19,7 @@
 /// // The descriptor the macro emits beside the function:
 /// assert_eq!(DEMO_SCALE.target, "demo.scale");
 /// assert_eq!(DEMO_SCALE.symbol, "xla_ffi_handler__demo_scale");
-/// let _f: xla_ffi::HandlerFn = DEMO_SCALE.handler;
+/// let _f: xla_ffi::HandlerFn = DEMO_SCALE.handler.as_raw();
 /// ```
 ///
 /// # What it generates

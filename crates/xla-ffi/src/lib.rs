@@ -133,7 +133,7 @@ pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNum
 pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES};
 pub use call::{Call, Decode};
 pub use context::{Context, Scratch, Stream};
-pub use descriptor::{bundles, Bundle, HandlerDescriptor, Platform};
+pub use descriptor::{bundles, Bundle, Handler, HandlerDescriptor, Platform};
 pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
@@ -148,7 +148,8 @@ pub use half;
 /// The raw bindings, re-exported for generated code.
 pub use xla_ffi_sys as sys;
 
-/// The type of an exported handler symbol.
+/// The raw type of an exported handler symbol. Safe code gets one only from a
+/// [`Handler`], which only the [`handler`] macro makes.
 pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut sys::XLA_FFI_Error;
 
 #[doc(hidden)]

@@ -41,7 +41,7 @@ use core::ffi::c_void;
 use pyo3::types::{PyAnyMethods, PyDict, PyDictMethods, PyTuple};
 use pyo3::{Bound, PyAny, PyErr, PyResult, Python};
 
-use crate::{bundles, AnyType, Buffer, Error, HandlerDescriptor, HandlerFn, ResultBuffer, Site, StateType};
+use crate::{bundles, AnyType, Buffer, Error, Handler, HandlerDescriptor, ResultBuffer, Site, StateType};
 
 /// An unnamed capsule around a raw pointer, as `jax.ffi.pycapsule` makes.
 ///
@@ -58,13 +58,16 @@ fn raw_capsule(py: Python<'_>, ptr: *mut c_void) -> PyResult<Bound<'_, PyAny>> {
 }
 
 /// The capsule for one handler symbol, for `jax.ffi.register_ffi_target`.
-pub fn capsule(py: Python<'_>, handler: impl Into<HandlerFn>) -> PyResult<Bound<'_, PyAny>> {
-    let handler: HandlerFn = handler.into();
-    raw_capsule(py, handler as *mut c_void)
+pub fn capsule(py: Python<'_>, handler: impl Into<Handler>) -> PyResult<Bound<'_, PyAny>> {
+    raw_capsule(py, handler.into().as_raw() as *mut c_void)
 }
 
 /// A stage bundle `{"instantiate": ..., "execute": ...}` for a stateful handler.
-pub fn bundle<'py>(py: Python<'py>, instantiate: HandlerFn, execute: HandlerFn) -> PyResult<Bound<'py, PyDict>> {
+pub fn bundle<'py>(
+    py: Python<'py>,
+    instantiate: impl Into<Handler>,
+    execute: impl Into<Handler>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("instantiate", capsule(py, instantiate)?)?;
     d.set_item("execute", capsule(py, execute)?)?;

@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use xla_ffi_sys as sys;
 
 use crate::dtype::{DataType, Element};
-use crate::{ErrorCode, HandlerFn};
+use crate::{ErrorCode, Handler, HandlerFn};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -734,8 +734,8 @@ impl CallBuilder {
     /// or a device buffer ([`Arg::device`]) in a call that is not a device call with a
     /// stream ([`device_stream`](Self::device_stream)), where a host handler would
     /// read the device address as host memory.
-    pub fn run(&mut self, handler: impl Into<HandlerFn>) -> CallResult {
-        let handler: HandlerFn = handler.into();
+    pub fn run(&mut self, handler: impl Into<Handler>) -> CallResult {
+        let handler: HandlerFn = handler.into().as_raw();
         for &a in &self.data_entries {
             let kind = self.arg_kinds.iter().rev().find(|(i, _)| *i == a).map_or(sys::XLA_FFI_ArgType_BUFFER, |k| k.1);
             assert!(
@@ -833,8 +833,8 @@ impl CallBuilder {
     }
 
     /// Asks the handler for its metadata: `(api major, minor, traits, state type id)`.
-    pub fn metadata(&mut self, handler: impl Into<HandlerFn>) -> Result<(i32, i32, u32, i64), (ErrorCode, String)> {
-        let handler: HandlerFn = handler.into();
+    pub fn metadata(&mut self, handler: impl Into<Handler>) -> Result<(i32, i32, u32, i64), (ErrorCode, String)> {
+        let handler: HandlerFn = handler.into().as_raw();
         // SAFETY: plain data; all zero is valid.
         let mut md: sys::XLA_FFI_Metadata = unsafe { core::mem::zeroed() };
         md.struct_size = sys::XLA_FFI_Metadata_STRUCT_SIZE as usize;

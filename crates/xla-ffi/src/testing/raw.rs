@@ -16,7 +16,7 @@ use xla_ffi_sys as sys;
 use super::{AttrStore, CallResult, FakeApi, FakeCtx};
 use crate::attr::Dict;
 use crate::dtype::DataType;
-use crate::HandlerFn;
+use crate::{Handler, HandlerFn};
 
 /// Where a described buffer's data pointer points.
 #[derive(Clone, Debug)]
@@ -220,7 +220,8 @@ impl RawCall {
     }
 
     /// Builds the frame and calls `handler` once, on `api` with `threads` pool threads.
-    pub fn run(&self, api: &FakeApi, threads: i64, handler: HandlerFn) -> RawOutcome {
+    pub fn run(&self, api: &FakeApi, threads: i64, handler: Handler) -> RawOutcome {
+        let handler: HandlerFn = handler.as_raw();
         let all: Vec<&RawBuffer> = self.args.iter().chain(&self.rets).collect();
         // Byte sizes of the dims the crate will see (None: malformed, or too large
         // to allocate: no memory behind the buffer).

@@ -14,6 +14,6 @@ fn ui_renamed<'f>(x: ffi::Buffer<'f, f32>, mut y: ffi::ResultBuffer<'f, f32>) ->
 fn ui_unit() {}
 
 fn main() {
-    let _: ffi::HandlerFn = UI_RENAMED.handler;
+    let _: ffi::HandlerFn = UI_RENAMED.handler.as_raw();
     assert_eq!(UNIT.symbol, "xla_ffi_handler__ui_unit");
 }
