@@ -215,7 +215,7 @@ class Op:
         if jitted is None:
             while len(self._eager) >= _EAGER_CACHE_SIZE:
                 self._eager.pop(next(iter(self._eager)), None)
-            jitted = self._eager[key] = jax.jit(functools.partial(self.primitive.bind, **params))
+            jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
         return jitted(*operands)
 
     def _register_lowerings(self) -> None:
@@ -423,6 +423,15 @@ def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
 
 #: How many sets of params an op keeps a jitted bind for, for eager calls.
 _EAGER_CACHE_SIZE = 32
+
+
+def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
+    """``primitive.bind`` with ``params``, as a plain function (what jit caches best)."""
+
+    def bind(*operands: Any) -> Any:
+        return primitive.bind(*operands, **params)
+
+    return bind
 
 
 class _Strong:
