@@ -21,7 +21,6 @@ from jax.export import DisabledSafetyCheck
 
 from xla_ffi_rs import _registration
 
-
 #: Never exportable: ``xla_ffi_rs.python_call`` runs a Python function of this
 #: process, found by a key that means nothing in another process.
 _NOT_EXPORTABLE = frozenset({"xla_ffi_rs.python_call"})

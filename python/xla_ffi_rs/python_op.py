@@ -263,8 +263,12 @@ class PythonOp(Op):
         name = self.name
 
         def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...], **params: Any) -> tuple[Any, Any]:
-            batch = params.get(_BATCH, ())
-            f = functools.partial(_checked_jvp, rule, name, **_user(params))
+            batch, user = params.get(_BATCH, ()), _user(params)
+
+            def one(p: tuple[Any, ...], t: tuple[Any, ...]) -> tuple[Any, Any]:
+                return _checked_jvp(rule, name, p, t, **user)
+
+            f: Callable[..., Any] = one
             for _ in batch:
                 f = jax.vmap(f)
             out, t_out = f(primals, tangents)
@@ -341,7 +345,7 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
 
     def invoke(args: Sequence[np.ndarray], specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> tuple[int, Any]:
         try:
-            shapes = [s for s, _ in specs]
+            shapes: Sequence[tuple[int, ...]] = [s for s, _ in specs]
             if nbd is not None:
                 args, shapes = _logical(args, shapes, op_ranks, nbd, batched)
             if takes_outputs:
@@ -357,7 +361,7 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
                     return 0, (returned,)
                 returned = (returned,)
             return _checked(name, returned, shapes, specs)
-        except BaseException as e:  # noqa: BLE001 - reported to XLA, with the op's name
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
             return _UNKNOWN, _exception_message(name, e)
 
     return invoke
@@ -399,7 +403,7 @@ def _text(message: str) -> str:
 def _type_name(x: Any) -> str:
     try:
         return str(type(x).__name__)
-    except BaseException:  # noqa: BLE001 - a hostile metaclass
+    except BaseException:
         return "<unnamed type>"
 
 
@@ -408,12 +412,12 @@ def _exception_message(name: str, e: BaseException) -> str:
     code), whatever the exception's ``__str__`` or class does."""
     try:
         text = str(e)
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         text = "<exception str() failed>"
     try:
         frames = traceback.extract_tb(e.__traceback__)[1:]  # drop invoke's own frame
         tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         frames, tail = [], ""
     message = f"op {name!r} raised {_type_name(e)}: {text}"
     if tail:

@@ -191,13 +191,19 @@ fn np_dtype<'py>(py: Python<'py>, np: &NumPy, op: &str, what: &str, dtype: DataT
 
 /// Runs the callable under `key` on this call's buffers.
 pub fn call(key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
-    let attached = xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, key, operands, results)));
+    let attached =
+        xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, key, operands, results)));
     attached.flatten().unwrap_or_else(|| {
         Err(Error::new(ErrorCode::Unavailable, format!("{TARGET}: the Python interpreter is shutting down")))
     })
 }
 
-fn call_attached(py: Python<'_>, key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
+fn call_attached(
+    py: Python<'_>,
+    key: i64,
+    operands: &RemainingArgs<'_>,
+    results: &mut RemainingRets<'_>,
+) -> Result<()> {
     let (callable, op) = lookup(py, key)?;
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let np = numpy(py).map_err(internal)?;
@@ -212,7 +218,9 @@ fn call_attached(py: Python<'_>, key: i64, operands: &RemainingArgs<'_>, results
     let mut specs = Vec::with_capacity(results.len());
     for (i, b) in results.iter().enumerate() {
         let dtype = np_dtype(py, np, &op, &format!("result {i}"), b.dtype())?;
-        specs.push(PyTuple::new(py, [PyTuple::new(py, b.dims()).map_err(internal)?.into_any(), dtype]).map_err(internal)?);
+        specs.push(
+            PyTuple::new(py, [PyTuple::new(py, b.dims()).map_err(internal)?.into_any(), dtype]).map_err(internal)?,
+        );
     }
     let args = PyTuple::new(py, args).map_err(internal)?;
     let specs = PyTuple::new(py, specs).map_err(internal)?;
