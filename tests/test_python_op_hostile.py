@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 
 import jax
@@ -404,12 +405,16 @@ def test_keyboard_interrupt_and_system_exit_become_errors_naming_them(exc) -> No
 
 
 def test_registry_holds_no_op_alive_through_its_functions() -> None:
+    jax.clear_caches()
+    gc.collect()
     before = _native.registered()
     op = python_op(lambda x: x * 3, abstract_eval=like, name="temporary")
     op(jnp.ones(2)).block_until_ready()
     jax.jit(op)(jnp.ones(2)).block_until_ready()
     assert _native.registered() > before
+    alive = weakref.ref(op)
     del op
     jax.clear_caches()  # JAX's caches of traced code hold the op, as they hold functions
     gc.collect()
+    assert alive() is None
     assert _native.registered() == before
