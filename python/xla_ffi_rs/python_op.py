@@ -18,16 +18,21 @@ binding) becomes a JAX operation that works under ``jit``, ``grad``, ``jvp``,
 
 How it runs: one Rust FFI target, ``xla_ffi_rs.python_call`` (CPU), serves
 every op (on other platforms, GPUs, the op is lowered to ``jax.pure_callback``
-around the same call instead, with its host transfers). The op's lowering puts an integer key into the custom call's
-``callback`` attribute; the handler takes the GIL, looks the key up in a
-process-wide registry and calls the function with **zero-copy, read-only NumPy
-views** of the operands. The function returns its results (copied into XLA's
-result buffers after their shape and dtype are checked), or, with
-``takes_outputs=True``, receives **zero-copy, writable views** of the results as
-extra arguments and fills them (no copy at all; a NumPy or SciPy ufunc whose
-operands and results all share one shape and dtype is run this way by itself).
-Nothing is pickled and no host
-transfer is involved: on CPU, XLA's buffers already live in host memory.
+around the same call instead, with its host transfers). The op's lowering puts an
+integer key into the custom call's ``callback`` attribute; the handler takes the
+GIL, looks the key up in a process-wide registry and calls the function with
+**read-only NumPy copies** of the operands. The function returns its results,
+which are copied into XLA's result buffers after their shape and dtype are
+checked; or, with ``takes_outputs=True``, it receives writable output arrays as
+extra arguments and fills them (copied into XLA's buffers when it returns).
+Nothing is pickled and no host transfer is involved: on CPU, XLA's buffers
+already live in host memory.
+
+Memory: no array the function sees ever points into XLA's buffers, which XLA
+reuses after the call, so the function may keep any array it is given (in a
+global, as a slice, as a memoryview) and read or write it later. The price is
+one copy of each operand and each result per call (memcpy speed; see the
+README's cost table).
 
 Rules:
 
@@ -43,18 +48,27 @@ Rules:
 * sharding: ``num_batch_dims=k`` says the function treats the first ``k`` axes
   independently; under ``jit`` over several devices the function then runs per
   shard on local data (at the arrays' own ranks), with no all-gather.
+* results: one array when ``abstract_eval`` returns one aval for the call's
+  static parameters, a tuple when it returns a sequence (decided per set of
+  parameters, so ``op(x, both=False)`` and ``a, b = op(x, both=True)`` mix).
 
 Errors: an exception in the function, or a result of the wrong shape, dtype or
 count, fails the computation with ``jax.errors.JaxRuntimeError`` naming the op
 (``UNKNOWN: xla_ffi_rs.python_call: op 'i0e' raised ValueError: ...`` with
 the last traceback frames; ``INVALID_ARGUMENT: ... op 'f': result 0: expected
-float32[3], got float64[3]``). The process keeps working.
+float32[3], got float64[3]``). The process keeps working. An exception whose
+``str()`` fails is reported as ``<exception str() failed>``, and text that is
+not valid UTF-8 (a lone surrogate) with backslash escapes. ``KeyboardInterrupt``
+and ``SystemExit`` raised inside the function cannot unwind through XLA: they
+fail the computation the same way (``... raised KeyboardInterrupt``), and the
+caller gets the ``JaxRuntimeError``. Operands and results of float8 types go
+through ``ml_dtypes``; sub-byte types (int4, float4) are refused with an error
+naming the op and the operand.
 
-Views must not escape the function: the memory belongs to XLA and is reused
-after the call. Keeping a view (storing the array, or a slice of it) fails the
-call with ``FAILED_PRECONDITION``; copy instead (``np.array(x)``). Copy also
-before calling JAX on an operand inside the function (``jnp.sin(np.array(x))``):
-JAX may keep the array it was given past the call.
+Nesting: the function may itself call JAX, other python ops, or its own op
+(recursion), eagerly or under ``jit``, also when it runs on a shard of a sharded
+program: the handler takes the GIL for real even on a thread whose Python code
+is waiting for XLA.
 
 Threads: the handler runs on whichever thread XLA runs the computation (the
 calling thread, or XLA's own pool for sharded programs); JAX releases the GIL
@@ -64,10 +78,21 @@ built for the stable ABI (abi3), which free-threaded builds (3.13t, 3.14t) do
 not load; a build for one would call functions in parallel without a lock, so
 the functions must then be thread-safe.
 
-Lifetime: a function stays registered, and alive, for the rest of the process
-(any compiled program may still call it). ``python_op`` with the same
-arguments returns the same op, so re-creating an op (in a loop, or inside a
-traced function) registers nothing new.
+Lifetime: an op registers one function per set of static parameters it is
+called with; the registry drops them when the op is garbage collected. Traced
+and compiled code holds its ops (through the jaxpr's parameters, as ``jit``'s
+caches hold traced functions), so an op made inside a traced function lives as
+long as JAX's caches of that function; ``jax.clear_caches()`` and
+``gc.collect()`` free unreachable ops. A program still calling a freed op's key
+fails with ``NOT_FOUND``. ``python_op`` with the same arguments returns the same
+op while it lives. JAX's tables of rules hold ops weakly; a function that refers
+to its own op (a recursive one) keeps it, and itself, alive for the process.
+
+Export: a python op cannot be serialized: ``jax.export`` refuses
+``xla_ffi_rs.python_call`` (:func:`xla_ffi_rs.export_checks` leaves it out), and
+an artifact made with the check forced off fails with ``NOT_FOUND`` in any other
+process (every key carries a number drawn once per process), instead of running
+another function.
 """
 
 from __future__ import annotations
@@ -520,8 +545,8 @@ def python_op(
     Also a decorator: ``@python_op(abstract_eval=...)`` above ``def fn(...)``.
 
     Args:
-      fn: ``fn(*arrays, **params)`` on NumPy arrays (read-only views of the
-        operands), returning one array or a tuple, of exactly the shapes and
+      fn: ``fn(*arrays, **params)`` on NumPy arrays (read-only copies of the
+        operands, which it may keep), returning one array or a tuple, of exactly the shapes and
         dtypes ``abstract_eval`` gives. With ``takes_outputs=True`` it is
         ``fn(*arrays, *outputs, **params)`` instead: it fills the (uninitialised)
         writable output arrays and returns ``None`` (or the output arrays, as
@@ -535,14 +560,16 @@ def python_op(
       vectorized: ``fn`` accepts leading batch axes on every operand and returns
         them on every result, so ``vmap`` makes one call; otherwise one call per
         batch element.
-      takes_outputs: pass writable output arrays to ``fn`` (zero-copy results).
+      takes_outputs: pass writable output arrays to ``fn``, whose contents are
+        copied into the results when it returns.
       num_batch_dims: the number of leading axes ``fn`` treats independently;
         enables per-shard execution under sharding.
       batched: ``(operands, results)`` flags: which carry those batch axes
         (default: all).
       name: the primitive's name (default ``python_op[<fn's qualified name>]``).
 
-    Calling ``python_op`` again with the same arguments returns the same op.
+    Calling ``python_op`` again with the same arguments returns the same op (while
+    it lives: see "Lifetime" in the module docstring).
     """
     if fn is None:
         return functools.partial(
