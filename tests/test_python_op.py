@@ -353,12 +353,13 @@ def test_custom_batching_rule() -> None:
 def test_recreating_an_op_registers_nothing_new() -> None:
     op = python_op(scipy.special.expit, abstract_eval=like)
     op(jnp.ones(2)).block_until_ready()
-    before = _native.registered()
+    before, keys = _native.registered(), list(op._key_list)
     for _ in range(50):
         again = python_op(scipy.special.expit, abstract_eval=like)
         assert again is op
         jax.jit(lambda x: python_op(scipy.special.expit, abstract_eval=like)(x))(jnp.ones(2)).block_until_ready()
-    assert _native.registered() == before
+    # Other tests' ops may be freed meanwhile: the count may only go down.
+    assert _native.registered() <= before and op._key_list == keys
     assert op.name == "python_op[expit]"
 
 

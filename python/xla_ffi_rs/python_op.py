@@ -201,11 +201,15 @@ class PythonOp(Op):
             abstract_eval=_weak_method(ref, name, "_abstract_eval"),
             targets={"cpu": TARGET},
             jnp_impl=_weak_method(ref, name, "_callback_impl"),
-            attributes=self._attributes,
+            attributes=_weak_method(ref, name, "_callback_attributes"),
             num_batch_dims=None if num_batch_dims is None else (lambda *avals, **params: num_batch_dims),
             batched=batched,
         )
         super().def_batching(_weak_method(ref, name, "_sequential_or_vectorized"))
+        # What eager calls put in the `_OP` parameter: their jitted programs live in
+        # the op (`_eager`), so a strong reference there would make a cycle, which
+        # jaxlib 0.10 frees only partly when the garbage collector breaks it.
+        self._weak_handle = _WeakHandle(ref)
 
     def __call__(self, *operands: Any, **params: Any) -> Any:
         for name in _INTERNAL:
@@ -216,6 +220,10 @@ class PythonOp(Op):
         params[_OP] = self
         outs = super().__call__(*operands, **params)
         return outs[0] if len(outs) == 1 and self._single.get(frozen, True) else outs
+
+    def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
+        params[_OP] = self._weak_handle
+        return super()._eager_impl(*operands, **params)
 
     def __repr__(self) -> str:
         return f"PythonOp({self.name!r}, fn={self.fn!r}, vectorized={self.vectorized})"
@@ -258,7 +266,7 @@ class PythonOp(Op):
         shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
         return jax.pure_callback(host, shapes, *operands)
 
-    def _attributes(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _callback_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
         batch = len(params.get(_BATCH, ()))
         ranks = params.get(_RANKS)
         ranks = None if ranks is None else tuple(r + batch for r in ranks)
@@ -352,6 +360,19 @@ class PythonOp(Op):
 
         outs = jax.lax.map(one, [jnp.moveaxis(operands[i], int(dims[i] or 0), 0) for i in mapped])
         return outs, [0] * len(outs)
+
+
+class _WeakHandle:
+    """The op, held weakly, as a static parameter (hashed and compared by identity)."""
+
+    __slots__ = ("__weakref__", "ref")
+
+    def __init__(self, ref: weakref.ref[PythonOp]) -> None:
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        op = self.ref()
+        return f"<weak {op.name if op is not None else 'freed op'}>"
 
 
 def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None) -> Callable[..., Any]:
