@@ -154,6 +154,25 @@ def test_kept_operands_and_outputs_stay_valid_and_writable_where_they_were() -> 
     assert out.strip() == "ok"
 
 
+def test_kept_large_operands_are_not_reused_by_later_calls() -> None:
+    """Large copies come from a pool of reused arrays: one the function kept is
+    never handed out again while it is kept."""
+    kept: list[np.ndarray] = []
+
+    def keep(x):
+        kept.append(x)
+        return x[:1] * 1.0
+
+    op = python_op(keep, abstract_eval=lambda x: jax.ShapeDtypeStruct((1,), x.dtype), name="keeps_large")
+    n = 1 << 16  # 512 KiB of float64: pooled
+    for i in range(4):
+        op(jnp.full((n,), float(i))).block_until_ready()
+    for i, x in enumerate(kept):
+        assert x.shape == (n,) and not x.flags.writeable
+        np.testing.assert_array_equal(x, np.full(n, float(i)))
+    assert len({x.ctypes.data for x in kept}) == 4
+
+
 def test_kept_returned_result_stays_the_functions_own() -> None:
     kept: list[np.ndarray] = []
 
@@ -426,3 +445,17 @@ def test_registry_holds_no_op_alive_through_its_functions() -> None:
     gc.collect()
     assert alive() is None
     assert _native.registered() == before
+
+
+def test_large_copies_are_reused_when_nothing_keeps_them() -> None:
+    seen: list[int] = []
+
+    def record(x, out):
+        seen.append(x.base.ctypes.data)
+        out[...] = x
+
+    op = jax.jit(python_op(record, abstract_eval=like, takes_outputs=True, name="pool_reuse"))
+    x = jnp.arange(1 << 16, dtype=jnp.float64)
+    for _ in range(4):
+        np.testing.assert_array_equal(np.asarray(op(x)), np.asarray(x))
+    assert len(set(seen[1:])) == 1, seen

@@ -258,7 +258,8 @@ class PythonOp(Op):
         invoke = _invoker(self, _user(params), None)
 
         def host(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-            code, payload = invoke(tuple(np.asarray(a) for a in arrays), specs)
+            outs = tuple(np.empty(s, d) for s, d in specs) if self.takes_outputs else ()
+            code, payload = invoke(tuple(np.asarray(a) for a in arrays), specs, outs)
             if code:
                 raise RuntimeError(f"{TARGET} (pure_callback): {payload}")
             return tuple(np.asarray(v).reshape(s) for v, (s, _) in zip(payload, specs, strict=True))
@@ -279,7 +280,7 @@ class PythonOp(Op):
         frozen = (_freeze(params or {}), ranks)
         key = self._keys.get(frozen)
         if key is None:
-            key = _native.register(_invoker(self, dict(frozen[0]), ranks), self.name)
+            key = _native.register(_invoker(self, dict(frozen[0]), ranks), self.name, self.takes_outputs)
             self._key_list.append(key)
             self._keys[frozen] = key
         return key
@@ -376,9 +377,10 @@ class _WeakHandle:
 
 
 def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None) -> Callable[..., Any]:
-    """The function the Rust handler calls, ``invoke(args, specs)``: ``args`` are
-    read-only NumPy arrays holding copies of the operands, ``specs`` the results'
-    ``(shape, dtype)``. It runs ``fn`` and returns ``(0, arrays)``, one array of
+    """The function the Rust handler calls, ``invoke(args, specs, outs)``: ``args``
+    are read-only NumPy arrays holding copies of the operands, ``specs`` the
+    results' ``(shape, dtype)``, ``outs`` (with ``takes_outputs``) arrays of those
+    to fill. It runs ``fn`` and returns ``(0, arrays)``, one array of
     exactly the result's shape and dtype per result, whose bytes the handler copies
     into XLA's buffers; or ``(error_code, message)``. It is the hot path, so it is
     one closure with everything it needs bound locally; it holds no reference to
@@ -389,13 +391,15 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
     op_ranks: tuple[int, ...] = ranks or ()
     batched = op._batched
 
-    def invoke(args: Sequence[np.ndarray], specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> tuple[int, Any]:
+    def invoke(
+        args: Sequence[np.ndarray], specs: Sequence[tuple[tuple[int, ...], np.dtype]], outs: Sequence[np.ndarray]
+    ) -> tuple[int, Any]:
         try:
             shapes: Sequence[tuple[int, ...]] = [s for s, _ in specs]
             if nbd is not None:
                 args, shapes = _logical(args, shapes, op_ranks, nbd, batched)
             if takes_outputs:
-                outs = [np.empty(s, d) for s, (_, d) in zip(shapes, specs, strict=True)]
+                outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
                 returned = fn(*args, *outs, **params)
                 if returned is not None and not _are(returned, outs):
                     return _INVALID_ARGUMENT, _not_none(name, returned)

@@ -4,14 +4,19 @@
 //! lowers to a custom call of this target with the key in its `callback`
 //! attribute. On each call the handler takes the GIL (for real, also on a thread
 //! whose own Python code is waiting for XLA: [`xla_ffi::python::with_interpreter`]),
-//! looks the key up and calls `callable(operands, results)`:
+//! looks the key up and calls `callable(operands, results, outputs)`:
 //!
 //! * `operands`: a tuple of read-only NumPy arrays holding **copies** of the
 //!   operands (their memory is Python's: an array kept after the call stays valid);
 //! * `results`: a tuple of `(shape, dtype)`, the results XLA expects;
+//! * `outputs`: for a callable registered with `outputs=True`, a tuple of writable
+//!   arrays of those shapes and dtypes to fill (Python's memory too), else `()`;
 //!
 //! with the shapes XLA gives (per shard under sharding). No Python code ever sees
-//! XLA's memory.
+//! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
+//! taken from a pool and given back after the call unless something the function
+//! kept still refers to them (a fresh allocation that large is an `mmap`, and
+//! unmapping it on every call would cost more than the copy).
 //!
 //! The callable returns `(0, arrays)` on success, one array per result, whose
 //! bytes the handler copies into XLA's result buffers
@@ -41,6 +46,8 @@ pub const TARGET: &str = "xla_ffi_rs.python_call";
 struct Entry {
     callable: Py<PyAny>,
     name: String,
+    /// Whether the callable takes output arrays (`takes_outputs=True`).
+    outputs: bool,
 }
 
 /// Key -> function; keys are `process_tag << 32 | n` for n = 1, 2, ...
@@ -70,10 +77,12 @@ fn process_tag() -> i64 {
     })
 }
 
-/// `register(fn, name) -> int`: a new key under which the handler calls `fn`;
-/// `name` is the op's name, for error messages.
+/// `register(fn, name, outputs=False) -> int`: a new key under which the handler
+/// calls `fn`; `name` is the op's name, for error messages; with `outputs`, `fn`
+/// gets output arrays to fill.
 #[pyfunction]
-pub fn register(callable: Bound<'_, PyAny>, name: String) -> PyResult<i64> {
+#[pyo3(signature = (callable, name, outputs = false))]
+pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool) -> PyResult<i64> {
     if !callable.is_callable() {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "python_call.register expects a callable, got {}",
@@ -87,7 +96,7 @@ pub fn register(callable: Bound<'_, PyAny>, name: String) -> PyResult<i64> {
         }
         let key = process_tag() << 32 | reg.next;
         reg.next += 1;
-        reg.entries.insert(key, Entry { callable, name });
+        reg.entries.insert(key, Entry { callable, name, outputs });
         Ok(key)
     })
 }
@@ -107,21 +116,74 @@ pub fn registered() -> usize {
     with_registry(|reg| reg.entries.len())
 }
 
-fn lookup(py: Python<'_>, key: i64) -> Result<(Py<PyAny>, String)> {
-    with_registry(|reg| reg.entries.get(&key).map(|e| (e.callable.clone_ref(py), e.name.clone()))).ok_or_else(|| {
-        let why = if key >> 32 == process_tag() {
-            "its op was garbage collected"
-        } else {
-            "the program was lowered in another process (python ops cannot be exported or \
+fn lookup(py: Python<'_>, key: i64) -> Result<(Py<PyAny>, String, bool)> {
+    with_registry(|reg| reg.entries.get(&key).map(|e| (e.callable.clone_ref(py), e.name.clone(), e.outputs)))
+        .ok_or_else(|| {
+            let why = if key >> 32 == process_tag() {
+                "its op was garbage collected"
+            } else {
+                "the program was lowered in another process (python ops cannot be exported or \
              loaded from a compilation cache written by another process)"
-        };
-        Error::new(ErrorCode::NotFound, format!("{TARGET}: no Python function is registered under key {key}: {why}"))
-    })
+            };
+            Error::new(
+                ErrorCode::NotFound,
+                format!("{TARGET}: no Python function is registered under key {key}: {why}"),
+            )
+        })
+}
+
+/// Buffers at least this large are copied into pooled NumPy arrays (reused while
+/// no array the function kept refers to them): a fresh allocation this large is an
+/// `mmap`, and unmapping it on every call costs more than the copy.
+const POOLED_MIN_BYTES: usize = 128 << 10;
+/// The most bytes the pool keeps.
+const POOL_MAX_BYTES: usize = 256 << 20;
+
+/// Flat `uint8` arrays of the copies of large buffers, free for reuse when only
+/// the pool refers to them. Touched with the GIL held.
+static POOL: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
+
+fn pool() -> std::sync::MutexGuard<'static, Vec<Py<PyAny>>> {
+    POOL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A flat `uint8` array of `n` bytes that nothing else refers to: from the pool, or new.
+fn flat_array<'py>(py: Python<'py>, np: &NumPy, n: usize) -> PyResult<Bound<'py, PyAny>> {
+    if n >= POOLED_MIN_BYTES {
+        let mut pool = pool();
+        let found = pool.iter().position(|a| {
+            let a = a.bind(py);
+            xla_ffi::python::refcount(a) == 1 && a.len().ok() == Some(n)
+        });
+        if let Some(i) = found {
+            return Ok(pool.swap_remove(i).into_bound(py));
+        }
+    }
+    np.empty.bind(py).call1((n, np.uint8.bind(py)))
+}
+
+/// Gives `flat` back to the pool if nothing but this reference holds it.
+fn recycle(py: Python<'_>, flat: Bound<'_, PyAny>) {
+    let n = flat.len().unwrap_or(0);
+    if n < POOLED_MIN_BYTES || xla_ffi::python::refcount(&flat) != 1 {
+        return;
+    }
+    let mut pool = pool();
+    let mut total: usize = pool.iter().map(|a| a.bind(py).len().unwrap_or(0)).sum::<usize>() + n;
+    while total > POOL_MAX_BYTES && !pool.is_empty() {
+        total -= pool[0].bind(py).len().unwrap_or(0);
+        // Dropping a plain uint8 array runs no Python code.
+        pool.remove(0);
+    }
+    if total <= POOL_MAX_BYTES {
+        pool.push(flat.unbind());
+    }
 }
 
 /// `numpy.ndarray`, `numpy.uint8` and the NumPy dtype of each XLA element type, looked up once.
 struct NumPy {
     ndarray: Py<PyAny>,
+    empty: Py<PyAny>,
     uint8: Py<PyAny>,
     dtypes: Vec<(DataType, Py<PyAny>)>,
 }
@@ -176,7 +238,12 @@ fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
                 dtypes.push((t, d.unbind()));
             }
         }
-        Ok(NumPy { ndarray: np.getattr("ndarray")?.unbind(), uint8: np.getattr("uint8")?.unbind(), dtypes })
+        Ok(NumPy {
+            ndarray: np.getattr("ndarray")?.unbind(),
+            empty: np.getattr("empty")?.unbind(),
+            uint8: np.getattr("uint8")?.unbind(),
+            dtypes,
+        })
     })
 }
 
@@ -204,27 +271,72 @@ fn call_attached(
     operands: &RemainingArgs<'_>,
     results: &mut RemainingRets<'_>,
 ) -> Result<()> {
-    let (callable, op) = lookup(py, key)?;
+    let (callable, op, outputs) = lookup(py, key)?;
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let np = numpy(py).map_err(internal)?;
     let ndarray = np.ndarray.bind(py);
+    // The flat arrays behind large copies, recycled after the call.
+    let mut flats = Vec::new();
     let mut args = Vec::with_capacity(operands.len());
     for (i, b) in operands.iter().enumerate() {
         let dtype = np_dtype(py, np, &op, &format!("operand {i}"), b.dtype())?;
-        // A copy in memory Python owns (read-only: `bytes` is immutable).
-        let bytes = PyBytes::new(py, b.as_bytes()?);
-        args.push(ndarray.call1((PyTuple::new(py, b.dims()).map_err(internal)?, dtype, bytes)).map_err(internal)?);
+        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
+        let bytes = b.as_bytes()?;
+        let arg = if bytes.len() >= POOLED_MIN_BYTES {
+            let flat = flat_array(py, np, bytes.len()).map_err(internal)?;
+            xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(&op, e))?;
+            let arr = flat
+                .call_method1(pyo3::intern!(py, "view"), (dtype,))
+                .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (dims,)))
+                .map_err(internal)?;
+            arr.call_method1(pyo3::intern!(py, "setflags"), (false,)).map_err(internal)?;
+            flats.push(flat);
+            arr
+        } else {
+            // A copy in memory Python owns (read-only: `bytes` is immutable).
+            ndarray.call1((dims, dtype, PyBytes::new(py, bytes))).map_err(internal)?
+        };
+        args.push(arg);
     }
     let mut specs = Vec::with_capacity(results.len());
+    let mut outs = Vec::new();
     for (i, b) in results.iter().enumerate() {
         let dtype = np_dtype(py, np, &op, &format!("result {i}"), b.dtype())?;
-        specs.push(
-            PyTuple::new(py, [PyTuple::new(py, b.dims()).map_err(internal)?.into_any(), dtype]).map_err(internal)?,
-        );
+        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
+        if outputs {
+            let n = b.size_bytes();
+            let flat = flat_array(py, np, n).map_err(internal)?;
+            let arr = flat
+                .call_method1(pyo3::intern!(py, "view"), (&dtype,))
+                .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (&dims,)))
+                .map_err(internal)?;
+            flats.push(flat);
+            outs.push(arr);
+        }
+        specs.push(PyTuple::new(py, [dims.into_any(), dtype]).map_err(internal)?);
     }
     let args = PyTuple::new(py, args).map_err(internal)?;
     let specs = PyTuple::new(py, specs).map_err(internal)?;
-    let returned = callable.bind(py).call1((args, specs)).map_err(internal)?;
+    let outs = PyTuple::new(py, outs).map_err(internal)?;
+    let returned = callable.bind(py).call1((args, specs, outs)).map_err(internal)?;
+    // `call1` consumed our references to the arrays (and `store` consumes `returned`):
+    // what still refers to a flat array after this is what the function kept.
+    let stored = store(py, np, &op, returned, results);
+    for flat in flats {
+        recycle(py, flat);
+    }
+    stored
+}
+
+/// Copies the function's returned arrays into the results.
+fn store(
+    py: Python<'_>,
+    np: &NumPy,
+    op: &str,
+    returned: Bound<'_, PyAny>,
+    results: &mut RemainingRets<'_>,
+) -> Result<()> {
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let (code, payload): (u32, Bound<'_, PyAny>) = returned.extract().map_err(internal)?;
     if code != 0 {
         let message = match payload.extract::<String>() {
@@ -241,7 +353,7 @@ fn call_attached(
             results.len()
         ))));
     }
-    let uint8 = np.uint8.bind(py);
+    let (ndarray, uint8) = (np.ndarray.bind(py), np.uint8.bind(py));
     // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
     for r in results.as_mut_slice() {
         r.advise_huge_pages();
@@ -258,10 +370,13 @@ fn call_attached(
             .call_method1(pyo3::intern!(py, "reshape"), (-1,))
             .and_then(|f| f.call_method1(pyo3::intern!(py, "view"), (uint8,)))
             .map_err(internal)?;
-        xla_ffi::python::copy_into_result(py, &flat, result)
-            .map_err(|e| Error::new(e.code(), format!("{TARGET}: op {op:?}: {}", e.message())))?;
+        xla_ffi::python::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e))?;
     }
     Ok(())
+}
+
+fn with_op(op: &str, e: Error) -> Error {
+    Error::new(e.code(), format!("{TARGET}: op {op:?}: {}", e.message()))
 }
 
 /// Calls the Python function registered under the `callback` attribute.

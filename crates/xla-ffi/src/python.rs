@@ -197,6 +197,68 @@ pub fn copy_into_result(
     copied.map_err(py_err)
 }
 
+/// The reference count of `obj` (1 when the caller's reference is the only one).
+pub fn refcount(obj: &Bound<'_, PyAny>) -> isize {
+    // SAFETY: `obj` is a live object and the thread is attached (it is `Bound`).
+    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) }
+}
+
+/// Copies `operand`'s bytes into `dst`: a writable object with the buffer protocol
+/// whose memory is C-contiguous with a one-character format and exactly the
+/// operand's byte size (a NumPy `uint8` array of that length). As in
+/// [`copy_into_result`], the operand's memory is seen only through a read-only
+/// memoryview that no Python code sees, released before this returns.
+///
+/// Fails with `INVALID_ARGUMENT` if `dst` is not such an object, naming the operand.
+pub fn copy_from_operand(py: Python<'_>, operand: &Buffer<'_, AnyType>, dst: &Bound<'_, PyAny>) -> crate::Result<()> {
+    let site = operand.site();
+    let what = || format!("{} {} ({})", site.role, site.index, site.name);
+    let py_err = |e: PyErr| Error::invalid_argument(format!("copying from {}: {e}", what()));
+    let builtins = py.import(pyo3::intern!(py, "builtins")).map_err(py_err)?;
+    let view = builtins.getattr(pyo3::intern!(py, "memoryview")).and_then(|m| m.call1((dst,))).map_err(py_err)?;
+    let flat = view.call_method1(pyo3::intern!(py, "cast"), ("B",));
+    let release = || {
+        let _ = view.call_method0(pyo3::intern!(py, "release"));
+    };
+    let flat = match flat {
+        Ok(f) => f,
+        Err(e) => {
+            release();
+            return Err(py_err(e));
+        }
+    };
+    let n: usize = flat.getattr(pyo3::intern!(py, "nbytes")).and_then(|n| n.extract()).unwrap_or(usize::MAX);
+    let readonly = flat.getattr(pyo3::intern!(py, "readonly")).and_then(|r| r.extract::<bool>()).unwrap_or(true);
+    let bytes = operand.as_bytes()?;
+    if n != bytes.len() || readonly {
+        let _ = flat.call_method0(pyo3::intern!(py, "release"));
+        release();
+        return Err(Error::invalid_argument(format!(
+            "copying from {}: expected a writable buffer of {} bytes",
+            what(),
+            bytes.len()
+        )));
+    }
+    // SAFETY: the operand's bytes live for the whole call and nothing writes them
+    // (no result overlaps them: checked by `as_bytes`); the view is read-only, no
+    // Python code runs while it exists, and it is released before this returns.
+    let src = match unsafe { memoryview(py, bytes.as_ptr().cast_mut(), bytes.len(), false) } {
+        Ok(src) => src,
+        Err(e) => {
+            let _ = flat.call_method0(pyo3::intern!(py, "release"));
+            release();
+            return Err(py_err(e));
+        }
+    };
+    // A memoryview slice assignment: a memcpy in C, which runs no Python code.
+    let copied = flat.set_item(pyo3::types::PySlice::full(py), &src);
+    let released = src.call_method0(pyo3::intern!(py, "release"));
+    let _ = flat.call_method0(pyo3::intern!(py, "release"));
+    release();
+    released.map_err(py_err)?;
+    copied.map_err(py_err)
+}
+
 /// Calls `f` with zero-copy memoryviews of a host call's buffers: a tuple of
 /// read-only views of the operands' bytes, and a tuple of writable views of the
 /// results' (uninitialised) bytes. Views are flat bytes; shape and dtype are the
