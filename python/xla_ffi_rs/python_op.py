@@ -32,7 +32,8 @@ Memory: no array the function sees ever points into XLA's buffers, which XLA
 reuses after the call, so the function may keep any array it is given (in a
 global, as a slice, as a memoryview) and read or write it later. The price is
 one copy of each operand and each result per call (memcpy speed; see the
-README's cost table).
+README's cost table). Copies of 128 KiB or more are made into arrays from a pool,
+reused only once nothing the function kept refers to them.
 
 Rules:
 
@@ -258,7 +259,8 @@ class PythonOp(Op):
         invoke = _invoker(self, _user(params), None)
 
         def host(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-            outs = tuple(np.empty(s, d) for s, d in specs) if self.takes_outputs else ()
+            wants_outs = self.takes_outputs or _is_ufunc(self.fn, _user(params))
+            outs = tuple(np.empty(s, d) for s, d in specs) if wants_outs else ()
             code, payload = invoke(tuple(np.asarray(a) for a in arrays), specs, outs)
             if code:
                 raise RuntimeError(f"{TARGET} (pure_callback): {payload}")
@@ -280,7 +282,9 @@ class PythonOp(Op):
         frozen = (_freeze(params or {}), ranks)
         key = self._keys.get(frozen)
         if key is None:
-            key = _native.register(_invoker(self, dict(frozen[0]), ranks), self.name, self.takes_outputs)
+            params = dict(frozen[0])
+            outputs = self.takes_outputs or _is_ufunc(self.fn, params)
+            key = _native.register(_invoker(self, params, ranks), self.name, outputs)
             self._key_list.append(key)
             self._keys[frozen] = key
         return key
@@ -386,6 +390,7 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
     one closure with everything it needs bound locally; it holds no reference to
     the op (the registry holds it, and must not keep the op alive)."""
     fn, name, ndarray, takes_outputs = op.fn, op.name, np.ndarray, op.takes_outputs
+    ufunc = _is_ufunc(fn, params) and not takes_outputs
     single = op._single.get(_freeze(params), True)
     nbd = op.num_batch_dims if ranks is not None else None
     op_ranks: tuple[int, ...] = ranks or ()
@@ -404,6 +409,10 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
                 if returned is not None and not _are(returned, outs):
                     return _INVALID_ARGUMENT, _not_none(name, returned)
                 return _checked(name, outs, shapes, specs)
+            if ufunc:
+                outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
+                if _ufunc_into(fn, args, outs):  # type: ignore[arg-type]
+                    return 0, outs
             returned = fn(*args, **params)
             if single and len(specs) == 1:
                 d = specs[0][1]
@@ -415,6 +424,36 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
             return _UNKNOWN, _exception_message(name, e)
 
     return invoke
+
+
+def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
+    """Whether ``fn`` is a NumPy ufunc called without parameters (run by
+    :func:`_ufunc_into` into output arrays when it can)."""
+    return isinstance(fn, np.ufunc) and not params
+
+
+#: Results smaller than this are computed by ``fn(*args)`` and copied: for them the
+#: copy costs less than a ufunc call with ``out=`` and ``casting=`` keywords.
+_UFUNC_INTO_MIN_SIZE = 1 << 12
+
+
+def _ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> bool:
+    """Run an elementwise ufunc (NumPy's, SciPy's special functions) straight into the
+    output arrays, with no allocation, when that gives exactly what ``fn(*args)``
+    gives: every operand and result has the same shape and dtype and the ufunc has a
+    loop for that dtype; and the results are large enough for it to matter.
+    Returns whether it ran."""
+    if results[0].size < _UFUNC_INTO_MIN_SIZE or fn.nin != len(args) or fn.nout != len(results):
+        return False
+    shape, dtype = results[0].shape, results[0].dtype
+    for a in (*args, *results):
+        if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+            return False
+    try:
+        fn(*args, out=tuple(results), casting="no")
+    except TypeError:  # no loop for this dtype without a cast: the general path decides
+        return False
+    return True
 
 
 def _checked(
