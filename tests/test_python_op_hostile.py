@@ -459,3 +459,30 @@ def test_large_copies_are_reused_when_nothing_keeps_them() -> None:
     for _ in range(4):
         np.testing.assert_array_equal(np.asarray(op(x)), np.asarray(x))
     assert len(set(seen[1:])) == 1, seen
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"num_batch_dims": True}, ValueError, "num_batch_dims must be a non-negative int, got True"),
+        ({"batched": (1, 2)}, TypeError, "batched must be (operand flags, result flags)"),
+        ({"batched": ([1], [True])}, TypeError, "batched must be (operand flags, result flags) of bools"),
+        ({"name": 3}, TypeError, "name must be a str, got int"),
+        ({"takes_outputs": "no"}, TypeError, "takes_outputs must be a bool, got str"),
+        ({"vectorized": None}, TypeError, "vectorized must be a bool, got NoneType"),
+    ],
+    ids=str,
+)
+def test_bad_options_raise_before_anything_runs(kwargs, error, words) -> None:
+    with pytest.raises(error) as info:
+        python_op(np.sin, abstract_eval=like, **kwargs)
+    assert words in str(info.value)
+
+
+def test_bad_calls_name_the_op_and_parameter() -> None:
+    op = python_op(lambda x, *, k: x, abstract_eval=lambda x, *, k: x, name="unhashable")
+    with pytest.raises(TypeError, match="unhashable: static parameter 'k' must be hashable, got list"):
+        op(jnp.ones(2), k=[1])
+    two = python_op(np.add, abstract_eval=lambda a, b: a, batched=([True, False], [True]), name="flags")
+    with pytest.raises(ValueError, match="flags: batched gives flags for 2 operands, called with 1"):
+        two(jnp.ones(2))

@@ -185,6 +185,13 @@ class PythonOp(Op):
             not isinstance(num_batch_dims, int) or isinstance(num_batch_dims, bool) or num_batch_dims < 0
         ):
             raise ValueError(f"python_op: num_batch_dims must be a non-negative int, got {num_batch_dims!r}")
+        for flag, value in (("vectorized", vectorized), ("takes_outputs", takes_outputs)):
+            if not isinstance(value, bool):
+                raise TypeError(f"python_op: {flag} must be a bool, got {type(value).__name__}")
+        if batched is not None and not (
+            len(batched) == 2 and all(isinstance(b, bool) for flags in batched for b in flags)
+        ):
+            raise TypeError(f"python_op: batched must be (operand flags, result flags) of bools, got {batched!r}")
         self.fn = fn
         self.num_batch_dims = num_batch_dims
         self.vectorized = vectorized
@@ -216,6 +223,17 @@ class PythonOp(Op):
         for name in _INTERNAL:
             if name in params:
                 raise TypeError(f"{self.name}: the parameter name {name!r} is reserved")
+        for key, value in params.items():
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(
+                    f"{self.name}: static parameter {key!r} must be hashable, got {type(value).__name__}"
+                ) from None
+        if self._batched is not None and len(self._batched[0]) != len(operands):
+            raise ValueError(
+                f"{self.name}: batched gives flags for {len(self._batched[0])} operands, called with {len(operands)}"
+            )
         frozen = _freeze(params)
         params[_RANKS] = tuple(int(np.ndim(x)) for x in operands)
         params[_OP] = self
@@ -648,6 +666,14 @@ def python_op(
             batched=batched,
             name=name,
         )
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"python_op: name must be a str, got {type(name).__name__}")
+    if batched is not None:
+        try:
+            operand_flags, result_flags = batched
+            batched = (tuple(operand_flags), tuple(result_flags))
+        except (TypeError, ValueError):
+            raise TypeError(f"python_op: batched must be (operand flags, result flags), got {batched!r}") from None
     name = name or f"python_op[{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', type(fn).__name__)}]"
     frozen_batched = None if batched is None else (tuple(batched[0]), tuple(batched[1]))
     cache_key = (
