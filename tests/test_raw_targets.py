@@ -217,6 +217,11 @@ BAD_CALLS: dict[str, tuple[Callable[[], Any], str, tuple[str, ...]]] = {
         RMS_BWD,
         ("expected 4 operands", "3"),
     ),
+    "python_call float callback": (
+        lambda: jax.ffi.ffi_call("xla_ffi_rs.python_call", sds((3,), np.float64))(ONE, callback=1.0),
+        "xla_ffi_rs.python_call",
+        ("attribute `callback`", "expected an integer scalar (i64), got 1.0"),
+    ),
     "bwd int dy": (
         lambda: raw_bwd(np.ones((2, 3), np.int32), np.ones((2, 3)), np.ones(3), np.ones(2)),
         RMS_BWD,

@@ -75,7 +75,8 @@ impl fmt::Display for Number {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Number::Int(v) => write!(f, "{v}"),
-            Number::Float(v) => write!(f, "{v}"),
+            // `{:?}` keeps the point of a whole float: 1.0 reads `1.0`, not `1`.
+            Number::Float(v) => write!(f, "{v:?}"),
             Number::Bool(v) => write!(f, "{v}"),
         }
     }

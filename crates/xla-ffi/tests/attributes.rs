@@ -204,7 +204,7 @@ fn float_to_int_is_rejected() {
     expect_err(
         call.run(ATTR_INTS),
         ErrorCode::InvalidArgument,
-        &["attr.ints", "attribute `c`", "expected an integer scalar (i32), got 1"],
+        &["attr.ints", "attribute `c`", "expected an integer scalar (i32), got 1.0"],
     );
 }
 
@@ -478,7 +478,7 @@ fn nested_struct_errors() {
     expect_err(
         call.run(ATTR_NESTED),
         ErrorCode::InvalidArgument,
-        &["attribute `cfg`: expected a dictionary, got float64 scalar 1"],
+        &["attribute `cfg`: expected a dictionary, got float64 scalar 1.0"],
     );
 }
 
