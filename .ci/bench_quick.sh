@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-[ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
+need_py312
 
 log "benchmark harness (--quick: tiny sizes, proves it runs)"
 XFR_PY312="$XFR_PY312" bash benchmarks/run.sh --quick >/dev/null

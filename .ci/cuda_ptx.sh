@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-[ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
+need_py312
 
 log "CUDA sources -> PTX for sm_80 and sm_90 (NVRTC from pip, no GPU needed)"
 "$XFR_PY312" -m pip install -q --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14"

@@ -4,9 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-# pyo3's build script needs a Python: the 3.12 venv's.
-[ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
-export PYO3_PYTHON="$XFR_PY312"
+need_py312
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

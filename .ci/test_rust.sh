@@ -6,8 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-[ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
-export PYO3_PYTHON="$XFR_PY312"
+need_py312
 
 log "cargo test (the ABI declared in Rust; no libclang, no header)"
 LIBCLANG_PATH=/nonexistent cargo test --workspace --features xla-ffi-rs-ops/cuda

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-[ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
+need_py312
 "$XFR_PY312" -m pip install -q --disable-pip-version-check "$CHECK_JSONSCHEMA_PIN"
 
 log "check-jsonschema: .github/workflows/*.yml"

@@ -115,6 +115,13 @@ setup_venvs() {
     export PYO3_PYTHON="$XFR_PY312"
 }
 
+# need_py312: the Python 3.12 venv (made if this script runs alone, not from .ci/run),
+# also as the Python that pyo3's build script inspects.
+need_py312() {
+    [ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs
+    export PYO3_PYTHON="$XFR_PY312"
+}
+
 # build_wheel -> prints the wheel path (one abi3 wheel for Python >= 3.11).
 build_wheel() {
     rm -rf "$XFR_ROOT/dist"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,13 +27,19 @@ def test_bound_scale_op_has_every_transformation() -> None:
     assert text.count("xla_ffi_rs.examples.scale") == 1 and "while" not in text
 
 
-def test_demo_recovers_the_orbit() -> None:
+def _fitted_demo() -> tuple[Any, jax.Array, jax.Array, dict[str, jax.Array]]:
+    """The demo module, 80 noisy velocities of its true orbit (seed 7) and the fit."""
     demo = load_example("rv_fit")
     rng = np.random.default_rng(7)
     t = jnp.asarray(np.sort(rng.uniform(0.0, 60.0, 80)))
     true = {k: jnp.asarray(v) for k, v in demo.TRUE.items()}
     rv = demo.rv_model(true, t) + 2.0 * jnp.asarray(rng.standard_normal(t.shape))
     best = demo.fit(t, rv, 2.0, {"K": 40.0, "e": 0.4, "omega": 0.6, "t_p": 2.5, "gamma": 0.0})
+    return demo, t, rv, best
+
+
+def test_demo_recovers_the_orbit() -> None:
+    demo, t, rv, best = _fitted_demo()
     assert abs(float(best["e"]) - demo.TRUE["e"]) < 0.02
     assert abs(float(best["K"]) - demo.TRUE["K"]) < 2.0
     assert abs(float(best["omega"]) - demo.TRUE["omega"]) < 0.05
@@ -51,12 +58,7 @@ def test_demo_uncertainties_from_the_hessian() -> None:
     """The inverse Hessian's errors: finite, positive, the true parameters within 4
     sigma of the fit, and each error the square root of the Laplace variance, checked
     against a finite-difference Hessian of the loss in float64."""
-    demo = load_example("rv_fit")
-    rng = np.random.default_rng(7)
-    t = jnp.asarray(np.sort(rng.uniform(0.0, 60.0, 80)))
-    true = {k: jnp.asarray(v) for k, v in demo.TRUE.items()}
-    rv = demo.rv_model(true, t) + 2.0 * jnp.asarray(rng.standard_normal(t.shape))
-    best = demo.fit(t, rv, 2.0, {"K": 40.0, "e": 0.4, "omega": 0.6, "t_p": 2.5, "gamma": 0.0})
+    demo, t, rv, best = _fitted_demo()
     errors = demo.uncertainties(t, rv, 2.0, best)
     assert set(errors) == set(demo.TRUE)
     for k, err in errors.items():
