@@ -45,3 +45,21 @@ log "cargo package (each crate builds from its .crate file)"
 # .crate files (cargo >= 1.90).
 LIBCLANG_PATH=/nonexistent cargo package --allow-dirty \
     "${crates[@]}"
+
+# The release wheel: abi3, manylinux_2_28 (glibc 2.28), as release.yml builds it.
+# maturin --zig links against glibc 2.28 and checks the symbol versions itself; the
+# wheel is then imported from a scratch folder and runs one op.
+log "abi3 wheel for manylinux_2_28 (maturin --zig), imported and run"
+"$XFR_PY312" -m pip install -q --disable-pip-version-check "$ZIGLANG_PIN"
+wheels="$(mktemp -d)"
+PATH="$(dirname "$XFR_PY312"):$PATH" "$(dirname "$XFR_PY312")/maturin" build --release --zig \
+    --compatibility manylinux_2_28 --out "$wheels" >&2
+wheel="$(ls "$wheels"/xla_ffi_rs-*-cp311-abi3-manylinux_2_28_x86_64.whl)"
+"$XFR_PY312" -m pip install -q --disable-pip-version-check --no-deps --target "$wheels/site" "$wheel"
+(cd "$wheels" && PYTHONPATH="$wheels/site" "$XFR_PY312" -c '
+import jax.numpy as jnp, numpy as np, xla_ffi_rs as xr
+s, c = xr.kepler(jnp.array([1.0]), 0.0)
+assert xr.__file__.startswith("'"$wheels"'"), xr.__file__
+np.testing.assert_allclose([float(s[0]), float(c[0])], [np.sin(1.0), np.cos(1.0)], rtol=1e-6)
+print("manylinux_2_28 wheel:", xr.__file__)')
+rm -rf "$wheels"

@@ -24,6 +24,7 @@ JAX_311="jax[cpu]==0.10.2"
 RUFF_PIN="ruff==0.17.5"
 MYPY_PIN="mypy==2.4.1"
 CHECK_JSONSCHEMA_PIN="check-jsonschema>=0.29,<1"
+ZIGLANG_PIN="ziglang>=0.13,<0.18"
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
