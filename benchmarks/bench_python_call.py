@@ -6,7 +6,7 @@ round; the table gives the median over rounds):
 
 * ``python_op``: ours, the function returns its result (copied into XLA's buffer);
 * ``python_op out``: ours with ``takes_outputs=True``, ``np.sin(x, out=out)``
-  writes straight into XLA's result buffer;
+  writes into an output array, copied into XLA's result buffer;
 * ``jaxbind``: JAXbind 1.x (``get_nonlinear_call``; writes into its outputs),
   when it is installed (``pip install jaxbind``; never a dependency);
 * ``pure_callback``: ``jax.pure_callback(np.sin, ...)``;

@@ -1,8 +1,8 @@
 """A SciPy function as a JAX op: the modified Bessel function of the second kind.
 
 ``scipy.special.kv(v, x)`` has no JAX counterpart. ``python_op`` makes it a JAX op
-that runs SciPy on zero-copy views of XLA's buffers (one Rust FFI handler, no
-pickling, no host transfer), with a derivative rule so that ``grad`` works:
+that runs SciPy on copies of XLA's buffers, in host memory (one Rust FFI handler,
+no pickling, no host transfer), with a derivative rule so that ``grad`` works:
 
     d/dx K_v(x) = -(K_{v-1}(x) + K_{v+1}(x)) / 2
 

@@ -97,19 +97,9 @@ def test_takes_outputs_writes_in_place_and_inputs_are_read_only() -> None:
     np.testing.assert_allclose(np.asarray(op2(x)), np.sin(x), rtol=1e-15)
 
 
-def test_ufuncs_run_into_the_results_or_fall_back() -> None:
-    """A ufunc whose operands and results share shape and dtype writes straight into
-    XLA's buffers; other signatures take the general path; both give fn(*args)."""
-    from xla_ffi_rs.python_op import _ufunc_into
-
+def test_ufuncs_give_what_they_give_in_numpy() -> None:
+    """A ufunc as the function: the same values and dtypes as calling it in NumPy."""
     big = np.linspace(-2, 2, 5000)
-    out = np.empty_like(big)
-    assert _ufunc_into(np.sin, (big,), (out,)) and np.array_equal(out, np.sin(big))
-    assert not _ufunc_into(np.sin, (big[:7],), (out[:7],))  # small: copying is cheaper
-    assert not _ufunc_into(np.sin, (big.astype(np.int64),), (out,))  # dtypes differ
-    ints = np.arange(5000)
-    assert not _ufunc_into(np.sin, (ints,), (np.empty_like(ints),))  # no int loop without a cast
-    assert not _ufunc_into(np.add, (big, big[:1]), (out,))  # broadcasts
     sin = jax.jit(python_op(np.sin, abstract_eval=like))
     for x in (np.linspace(-2, 2, 7), big):
         np.testing.assert_array_equal(np.asarray(sin(x)), np.sin(x))
@@ -130,17 +120,20 @@ def test_ufuncs_run_into_the_results_or_fall_back() -> None:
         ).block_until_ready()
 
 
-def test_operands_are_zero_copy_views_of_xla_buffers() -> None:
-    addresses: list[int] = []
+def test_operands_are_copies_that_python_owns() -> None:
+    """The function never sees XLA's memory: its operands are read-only copies."""
+    seen: list[np.ndarray] = []
 
     def record(x):
-        addresses.append(x.ctypes.data)
+        seen.append(x)
         return x.copy()
 
     op = python_op(record, abstract_eval=like, name="addr")
     x = jnp.arange(1024.0)
     jax.jit(op)(x).block_until_ready()
-    assert addresses[-1] == x.unsafe_buffer_pointer()
+    assert seen[-1].ctypes.data != x.unsafe_buffer_pointer()
+    assert not seen[-1].flags.writeable
+    np.testing.assert_array_equal(seen[-1], np.arange(1024.0))
 
 
 # -- errors -------------------------------------------------------------------
@@ -207,20 +200,16 @@ def test_takes_outputs_must_not_return_new_arrays() -> None:
         op(jnp.ones(3)).block_until_ready()
 
 
-def test_keeping_a_view_is_an_error() -> None:
+def test_kept_arrays_stay_valid_and_the_call_succeeds() -> None:
     kept: list[np.ndarray] = []
 
     def keep(x):
         kept.append(x[1:])
-        return x.copy()
+        return x + 1
 
     op = python_op(keep, abstract_eval=like, name="keeper")
-    with pytest.raises(jax.errors.JaxRuntimeError) as info:
-        op(jnp.ones(3)).block_until_ready()
-    assert str(info.value).startswith(
-        "FAILED_PRECONDITION: xla_ffi_rs.python_call: Python code kept a view of operand 0"
-    )
-    kept.clear()
+    np.testing.assert_array_equal(np.asarray(op(jnp.ones(3))), np.full(3, 2.0))
+    np.testing.assert_array_equal(kept[-1], np.ones(2))
 
 
 def test_jax_inside_the_function_on_a_copy() -> None:
@@ -364,13 +353,13 @@ def test_custom_batching_rule() -> None:
 def test_recreating_an_op_registers_nothing_new() -> None:
     op = python_op(scipy.special.expit, abstract_eval=like)
     op(jnp.ones(2)).block_until_ready()
-    before = _native.registered()
+    before, keys = _native.registered(), list(op._key_list)
     for _ in range(50):
         again = python_op(scipy.special.expit, abstract_eval=like)
         assert again is op
         jax.jit(lambda x: python_op(scipy.special.expit, abstract_eval=like)(x))(jnp.ones(2)).block_until_ready()
-    assert _native.registered() == before
-    assert _native.register(like) == _native.register(like)  # one object, one key
+    # Other tests' ops may be freed meanwhile: the count may only go down.
+    assert _native.registered() <= before and op._key_list == keys
     assert op.name == "python_op[expit]"
 
 
@@ -386,9 +375,13 @@ def test_compiled_program_outlives_every_user_reference() -> None:
     np.testing.assert_allclose(np.asarray(f(x)), np.full(3, np.pi))
 
 
-def test_register_rejects_non_callables() -> None:
+def test_register_rejects_non_callables_and_keys_are_never_reused() -> None:
     with pytest.raises(TypeError, match="expects a callable, got int"):
-        _native.register(3)
+        _native.register(3, "three")
+    keys = {_native.register(like, "like") for _ in range(3)}
+    assert len(keys) == 3
+    _native.unregister(sorted(keys))
+    assert _native.register(like, "like") not in keys
 
 
 # -- threads --------------------------------------------------------------------

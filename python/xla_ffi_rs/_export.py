@@ -21,9 +21,17 @@ from jax.export import DisabledSafetyCheck
 
 from xla_ffi_rs import _registration
 
+#: Never exportable: ``xla_ffi_rs.python_call`` runs a Python function of this
+#: process, found by a key that means nothing in another process.
+_NOT_EXPORTABLE = frozenset({"xla_ffi_rs.python_call"})
+
 
 def export_checks() -> list[DisabledSafetyCheck]:
-    """``DisabledSafetyCheck.custom_call`` for every target this package registered.
+    """``DisabledSafetyCheck.custom_call`` for every target this package registered,
+    except ``xla_ffi_rs.python_call``: a program that uses a
+    :func:`~xla_ffi_rs.python_op` is refused by ``jax.export`` (its function cannot
+    be serialized; forcing the check off gives an artifact whose call fails with
+    ``NOT_FOUND`` in any other process).
 
     Pass the result as ``jax.export.export(f, disabled_checks=...)``. The list
     covers every platform's targets (and the example targets once
@@ -31,4 +39,5 @@ def export_checks() -> list[DisabledSafetyCheck]:
     targets by name, so the process that deserializes and runs it must have
     imported ``xla_ffi_rs`` (of a version with the same targets and attributes).
     """
-    return [DisabledSafetyCheck.custom_call(name) for name in sorted(_registration.registered_names())]
+    names = sorted(_registration.registered_names() - _NOT_EXPORTABLE)
+    return [DisabledSafetyCheck.custom_call(name) for name in names]

@@ -52,6 +52,7 @@ name per platform would go in ``targets``):
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -154,6 +155,9 @@ class Op:
         it even when its results are unused.
     """
 
+    #: Whether JAX's rule tables hold the op weakly (see ``__init__``).
+    _held_weakly = False
+
     def __init__(
         self,
         name: str,
@@ -179,9 +183,16 @@ class Op:
         self._batched = batched
         self.reductions = dict(reductions or {})
         self._extra_results = dict(extra_results or {})
+        #: Eager evaluation: one jitted bind per set of params, the newest few.
+        self._eager: dict[tuple[tuple[str, Hashable], ...], Callable[..., Any]] = {}
+        # JAX keeps a primitive's rules in global tables for the rest of the process.
+        # They reach the op through `_ref`: a strong reference by default, a weak one
+        # for subclasses with `_held_weakly` (which keep themselves alive while traced
+        # code uses them), so that such an op nothing else refers to is freed.
+        self._ref: Callable[[], Any] = weakref.ref(self) if self._held_weakly else _Strong(self)
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
-        self.primitive.def_impl(self._eager_impl)
+        self.primitive.def_impl(_weak_method(self._ref, name, "_eager_impl"))
         typed = self._typed_abstract_eval(abstract_eval)
         if self.has_side_effect:
             self.primitive.def_effectful_abstract_eval(lambda *a, **p: (typed(*a, **p), {FFI_SIDE_EFFECT}))
@@ -199,7 +210,13 @@ class Op:
     # -- evaluation and lowering -------------------------------------------
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
-        return _jitted_bind(self.primitive, _freeze(params))(*operands)
+        key = _freeze(params)
+        jitted = self._eager.get(key)
+        if jitted is None:
+            while len(self._eager) >= _EAGER_CACHE_SIZE:
+                self._eager.pop(next(iter(self._eager)), None)
+            jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
+        return jitted(*operands)
 
     def _register_lowerings(self) -> None:
         if self.jnp_impl is not None:
@@ -229,26 +246,29 @@ class Op:
         return args
 
     def _ffi_lowering(self, target: str, platform: str) -> Callable[..., Any]:
+        ref, name = self._ref, self.name
+
         def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
-            attributes = self._attributes(params)
-            lowering_args = self._lowering_args(ctx)
-            extra = self._extra_results.get(platform, _no_results)(*ctx.avals_in, **params)
+            op = _live(ref, name)
+            attributes = op._attributes(params)
+            lowering_args = op._lowering_args(ctx)
+            extra = op._extra_results.get(platform, _no_results)(*ctx.avals_in, **params)
             call_ctx = ctx.replace(avals_out=[*ctx.avals_out, *extra])
             n_out = len(ctx.avals_out)
-            if self._num_batch_dims is None or not _sharding.in_spmd(ctx):
+            if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
                 return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
-            batched_in, batched_out = self.batched(len(ctx.avals_in), n_out)
+            batched_in, batched_out = op.batched(len(ctx.avals_in), n_out)
             results = _sharding.batch_partitioned_call(
                 call_ctx,
                 target,
                 operands,
                 attributes,
-                self.batch_dims(*ctx.avals_in, **params),
+                op.batch_dims(*ctx.avals_in, **params),
                 batched_in,
                 [*batched_out, *[False] * len(extra)],
                 lowering_args=lowering_args,
             )[:n_out]
-            for index, formula in self.reductions.items():
+            for index, formula in op.reductions.items():
                 results[index] = _lower_jnp(ctx, formula, index, operands, params)
             return results
 
@@ -300,11 +320,13 @@ class Op:
     def _typed_abstract_eval(self, abstract_eval: AbstractEval) -> Callable[..., list[ShapedArray]]:
         """Abstract eval whose results carry the sharding and varying axes in their types."""
 
+        ref, name = self._ref, self.name
+
         def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
             outs = list(abstract_eval(*avals, **params))
             if any(_varying(a) for a in avals):
                 return [_with_vma(out, avals) for out in outs]
-            return self._with_explicit_sharding(outs, avals, params)
+            return _live(ref, name)._with_explicit_sharding(outs, avals, params)
 
         return wrapped
 
@@ -399,9 +421,46 @@ def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
     return tuple(sorted(params.items()))
 
 
-@functools.cache
-def _jitted_bind(primitive: Primitive, params: tuple[tuple[str, Hashable], ...]) -> Callable[..., Any]:
-    return jax.jit(functools.partial(primitive.bind, **dict(params)))
+#: How many sets of params an op keeps a jitted bind for, for eager calls.
+_EAGER_CACHE_SIZE = 32
+
+
+def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
+    """``primitive.bind`` with ``params``, as a plain function (what jit caches best)."""
+
+    def bind(*operands: Any) -> Any:
+        return primitive.bind(*operands, **params)
+
+    return bind
+
+
+class _Strong:
+    """A strong reference with ``weakref.ref``'s call syntax."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __call__(self) -> Any:
+        return self.obj
+
+
+def _live(ref: Callable[[], Any], name: str) -> Any:
+    """The op behind ``ref``; a clear error if it was garbage collected."""
+    op = ref()
+    if op is None:
+        raise RuntimeError(f"{name}: this op was garbage collected; keep a reference to it while it is used")
+    return op
+
+
+def _weak_method(ref: Callable[[], Any], name: str, method: str) -> Callable[..., Any]:
+    """``getattr(op, method)`` of the op behind ``ref``, called without holding the op."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(_live(ref, name), method)(*args, **kwargs)
+
+    return call
 
 
 # -- batching helpers -----------------------------------------------------

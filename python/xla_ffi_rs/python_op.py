@@ -18,16 +18,22 @@ binding) becomes a JAX operation that works under ``jit``, ``grad``, ``jvp``,
 
 How it runs: one Rust FFI target, ``xla_ffi_rs.python_call`` (CPU), serves
 every op (on other platforms, GPUs, the op is lowered to ``jax.pure_callback``
-around the same call instead, with its host transfers). The op's lowering puts an integer key into the custom call's
-``callback`` attribute; the handler takes the GIL, looks the key up in a
-process-wide registry and calls the function with **zero-copy, read-only NumPy
-views** of the operands. The function returns its results (copied into XLA's
-result buffers after their shape and dtype are checked), or, with
-``takes_outputs=True``, receives **zero-copy, writable views** of the results as
-extra arguments and fills them (no copy at all; a NumPy or SciPy ufunc whose
-operands and results all share one shape and dtype is run this way by itself).
-Nothing is pickled and no host
-transfer is involved: on CPU, XLA's buffers already live in host memory.
+around the same call instead, with its host transfers). The op's lowering puts an
+integer key into the custom call's ``callback`` attribute; the handler takes the
+GIL, looks the key up in a process-wide registry and calls the function with
+**read-only NumPy copies** of the operands. The function returns its results,
+which are copied into XLA's result buffers after their shape and dtype are
+checked; or, with ``takes_outputs=True``, it receives writable output arrays as
+extra arguments and fills them (copied into XLA's buffers when it returns).
+Nothing is pickled and no host transfer is involved: on CPU, XLA's buffers
+already live in host memory.
+
+Memory: no array the function sees ever points into XLA's buffers, which XLA
+reuses after the call, so the function may keep any array it is given (in a
+global, as a slice, as a memoryview) and read or write it later. The price is
+one copy of each operand and each result per call (memcpy speed; see the
+README's cost table). Copies of 128 KiB or more are made into arrays from a pool,
+reused only once nothing the function kept refers to them.
 
 Rules:
 
@@ -43,18 +49,27 @@ Rules:
 * sharding: ``num_batch_dims=k`` says the function treats the first ``k`` axes
   independently; under ``jit`` over several devices the function then runs per
   shard on local data (at the arrays' own ranks), with no all-gather.
+* results: one array when ``abstract_eval`` returns one aval for the call's
+  static parameters, a tuple when it returns a sequence (decided per set of
+  parameters, so ``op(x, both=False)`` and ``a, b = op(x, both=True)`` mix).
 
 Errors: an exception in the function, or a result of the wrong shape, dtype or
 count, fails the computation with ``jax.errors.JaxRuntimeError`` naming the op
 (``UNKNOWN: xla_ffi_rs.python_call: op 'i0e' raised ValueError: ...`` with
 the last traceback frames; ``INVALID_ARGUMENT: ... op 'f': result 0: expected
-float32[3], got float64[3]``). The process keeps working.
+float32[3], got float64[3]``). The process keeps working. An exception whose
+``str()`` fails is reported as ``<exception str() failed>``, and text that is
+not valid UTF-8 (a lone surrogate) with backslash escapes. ``KeyboardInterrupt``
+and ``SystemExit`` raised inside the function cannot unwind through XLA: they
+fail the computation the same way (``... raised KeyboardInterrupt``), and the
+caller gets the ``JaxRuntimeError``. Operands and results of float8 types go
+through ``ml_dtypes``; sub-byte types (int4, float4) are refused with an error
+naming the op and the operand.
 
-Views must not escape the function: the memory belongs to XLA and is reused
-after the call. Keeping a view (storing the array, or a slice of it) fails the
-call with ``FAILED_PRECONDITION``; copy instead (``np.array(x)``). Copy also
-before calling JAX on an operand inside the function (``jnp.sin(np.array(x))``):
-JAX may keep the array it was given past the call.
+Nesting: the function may itself call JAX, other python ops, or its own op
+(recursion), eagerly or under ``jit``, also when it runs on a shard of a sharded
+program: the handler takes the GIL for real even on a thread whose Python code
+is waiting for XLA.
 
 Threads: the handler runs on whichever thread XLA runs the computation (the
 calling thread, or XLA's own pool for sharded programs); JAX releases the GIL
@@ -64,16 +79,28 @@ built for the stable ABI (abi3), which free-threaded builds (3.13t, 3.14t) do
 not load; a build for one would call functions in parallel without a lock, so
 the functions must then be thread-safe.
 
-Lifetime: a function stays registered, and alive, for the rest of the process
-(any compiled program may still call it). ``python_op`` with the same
-arguments returns the same op, so re-creating an op (in a loop, or inside a
-traced function) registers nothing new.
+Lifetime: an op registers one function per set of static parameters it is
+called with; the registry drops them when the op is garbage collected. Traced
+and compiled code holds its ops (through the jaxpr's parameters, as ``jit``'s
+caches hold traced functions), so an op made inside a traced function lives as
+long as JAX's caches of that function; ``jax.clear_caches()`` and
+``gc.collect()`` free unreachable ops. A program still calling a freed op's key
+fails with ``NOT_FOUND``. ``python_op`` with the same arguments returns the same
+op while it lives. JAX's tables of rules hold ops weakly; a function that refers
+to its own op (a recursive one) keeps it, and itself, alive for the process.
+
+Export: a python op cannot be serialized: ``jax.export`` refuses
+``xla_ffi_rs.python_call`` (:func:`xla_ffi_rs.export_checks` leaves it out), and
+an artifact made with the check forced off fails with ``NOT_FOUND`` in any other
+process (every key carries a number drawn once per process), instead of running
+another function.
 """
 
 from __future__ import annotations
 
 import functools
 import traceback
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -83,7 +110,15 @@ import numpy as np
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, ad
-from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, is_linear_input, move_batch_axis_to_front
+from xla_ffi_rs.binding import (
+    BatchDim,
+    BatchRule,
+    Op,
+    _weak_method,
+    batch_size,
+    is_linear_input,
+    move_batch_axis_to_front,
+)
 
 __all__ = ["TARGET", "PythonOp", "python_op"]
 
@@ -94,15 +129,15 @@ TARGET = "xla_ffi_rs.python_call"
 _UNKNOWN, _INVALID_ARGUMENT = 2, 3
 #: Traceback frames (of the user's code) kept in an error message.
 _TRACEBACK_FRAMES = 3
-#: Results smaller than this are copied: for them the copy costs less than a ufunc
-#: call with ``out=`` and ``casting=`` keywords.
-_UFUNC_INTO_MIN_SIZE = 1 << 12
 #: The primitive parameter that holds the batch shape of a vectorized vmap.
 _BATCH = "_batch_shape"
 #: The primitive parameter that holds the operands' ranks at the call (so that the
 #: function sees its arrays with these ranks, whatever the partitioner does).
 _RANKS = "_operand_ranks"
-_INTERNAL = (_BATCH, _RANKS)
+#: The primitive parameter that holds the op itself: traced and compiled code keeps
+#: the op (and so its registered functions) alive through its jaxpr.
+_OP = "_python_op"
+_INTERNAL = (_BATCH, _RANKS, _OP)
 
 AbstractEvalFn = Callable[..., Any]
 """``(*operand_avals, **params) -> aval | sequence of avals`` (anything with
@@ -125,8 +160,11 @@ class PythonOp(Op):
     be (re)defined with :meth:`def_jvp_rule`, :meth:`def_transpose_rule` and
     :meth:`def_batching`. Calling it binds the op; keyword arguments are static
     parameters passed to the function and to every rule (they must be hashable).
-    It returns one array if ``abstract_eval`` gives one aval, else a tuple.
+    It returns one array if ``abstract_eval`` gives one aval for these parameters,
+    else a tuple.
     """
+
+    _held_weakly = True
 
     def __init__(
         self,
@@ -143,45 +181,86 @@ class PythonOp(Op):
             raise TypeError(f"python_op: fn must be callable, got {type(fn).__name__}")
         if not callable(abstract_eval):
             raise TypeError(f"python_op: abstract_eval must be callable, got {type(abstract_eval).__name__}")
-        if num_batch_dims is not None and (not isinstance(num_batch_dims, int) or num_batch_dims < 0):
+        if num_batch_dims is not None and (
+            not isinstance(num_batch_dims, int) or isinstance(num_batch_dims, bool) or num_batch_dims < 0
+        ):
             raise ValueError(f"python_op: num_batch_dims must be a non-negative int, got {num_batch_dims!r}")
+        for flag, value in (("vectorized", vectorized), ("takes_outputs", takes_outputs)):
+            if not isinstance(value, bool):
+                raise TypeError(f"python_op: {flag} must be a bool, got {type(value).__name__}")
+        if batched is not None and not (
+            len(batched) == 2 and all(isinstance(b, bool) for flags in batched for b in flags)
+        ):
+            raise TypeError(f"python_op: batched must be (operand flags, result flags) of bools, got {batched!r}")
         self.fn = fn
         self.num_batch_dims = num_batch_dims
         self.vectorized = vectorized
         self.takes_outputs = takes_outputs
         self._user_abstract_eval = abstract_eval
-        self._single = True
+        #: Frozen static parameters -> whether abstract_eval gives one aval (not a tuple).
+        self._single: dict[tuple[tuple[str, Hashable], ...], bool] = {}
         self._keys: dict[tuple[Any, ...], int] = {}
+        # The registry keys this op owns: unregistered when the op is freed.
+        self._key_list: list[int] = []
+        weakref.finalize(self, _native.unregister, self._key_list)
+        ref = weakref.ref(self)
         super().__init__(
             name,
-            abstract_eval=self._abstract_eval,
+            abstract_eval=_weak_method(ref, name, "_abstract_eval"),
             targets={"cpu": TARGET},
-            jnp_impl=self._callback_impl,
-            attributes=self._attributes,
+            jnp_impl=_weak_method(ref, name, "_callback_impl"),
+            attributes=_weak_method(ref, name, "_callback_attributes"),
             num_batch_dims=None if num_batch_dims is None else (lambda *avals, **params: num_batch_dims),
             batched=batched,
         )
-        super().def_batching(self._sequential_or_vectorized)
+        super().def_batching(_weak_method(ref, name, "_sequential_or_vectorized"))
+        # What eager calls put in the `_OP` parameter: their jitted programs live in
+        # the op (`_eager`), so a strong reference there would make a cycle, which
+        # jaxlib 0.10 frees only partly when the garbage collector breaks it.
+        self._weak_handle = _WeakHandle(ref)
 
     def __call__(self, *operands: Any, **params: Any) -> Any:
         for name in _INTERNAL:
             if name in params:
                 raise TypeError(f"{self.name}: the parameter name {name!r} is reserved")
+        for key, value in params.items():
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(
+                    f"{self.name}: static parameter {key!r} must be hashable, got {type(value).__name__}"
+                ) from None
+        if self._batched is not None and len(self._batched[0]) != len(operands):
+            raise ValueError(
+                f"{self.name}: batched gives flags for {len(self._batched[0])} operands, called with {len(operands)}"
+            )
+        frozen = _freeze(params)
         params[_RANKS] = tuple(int(np.ndim(x)) for x in operands)
+        params[_OP] = self
         outs = super().__call__(*operands, **params)
-        return outs[0] if self._single else outs
+        return outs[0] if len(outs) == 1 and self._single.get(frozen, True) else outs
+
+    def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
+        params[_OP] = self._weak_handle
+        return super()._eager_impl(*operands, **params)
 
     def __repr__(self) -> str:
         return f"PythonOp({self.name!r}, fn={self.fn!r}, vectorized={self.vectorized})"
+
+    def _is_single(self, params: dict[str, Any]) -> bool:
+        """Whether abstract_eval gave one aval (not a tuple) for these parameters."""
+        return self._single.get(_freeze(_user(params)), True)
 
     # -- abstract evaluation and lowering -----------------------------------
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
         batch = tuple(params.get(_BATCH, ()))
         inner = [ShapedArray(a.shape[len(batch) :], a.dtype) for a in avals]
-        out = self._user_abstract_eval(*inner, **_user(params))
-        self._single = not isinstance(out, (tuple, list))
-        outs = [out] if self._single else list(out)
+        user = _user(params)
+        out = self._user_abstract_eval(*inner, **user)
+        single = not isinstance(out, (tuple, list))
+        self._single[_freeze(user)] = single
+        outs = [out] if single else list(out)
         for i, o in enumerate(outs):
             if not (hasattr(o, "shape") and hasattr(o, "dtype")):
                 raise TypeError(
@@ -194,19 +273,21 @@ class PythonOp(Op):
         """The lowering on platforms without the target (GPUs): ``jax.pure_callback``,
         which copies operands to the host and results back, around the same call."""
         avals = self._abstract_eval(*[jax.typeof(x) for x in operands], **params)
-        invoke = self._invoker(_user(params), None)
+        specs = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+        invoke = _invoker(self, _user(params), None)
 
         def host(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-            results = tuple(np.empty(a.shape, a.dtype) for a in avals)
-            error = invoke(tuple(np.asarray(a) for a in arrays), results)
-            if error is not None:
-                raise RuntimeError(f"{TARGET} (pure_callback): {error[1]}")
-            return results
+            wants_outs = self.takes_outputs or _is_ufunc(self.fn, _user(params))
+            outs = tuple(np.empty(s, d) for s, d in specs) if wants_outs else ()
+            code, payload = invoke(tuple(np.asarray(a) for a in arrays), specs, outs)
+            if code:
+                raise RuntimeError(f"{TARGET} (pure_callback): {payload}")
+            return tuple(np.asarray(v).reshape(s) for v, (s, _) in zip(payload, specs, strict=True))
 
         shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
         return jax.pure_callback(host, shapes, *operands)
 
-    def _attributes(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _callback_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
         batch = len(params.get(_BATCH, ()))
         ranks = params.get(_RANKS)
         ranks = None if ranks is None else tuple(r + batch for r in ranks)
@@ -214,79 +295,17 @@ class PythonOp(Op):
 
     def key(self, params: dict[str, Any] | None = None, ranks: tuple[int, ...] | None = None) -> int:
         """The registry key of this op's function with these static parameters (and
-        operand ranks, which undo the partitioner's unit axes; see :func:`_logical`)."""
+        operand ranks, which undo the partitioner's unit axes; see :func:`_logical`).
+        The key is registered until the op is garbage collected."""
         frozen = (_freeze(params or {}), ranks)
         key = self._keys.get(frozen)
         if key is None:
-            key = self._keys[frozen] = _native.register(self._invoker(dict(frozen[0]), ranks))
+            params = dict(frozen[0])
+            outputs = self.takes_outputs or _is_ufunc(self.fn, params)
+            key = _native.register(_invoker(self, params, ranks), self.name, outputs)
+            self._key_list.append(key)
+            self._keys[frozen] = key
         return key
-
-    # -- the call, from the Rust handler -----------------------------------
-
-    def _invoker(self, params: dict[str, Any], ranks: tuple[int, ...] | None) -> Callable[..., tuple[int, str] | None]:
-        """The function the Rust handler calls: ``invoke(args, results)`` gets
-        zero-copy NumPy views of XLA's operand buffers (read-only) and result
-        buffers (writable, uninitialised), runs ``fn`` and returns ``None`` on
-        success or ``(error_code, message)``. It is the hot path, so it is one
-        closure with everything it needs bound locally."""
-        fn, op, ndarray, takes_outputs = self.fn, self, np.ndarray, self.takes_outputs
-        ufunc = isinstance(fn, np.ufunc) and not params and not takes_outputs
-        nbd = self.num_batch_dims if ranks is not None else None
-        op_ranks: tuple[int, ...] = ranks or ()
-
-        def invoke(args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> tuple[int, str] | None:
-            try:
-                if nbd is not None:
-                    args, results = _logical(args, results, op_ranks, nbd, op._batched)
-                if takes_outputs:
-                    returned = fn(*args, *results, **params)
-                    return None if returned is None or _are(returned, results) else op._not_none(returned)
-                if ufunc and _ufunc_into(fn, args, results):  # type: ignore[arg-type]
-                    return None
-                returned = fn(*args, **params)
-                if op._single and len(results) == 1:
-                    out = results[0]
-                    if type(returned) is ndarray and returned.shape == out.shape and returned.dtype is out.dtype:
-                        out[...] = returned
-                        return None
-                    return op._store([returned], results)
-                return op._store(returned, results)
-            except BaseException as e:
-                return _UNKNOWN, op._exception_message(e)
-
-        return invoke
-
-    def _not_none(self, returned: Any) -> tuple[int, str]:
-        return _INVALID_ARGUMENT, (
-            f"op {self.name!r}: with takes_outputs=True the function writes its results into the "
-            f"output arrays and returns None (or the output arrays), but it returned {type(returned).__name__}"
-        )
-
-    def _store(self, values: Any, results: Sequence[np.ndarray]) -> tuple[int, str] | None:
-        """Check the returned values against the results and copy them in."""
-        if not isinstance(values, (tuple, list)) or len(values) != len(results):
-            got = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
-            return _INVALID_ARGUMENT, (
-                f"op {self.name!r}: expected the function to return a tuple of {len(results)} arrays, got {got}"
-            )
-        for i, (value, out) in enumerate(zip(values, results, strict=True)):
-            arr = np.asarray(value)
-            if arr.shape != out.shape or arr.dtype != out.dtype:
-                return _INVALID_ARGUMENT, (
-                    f"op {self.name!r}: result {i}: expected {_describe(out.shape, out.dtype)}, "
-                    f"got {_describe(arr.shape, arr.dtype)}"
-                )
-            out[...] = arr
-        return None
-
-    def _exception_message(self, e: BaseException) -> str:
-        frames = traceback.extract_tb(e.__traceback__)[1:]  # drop invoke's own frame
-        tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
-        # The frames hold the function's locals (views of XLA's buffers): clear them,
-        # so that no view outlives the call.
-        traceback.clear_frames(e.__traceback__)
-        text = f"op {self.name!r} raised {type(e).__name__}: {e}"
-        return f"{text}\nTraceback (last {min(len(frames), _TRACEBACK_FRAMES)} frames):\n{tail}" if tail else text
 
     # -- transformation rules ---------------------------------------------
 
@@ -297,9 +316,15 @@ class PythonOp(Op):
         Usable as a decorator.
         """
 
+        name = self.name
+
         def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...], **params: Any) -> tuple[Any, Any]:
-            batch = params.get(_BATCH, ())
-            f = functools.partial(rule, **_user(params))
+            batch, user = params.get(_BATCH, ()), _user(params)
+
+            def one(p: tuple[Any, ...], t: tuple[Any, ...]) -> tuple[Any, Any]:
+                return _checked_jvp(rule, name, p, t, **user)
+
+            f: Callable[..., Any] = one
             for _ in batch:
                 f = jax.vmap(f)
             out, t_out = f(primals, tangents)
@@ -316,9 +341,12 @@ class PythonOp(Op):
         the rule returns ``None`` for the other operands. Usable as a decorator.
         """
 
+        ref = weakref.ref(self)
+
         def transpose(cts: tuple[Any, ...], *operands: Any, **params: Any) -> list[Any]:
             batch = params.get(_BATCH, ())
-            ct = cts[0] if self._single else tuple(cts)
+            op = ref()
+            ct = cts[0] if len(cts) == 1 and (op is None or op._is_single(params)) else tuple(cts)
             if not batch:
                 return list(rule(ct, *operands, **_user(params)))
             return _batched_transpose(rule, len(batch), ct, operands, _user(params))
@@ -357,19 +385,86 @@ class PythonOp(Op):
         return outs, [0] * len(outs)
 
 
+class _WeakHandle:
+    """The op, held weakly, as a static parameter (hashed and compared by identity)."""
+
+    __slots__ = ("__weakref__", "ref")
+
+    def __init__(self, ref: weakref.ref[PythonOp]) -> None:
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        op = self.ref()
+        return f"<weak {op.name if op is not None else 'freed op'}>"
+
+
+def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None) -> Callable[..., Any]:
+    """The function the Rust handler calls, ``invoke(args, specs, outs)``: ``args``
+    are read-only NumPy arrays holding copies of the operands, ``specs`` the
+    results' ``(shape, dtype)``, ``outs`` (with ``takes_outputs``) arrays of those
+    to fill. It runs ``fn`` and returns ``(0, arrays)``, one array of
+    exactly the result's shape and dtype per result, whose bytes the handler copies
+    into XLA's buffers; or ``(error_code, message)``. It is the hot path, so it is
+    one closure with everything it needs bound locally; it holds no reference to
+    the op (the registry holds it, and must not keep the op alive)."""
+    fn, name, ndarray, takes_outputs = op.fn, op.name, np.ndarray, op.takes_outputs
+    ufunc = _is_ufunc(fn, params) and not takes_outputs
+    single = op._single.get(_freeze(params), True)
+    nbd = op.num_batch_dims if ranks is not None else None
+    op_ranks: tuple[int, ...] = ranks or ()
+    batched = op._batched
+
+    def invoke(
+        args: Sequence[np.ndarray], specs: Sequence[tuple[tuple[int, ...], np.dtype]], outs: Sequence[np.ndarray]
+    ) -> tuple[int, Any]:
+        try:
+            shapes: Sequence[tuple[int, ...]] = [s for s, _ in specs]
+            if nbd is not None:
+                args, shapes = _logical(args, shapes, op_ranks, nbd, batched)
+            if takes_outputs:
+                outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
+                returned = fn(*args, *outs, **params)
+                if returned is not None and not _are(returned, outs):
+                    return _INVALID_ARGUMENT, _not_none(name, returned)
+                return _checked(name, outs, shapes, specs)
+            if ufunc:
+                outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
+                if _ufunc_into(fn, args, outs):  # type: ignore[arg-type]
+                    return 0, outs
+            returned = fn(*args, **params)
+            if single and len(specs) == 1:
+                d = specs[0][1]
+                if type(returned) is ndarray and returned.dtype is d and returned.shape == shapes[0]:
+                    return 0, (returned,)
+                returned = (returned,)
+            return _checked(name, returned, shapes, specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return _UNKNOWN, _exception_message(name, e)
+
+    return invoke
+
+
+def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
+    """Whether ``fn`` is a NumPy ufunc called without parameters (run by
+    :func:`_ufunc_into` into output arrays when it can)."""
+    return isinstance(fn, np.ufunc) and not params
+
+
+#: Results smaller than this are computed by ``fn(*args)`` and copied: for them the
+#: copy costs less than a ufunc call with ``out=`` and ``casting=`` keywords.
+_UFUNC_INTO_MIN_SIZE = 1 << 12
+
+
 def _ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> bool:
     """Run an elementwise ufunc (NumPy's, SciPy's special functions) straight into the
-    result buffers, with no copy, when that gives exactly what ``fn(*args)`` gives:
-    every operand and result has the same shape and dtype and the ufunc has a loop
-    for that dtype; and the results are large enough for the copy to matter.
+    output arrays, with no allocation, when that gives exactly what ``fn(*args)``
+    gives: every operand and result has the same shape and dtype and the ufunc has a
+    loop for that dtype; and the results are large enough for it to matter.
     Returns whether it ran."""
     if results[0].size < _UFUNC_INTO_MIN_SIZE or fn.nin != len(args) or fn.nout != len(results):
         return False
     shape, dtype = results[0].shape, results[0].dtype
-    for a in args:
-        if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
-            return False
-    for a in results:
+    for a in (*args, *results):
         if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
             return False
     try:
@@ -377,6 +472,73 @@ def _ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.n
     except TypeError:  # no loop for this dtype without a cast: the general path decides
         return False
     return True
+
+
+def _checked(
+    name: str, values: Any, shapes: Sequence[tuple[int, ...]], specs: Sequence[tuple[tuple[int, ...], np.dtype]]
+) -> tuple[int, Any]:
+    """``(0, arrays)`` if ``values`` are one array per result of its shape and dtype,
+    else ``(INVALID_ARGUMENT, message)``."""
+    if not isinstance(values, (tuple, list)) or len(values) != len(specs):
+        got = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
+        return _INVALID_ARGUMENT, _text(
+            f"op {name!r}: expected the function to return a tuple of {len(specs)} arrays, got {got}"
+        )
+    arrays = []
+    for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
+        arr = np.asarray(value)
+        if arr.shape != tuple(shape) or arr.dtype != dtype:
+            return _INVALID_ARGUMENT, _text(
+                f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_describe(arr.shape, arr.dtype)}"
+            )
+        arrays.append(arr)
+    return 0, arrays
+
+
+def _not_none(name: str, returned: Any) -> str:
+    return _text(
+        f"op {name!r}: with takes_outputs=True the function writes its results into the "
+        f"output arrays and returns None (or the output arrays), but it returned {_type_name(returned)}"
+    )
+
+
+def _text(message: str) -> str:
+    """``message`` as valid UTF-8 text (a lone surrogate becomes ``\\udcxx``)."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _type_name(x: Any) -> str:
+    try:
+        return str(type(x).__name__)
+    except BaseException:
+        return "<unnamed type>"
+
+
+def _exception_message(name: str, e: BaseException) -> str:
+    """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
+    code), whatever the exception's ``__str__`` or class does."""
+    try:
+        text = str(e)
+    except BaseException:
+        text = "<exception str() failed>"
+    try:
+        frames = traceback.extract_tb(e.__traceback__)[1:]  # drop invoke's own frame
+        tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
+    except BaseException:
+        frames, tail = [], ""
+    message = f"op {name!r} raised {_type_name(e)}: {text}"
+    if tail:
+        message = f"{message}\nTraceback (last {min(len(frames), _TRACEBACK_FRAMES)} frames):\n{tail}"
+    return _text(message)
+
+
+def _checked_jvp(rule: Callable[..., Any], name: str, primals: Any, tangents: Any, **params: Any) -> tuple[Any, Any]:
+    """``rule(primals, tangents, **params)``, which must give ``(out, tangent_out)``."""
+    res = rule(primals, tangents, **params)
+    if not isinstance(res, (tuple, list)) or len(res) != 2:
+        got = f"a {type(res).__name__} of length {len(res)}" if isinstance(res, (tuple, list)) else type(res).__name__
+        raise TypeError(f"{name}: the jvp rule must return a pair (primal_out, tangent_out), got {got}")
+    return res[0], res[1]
 
 
 def _are(returned: Any, results: Sequence[np.ndarray]) -> bool:
@@ -393,28 +555,28 @@ def _user(params: dict[str, Any]) -> dict[str, Any]:
 
 def _logical(
     args: Sequence[np.ndarray],
-    results: Sequence[np.ndarray],
+    shapes: Sequence[tuple[int, ...]],
     ranks: Sequence[int],
     nbd: int,
     batched: tuple[Sequence[bool], Sequence[bool]] | None,
-) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray]]:
-    """The arrays as the function expects them under sharding.
+) -> tuple[Sequence[np.ndarray], Sequence[tuple[int, ...]]]:
+    """The operands and result shapes as the function expects them under sharding.
 
     For XLA's batch partitioner, the lowering gives batched values extra unit axes
     right after their ``nbd`` batch axes (and a trailing one when they have no other
     axis), the same number for every batched value. An operand's rank at the call
     gives that number; the unit axes are dropped again (a free reshape)."""
-    b_in, b_out = batched or ((True,) * len(args), (True,) * len(results))
+    b_in, b_out = batched or ((True,) * len(args), (True,) * len(shapes))
     extra = next((a.ndim - r for a, r, b in zip(args, ranks, b_in, strict=True) if b and a.ndim != r), 0)
     if extra <= 0:
-        return args, results
+        return args, shapes
 
-    def drop(a: np.ndarray) -> np.ndarray:
-        return a.reshape(a.shape[:nbd] + a.shape[nbd + extra :])
+    def drop(s: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(s[:nbd]) + tuple(s[nbd + extra :])
 
     return (
-        [drop(a) if b else a for a, b in zip(args, b_in, strict=True)],
-        [drop(a) if b else a for a, b in zip(results, b_out, strict=True)],
+        [a.reshape(drop(a.shape)) if b else a for a, b in zip(args, b_in, strict=True)],
+        [drop(s) if b else s for s, b in zip(shapes, b_out, strict=True)],
     )
 
 
@@ -443,7 +605,8 @@ def _batched_transpose(
     return f(ct, [x for x, lin in zip(operands, linear, strict=True) if not lin])
 
 
-_cache: dict[tuple[Any, ...], PythonOp] = {}
+#: python_op's arguments -> the op made from them, while it lives.
+_cache: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
 
 
 def python_op(
@@ -464,8 +627,8 @@ def python_op(
     Also a decorator: ``@python_op(abstract_eval=...)`` above ``def fn(...)``.
 
     Args:
-      fn: ``fn(*arrays, **params)`` on NumPy arrays (read-only views of the
-        operands), returning one array or a tuple, of exactly the shapes and
+      fn: ``fn(*arrays, **params)`` on NumPy arrays (read-only copies of the
+        operands, which it may keep), returning one array or a tuple, of exactly the shapes and
         dtypes ``abstract_eval`` gives. With ``takes_outputs=True`` it is
         ``fn(*arrays, *outputs, **params)`` instead: it fills the (uninitialised)
         writable output arrays and returns ``None`` (or the output arrays, as
@@ -479,14 +642,16 @@ def python_op(
       vectorized: ``fn`` accepts leading batch axes on every operand and returns
         them on every result, so ``vmap`` makes one call; otherwise one call per
         batch element.
-      takes_outputs: pass writable output arrays to ``fn`` (zero-copy results).
+      takes_outputs: pass writable output arrays to ``fn``, whose contents are
+        copied into the results when it returns.
       num_batch_dims: the number of leading axes ``fn`` treats independently;
         enables per-shard execution under sharding.
       batched: ``(operands, results)`` flags: which carry those batch axes
         (default: all).
       name: the primitive's name (default ``python_op[<fn's qualified name>]``).
 
-    Calling ``python_op`` again with the same arguments returns the same op.
+    Calling ``python_op`` again with the same arguments returns the same op (while
+    it lives: see "Lifetime" in the module docstring).
     """
     if fn is None:
         return functools.partial(
@@ -501,6 +666,14 @@ def python_op(
             batched=batched,
             name=name,
         )
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"python_op: name must be a str, got {type(name).__name__}")
+    if batched is not None:
+        try:
+            operand_flags, result_flags = batched
+            batched = (tuple(operand_flags), tuple(result_flags))
+        except (TypeError, ValueError):
+            raise TypeError(f"python_op: batched must be (operand flags, result flags), got {batched!r}") from None
     name = name or f"python_op[{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', type(fn).__name__)}]"
     frozen_batched = None if batched is None else (tuple(batched[0]), tuple(batched[1]))
     cache_key = (

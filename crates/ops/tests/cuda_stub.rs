@@ -672,7 +672,7 @@ fn two_devices(ctx: xla_ffi::Context) -> xla_ffi::Result<()> {
 }
 
 /// Dropping two `Device`s out of order leaves the thread's current context as it was
-/// (issue 10: the old push/pop design popped the wrong one).
+/// (the old push/pop design popped the wrong one).
 #[test]
 fn devices_dropped_out_of_order_restore_the_context() {
     need_stub!();

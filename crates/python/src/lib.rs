@@ -5,7 +5,7 @@
 //! `example_targets(platform)`, and `state_types()` gives their state types, to
 //! register first with `jax.ffi.register_ffi_type`.
 //! The CPU targets include `xla_ffi_rs.python_call`, which runs Python functions
-//! registered with `register(fn)` (see `python_call`).
+//! registered with `register(fn, name)` (see `python_call`).
 
 mod python_call;
 
@@ -83,6 +83,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(promotion_table, m)?)?;
     m.add_function(wrap_pyfunction!(bwd_workspace_rows, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::register, m)?)?;
+    m.add_function(wrap_pyfunction!(python_call::unregister, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::registered, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("has_cuda", cfg!(feature = "cuda"))?;

@@ -2,97 +2,196 @@
 //!
 //! Python registers a callable with [`register`] and gets an integer key; an op
 //! lowers to a custom call of this target with the key in its `callback`
-//! attribute. On each call the handler attaches to the interpreter (takes the GIL
-//! on a regular build), looks the key up and calls
-//! `callable(operands, results)`:
+//! attribute. On each call the handler takes the GIL (for real, also on a thread
+//! whose own Python code is waiting for XLA: [`xla_ffi::python::with_interpreter`]),
+//! looks the key up and calls `callable(operands, results, outputs)`:
 //!
-//! * `operands`: a tuple of read-only, zero-copy NumPy arrays viewing the operands;
-//! * `results`: a tuple of writable, zero-copy NumPy arrays viewing the results
-//!   (uninitialised memory, like `numpy.empty`);
+//! * `operands`: a tuple of read-only NumPy arrays holding **copies** of the
+//!   operands (their memory is Python's: an array kept after the call stays valid);
+//! * `results`: a tuple of `(shape, dtype)`, the results XLA expects;
+//! * `outputs`: for a callable registered with `outputs=True`, a tuple of writable
+//!   arrays of those shapes and dtypes to fill (Python's memory too), else `()`;
 //!
-//! with the shapes XLA gives (per shard under sharding). Each array's `base` is a
-//! memoryview of XLA's buffer.
+//! with the shapes XLA gives (per shard under sharding). No Python code ever sees
+//! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
+//! taken from a pool and given back after the call unless something the function
+//! kept still refers to them (a fresh allocation that large is an `mmap`, and
+//! unmapping it on every call would cost more than the copy).
 //!
-//! The callable returns `None` on success, or `(error_code, message)` for an error
-//! that the handler hands to XLA (the Python side, `xla_ffi_rs.python_op`, turns
-//! exceptions and wrong results into these). The views are released when it
-//! returns ([`xla_ffi::python::with_memoryviews`]).
+//! The callable returns `(0, arrays)` on success, one array per result, whose
+//! bytes the handler copies into XLA's result buffers
+//! ([`xla_ffi::python::copy_into_result`]), or `(error_code, message)` for an
+//! error that the handler hands to XLA (the Python side, `xla_ffi_rs.python_op`,
+//! turns exceptions and wrong results into these).
 //!
-//! Lifetime: the registry holds a strong reference to every callable for the rest
-//! of the process, because a compiled program may call its key at any time; one
-//! callable registered twice gets its first key back, so re-registering leaks
-//! nothing.
+//! Keys: each key is new (never reused) and carries a number drawn once per
+//! process, so a program lowered in another process (an exported or cached
+//! artifact) finds no function instead of another one. [`unregister`] drops
+//! callables: the Python op does it when it is garbage collected; a program
+//! still calling such a key fails with `NOT_FOUND`.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Mutex, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
 use xla_ffi::{handler, Attr, DataType, Error, ErrorCode, RemainingArgs, RemainingRets, Result};
 
 /// The FFI target name.
 pub const TARGET: &str = "xla_ffi_rs.python_call";
 
-/// Key -> callable; keys are 1, 2, ... in registration order.
+/// One registered function: the callable and the op's name (for errors).
+struct Entry {
+    callable: Py<PyAny>,
+    name: String,
+    /// Whether the callable takes output arrays (`takes_outputs=True`).
+    outputs: bool,
+}
+
+/// Key -> function; keys are `process_tag << 32 | n` for n = 1, 2, ...
 struct Registry {
-    callables: Vec<Py<PyAny>>,
-    /// The address of each registered object -> its key (the registry keeps the
-    /// object alive, so the address is not reused).
-    keys: BTreeMap<usize, i64>,
+    entries: HashMap<i64, Entry>,
+    next: i64,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { callables: Vec::new(), keys: BTreeMap::new() });
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     // No code panics while holding the lock, but never let a poisoned lock stop calls.
-    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+    let mut guard = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    f(guard.get_or_insert_with(|| Registry { entries: HashMap::new(), next: 1 }))
 }
 
-/// `register(fn) -> int`: the key under which the handler calls `fn`.
+/// A random 31-bit number, drawn once per process, in the high bits of every key.
+fn process_tag() -> i64 {
+    static TAG: OnceLock<i64> = OnceLock::new();
+    *TAG.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            h.write_u128(t.as_nanos());
+        }
+        (h.finish() & 0x7fff_ffff) as i64 | 1
+    })
+}
+
+/// `register(fn, name, outputs=False) -> int`: a new key under which the handler
+/// calls `fn`; `name` is the op's name, for error messages; with `outputs`, `fn`
+/// gets output arrays to fill.
 #[pyfunction]
-pub fn register(callable: Bound<'_, PyAny>) -> PyResult<i64> {
+#[pyo3(signature = (callable, name, outputs = false))]
+pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool) -> PyResult<i64> {
     if !callable.is_callable() {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "python_call.register expects a callable, got {}",
             callable.get_type().name()?
         )));
     }
-    let mut reg = registry();
-    let addr = callable.as_ptr() as usize;
-    if let Some(&key) = reg.keys.get(&addr) {
-        return Ok(key);
-    }
-    reg.callables.push(callable.unbind());
-    let key = reg.callables.len() as i64;
-    reg.keys.insert(addr, key);
-    Ok(key)
+    let callable = callable.unbind();
+    with_registry(|reg| {
+        if reg.next > u32::MAX as i64 {
+            return Err(pyo3::exceptions::PyOverflowError::new_err("python_call.register: out of keys"));
+        }
+        let key = process_tag() << 32 | reg.next;
+        reg.next += 1;
+        reg.entries.insert(key, Entry { callable, name, outputs });
+        Ok(key)
+    })
+}
+
+/// `unregister(keys)`: drops the functions under `keys` (unknown keys are ignored).
+#[pyfunction]
+pub fn unregister(keys: Vec<i64>) {
+    // Drop the callables after the lock is released: dropping one may run Python
+    // code (a `__del__`) that calls an op, which takes the lock again.
+    let removed: Vec<Entry> = with_registry(|reg| keys.iter().filter_map(|k| reg.entries.remove(k)).collect());
+    drop(removed);
 }
 
 /// `registered() -> int`: how many callables the registry holds.
 #[pyfunction]
 pub fn registered() -> usize {
-    registry().callables.len()
+    with_registry(|reg| reg.entries.len())
 }
 
-fn lookup(py: Python<'_>, key: i64) -> Result<Py<PyAny>> {
-    let reg = registry();
-    usize::try_from(key - 1).ok().and_then(|i| reg.callables.get(i)).map(|c| c.clone_ref(py)).ok_or_else(|| {
-        Error::new(ErrorCode::NotFound, format!("{TARGET}: no Python callable registered under key {key}"))
-    })
+fn lookup(py: Python<'_>, key: i64) -> Result<(Py<PyAny>, String, bool)> {
+    with_registry(|reg| reg.entries.get(&key).map(|e| (e.callable.clone_ref(py), e.name.clone(), e.outputs)))
+        .ok_or_else(|| {
+            let why = if key >> 32 == process_tag() {
+                "its op was garbage collected"
+            } else {
+                "the program was lowered in another process (python ops cannot be exported or \
+             loaded from a compilation cache written by another process)"
+            };
+            Error::new(
+                ErrorCode::NotFound,
+                format!("{TARGET}: no Python function is registered under key {key}: {why}"),
+            )
+        })
 }
 
-/// `numpy.ndarray` and the NumPy dtype of each XLA element type, looked up once.
+/// Buffers at least this large are copied into pooled NumPy arrays (reused while
+/// no array the function kept refers to them): a fresh allocation this large is an
+/// `mmap`, and unmapping it on every call costs more than the copy.
+const POOLED_MIN_BYTES: usize = 128 << 10;
+/// The most bytes the pool keeps.
+const POOL_MAX_BYTES: usize = 256 << 20;
+
+/// Flat `uint8` arrays of the copies of large buffers, free for reuse when only
+/// the pool refers to them. Touched with the GIL held.
+static POOL: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
+
+fn pool() -> std::sync::MutexGuard<'static, Vec<Py<PyAny>>> {
+    POOL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A flat `uint8` array of `n` bytes that nothing else refers to: from the pool, or new.
+fn flat_array<'py>(py: Python<'py>, np: &NumPy, n: usize) -> PyResult<Bound<'py, PyAny>> {
+    if n >= POOLED_MIN_BYTES {
+        let mut pool = pool();
+        let found = pool.iter().position(|a| {
+            let a = a.bind(py);
+            xla_ffi::python::refcount(a) == 1 && a.len().ok() == Some(n)
+        });
+        if let Some(i) = found {
+            return Ok(pool.swap_remove(i).into_bound(py));
+        }
+    }
+    np.empty.bind(py).call1((n, np.uint8.bind(py)))
+}
+
+/// Gives `flat` back to the pool if nothing but this reference holds it.
+fn recycle(py: Python<'_>, flat: Bound<'_, PyAny>) {
+    let n = flat.len().unwrap_or(0);
+    if n < POOLED_MIN_BYTES || xla_ffi::python::refcount(&flat) != 1 {
+        return;
+    }
+    let mut pool = pool();
+    let mut total: usize = pool.iter().map(|a| a.bind(py).len().unwrap_or(0)).sum::<usize>() + n;
+    while total > POOL_MAX_BYTES && !pool.is_empty() {
+        total -= pool[0].bind(py).len().unwrap_or(0);
+        // Dropping a plain uint8 array runs no Python code.
+        pool.remove(0);
+    }
+    if total <= POOL_MAX_BYTES {
+        pool.push(flat.unbind());
+    }
+}
+
+/// `numpy.ndarray`, `numpy.uint8` and the NumPy dtype of each XLA element type, looked up once.
 struct NumPy {
     ndarray: Py<PyAny>,
+    empty: Py<PyAny>,
+    uint8: Py<PyAny>,
     dtypes: Vec<(DataType, Py<PyAny>)>,
 }
 
 static NUMPY: PyOnceLock<NumPy> = PyOnceLock::new();
 
-/// The element types a NumPy array can hold (bfloat16 through `ml_dtypes`, a
-/// dependency of jax).
-const DTYPES: [DataType; 15] = [
+/// The element types NumPy holds itself.
+const NUMPY_DTYPES: [DataType; 14] = [
     DataType::PRED,
     DataType::S8,
     DataType::S16,
@@ -107,7 +206,21 @@ const DTYPES: [DataType; 15] = [
     DataType::F64,
     DataType::C64,
     DataType::C128,
-    DataType::BF16,
+];
+
+/// The one-byte (or wider) element types of `ml_dtypes` (a dependency of jax), by
+/// their `ml_dtypes` names. Sub-byte types (int4, float4) are not here: their
+/// packing in XLA's buffers is not NumPy's one element per byte.
+const ML_DTYPES: [(DataType, &str); 9] = [
+    (DataType::BF16, "bfloat16"),
+    (DataType::F8E5M2, "float8_e5m2"),
+    (DataType::F8E4M3FN, "float8_e4m3fn"),
+    (DataType::F8E4M3B11FNUZ, "float8_e4m3b11fnuz"),
+    (DataType::F8E5M2FNUZ, "float8_e5m2fnuz"),
+    (DataType::F8E4M3FNUZ, "float8_e4m3fnuz"),
+    (DataType::F8E4M3, "float8_e4m3"),
+    (DataType::F8E3M4, "float8_e3m4"),
+    (DataType::F8E8M0FNU, "float8_e8m0fnu"),
 ];
 
 fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
@@ -115,65 +228,155 @@ fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
         let np = py.import("numpy")?;
         let dtype = np.getattr("dtype")?;
         let mut dtypes = Vec::new();
-        for t in DTYPES {
-            let d = if t == DataType::BF16 {
-                dtype.call1((py.import("ml_dtypes")?.getattr("bfloat16")?,))?
-            } else {
-                dtype.call1((t.name(),))?
-            };
-            dtypes.push((t, d.unbind()));
+        for t in NUMPY_DTYPES {
+            dtypes.push((t, dtype.call1((t.name(),))?.unbind()));
         }
-        Ok(NumPy { ndarray: np.getattr("ndarray")?.unbind(), dtypes })
+        // An older ml_dtypes may lack some types: those stay unsupported.
+        let ml = py.import("ml_dtypes")?;
+        for (t, name) in ML_DTYPES {
+            if let Ok(d) = ml.getattr(name).and_then(|d| dtype.call1((d,))) {
+                dtypes.push((t, d.unbind()));
+            }
+        }
+        Ok(NumPy {
+            ndarray: np.getattr("ndarray")?.unbind(),
+            empty: np.getattr("empty")?.unbind(),
+            uint8: np.getattr("uint8")?.unbind(),
+            dtypes,
+        })
     })
 }
 
-/// `numpy.ndarray(shape, dtype, buffer=view)` for each view: arrays whose `base`
-/// is the view, so that one kept after the call keeps the view alive (and is caught).
-fn arrays<'py, 'a>(
-    py: Python<'py>,
-    np: &NumPy,
-    views: Bound<'py, PyTuple>,
-    buffers: impl Iterator<Item = (DataType, &'a [i64])>,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let ndarray = np.ndarray.bind(py);
-    let mut out = Vec::with_capacity(views.len());
-    for (view, (dtype, dims)) in views.iter().zip(buffers) {
-        let Some((_, d)) = np.dtypes.iter().find(|(t, _)| *t == dtype) else {
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!("{dtype} has no NumPy dtype")));
-        };
-        out.push(ndarray.call1((PyTuple::new(py, dims)?, d.bind(py), view))?);
-    }
-    PyTuple::new(py, out)
+fn np_dtype<'py>(py: Python<'py>, np: &NumPy, op: &str, what: &str, dtype: DataType) -> Result<Bound<'py, PyAny>> {
+    np.dtypes.iter().find(|(t, _)| *t == dtype).map(|(_, d)| d.bind(py).clone()).ok_or_else(|| {
+        Error::invalid_argument(format!(
+            "{TARGET}: op {op:?}: {what} has element type {dtype}, which python_op does not support \
+             (NumPy has no such dtype, or it is packed below one byte per element)"
+        ))
+    })
 }
 
 /// Runs the callable under `key` on this call's buffers.
 pub fn call(key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
-    let py_error = |e: PyErr| Error::internal(format!("{TARGET}: {e}"));
-    let attached = Python::try_attach(|py| -> Result<()> {
-        let callable = lookup(py, key)?;
-        let np = numpy(py).map_err(py_error)?;
-        let in_meta: Vec<(DataType, &[i64])> = operands.iter().map(|b| (b.dtype(), b.dims())).collect();
-        let out_meta: Vec<(DataType, &[i64])> = results.iter().map(|b| (b.dtype(), b.dims())).collect();
-        // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
-        for r in results.as_mut_slice() {
-            r.advise_huge_pages();
-        }
-        let outcome =
-            xla_ffi::python::with_memoryviews(py, operands.as_slice(), results.as_mut_slice(), |ins, outs| {
-                let args = arrays(py, np, ins, in_meta.iter().copied())?;
-                let outs = arrays(py, np, outs, out_meta.iter().copied())?;
-                callable.bind(py).call1((args, outs))
-            })?;
-        let returned = outcome.map_err(py_error)?;
-        if returned.is_none() {
-            return Ok(());
-        }
-        let (code, message): (u32, String) = returned.extract().map_err(py_error)?;
-        Err(Error::new(ErrorCode::from_raw(code), format!("{TARGET}: {message}")))
-    });
-    attached.unwrap_or_else(|| {
+    let attached =
+        xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, key, operands, results)));
+    attached.flatten().unwrap_or_else(|| {
         Err(Error::new(ErrorCode::Unavailable, format!("{TARGET}: the Python interpreter is shutting down")))
     })
+}
+
+fn call_attached(
+    py: Python<'_>,
+    key: i64,
+    operands: &RemainingArgs<'_>,
+    results: &mut RemainingRets<'_>,
+) -> Result<()> {
+    let (callable, op, outputs) = lookup(py, key)?;
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
+    let np = numpy(py).map_err(internal)?;
+    let ndarray = np.ndarray.bind(py);
+    // The flat arrays behind large copies, recycled after the call.
+    let mut flats = Vec::new();
+    let mut args = Vec::with_capacity(operands.len());
+    for (i, b) in operands.iter().enumerate() {
+        let dtype = np_dtype(py, np, &op, &format!("operand {i}"), b.dtype())?;
+        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
+        let bytes = b.as_bytes()?;
+        let arg = if bytes.len() >= POOLED_MIN_BYTES {
+            let flat = flat_array(py, np, bytes.len()).map_err(internal)?;
+            xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(&op, e))?;
+            let arr = flat
+                .call_method1(pyo3::intern!(py, "view"), (dtype,))
+                .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (dims,)))
+                .map_err(internal)?;
+            arr.call_method1(pyo3::intern!(py, "setflags"), (false,)).map_err(internal)?;
+            flats.push(flat);
+            arr
+        } else {
+            // A copy in memory Python owns (read-only: `bytes` is immutable).
+            ndarray.call1((dims, dtype, PyBytes::new(py, bytes))).map_err(internal)?
+        };
+        args.push(arg);
+    }
+    let mut specs = Vec::with_capacity(results.len());
+    let mut outs = Vec::new();
+    for (i, b) in results.iter().enumerate() {
+        let dtype = np_dtype(py, np, &op, &format!("result {i}"), b.dtype())?;
+        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
+        if outputs {
+            let n = b.size_bytes();
+            let flat = flat_array(py, np, n).map_err(internal)?;
+            let arr = flat
+                .call_method1(pyo3::intern!(py, "view"), (&dtype,))
+                .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (&dims,)))
+                .map_err(internal)?;
+            flats.push(flat);
+            outs.push(arr);
+        }
+        specs.push(PyTuple::new(py, [dims.into_any(), dtype]).map_err(internal)?);
+    }
+    let args = PyTuple::new(py, args).map_err(internal)?;
+    let specs = PyTuple::new(py, specs).map_err(internal)?;
+    let outs = PyTuple::new(py, outs).map_err(internal)?;
+    let returned = callable.bind(py).call1((args, specs, outs)).map_err(internal)?;
+    // `call1` consumed our references to the arrays (and `store` consumes `returned`):
+    // what still refers to a flat array after this is what the function kept.
+    let stored = store(py, np, &op, returned, results);
+    for flat in flats {
+        recycle(py, flat);
+    }
+    stored
+}
+
+/// Copies the function's returned arrays into the results.
+fn store(
+    py: Python<'_>,
+    np: &NumPy,
+    op: &str,
+    returned: Bound<'_, PyAny>,
+    results: &mut RemainingRets<'_>,
+) -> Result<()> {
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
+    let (code, payload): (u32, Bound<'_, PyAny>) = returned.extract().map_err(internal)?;
+    if code != 0 {
+        let message = match payload.extract::<String>() {
+            Ok(m) => m,
+            Err(_) => payload.str().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+        };
+        return Err(Error::new(ErrorCode::from_raw(code), format!("{TARGET}: {message}")));
+    }
+    let values: Vec<Bound<'_, PyAny>> = payload.extract().map_err(internal)?;
+    if values.len() != results.len() {
+        return Err(internal(pyo3::exceptions::PyValueError::new_err(format!(
+            "{} values for {} results",
+            values.len(),
+            results.len()
+        ))));
+    }
+    let (ndarray, uint8) = (np.ndarray.bind(py), np.uint8.bind(py));
+    // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
+    for r in results.as_mut_slice() {
+        r.advise_huge_pages();
+    }
+    for (value, result) in values.iter().zip(results.as_mut_slice()) {
+        // Only exact ndarrays (no subclass hooks); viewed as flat bytes, which any dtype allows.
+        if !value.get_type().is(ndarray) {
+            return Err(internal(pyo3::exceptions::PyTypeError::new_err(format!(
+                "expected a numpy.ndarray, got {}",
+                value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))));
+        }
+        let flat = value
+            .call_method1(pyo3::intern!(py, "reshape"), (-1,))
+            .and_then(|f| f.call_method1(pyo3::intern!(py, "view"), (uint8,)))
+            .map_err(internal)?;
+        xla_ffi::python::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e))?;
+    }
+    Ok(())
+}
+
+fn with_op(op: &str, e: Error) -> Error {
+    Error::new(e.code(), format!("{TARGET}: op {op:?}: {}", e.message()))
 }
 
 /// Calls the Python function registered under the `callback` attribute.

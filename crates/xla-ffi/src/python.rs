@@ -121,6 +121,147 @@ unsafe fn memoryview<'py>(py: Python<'py>, ptr: *mut u8, len: usize, writable: b
     unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyMemoryView_FromMemory(ptr.cast(), len, flags)) }
 }
 
+/// Runs `f` on this thread while it really holds the interpreter (the GIL on a
+/// regular build), whatever PyO3 believes: `PyGILState_Ensure` before, and
+/// `PyGILState_Release` after (also when `f` panics). Returns `None`, without
+/// calling `f`, when the interpreter is not initialized.
+///
+/// Use it around `Python::attach` in a handler that may run on a thread whose
+/// Python code is itself waiting for XLA: when a Python function called by a
+/// handler runs a JAX computation, jaxlib releases the GIL while the
+/// computation runs, possibly on the same thread, but PyO3's per-thread count
+/// still says "attached", so `Python::attach` alone would call the C API without
+/// the GIL. Inside `f`, `Python::attach` is then right either way.
+pub fn with_interpreter<R>(f: impl FnOnce() -> R) -> Option<R> {
+    struct Release(pyo3::ffi::PyGILState_STATE);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // SAFETY: pairs the `PyGILState_Ensure` below on the same thread (the
+            // guard is a local of this function), in LIFO order.
+            unsafe { pyo3::ffi::PyGILState_Release(self.0) }
+        }
+    }
+    // SAFETY: `Py_IsInitialized` may be called at any time.
+    if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
+        return None;
+    }
+    // SAFETY: the interpreter is initialized; `PyGILState_Ensure` may be called on
+    // any thread, holding the GIL or not, and is released by `_release`.
+    let _release = Release(unsafe { pyo3::ffi::PyGILState_Ensure() });
+    Some(f())
+}
+
+/// Copies the bytes of `src` into `result`: `src` is any object with the buffer
+/// protocol whose memory is C-contiguous and whose format is one character (`bytes`,
+/// a NumPy array of a built-in real dtype; for others pass
+/// `a.reshape(-1).view(numpy.uint8)`), of exactly the result's byte size. Python code never sees the result's memory: the copy is
+/// one `memoryview` slice assignment from Rust, and that memoryview is released
+/// before this returns.
+///
+/// Fails with `INVALID_ARGUMENT` if `src` has no C-contiguous buffer or its size
+/// differs, naming the result (`result 0 (name)`).
+pub fn copy_into_result(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    result: &mut ResultBuffer<'_, AnyType>,
+) -> crate::Result<()> {
+    let site = result.site();
+    let what = || format!("{} {} ({})", site.role, site.index, site.name);
+    let py_err = |e: PyErr| Error::invalid_argument(format!("copying into {}: {e}", what()));
+    let builtins = py.import(pyo3::intern!(py, "builtins")).map_err(py_err)?;
+    let view = builtins.getattr(pyo3::intern!(py, "memoryview")).and_then(|m| m.call1((src,))).map_err(py_err)?;
+    let flat = view.call_method1(pyo3::intern!(py, "cast"), ("B",)).map_err(py_err)?;
+    let n: usize = flat.getattr(pyo3::intern!(py, "nbytes")).and_then(|n| n.extract()).map_err(py_err)?;
+    let bytes = result.as_uninit_bytes()?;
+    if n != bytes.len() {
+        let _ = flat.call_method0(pyo3::intern!(py, "release"));
+        let _ = view.call_method0(pyo3::intern!(py, "release"));
+        return Err(Error::invalid_argument(format!(
+            "copying into {}: expected {} bytes, got {n}",
+            what(),
+            bytes.len()
+        )));
+    }
+    let everything = pyo3::types::PySlice::full(py);
+    // SAFETY: the result's bytes live for the whole call and overlap no other buffer
+    // (checked by `as_uninit_bytes`); `result` stays mutably borrowed until the view
+    // is released below. MaybeUninit<u8> has the layout of u8.
+    let dst = unsafe { memoryview(py, bytes.as_mut_ptr().cast(), bytes.len(), true) }.map_err(py_err)?;
+    // A memoryview slice assignment from a memoryview of the same size: a memcpy
+    // in C, which runs no Python code (and allocates no object, so no garbage
+    // collection runs `__del__` methods while `dst` exists).
+    let copied = dst.set_item(everything, &flat);
+    // No Python code ran while `dst` existed, so nothing else holds it or exports
+    // from it, and `release` succeeds.
+    let released = dst.call_method0(pyo3::intern!(py, "release"));
+    let _ = flat.call_method0(pyo3::intern!(py, "release"));
+    let _ = view.call_method0(pyo3::intern!(py, "release"));
+    released.map_err(py_err)?;
+    copied.map_err(py_err)
+}
+
+/// The reference count of `obj` (1 when the caller's reference is the only one).
+pub fn refcount(obj: &Bound<'_, PyAny>) -> isize {
+    // SAFETY: `obj` is a live object and the thread is attached (it is `Bound`).
+    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) }
+}
+
+/// Copies `operand`'s bytes into `dst`: a writable object with the buffer protocol
+/// whose memory is C-contiguous with a one-character format and exactly the
+/// operand's byte size (a NumPy `uint8` array of that length). As in
+/// [`copy_into_result`], the operand's memory is seen only through a read-only
+/// memoryview that no Python code sees, released before this returns.
+///
+/// Fails with `INVALID_ARGUMENT` if `dst` is not such an object, naming the operand.
+pub fn copy_from_operand(py: Python<'_>, operand: &Buffer<'_, AnyType>, dst: &Bound<'_, PyAny>) -> crate::Result<()> {
+    let site = operand.site();
+    let what = || format!("{} {} ({})", site.role, site.index, site.name);
+    let py_err = |e: PyErr| Error::invalid_argument(format!("copying from {}: {e}", what()));
+    let builtins = py.import(pyo3::intern!(py, "builtins")).map_err(py_err)?;
+    let view = builtins.getattr(pyo3::intern!(py, "memoryview")).and_then(|m| m.call1((dst,))).map_err(py_err)?;
+    let flat = view.call_method1(pyo3::intern!(py, "cast"), ("B",));
+    let release = || {
+        let _ = view.call_method0(pyo3::intern!(py, "release"));
+    };
+    let flat = match flat {
+        Ok(f) => f,
+        Err(e) => {
+            release();
+            return Err(py_err(e));
+        }
+    };
+    let n: usize = flat.getattr(pyo3::intern!(py, "nbytes")).and_then(|n| n.extract()).unwrap_or(usize::MAX);
+    let readonly = flat.getattr(pyo3::intern!(py, "readonly")).and_then(|r| r.extract::<bool>()).unwrap_or(true);
+    let bytes = operand.as_bytes()?;
+    if n != bytes.len() || readonly {
+        let _ = flat.call_method0(pyo3::intern!(py, "release"));
+        release();
+        return Err(Error::invalid_argument(format!(
+            "copying from {}: expected a writable buffer of {} bytes",
+            what(),
+            bytes.len()
+        )));
+    }
+    // SAFETY: the operand's bytes live for the whole call and nothing writes them
+    // (no result overlaps them: checked by `as_bytes`); the view is read-only, no
+    // Python code runs while it exists, and it is released before this returns.
+    let src = match unsafe { memoryview(py, bytes.as_ptr().cast_mut(), bytes.len(), false) } {
+        Ok(src) => src,
+        Err(e) => {
+            let _ = flat.call_method0(pyo3::intern!(py, "release"));
+            release();
+            return Err(py_err(e));
+        }
+    };
+    // A memoryview slice assignment: a memcpy in C, which runs no Python code.
+    let copied = flat.set_item(pyo3::types::PySlice::full(py), &src);
+    let released = src.call_method0(pyo3::intern!(py, "release"));
+    let _ = flat.call_method0(pyo3::intern!(py, "release"));
+    release();
+    released.map_err(py_err)?;
+    copied.map_err(py_err)
+}
+
 /// Calls `f` with zero-copy memoryviews of a host call's buffers: a tuple of
 /// read-only views of the operands' bytes, and a tuple of writable views of the
 /// results' (uninitialised) bytes. Views are flat bytes; shape and dtype are the
@@ -136,7 +277,16 @@ unsafe fn memoryview<'py>(py: Python<'py>, ptr: *mut u8, len: usize, writable: b
 ///
 /// Fails before calling `f` if a buffer is on a device, has no byte width, or
 /// aliases another buffer.
-pub fn with_memoryviews<'py, R>(
+///
+/// # Safety
+/// The check above catches a view that is still referenced, but cannot make
+/// what was built from it safe: a NumPy array made from a view caches the
+/// address, and after the call it reads and writes memory XLA has reused. The
+/// caller must make sure that nothing `f` runs (including Python code it calls)
+/// keeps a view, or any object made from one, past `f`. To hand buffers to code
+/// you do not control, copy instead (`PyBytes::new(py, buffer.as_bytes()?)` for
+/// an operand, [`copy_into_result`] for a result), as `xla_ffi_rs.python_op` does.
+pub unsafe fn with_memoryviews<'py, R>(
     py: Python<'py>,
     operands: &[Buffer<'_, AnyType>],
     results: &mut [ResultBuffer<'_, AnyType>],

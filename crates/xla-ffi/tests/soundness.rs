@@ -1,4 +1,4 @@
-//! The defects of the soundness audit (issue 10), one test each, plus the risks it
+//! The defects found by an outside soundness audit, one test each, plus the risks it
 //! listed. Each test failed before its fix: how it failed is said in its comment
 //! (an assertion, an abort of the test binary, a hang, or Miri/valgrind reporting
 //! undefined behaviour).
