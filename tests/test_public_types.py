@@ -11,7 +11,8 @@ and the calls mypy rejects raise TypeError before anything is lowered.
 
 from __future__ import annotations
 
-from typing import assert_type
+from collections.abc import Callable
+from typing import Any, assert_type
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,8 @@ import pytest
 from jax.export import DisabledSafetyCheck
 
 import xla_ffi_rs as xr
+from xla_ffi_rs.binding import BatchRule, Op, elementwise_batching, move_batch_axis_to_front, same_as_operands
+from xla_ffi_rs.python_op import PythonOp
 
 X = jnp.ones((2, 3))
 W = jnp.full((3,), 2.0)
@@ -71,3 +74,47 @@ def test_package_helpers_types() -> None:
     assert isinstance(assert_type(xr.__version__, str), str)
     with pytest.raises(TypeError, match=r"^target_names: name: expected a target name \(str\), got NoneType$"):
         xr.target_names(None)  # type: ignore[arg-type]
+
+
+def _cube(x: np.ndarray) -> np.ndarray:
+    cube: np.ndarray = x**3
+    return cube
+
+
+def test_python_op_types() -> None:
+    # As a function and as a decorator, python_op gives a PythonOp.
+    op = assert_type(xr.python_op(_cube, abstract_eval=lambda x: x), PythonOp)
+    assert isinstance(op, PythonOp)
+    decorator = assert_type(xr.python_op(abstract_eval=lambda x: x), Callable[[Callable[..., Any]], PythonOp])
+
+    @xr.python_op(abstract_eval=lambda x: x, vectorized=True)
+    def square(x: np.ndarray) -> np.ndarray:
+        y: np.ndarray = x * x
+        return y
+
+    assert_type(square, PythonOp)
+    assert isinstance(square, PythonOp) and isinstance(decorator(_cube), PythonOp)
+    np.testing.assert_array_equal(np.asarray(jax.jit(square)(jnp.arange(3.0))), [0.0, 1.0, 4.0])
+    # A rule keeps its type through the decorators that register it.
+    rule = square.def_jvp_rule(_square_jvp)
+    assert rule is _square_jvp
+    assert_type(rule((jnp.ones(2),), (jnp.ones(2),)), tuple[jax.Array, jax.Array])
+    assert float(jax.grad(square)(3.0)) == 6.0
+    with pytest.raises(TypeError, match=r"^python_op: fn must be callable, got int$"):
+        xr.python_op(3, abstract_eval=lambda x: x)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"abstract_eval"):
+        xr.python_op(_cube)  # type: ignore[call-overload]
+
+
+def _square_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
+    (x,), (t,) = primals, tangents
+    return x * x, 2 * x * t
+
+
+def test_binding_op_types() -> None:
+    square = Op("types_square", abstract_eval=same_as_operands(1), jnp_impl=lambda x: (x * x,))
+    outs = assert_type(square(jnp.arange(3.0)), tuple[jax.Array, ...])
+    assert len(outs) == 1 and isinstance(outs[0], jax.Array)
+    assert_type(elementwise_batching(square), BatchRule)
+    moved = assert_type(move_batch_axis_to_front(jnp.ones((2, 3)), 1, 3), jax.Array)
+    assert moved.shape == (3, 2)
