@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Python lint, format check and type check of python/, tests/, examples/,
-# benchmarks/ and cuda/check_ptx.py (settings in pyproject.toml). Installs its
-# tools (pinned in scripts/env.sh) into the Python 3.12 test venv. `bash .ci/lint_python.sh`
+# benchmarks/ and cuda/check_ptx.py (settings in pyproject.toml), then
+# `mypy --strict` over the package and tests/test_public_types.py (the public
+# API's types: results by assert_type, rejected calls by ignores that must be
+# used). Installs its tools (pinned in scripts/env.sh) into the Python 3.12 test
+# venv. `bash .ci/lint_python.sh`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -14,3 +17,5 @@ log "ruff format --check"
 "$XFR_PY312" -m ruff format --no-cache --check "${paths[@]}"
 log "mypy"
 "$XFR_PY312" -m mypy --no-incremental
+log "mypy --strict (the package and its public types)"
+"$XFR_PY312" -m mypy --no-incremental --strict python/xla_ffi_rs tests/test_public_types.py

@@ -85,7 +85,8 @@ def old_rule_kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
     in jnp from the outputs (one fused XLA loop). The A/B baseline of forward + JVP."""
     from xla_ffi_rs.kepler import kepler_op
 
-    return kepler_op(m, e)
+    sin_e, cos_e = kepler_op(m, e)
+    return sin_e, cos_e
 
 
 @old_rule_kepler.defjvp

@@ -131,7 +131,7 @@ def test_rms_norm_eps(eps: Any, error: type[Exception], words: str, name: str, f
 def test_errors_come_before_lowering() -> None:
     # Under eval_shape nothing is lowered or run: the checks are in the Python entry points.
     with pytest.raises(TypeError, match=r"^kepler: mean_anomaly"):
-        jax.eval_shape(lambda e: xr.kepler("1.0", e), jax.ShapeDtypeStruct((2,), jnp.float32))
+        jax.eval_shape(lambda e: xr.kepler("1.0", e), jax.ShapeDtypeStruct((2,), jnp.float32))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^rms_norm: eps"):
         jax.eval_shape(lambda x, w: xr.rms_norm(x, w, 10**400), X, W)
 
@@ -174,7 +174,8 @@ def test_kepler_takes_sequences(m: Any) -> None:
     s_ref, c_ref = xr.kepler(np.asarray(m, np.float64), 0.3)
     np.testing.assert_array_equal(s, s_ref)
     np.testing.assert_array_equal(c, c_ref)
-    s, _ = xr.kepler(0.5, [0.1, 0.2])
+    # Statically the parameters are jax.typing.ArrayLike, which (as for jnp) has no lists.
+    s, _ = xr.kepler(0.5, [0.1, 0.2])  # type: ignore[arg-type]
     assert s.shape == (2,)
 
 

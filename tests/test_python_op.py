@@ -232,7 +232,7 @@ def test_decorator_form() -> None:
 
 def test_bad_arguments_raise_before_lowering() -> None:
     with pytest.raises(TypeError, match="fn must be callable"):
-        python_op(3, abstract_eval=like)  # type: ignore[arg-type]
+        python_op(3, abstract_eval=like)  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="num_batch_dims"):
         python_op(np.sin, abstract_eval=like, num_batch_dims=-1)
     with pytest.raises(TypeError, match="abstract_eval must return avals"):

@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from xla_ffi_rs import _fallback, _registration
 from xla_ffi_rs._compat import ShapedArray
@@ -72,7 +73,7 @@ def _batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> Any:
     return rms_norm_inplace_op(x, weight, eps=eps), (0, 0)
 
 
-def rms_norm_inplace(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
+def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """:func:`xla_ffi_rs.rms_norm`, with the result written into ``x``'s buffer.
 
     Use it when ``x`` is not needed afterwards and is donated, as in

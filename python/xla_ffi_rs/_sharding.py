@@ -68,7 +68,8 @@ def in_spmd(ctx: Any) -> bool:
         return False
     # Inside a shard_map that leaves some mesh axes automatic, XLA still partitions
     # the call over those.
-    return math.prod(n for a, n in mesh.shape.items() if a not in manual) > 1
+    devices: int = math.prod(n for a, n in mesh.shape.items() if a not in manual)
+    return devices > 1
 
 
 @dataclass(frozen=True)

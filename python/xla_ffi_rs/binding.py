@@ -58,6 +58,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from xla_ffi_rs import _sharding
 from xla_ffi_rs._compat import FFI_SIDE_EFFECT, NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
@@ -181,15 +182,15 @@ class Op:
         self._attributes = attributes or dict
         self._num_batch_dims = num_batch_dims
         self._batched = batched
-        self.reductions = dict(reductions or {})
-        self._extra_results = dict(extra_results or {})
+        self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
+        self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the newest few.
         self._eager: dict[tuple[tuple[str, Hashable], ...], Callable[..., Any]] = {}
         # JAX keeps a primitive's rules in global tables for the rest of the process.
         # They reach the op through `_ref`: a strong reference by default, a weak one
         # for subclasses with `_held_weakly` (which keep themselves alive while traced
         # code uses them), so that such an op nothing else refers to is freed.
-        self._ref: Callable[[], Any] = weakref.ref(self) if self._held_weakly else _Strong(self)
+        self._ref: Callable[[], Op | None] = weakref.ref(self) if self._held_weakly else _Strong(self)
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
         self.primitive.def_impl(_weak_method(self._ref, name, "_eager_impl"))
@@ -200,8 +201,8 @@ class Op:
             self.primitive.def_abstract_eval(typed)
         self._register_lowerings()
 
-    def __call__(self, *operands: Any, **params: Any) -> tuple[Any, ...]:
-        """Bind the op; params must be hashable."""
+    def __call__(self, *operands: ArrayLike, **params: Any) -> tuple[jax.Array, ...]:
+        """Bind the op; params must be hashable. Returns one array per result."""
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
 
     def __repr__(self) -> str:
@@ -216,7 +217,8 @@ class Op:
             while len(self._eager) >= _EAGER_CACHE_SIZE:
                 self._eager.pop(next(iter(self._eager)), None)
             jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
-        return jitted(*operands)
+        outs: Sequence[Any] = jitted(*operands)
+        return outs
 
     def _register_lowerings(self) -> None:
         if self.jnp_impl is not None:
@@ -252,7 +254,8 @@ class Op:
             op = _live(ref, name)
             attributes = op._attributes(params)
             lowering_args = op._lowering_args(ctx)
-            extra = op._extra_results.get(platform, _no_results)(*ctx.avals_in, **params)
+            extra_avals: Callable[..., Sequence[ShapedArray]] = op._extra_results.get(platform, _no_results)
+            extra = extra_avals(*ctx.avals_in, **params)
             call_ctx = ctx.replace(avals_out=[*ctx.avals_out, *extra])
             n_out = len(ctx.avals_out)
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
@@ -383,7 +386,8 @@ def _explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
     spec = tuple(getattr(sharding, "spec", None) or ())
     if not any(entry is not None for entry in spec):
         return None
-    return spec + (None,) * (aval.ndim - len(spec))
+    padding: int = aval.ndim - len(spec)
+    return spec + (None,) * padding
 
 
 def _varying(x: Any) -> frozenset[Any]:
@@ -399,7 +403,8 @@ def _with_vma(out: ShapedArray, avals: Sequence[ShapedArray]) -> ShapedArray:
         if _varying(a):
             mesh = jax.sharding.get_abstract_mesh()
             sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * len(out.shape)))
-            return out.update(sharding=sharding, manual_axis_type=a.manual_axis_type)
+            varying: ShapedArray = out.update(sharding=sharding, manual_axis_type=a.manual_axis_type)
+            return varying
     return out
 
 
@@ -439,14 +444,14 @@ class _Strong:
 
     __slots__ = ("obj",)
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: Op) -> None:
         self.obj = obj
 
-    def __call__(self) -> Any:
+    def __call__(self) -> Op:
         return self.obj
 
 
-def _live(ref: Callable[[], Any], name: str) -> Any:
+def _live(ref: Callable[[], Op | None], name: str) -> Op:
     """The op behind ``ref``; a clear error if it was garbage collected."""
     op = ref()
     if op is None:
@@ -454,7 +459,7 @@ def _live(ref: Callable[[], Any], name: str) -> Any:
     return op
 
 
-def _weak_method(ref: Callable[[], Any], name: str, method: str) -> Callable[..., Any]:
+def _weak_method(ref: Callable[[], Op | None], name: str, method: str) -> Callable[..., Any]:
     """``getattr(op, method)`` of the op behind ``ref``, called without holding the op."""
 
     def call(*args: Any, **kwargs: Any) -> Any:

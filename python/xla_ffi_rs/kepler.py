@@ -32,6 +32,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from xla_ffi_rs import _fallback, _registration
 from xla_ffi_rs._compat import ShapedArray
@@ -147,7 +148,7 @@ kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, _fallback.kepler_tangent))
 kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, _fallback.kepler_cotangent))
 
 
-def kepler(mean_anomaly: Any, eccentricity: Any) -> tuple[jax.Array, jax.Array]:
+def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """Solve Kepler's equation for the eccentric anomaly E.
 
     Args:
@@ -157,6 +158,10 @@ def kepler(mean_anomaly: Any, eccentricity: Any) -> tuple[jax.Array, jax.Array]:
         M is infinite or NaN the results are NaN.
       eccentricity: e, any real array-like broadcastable against M; where e is
         outside [0, 1) or NaN the results are NaN.
+
+      Both are typed ``jax.typing.ArrayLike`` (arrays, NumPy scalars, Python
+      numbers). Lists and tuples of numbers are accepted too, as by ``np.asarray``,
+      but, as for ``jnp`` functions, they are outside that static type.
 
     Returns:
       ``(sin E, cos E)`` with the broadcast shape and the promoted dtype of the

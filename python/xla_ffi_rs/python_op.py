@@ -102,11 +102,12 @@ import functools
 import traceback
 import weakref
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, ad
@@ -144,6 +145,10 @@ AbstractEvalFn = Callable[..., Any]
 ``.shape`` and ``.dtype``, e.g. ``jax.ShapeDtypeStruct``; the operand aval
 itself for an elementwise function)."""
 
+#: A rule given to :meth:`PythonOp.def_jvp_rule` or :meth:`PythonOp.def_transpose_rule`,
+#: returned as it is (so the decorated function keeps its type).
+_Rule = TypeVar("_Rule", bound=Callable[..., Any])
+
 
 def _describe(shape: Sequence[int], dtype: Any) -> str:
     return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
@@ -161,7 +166,8 @@ class PythonOp(Op):
     :meth:`def_batching`. Calling it binds the op; keyword arguments are static
     parameters passed to the function and to every rule (they must be hashable).
     It returns one array if ``abstract_eval`` gives one aval for these parameters,
-    else a tuple.
+    else a tuple (so the call is typed ``Any``; annotate the result where it matters,
+    e.g. ``y: jax.Array = op(x)``).
     """
 
     _held_weakly = True
@@ -219,7 +225,7 @@ class PythonOp(Op):
         # jaxlib 0.10 frees only partly when the garbage collector breaks it.
         self._weak_handle = _WeakHandle(ref)
 
-    def __call__(self, *operands: Any, **params: Any) -> Any:
+    def __call__(self, *operands: ArrayLike, **params: Any) -> Any:
         for name in _INTERNAL:
             if name in params:
                 raise TypeError(f"{self.name}: the parameter name {name!r} is reserved")
@@ -285,7 +291,8 @@ class PythonOp(Op):
             return tuple(np.asarray(v).reshape(s) for v, (s, _) in zip(payload, specs, strict=True))
 
         shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
-        return jax.pure_callback(host, shapes, *operands)
+        outs: Sequence[Any] = jax.pure_callback(host, shapes, *operands)
+        return outs
 
     def _callback_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
         batch = len(params.get(_BATCH, ()))
@@ -309,7 +316,7 @@ class PythonOp(Op):
 
     # -- transformation rules ---------------------------------------------
 
-    def def_jvp_rule(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+    def def_jvp_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
 
         ``out`` and ``tangent_out`` are one array or a tuple, like the op's result.
@@ -333,7 +340,7 @@ class PythonOp(Op):
         self.def_jvp(jvp)
         return rule
 
-    def def_transpose_rule(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+    def def_transpose_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(cotangents, *operands, **params) -> cotangent per operand``.
 
         For an op linear in the operands for which :func:`~xla_ffi_rs.binding.is_linear_input`
@@ -379,7 +386,8 @@ class PythonOp(Op):
             args = list(operands)
             for i, x in zip(mapped, xs, strict=True):
                 args[i] = x
-            return self.primitive.bind(*args, **params)
+            outs: Sequence[Any] = self.primitive.bind(*args, **params)
+            return outs
 
         outs = jax.lax.map(one, [jnp.moveaxis(operands[i], int(dims[i] or 0), 0) for i in mapped])
         return outs, [0] * len(outs)
@@ -609,6 +617,38 @@ def _batched_transpose(
 _cache: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
 
 
+@overload
+def python_op(
+    fn: Callable[..., Any],
+    *,
+    abstract_eval: AbstractEvalFn,
+    jvp: Callable[..., Any] | None = None,
+    transpose: Callable[..., Any] | None = None,
+    batching: BatchRule | None = None,
+    vectorized: bool = False,
+    takes_outputs: bool = False,
+    num_batch_dims: int | None = None,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    name: str | None = None,
+) -> PythonOp: ...
+
+
+@overload
+def python_op(
+    fn: None = None,
+    *,
+    abstract_eval: AbstractEvalFn,
+    jvp: Callable[..., Any] | None = None,
+    transpose: Callable[..., Any] | None = None,
+    batching: BatchRule | None = None,
+    vectorized: bool = False,
+    takes_outputs: bool = False,
+    num_batch_dims: int | None = None,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], PythonOp]: ...
+
+
 def python_op(
     fn: Callable[..., Any] | None = None,
     *,
@@ -621,7 +661,7 @@ def python_op(
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
     name: str | None = None,
-) -> Any:
+) -> PythonOp | Callable[[Callable[..., Any]], PythonOp]:
     """Make a JAX operation that runs the Python function ``fn`` on CPU.
 
     Also a decorator: ``@python_op(abstract_eval=...)`` above ``def fn(...)``.
@@ -654,7 +694,7 @@ def python_op(
     it lives: see "Lifetime" in the module docstring).
     """
     if fn is None:
-        return functools.partial(
+        decorator = functools.partial(
             python_op,
             abstract_eval=abstract_eval,
             jvp=jvp,
@@ -666,6 +706,7 @@ def python_op(
             batched=batched,
             name=name,
         )
+        return cast("Callable[[Callable[..., Any]], PythonOp]", decorator)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"python_op: name must be a str, got {type(name).__name__}")
     if batched is not None:

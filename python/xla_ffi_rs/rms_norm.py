@@ -27,6 +27,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from xla_ffi_rs import _fallback, _native, _promotion, _registration
 from xla_ffi_rs._compat import ShapedArray
@@ -94,7 +95,7 @@ def _tangent_abstract_eval(
 
 
 def _batch_dims(x: ShapedArray, weight: ShapedArray, **params: Any) -> int:
-    return x.ndim - weight.ndim
+    return len(x.shape) - len(weight.shape)
 
 
 # -- ops ----------------------------------------------------------------------
@@ -247,7 +248,7 @@ rms_norm_tangent_op.def_batching(vmap_batching(_fallback.rms_norm_tangent))
 # -- public API ---------------------------------------------------------------
 
 
-def rms_norm(x: Any, weight: Any, eps: float = 1e-5) -> jax.Array:
+def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """Root-mean-square normalization over the trailing ``weight.ndim`` axes.
 
     ``y = x / sqrt(mean(x**2) + eps) * weight``
