@@ -387,4 +387,38 @@ mod tests {
             assert_eq!(Some(src.name()), path.file_name().and_then(|n| n.to_str()), "{}", k.name);
         }
     }
+
+    /// The launcher's kernel is the table's instantiation, and a handler that asks
+    /// for one the table lacks, or passes other parameters, gets an error naming
+    /// its target.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn handlers_get_the_declared_kernel_or_an_error() {
+        use xla_ffi::cuda::Arg;
+        use xla_ffi::ErrorCode;
+        static ONE_U64: KernelFn = KernelFn {
+            source: "cuda/kepler.cu",
+            name: "k",
+            params: &[U64, F64],
+            key: &[F32OrF64::accepts],
+            arity: 1,
+            types: &[DataType::F32],
+        };
+        let k = ONE_U64.kernel("t.op", &[DataType::F32], &[Arg::u64(1), Arg::f64(2.0)]).unwrap();
+        assert_eq!(k.name(), "k<float>");
+        assert_eq!(k.name_expression(), "static_cast<void(*)(unsigned long long, double)>(k<float>)");
+        assert_eq!(k.name_expression(), ONE_U64.instance(&[DataType::F32]).unwrap().name_expression());
+
+        let e = ONE_U64.kernel("t.op", &[DataType::F64], &[Arg::u64(1), Arg::f64(2.0)]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Unimplemented);
+        assert_eq!(e.message(), "t.op: no CUDA kernel `k` for dtypes (float64) in the kernel table");
+
+        let e = ONE_U64.kernel("t.op", &[DataType::F32], &[Arg::u64(1), Arg::f32(2.0)]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Internal);
+        assert_eq!(
+            e.message(),
+            "t.op: kernel `k` launched with parameters (unsigned long long, float), declared with \
+             (unsigned long long, double)"
+        );
+    }
 }
