@@ -3,7 +3,7 @@
 //! [`KERNELS`] lists each `__global__` template of this crate's `.cu` files: its
 //! source, the parameters its handler passes, and the template arguments (element
 //! types) it is instantiated with. The CUDA handlers pick their kernel from it
-//! ([`KernelFn::kernel`]), so no kernel name is written anywhere else in Rust.
+//! (`KernelFn::kernel`, feature `cuda`), so no kernel name is written anywhere else in Rust.
 //! `cargo run -p xla-ffi-rs-ops --example kernel_list -- json` (or `-- cpp`) prints
 //! it for the checks that have no Rust: `cuda/check_ptx.py` compiles every
 //! instantiation with NVRTC, and the stand-in driver (`cuda/stub_driver`) compiles
