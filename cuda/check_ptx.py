@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Compile every CUDA kernel of xla-ffi-rs with NVRTC, without a GPU or a CUDA toolkit.
 
-For each kernel source in `crates/ops/cuda/*.cu` and each dtype instantiation the
-Rust handlers use, this compiles the source with NVRTC (loaded through ctypes from
-the `nvidia-cuda-nvrtc` pip package) for sm_80 and sm_90, twice: to PTX
+For each instantiation the Rust handlers launch, as the kernel table
+(`crates/ops/src/kernels.rs`) declares it (this runs `cargo run -p xla-ffi-rs-ops
+--example kernel_list -- json`, which refuses an incomplete table), this compiles its
+source with NVRTC (loaded through ctypes from the `nvidia-cuda-nvrtc` pip package),
+the kernels of one source and one set of template arguments together, for sm_80
+and sm_90, twice: to PTX
 (`compute_XX`) and to a CUBIN (`sm_XX`, what the handlers load at run time, so
 ptxas runs too). Like the Rust launcher (`xla_ffi::cuda::Kernel`), it asks for each
 kernel with the NVRTC name expression `static_cast<void(*)(params...)>(name<types>)`,
 which instantiates the template and checks its signature, and checks that NVRTC's
-lowered name is an entry point of the output. Any error or warning fails the check
+lowered name is an entry point of the output. A `.cu` file under `crates/ops` with
+no kernel in the table fails the check. Any error or warning fails the check
 and prints the compiler log.
 
 If a host C++ compiler is around (`c++`, `g++` or `clang++`), it also builds the
@@ -27,72 +31,59 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parent / "crates" / "ops" / "cuda"
+OPS = HERE.parent / "crates" / "ops"
+KERNELS = OPS / "cuda"
 ARCHS = ("80", "90")
 
-# Element types: dtype name -> the C++ type the kernels use.
-CTYPE = {"f16": "half_t", "bf16": "bhalf_t", "f32": "float", "f64": "double"}
+#: What prints the kernel table (crates/ops/src/kernels.rs), run from the repository root.
+KERNEL_LIST = [
+    "cargo",
+    "run",
+    "-q",
+    "-p",
+    "xla-ffi-rs-ops",
+    "--features",
+    "cuda",
+    "--example",
+    "kernel_list",
+    "--",
+    "json",
+]
 
 
-def promotion_table() -> dict[tuple[str, str], tuple[str, str]]:
-    """(x, w) -> (result_type, accumulator), parsed from the one declared table,
-    the `promotion_table!` rows of crates/ops/src/promote.rs."""
-    src = (HERE.parent / "crates/ops/src/promote.rs").read_text()
-    body = src[src.index("promotion_table! {") :]
-    body = body[: body.index("}")]
-    rows = re.findall(r"(\w+),\s*(\w+)\s*=>\s*(\w+),\s*acc\s+(\w+);", body)
-    table = {(x, w): (y, acc) for x, w, y, acc in rows}
-    if len(table) != len(CTYPE) ** 2:
-        raise SystemExit(f"check_ptx: expected {len(CTYPE) ** 2} rows in promote.rs, found {len(table)}")
-    return table
+def kernel_table() -> list[dict[str, Any]]:
+    """Every instantiation the CUDA handlers launch, as the kernel table declares
+    them: `source` (relative to crates/ops), `kernel`, `name`, `dtypes`, `params`,
+    `expression` (the NVRTC name expression)."""
+    if shutil.which("cargo") is None:
+        raise SystemExit("check_ptx: FAILED: cargo not found; it prints the kernel table (crates/ops/src/kernels.rs)")
+    r = subprocess.run(KERNEL_LIST, cwd=HERE.parent, capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"check_ptx: FAILED: `{' '.join(KERNEL_LIST)}`:\n{r.stderr}")
+    kernels: list[dict[str, Any]] = json.loads(r.stdout)["kernels"]
+    return kernels
 
 
-IN, OUT = "const void*, unsigned long long", "void*, unsigned long long"
-U64, F64 = "unsigned long long", "double"
-# The parameter lists the Rust handlers pass (crates/ops/src/*/cuda.rs): every
-# buffer is (address, size in bytes).
-SIGNATURES = {
-    "kepler": [IN, IN, OUT, OUT, U64],
-    "kepler_tangent": [IN, IN, IN, IN, IN, OUT, OUT, U64],
-    "kepler_cotangent": [IN, IN, IN, IN, IN, OUT, OUT, U64],
-    "rms_norm_fwd": [IN, IN, OUT, OUT, U64, U64, F64],
-    "rms_norm_bwd": [IN, IN, IN, IN, OUT, OUT, U64, U64],
-    "rms_norm_dweight": [IN, OUT, U64, U64],
-}
-
-
-#: The Kepler kernels, each compiled in a module of its own (one per handler).
-KEPLER_KERNELS = ("kepler", "kepler_tangent", "kepler_cotangent")
-
-
-def expr(kernel: str, types: list[str]) -> str:
-    return f"static_cast<void(*)({', '.join(SIGNATURES[kernel])})>({kernel}<{', '.join(types)}>)"
-
-
-def instantiations() -> dict[str, list[tuple[str, list[str]]]]:
-    """Per source file: (label, name expressions) for every module the handlers compile.
-
-    Must match `crates/ops/src/kepler/cuda.rs` and `crates/ops/src/rms_norm/cuda.rs`.
-    """
-    kepler = [(f"{k} {t}", [expr(k, [CTYPE[t]])]) for k in KEPLER_KERNELS for t in ("f32", "f64")]
-    rms = []
-    table = promotion_table()
-    for x in CTYPE:
-        for w in CTYPE:
-            y, acc = table[(x, w)]
-            types = [CTYPE[x], CTYPE[w], CTYPE[y], CTYPE[acc]]
-            rms.append((f"x={x},w={w}", [expr(k, types) for k in ("rms_norm_fwd", "rms_norm_bwd", "rms_norm_dweight")]))
-    return {"kepler.cu": kepler, "rms_norm.cu": rms}
+def instantiations(table: list[dict[str, Any]]) -> dict[str, list[tuple[str, list[str]]]]:
+    """Per source file (relative to crates/ops): (label, name expressions) for each
+    set of template arguments, every kernel of the file instantiated with it
+    compiled in one program."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for k in table:
+        label = ",".join(k["dtypes"])
+        out.setdefault(k["source"], {}).setdefault(label, []).append(k["expression"])
+    return {src: list(groups.items()) for src, groups in out.items()}
 
 
 def elf_shared_sizes(cubin: bytes) -> dict[str, int]:
@@ -243,16 +234,17 @@ def main() -> int:
 
     nv = Nvrtc(find_nvrtc())
     print(f"NVRTC {nv.version[0]}.{nv.version[1]} from {nv.path}")
-    sources = sorted(KERNELS.glob("*.cu"))
-    insts = instantiations()
-    missing = [s.name for s in sources if s.name not in insts]
+    insts = instantiations(kernel_table())
+    sources = sorted(OPS.rglob("*.cu"))
+    missing = [str(s.relative_to(OPS)) for s in sources if str(s.relative_to(OPS)) not in insts]
     if missing:
-        print(f"check_ptx: FAILED: no instantiation list for {missing}; add them to instantiations()")
+        print(f"check_ptx: FAILED: no kernel of {missing} in the kernel table (crates/ops/src/kernels.rs)")
         return 1
     failures, count, smem_checked, t0 = [], 0, 0, time.time()
-    for src in sources:
+    for rel, groups in insts.items():
+        src = OPS / rel
         code = src.read_text()
-        for label, exprs in insts[src.name]:
+        for label, exprs in groups:
             for arch in ARCHS:
                 kinds = [("compute_" + arch, False)] + ([] if args.no_cubin else [("sm_" + arch, True)])
                 for arch_opt, cubin in kinds:
@@ -282,12 +274,12 @@ def main() -> int:
     for f in failures:
         print(f, file=sys.stderr)
     host = "host check skipped (--no-host)" if args.no_host else host_check()
-    n_inst = sum(len(insts[s.name]) for s in sources)
+    n_inst = sum(len(groups) for groups in insts.values())
     if failures:
         print(f"check_ptx: FAILED: {len(failures)} of {count} compilations")
         return 1
     print(
-        f"check_ptx: OK: {count} compilations ({len(sources)} files, {n_inst} dtype instantiations, "
+        f"check_ptx: OK: {count} compilations ({len(insts)} files, {n_inst} dtype instantiations, "
         f"sm_{'/sm_'.join(ARCHS)}, PTX{'' if args.no_cubin else ' + CUBIN'}) with NVRTC {nv.version[0]}.{nv.version[1]} "
         f"in {dt:.1f}s, no warnings; static shared memory of {smem_checked} CUBIN kernels as the stand-in driver reads it; {host}"
     )

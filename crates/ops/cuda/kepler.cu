@@ -5,7 +5,7 @@
 // (crates/ops/src/kepler/cuda.rs). It is compiled at run time with NVRTC, once per
 // CUDA context, element type and kernel: the launcher asks NVRTC for `kepler<float>`,
 // `kepler<double>`, `kepler_tangent<T>` or `kepler_cotangent<T>` (a name expression,
-// which instantiates the template).
+// which instantiates the template), as the kernel table crates/ops/src/kernels.rs lists.
 // The same file is compiled by g++ with cuda/emu/cuda_emu.h for the CPU emulator.
 //
 // Method (branch-light, fixed work per element, no data-dependent loop):

@@ -12,7 +12,8 @@
 //! `kepler/tangent.rs` (its derivative),
 //! `rms_norm/kernel.rs` (CPU kernels), and the CUDA twins in this crate's `cuda/`
 //! folder (`kepler.cu`, `rms_norm.cu`); `float.rs` holds the [`Float`] types and the
-//! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register.
+//! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register;
+//! [`kernels::KERNELS`] lists every CUDA kernel instantiation the CUDA handlers launch.
 //!
 //! [`EXAMPLE_CPU_HANDLERS`] holds the worked example of a stateful handler bundle,
 //! `xla_ffi_rs.examples.scale` ([`scale_state`]). It is not part of the production
@@ -21,6 +22,7 @@
 
 mod float;
 pub mod kepler;
+pub mod kernels;
 mod parallel;
 mod promote;
 pub mod rms_norm;

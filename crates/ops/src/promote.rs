@@ -4,8 +4,8 @@
 //! The table below is the single source of these rules. It generates the
 //! type-level [`Promote`] impls and the run-time [`PROMOTION`] rows; Python reads
 //! the rows through `_native.promotion_table()` (abstract evaluation and the jnp
-//! fallback), and `cuda/check_ptx.py` parses the table from this file to pick the
-//! CUDA instantiations. The Python tests check the rows against
+//! fallback), and the kernel table (`kernels.rs`) instantiates the rms_norm CUDA
+//! kernels for each row. The Python tests check the rows against
 //! `jnp.result_type`.
 
 use half::{bf16, f16};

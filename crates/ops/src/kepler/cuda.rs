@@ -1,16 +1,17 @@
 //! The CUDA handlers of `xla_ffi_rs.kepler` and of its derivative targets
 //! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`; the kernels are
-//! in `crates/ops/cuda/kepler.cu`.
+//! in `crates/ops/cuda/kepler.cu`, their instantiations in [`crate::kernels`].
 //!
 //! Same operands, results, checks and error messages as the CPU handlers. The
 //! solver (Markley's starter plus a fixed number of fifth-order corrections) runs
 //! one element per thread, grid-stride; nothing is allocated and the launch depends
 //! only on the shape, so the handler is command-buffer compatible.
 
-use xla_ffi::cuda::{Arg, Device, Kernel, LaunchConfig, Source};
-use xla_ffi::{handler, Buffer, Context, DataType, Result, ResultBuffer, Traits};
+use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
+use xla_ffi::{handler, Buffer, Context, Result, ResultBuffer, Traits};
 
 use super::shapes::{check, check_all, F32OrF64};
+use crate::kernels::{self, KernelFn};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype.
 pub static KEPLER_CU: Source = xla_ffi::trusted_cuda_source!("kepler.cu", "../../cuda/kepler.cu");
@@ -25,24 +26,6 @@ pub const MAX_BLOCKS: u32 = 1 << 12;
 /// emulator tests use.
 pub fn launch_config(n: u64) -> LaunchConfig {
     LaunchConfig::linear(n, BLOCK, MAX_BLOCKS)
-}
-
-/// The kernel instantiation for a dtype (`kepler<float>` or `kepler<double>`).
-pub fn kernel_name(dtype: DataType) -> &'static str {
-    if dtype == DataType::F64 {
-        "kepler<double>"
-    } else {
-        "kepler<float>"
-    }
-}
-
-/// The derivative kernels' instantiations for a dtype: `(tangent, cotangent)`.
-pub fn derivative_kernel_names(dtype: DataType) -> (&'static str, &'static str) {
-    if dtype == DataType::F64 {
-        ("kepler_tangent<double>", "kepler_cotangent<double>")
-    } else {
-        ("kepler_tangent<float>", "kepler_cotangent<float>")
-    }
 }
 
 /// Solves Kepler's equation elementwise on the GPU.
@@ -65,20 +48,20 @@ pub fn xla_ffi_rs_kepler_cuda(
     }
     let args =
         [Arg::from(&mean_anomaly), Arg::from(&eccentricity), Arg::from(&mut sin_e), Arg::from(&mut cos_e), Arg::u64(n)];
-    let kernel = Kernel::new(kernel_name(dtype), &args);
+    let kernel = kernels::KEPLER.kernel(ctx.target(), &[dtype], &args)?;
     let dev = Device::new(&ctx)?;
     let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, launch_config(n), &args)
 }
 
-/// Both derivative handlers: check like the CPU ones, then launch `kernel_of(dtype)`
-/// over the five operands and two results.
+/// Both derivative handlers: check like the CPU ones, then launch `kernel`'s
+/// instantiation for the dtype over the five operands and two results.
 fn launch_derivative(
     ctx: &Context<'_>,
     ops: [&Buffer<'_, F32OrF64>; 5],
     first_name: &str,
     (mut r0, mut r1): (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
-    kernel_of: fn(DataType) -> &'static str,
+    kernel: &'static KernelFn,
 ) -> Result<()> {
     let [first, rest @ ..] = ops;
     let dtype = check_all(first, first_name, &rest, &[&r0, &r1])?;
@@ -88,7 +71,7 @@ fn launch_derivative(
     }
     let [a, b, e, s, c] = ops.map(Arg::from);
     let args = [a, b, e, s, c, Arg::from(&mut r0), Arg::from(&mut r1), Arg::u64(n)];
-    let kernel = Kernel::new(kernel_of(dtype), &args);
+    let kernel = kernel.kernel(ctx.target(), &[dtype], &args)?;
     let dev = Device::new(ctx)?;
     let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, launch_config(n), &args)
@@ -109,7 +92,7 @@ pub fn xla_ffi_rs_kepler_tangent_cuda(
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
-    launch_derivative(&ctx, ops, "d_mean_anomaly", (d_sin_e, d_cos_e), |d| derivative_kernel_names(d).0)
+    launch_derivative(&ctx, ops, "d_mean_anomaly", (d_sin_e, d_cos_e), &kernels::KEPLER_TANGENT)
 }
 
 /// The transpose of `xla_ffi_rs.kepler_tangent` on the GPU: the CPU handler's
@@ -127,7 +110,7 @@ pub fn xla_ffi_rs_kepler_cotangent_cuda(
     ct_eccentricity: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
-    launch_derivative(&ctx, ops, "ct_sin_e", (ct_mean_anomaly, ct_eccentricity), |d| derivative_kernel_names(d).1)
+    launch_derivative(&ctx, ops, "ct_sin_e", (ct_mean_anomaly, ct_eccentricity), &kernels::KEPLER_COTANGENT)
 }
 
 #[cfg(test)]

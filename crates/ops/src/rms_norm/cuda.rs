@@ -3,8 +3,8 @@
 //!
 //! Shapes, dtypes and error messages are those of the CPU handlers (the same
 //! [`check_fwd`]/[`check_bwd`]). Each dtype combination of `(x, weight)` is its own
-//! NVRTC module (the kernel templates instantiated for it), compiled once per CUDA
-//! context at first use. The launch configurations are the plain functions
+//! NVRTC module (the kernel templates instantiated for it, as [`crate::kernels`]
+//! declares), compiled once per CUDA context at first use. The launch configurations are the plain functions
 //! [`fwd_launch_config`], [`bwd_launch_config`] and [`dweight_launch_config`], which
 //! the emulator tests call too.
 //!
@@ -29,31 +29,14 @@
 //! handler, same launches every call, and graph capture is fine. It costs
 //! `B * n * 4` bytes (8 MiB for 8192 x 4096), about 4% of the pass's traffic.
 
-use xla_ffi::cuda::{Arg, Device, Kernel, LaunchConfig, Source};
-use xla_ffi::{handler, AnyFloat, Attr, Buffer, Context, DataType, Result, ResultBuffer, Traits};
+use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
+use xla_ffi::{handler, AnyFloat, Attr, Buffer, Context, Result, ResultBuffer, Traits};
 
 use super::shapes::{bwd_workspace_rows, check_bwd, check_fwd};
-use crate::promote::{accumulator, promote};
+use crate::kernels::{RMS_NORM_BWD, RMS_NORM_DWEIGHT, RMS_NORM_FWD};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype combination.
 pub static RMS_NORM_CU: Source = xla_ffi::trusted_cuda_source!("rms_norm.cu", "../../cuda/rms_norm.cu");
-
-/// The C++ type the kernels use for a float dtype.
-fn ctype(d: DataType) -> &'static str {
-    match d {
-        DataType::F16 => "half_t",
-        DataType::BF16 => "bhalf_t",
-        DataType::F64 => "double",
-        _ => "float",
-    }
-}
-
-/// The kernel instantiation `name<X, W, Y, ACC>` for `(x, weight)` dtypes, with
-/// `Y = result_type(x, weight)` and the accumulator of the CPU handlers.
-pub fn kernel_name(name: &str, x: DataType, w: DataType) -> String {
-    let (y, acc) = (promote(x, w), accumulator(x, w));
-    format!("{name}<{}, {}, {}, {}>", ctype(x), ctype(w), ctype(y), ctype(acc))
-}
 
 /// At most this many row blocks in the forward pass; the kernel loops over the rest.
 pub const MAX_FWD_BLOCKS: usize = 65535;
@@ -127,7 +110,7 @@ pub fn xla_ffi_rs_rms_norm_fwd_cuda(
         Arg::u64(shape.n as u64),
         Arg::f64(*eps),
     ];
-    let kernel = Kernel::new(kernel_name("rms_norm_fwd", xd, wd), &args);
+    let kernel = RMS_NORM_FWD.kernel(ctx.target(), &[xd, wd], &args)?;
     let dev = Device::new(&ctx)?;
     let module = dev.module(&RMS_NORM_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, fwd_launch_config(shape.rows, shape.n), &args)
@@ -186,8 +169,8 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
         Arg::u64(blocks as u64),
         Arg::u64(shape.n as u64),
     ];
-    let bwd = Kernel::new(kernel_name("rms_norm_bwd", xd, wd), &bwd_args);
-    let dw = Kernel::new(kernel_name("rms_norm_dweight", xd, wd), &dw_args);
+    let bwd = RMS_NORM_BWD.kernel(target, &[xd, wd], &bwd_args)?;
+    let dw = RMS_NORM_DWEIGHT.kernel(target, &[xd, wd], &dw_args)?;
     let dev = Device::new(&ctx)?;
     let module = dev.module(&RMS_NORM_CU, &[bwd.clone(), dw.clone()])?;
     let static_smem = dev.static_shared_bytes(&module, &bwd)?;
