@@ -354,6 +354,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let unsafe_marker = match &opts.symbol {
         Some((_, span)) => quote_spanned! {*span=>
             #[allow(unused_unsafe)]
+            // SAFETY: an empty block does nothing; it is there for the lint to see.
             const _: () = unsafe {};
         },
         None => quote!(),
