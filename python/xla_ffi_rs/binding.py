@@ -31,7 +31,7 @@ operands and results carry those axes; ``reductions`` names the results that
 are sums over them). Its targets are then registered as batch-partitionable,
 and under ``jit`` over several devices the custom call is emitted so that XLA
 (GSPMD or Shardy) runs it shard by shard with no all-gather, while unbatched
-operands such as a weight stay whole (:mod:`xla_ffi_rs._sharding`).
+operands such as a weight stay whole (:mod:`xla_ffi_rs.sharding`).
 
 Example: an elementwise "square" op with a jnp lowering only (an FFI target
 name per platform would go in ``targets``):
@@ -60,7 +60,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _sharding
+from xla_ffi_rs import sharding as _sharding
 from xla_ffi_rs._compat import FFI_SIDE_EFFECT, NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
 
 __all__ = [
@@ -106,7 +106,7 @@ def same_as_operands(num_results: int) -> AbstractEval:
     """Abstract eval for an op whose results all look like its first operand.
 
     >>> import numpy as np
-    >>> from xla_ffi_rs._compat import ShapedArray
+    >>> from jax.core import ShapedArray
     >>> same_as_operands(2)(ShapedArray((3,), np.float32))[1]
     ShapedArray(float32[3])
     """

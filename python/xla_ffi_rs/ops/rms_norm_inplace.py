@@ -21,9 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _fallback, _registration
+from xla_ffi_rs import _registration
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._promotion import result_dtype
 from xla_ffi_rs._validation import (
     FLOAT_DTYPES,
     array_like,
@@ -32,7 +31,10 @@ from xla_ffi_rs._validation import (
     check_trailing_shape,
 )
 from xla_ffi_rs.binding import BatchDim, Op, batch_size, move_batch_axis_to_front
-from xla_ffi_rs.rms_norm import FWD_TARGET, rms_norm_fwd_op
+from xla_ffi_rs.dtypes import result_dtype
+from xla_ffi_rs.ops.rms_norm import FWD_TARGET, rms_norm_fwd_jnp, rms_norm_fwd_op
+
+__all__ = ["rms_norm_inplace", "rms_norm_inplace_op"]
 
 
 def _abstract_eval(x: ShapedArray, weight: ShapedArray, *, eps: float) -> list[ShapedArray]:
@@ -49,7 +51,7 @@ rms_norm_inplace_op = Op(
     "rms_norm_fwd_inplace",
     abstract_eval=_abstract_eval,
     targets=_registration.target_names(FWD_TARGET),
-    jnp_impl=_fallback.rms_norm_fwd,
+    jnp_impl=rms_norm_fwd_jnp,
     attributes=lambda params: {"eps": float(params["eps"])},
     num_batch_dims=lambda x, weight, **params: x.ndim - weight.ndim,
     batched=((True, False), (True, True)),
