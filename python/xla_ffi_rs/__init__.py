@@ -29,6 +29,7 @@ from xla_ffi_rs import binding  # noqa: E402
 from xla_ffi_rs._export import export_checks  # noqa: E402
 from xla_ffi_rs._rms_norm_inplace import rms_norm_inplace  # noqa: E402
 from xla_ffi_rs.kepler import kepler  # noqa: E402
+from xla_ffi_rs.pyop_linear import linear_op, multilinear_op, nonlinear_op  # noqa: E402
 from xla_ffi_rs.python_op import python_op  # noqa: E402
 from xla_ffi_rs.rms_norm import rms_norm  # noqa: E402
 
@@ -38,6 +39,9 @@ __all__ = [
     "binding",
     "export_checks",
     "kepler",
+    "linear_op",
+    "multilinear_op",
+    "nonlinear_op",
     "python_op",
     "rms_norm",
     "rms_norm_inplace",

@@ -1,0 +1,602 @@
+"""Python ops from a function and its derivative functions, in one call each.
+
+:func:`linear_op`, :func:`multilinear_op` and :func:`nonlinear_op` make a
+:class:`~xla_ffi_rs.python_op.PythonOp` whose ``jit``, ``vmap``, ``jvp``,
+``vjp``, ``grad`` and ``jax.linear_transpose`` come from NumPy functions you
+give (the function, its transpose, or its JVP and VJP); the derivative
+functions are python ops themselves, so second order works where it is
+defined (a linear op's transpose is linear again).
+
+* **Fixed operands** (``fixed=``, operand indices): not differentiable.
+  Differentiating with respect to one raises ``ValueError`` naming it; the
+  derivative functions receive their values, never a tangent for them.
+* **Symbolic zeros**: a tangent or cotangent that JAX knows to be zero reaches
+  the derivative function as ``None`` (so it can skip the work); when all are
+  zero the function is not called at all.
+* **Batch axes** (``batch_axes=True``): under ``vmap`` the functions are
+  called once, on the batched arrays as they are (no axis is moved), with a
+  keyword ``batch_axes``: per operand, one entry per ``vmap`` level (innermost
+  first), the axis of the operand that level maps over, or ``None`` for an
+  operand that level does not map. Outside ``vmap`` every entry is ``()``. The
+  abstract evaluation gets the same keyword, sees the batched shapes, and may
+  say where each result's batch axes are by returning ``(aval, axes)`` pairs
+  (``axes`` one int per level); a plain aval puts them where the first operand
+  mapped at every level has them (an elementwise op, an FFT over the other axes).
+
+Example, an FFT along the non-batch axes (``examples/fft_linear.py``):
+
+    >>> import jax, jax.numpy as jnp, numpy as np
+    >>> from xla_ffi_rs import linear_op
+    >>> def fft(x, *, batch_axes):
+    ...     axes = [a for a in range(x.ndim) if a not in batch_axes[0]]
+    ...     return np.fft.fftn(x, axes=axes)
+    >>> op = linear_op(fft, fft, abstract_eval=lambda x, **_: x, abstract_eval_T=lambda x, **_: x,
+    ...                batch_axes=True)
+    >>> x = jnp.ones((3, 4), jnp.complex128)
+    >>> bool(jnp.allclose(jax.vmap(op, in_axes=1, out_axes=1)(x), jnp.fft.fft(x, axis=0)))
+    True
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs.pyop_axes import BatchAxes, append_level, out_axes_of, unbatched
+from xla_ffi_rs.python_op import PythonOp, _user
+
+__all__ = ["linear_op", "multilinear_op", "nonlinear_op"]
+
+#: Private static parameters: ``((index, shape, dtype), ...)`` of the operands that
+#: are symbolic zeros (passed to the function as None, not bound), and the number of
+#: leading fixed operands of a derived op.
+_ABSENT, _LEAD = "_absent", "_lead"
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _is_zero(t: Any) -> bool:
+    return type(t) is ad.Zero
+
+
+def _zero_like(x: Any) -> Any:
+    return ad.Zero(jax.typeof(x).to_tangent_aval())
+
+
+def _names(fn: Callable[..., Any]) -> list[str]:
+    """The names of ``fn``'s positional parameters (for error messages)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in kinds]
+
+
+def _describe_operand(names: Sequence[str], i: int) -> str:
+    return f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
+
+
+class _Role:
+    """How one python op is differentiated and batched.
+
+    ``kind`` is ``"linear"`` (linear in its non-fixed operands jointly: JVP is the op
+    on the tangents, transpose the ``partner`` op on the fixed operands and the
+    cotangents), ``"multilinear"`` (linear in each non-fixed operand separately:
+    ``partials[i]`` is the op seen as linear in operand ``i`` alone) or
+    ``"nonlinear"`` (JVP: the linear ``partner`` op on the primals and tangents)."""
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        fn: Callable[..., Any],
+        abstract_eval: Callable[..., Any],
+        *,
+        fixed: tuple[int, ...] | None,
+        batch_axes: bool,
+        names: Sequence[str] = (),
+        why_fixed: str = "",
+    ) -> None:
+        self.kind, self.name, self.batch = kind, name, batch_axes
+        self.fixed_decl, self.names = fixed, list(names)
+        self.why_fixed = why_fixed or (
+            f"it is declared fixed (fixed={fixed!r}): not differentiable; pass it as a constant "
+            "(functools.partial, jax.lax.stop_gradient) or differentiate with respect to the other operands"
+        )
+        self.user_abstract = abstract_eval
+        self.partner: _Role | None = None
+        #: A multilinear op's transposes, one per non-fixed operand in order.
+        self.transposes: list[_Role] = []
+        #: For the transpose of a multilinear op in one operand: that operand's index.
+        self.partner_slot: int | None = None
+        #: For a multilinear op's transpose: how many of its operands are the op's.
+        self.n_others = 0
+        #: For a nonlinear op's VJP: the fixed operands of that op.
+        self.primal_fixed: tuple[int, ...] = ()
+        self.op = PythonOp(
+            _strip(fn, batch_axes),
+            abstract_eval=self._abstract_eval,
+            name=name,
+            vectorized=False,
+            takes_outputs=False,
+            num_batch_dims=None,
+            batched=None,
+        )
+        # The op keeps its role (and, through it, the ops of its derivatives) alive;
+        # the rules in JAX's tables reach it only weakly, like the op's own.
+        setattr(self.op, "_derivative_role", self)
+        ref = weakref.ref(self.op)
+        ad.primitive_jvps[self.op.primitive] = _rule(ref, name, "jvp")
+        ad.primitive_transposes[self.op.primitive] = _rule(ref, name, "transpose")
+        if batch_axes:
+            self.op.def_batching(_rule(ref, name, "batch"))
+
+    # -- operands --------------------------------------------------------
+
+    def fixed(self, n: int, params: dict[str, Any]) -> frozenset[int]:
+        if self.fixed_decl is None:
+            return frozenset(range(params[_LEAD]))
+        return frozenset(i for i in self.fixed_decl if i < n)
+
+    def call(self, logical: Sequence[Any], avals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        """Bind the op on ``logical`` operands, of which ``None`` ones are symbolic
+        zeros with the given ``avals``; returns the results as a list."""
+        present = [x for x in logical if x is not None]
+        absent = tuple(
+            (i, tuple(a.shape), str(a.dtype)) for i, (x, a) in enumerate(zip(logical, avals, strict=True)) if x is None
+        )
+        params = {k: v for k, v in params.items() if k != _ABSENT}
+        if absent:
+            params[_ABSENT] = absent
+        return _as_list(self.op(*present, **params))
+
+    def abstract(self, avals: Sequence[Any], params: dict[str, Any]) -> tuple[list[Any], list[tuple[int, ...]], bool]:
+        """(result avals, result batch axes, whether one result) for logical avals."""
+        params = dict(params)
+        params.pop(_ABSENT, None)
+        lead = params.pop(_LEAD, None)
+        axes: BatchAxes = params.pop("batch_axes", None) or unbatched(len(avals))
+        kw = {"batch_axes": axes} if self.batch else {}
+        if self.kind == "jvp":  # a nonlinear op's JVP: results like the op's own
+            avals, kw = avals[:lead], ({"batch_axes": axes[:lead]} if self.batch else {})
+        if self.kind == "vjp":  # cotangents: like the non-fixed primals
+            idx = [i for i in range(lead) if i not in self.primal_fixed]
+            if len(idx) == 1:
+                return [avals[idx[0]]], [_full(axes[idx[0]])], True
+            return [avals[i] for i in idx], [_full(axes[i]) for i in idx], False
+        out = self.user_abstract(*avals, **kw, **params)
+        return out_axes_of(self.name, out, axes if self.batch else unbatched(len(avals)))
+
+    def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> Any:
+        logical = _merge(list(avals), params.get(_ABSENT, ()), _aval_of)
+        outs, _, single = self.abstract(logical, params)
+        return outs[0] if single else outs
+
+    def logical(self, operands: Sequence[Any], params: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """The operands with None for the symbolic zeros, and all their avals."""
+        absent = params.get(_ABSENT, ())
+        values = _merge(list(operands), absent, lambda entry: None)
+        avals = _merge([jax.typeof(x) if not ad.is_undefined_primal(x) else x.aval for x in operands], absent, _aval_of)
+        return values, avals
+
+    def check_fixed(self, fixed: frozenset[int], nonzero: Sequence[int], what: str) -> None:
+        for i in nonzero:
+            if i in fixed:
+                raise ValueError(
+                    f"{self.name}: cannot {what} with respect to {_describe_operand(self.names, i)}: {self.why_fixed}"
+                )
+
+    # -- rules -----------------------------------------------------------
+
+    def jvp(self, primals: Sequence[Any], tangents: Sequence[Any], params: dict[str, Any]) -> tuple[Any, Any]:
+        params = _user(params)
+        values, avals = self.logical(primals, params)
+        tans = _merge(list(tangents), params.get(_ABSENT, ()), lambda entry: ad.Zero(_aval_of(entry)))
+        n = len(values)
+        fixed = self.fixed(n, params)
+        nonzero = [i for i, (v, t) in enumerate(zip(values, tans, strict=True)) if v is not None and not _is_zero(t)]
+        self.check_fixed(fixed, nonzero, "differentiate")
+        outs = self.call(values, avals, params)
+        if not nonzero:
+            return outs, [_zero_like(o) for o in outs]
+        if self.kind in ("linear", "jvp", "vjp"):
+            # Linear in the non-fixed operands jointly: the op itself, on the tangents.
+            args = [v if i in fixed else (None if _is_zero(tans[i]) or v is None else tans[i]) for i, v in enumerate(values)]
+            return outs, self.call(args, avals, params)
+        if self.kind in ("multilinear", "multilinear_T"):
+            # Linear in each non-fixed operand separately (and, for a multilinear op's
+            # transpose, in its cotangent operands jointly): one call per group with
+            # a non-zero tangent, the tangents in place of the group's operands.
+            k = self.n_others if self.kind == "multilinear_T" else n
+            groups = [[i] for i in nonzero if i < k]
+            if nonzero[-1] >= k:
+                groups.append(list(range(k, n)))
+            total: list[Any] | None = None
+            for group in groups:
+                args = [(None if _is_zero(tans[j]) else tans[j]) if j in group else v for j, v in enumerate(values)]
+                term = self.call(args, avals, params)
+                total = term if total is None else [a + b for a, b in zip(total, term, strict=True)]
+            assert total is not None
+            return outs, total
+        # nonlinear: the JVP op on the primals (all fixed there) and the tangents
+        assert self.partner is not None
+        tan_args = [None if _is_zero(tans[i]) else tans[i] for i in range(n) if i not in fixed]
+        tan_avals = [avals[i] for i in range(n) if i not in fixed]
+        jvp_params = {**params, _LEAD: n}
+        if self.batch:
+            axes = params.get("batch_axes") or unbatched(n)
+            jvp_params["batch_axes"] = tuple(axes) + tuple(axes[i] for i in range(n) if i not in fixed)
+        return outs, self.partner.call([*values, *tan_args], [*avals, *tan_avals], jvp_params)
+
+    def transpose(self, cts: Sequence[Any], operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        params = _user(params)
+        values, avals = self.logical(operands, params)
+        n = len(values)
+        fixed = self.fixed(n, params)
+        undefined = [i for i, v in enumerate(values) if v is not None and ad.is_undefined_primal(v)]
+        self.check_fixed(fixed, undefined, "transpose")
+        lin = [i for i in range(n) if i not in fixed]
+        result: list[Any] = [None] * n
+        if self.kind == "nonlinear":
+            raise ValueError(f"{self.name}: a nonlinear op cannot be transposed")
+        if self.kind == "multilinear":
+            if len(undefined) > 1:
+                raise ValueError(
+                    f"{self.name}: linear in each operand separately, so it cannot be transposed with "
+                    f"respect to {', '.join(_describe_operand(self.names, i) for i in undefined)} at once"
+                )
+            if not undefined or any(values[i] is None for i in lin):  # a zero operand: a zero result
+                return _present(result, params)
+            (i,) = undefined
+            target = self.transposes[lin.index(i)]
+            return _present(
+                self.transpose_into(
+                    target, cts, values, avals, params, [i], lambda ops, cs: [*ops[:i], *ops[i + 1 :], *cs], None
+                ),
+                params,
+            )
+        if self.kind == "multilinear_T":
+            return _present(self.transpose_multilinear_t(cts, values, avals, params, undefined), params)
+        constants = [i for i in lin if values[i] is not None and i not in undefined]
+        if constants:
+            raise ValueError(
+                f"{self.name}: linear in its non-fixed operands jointly, so it cannot be transposed with respect "
+                f"to some of them while {_describe_operand(self.names, constants[0])} is a constant; "
+                "declare that operand fixed"
+            )
+        assert self.partner is not None
+        kept = sorted(fixed)
+        layout = self.partner.fixed_decl
+
+        def arrange(ops: list[Any], cs: list[Any]) -> list[Any]:
+            return _arrange(layout, [ops[i] for i in kept], cs)
+
+        lead = len(kept) if layout is None else None
+        return _present(self.transpose_into(self.partner, cts, values, avals, params, lin, arrange, lead), params)
+
+    def transpose_multilinear_t(
+        self, cts: Sequence[Any], values: list[Any], avals: list[Any], params: dict[str, Any], undefined: list[int]
+    ) -> list[Any]:
+        """Transpose of a multilinear op's transpose in operand ``slot``, ``T(*others,
+        *cotangents)``: linear in the cotangents jointly (transpose: the op, with the
+        cotangent in place of operand ``slot``) and in each other operand ``j``
+        separately (transpose: the op's transpose in ``j``, with the cotangent in
+        place of operand ``slot``)."""
+        assert self.partner is not None and self.partner_slot is not None
+        slot, f, n = self.partner_slot, self.partner, len(values)
+        k = self.n_others  # the op's other operands come first, then the cotangents
+        in_cts = [i for i in undefined if i >= k]
+        in_others = [i for i in undefined if i < k]
+        if (in_cts and in_others) or len(in_others) > 1:
+            raise ValueError(
+                f"{self.name}: linear in the cotangents and in each other operand separately, so it cannot be "
+                f"transposed with respect to {', '.join(_describe_operand(self.names, i) for i in undefined)} at once"
+            )
+        if any(values[i] is None for i in range(k) if i not in self.fixed(n, params)) or not undefined:
+            return [None] * n
+        if in_cts:
+            constants = [i for i in range(k, n) if values[i] is not None and i not in in_cts]
+            if constants:
+                raise ValueError(f"{self.name}: linear in its cotangent operands jointly; {constants[0]} is a constant")
+            return self.transpose_into(
+                f, cts, values, avals, params, list(range(k, n)), lambda ops, cs: [*ops[:slot], *cs, *ops[slot:k]], None
+            )
+        (j,) = in_others
+        big_j = j if j < slot else j + 1  # the op's operand index
+        target = f.transposes[[i for i in range(k + 1) if i not in (f.fixed_decl or ())].index(big_j)]
+
+        def arrange(ops: list[Any], cs: list[Any]) -> list[Any]:
+            full = [*ops[:slot], *cs, *ops[slot:k]]
+            return [*full[:big_j], *full[big_j + 1 :], *ops[k:]]
+
+        return self.transpose_into(target, cts, values, avals, params, [j], arrange, None)
+
+    def transpose_into(
+        self,
+        target: _Role,
+        cts: Sequence[Any],
+        values: list[Any],
+        avals: list[Any],
+        params: dict[str, Any],
+        lin: list[int],
+        arrange: Callable[[list[Any], list[Any]], list[Any]],
+        lead: int | None,
+    ) -> list[Any]:
+        """The cotangents of operands ``lin``: the op ``target`` on
+        ``arrange(operands, cotangents)`` (a symbolic zero cotangent is None)."""
+        n = len(values)
+        result: list[Any] = [None] * n
+        if all(_is_zero(c) for c in cts) or all(values[i] is None for i in lin):
+            return result
+        out_avals, out_axes, _ = self.abstract(avals, params)
+        axes = list(params.get("batch_axes") or unbatched(n))
+        cols = [
+            arrange(values, [None if _is_zero(c) else c for c in cts]),
+            arrange(avals, list(out_avals)),
+            arrange(axes, list(out_axes)),
+        ]
+        t_params = {k: v for k, v in params.items() if k not in (_ABSENT, _LEAD, "batch_axes")}
+        if lead is not None:
+            t_params[_LEAD] = lead
+        if self.batch:
+            t_params["batch_axes"] = tuple(cols[2])
+        cots = target.call(cols[0], cols[1], t_params)
+        if len(cots) != len(lin):
+            raise ValueError(
+                f"{target.name}: the transpose must give {len(lin)} cotangent(s), one per linear operand "
+                f"of {self.name}; its abstract_eval gives {len(cots)}"
+            )
+        for i, c in zip(lin, cots, strict=True):
+            want, got = avals[i], jax.typeof(c)
+            if (tuple(want.shape), want.dtype) != (tuple(got.shape), got.dtype):
+                raise ValueError(
+                    f"{target.name}: the cotangent of {self.name}'s {_describe_operand(self.names, i)} must look "
+                    f"like the operand, {want.str_short()}, but the transpose's abstract_eval gives {got.str_short()}"
+                )
+            result[i] = c
+        return result
+
+    def batch_rule(self, operands: Sequence[Any], dims: Sequence[Any], params: dict[str, Any]) -> tuple[Any, Any]:
+        values, avals = self.logical(operands, params)
+        n = len(values)
+        it = iter(dims)
+        logical_dims = [None if v is None else next(it) for v in values]
+        if self.kind == "vjp":  # each cotangent needs its primal's batch axes: map them all
+            size = next(int(x.shape[d]) for x, d in zip(values, logical_dims, strict=True) if d is not None)
+            for i in range(params[_LEAD]):
+                if logical_dims[i] is None and i not in self.primal_fixed:
+                    values[i] = jax.numpy.broadcast_to(values[i], (size, *values[i].shape))
+                    logical_dims[i], avals[i] = 0, jax.typeof(values[i])
+            operands = [v for v in values if v is not None]
+        axes = append_level(params.get("batch_axes") or unbatched(n), logical_dims)
+        new = {**params, "batch_axes": axes}
+        outs = self.call(values, avals, new)
+        _, out_axes, _ = self.abstract(avals, new)
+        return outs, [a[-1] for a in out_axes]
+
+
+def _full(axes: tuple[int | None, ...]) -> tuple[int, ...]:
+    if any(a is None for a in axes):
+        raise ValueError("a cotangent's operand is not mapped at every vmap level")
+    return tuple(int(a) for a in axes if a is not None)
+
+
+def _aval_of(entry: tuple[int, tuple[int, ...], str]) -> ShapedArray:
+    return ShapedArray(entry[1], jax.numpy.dtype(entry[2]))
+
+
+def _merge(present: list[Any], absent: Sequence[Any], fill: Callable[[Any], Any]) -> list[Any]:
+    """``present`` with ``fill(entry)`` inserted at each absent entry's index."""
+    out = list(present)
+    for entry in absent:
+        out.insert(entry[0], fill(entry))
+    return out
+
+
+def _arrange(layout: Any, kept: list[Any], lin: list[Any]) -> list[Any]:
+    """The operands of a transpose op: ``kept`` first (``layout`` None), or ``kept``
+    at the indices ``layout`` and ``lin`` in the others."""
+    if layout is None:
+        return kept + lin
+    n = len(kept) + len(lin)
+    k, li = iter(kept), iter(lin)
+    return [next(k) if i in layout else next(li) for i in range(n)]
+
+
+def _present(result: list[Any], params: dict[str, Any]) -> list[Any]:
+    """The cotangents of the bound operands (the logical ones minus the absent)."""
+    absent = {entry[0] for entry in params.get(_ABSENT, ())}
+    return [c for i, c in enumerate(result) if i not in absent]
+
+
+def _strip(fn: Callable[..., Any], batch_axes: bool) -> Callable[..., Any]:
+    """``fn`` called with None for the symbolic zeros and without private params."""
+
+    def call(*arrays: Any, **params: Any) -> Any:
+        absent = params.pop(_ABSENT, ())
+        params.pop(_LEAD, None)
+        if batch_axes and "batch_axes" not in params:
+            params["batch_axes"] = unbatched(len(arrays) + len(absent))
+        return fn(*_merge(list(arrays), absent, lambda entry: None), **params)
+
+    call.__qualname__ = getattr(fn, "__qualname__", "fn")
+    return call
+
+
+def _rule(ref: weakref.ref[PythonOp], name: str, which: str) -> Callable[..., Any]:
+    def role() -> _Role:
+        op = ref()
+        if op is None:
+            raise RuntimeError(f"{name}: this op was garbage collected; keep a reference to it while it is used")
+        r: _Role = getattr(op, "_derivative_role")
+        return r
+
+    if which == "jvp":
+        return lambda primals, tangents, **params: role().jvp(primals, tangents, params)
+    if which == "transpose":
+        return lambda cts, *operands, **params: role().transpose(cts, operands, params)
+    return lambda operands, dims, **params: role().batch_rule(operands, dims, params)
+
+
+def _qualname(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
+
+
+def _check_common(what: str, fns: dict[str, Any], fixed: Any, batch_axes: Any, name: Any) -> tuple[int, ...]:
+    for key, fn in fns.items():
+        if not callable(fn):
+            raise TypeError(f"{what}: {key} must be callable, got {type(fn).__name__}")
+    if not isinstance(batch_axes, bool):
+        raise TypeError(f"{what}: batch_axes must be a bool, got {type(batch_axes).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"{what}: name must be a str, got {type(name).__name__}")
+    try:
+        indices = tuple(fixed)
+    except TypeError:
+        raise TypeError(f"{what}: fixed must be a sequence of operand indices, got {fixed!r}") from None
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) or len(
+        set(indices)
+    ) != len(indices):
+        raise ValueError(f"{what}: fixed must hold distinct non-negative operand indices, got {fixed!r}")
+    return tuple(sorted(indices))
+
+
+def linear_op(
+    f: Callable[..., Any],
+    f_T: Callable[..., Any],
+    *,
+    abstract_eval: Callable[..., Any],
+    abstract_eval_T: Callable[..., Any],
+    fixed: Sequence[int] = (),
+    batch_axes: bool = False,
+    name: str | None = None,
+) -> PythonOp:
+    """A python op linear in its non-fixed operands (jointly), from ``f`` and its
+    transpose ``f_T``: ``jit``, ``vmap``, ``jvp``, ``vjp``, ``grad`` and
+    ``jax.linear_transpose``, to any order.
+
+    Args:
+      f: ``f(*operands, **params)`` on NumPy arrays, returning one array or a tuple
+        (as :func:`~xla_ffi_rs.python_op`'s ``fn``). In its JVP it is called with the
+        fixed operands and the tangents of the others; a tangent JAX knows to be
+        zero is ``None``.
+      f_T: the transpose, ``f_T(*fixed_operands, *cotangents, **params)``, returning
+        the cotangents of the non-fixed operands in order (one array if one); a
+        zero cotangent is ``None``.
+      abstract_eval: ``(*avals, **params)``: ``f``'s results (avals, or ``(aval,
+        axes)`` pairs with ``batch_axes=True``; see :mod:`xla_ffi_rs.pyop_axes`).
+      abstract_eval_T: the same for ``f_T``, on the avals of its operands.
+      fixed: indices of operands that are not differentiable (the op need not be
+        linear in them); differentiating with respect to one raises ``ValueError``.
+      batch_axes: ``vmap`` calls ``f`` once, on the arrays as they are, passing the
+        keyword ``batch_axes`` (also to ``abstract_eval``); otherwise ``vmap`` calls
+        it once per element.
+      name: the op's name (default ``linear_op[<f's qualified name>]``); its
+        transpose is ``<name>.T``.
+    """
+    fixed_ = _check_common("linear_op", {"f": f, "f_T": f_T, "abstract_eval": abstract_eval,
+                                         "abstract_eval_T": abstract_eval_T}, fixed, batch_axes, name)
+    base = name or f"linear_op[{_qualname(f)}]"
+    role = _Role("linear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=_names(f))
+    t = _Role(
+        "linear", f"{base}.T", f_T, abstract_eval_T, fixed=None, batch_axes=batch_axes, names=_names(f_T),
+        why_fixed=f"it is one of {base}'s fixed operands",
+    )
+    role.partner, t.partner = t, role
+    return role.op
+
+
+def multilinear_op(
+    f: Callable[..., Any],
+    transposes: Sequence[Callable[..., Any]],
+    *,
+    abstract_eval: Callable[..., Any],
+    abstract_eval_T: Sequence[Callable[..., Any]],
+    fixed: Sequence[int] = (),
+    batch_axes: bool = False,
+    name: str | None = None,
+) -> PythonOp:
+    """A python op linear in each non-fixed operand separately (a product, a
+    bilinear form), from ``f`` and one transpose per non-fixed operand.
+
+    ``transposes[k]``, for the ``k``-th non-fixed operand ``i``, is
+    ``T(*other_operands, *cotangents, **params)``, every operand but ``i`` in
+    order, then the cotangents of ``f``'s results (``None`` where zero); it returns
+    the cotangent of operand ``i``. ``abstract_eval_T[k]`` is its abstract
+    evaluation. The JVP calls ``f`` once per operand with a non-zero tangent (in
+    place of that operand) and sums; an operand JAX knows to be zero is not
+    computed with. The transposes are linear in the cotangents (second order in
+    the cotangents works; in the other operands, they are fixed). Other arguments
+    as for :func:`linear_op`.
+    """
+    transposes, abstract_eval_T = tuple(transposes), tuple(abstract_eval_T)
+    fns = {"f": f, "abstract_eval": abstract_eval}
+    fns.update({f"transposes[{k}]": t for k, t in enumerate(transposes)})
+    fns.update({f"abstract_eval_T[{k}]": t for k, t in enumerate(abstract_eval_T)})
+    fixed_ = _check_common("multilinear_op", fns, fixed, batch_axes, name)
+    n = len(fixed_) + len(transposes)
+    if len(abstract_eval_T) != len(transposes) or not transposes or any(i >= n for i in fixed_):
+        raise ValueError(
+            f"multilinear_op: give one transpose and one abstract_eval_T per non-fixed operand; got "
+            f"{len(transposes)} transposes, {len(abstract_eval_T)} abstract_eval_T and fixed={fixed_!r}"
+        )
+    base = name or f"multilinear_op[{_qualname(f)}]"
+    role = _Role("multilinear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=_names(f))
+    for k, i in enumerate(i for i in range(n) if i not in fixed_):
+        t = _Role(
+            "multilinear_T", f"{base}.T{i}", transposes[k], abstract_eval_T[k],
+            fixed=tuple(j if j < i else j - 1 for j in fixed_), batch_axes=batch_axes, names=_names(transposes[k]),
+            why_fixed=f"it is one of {base}'s fixed operands",
+        )
+        t.partner, t.partner_slot, t.n_others = role, i, n - 1
+        role.transposes.append(t)
+    return role.op
+
+
+def nonlinear_op(
+    f: Callable[..., Any],
+    f_jvp: Callable[..., Any],
+    f_vjp: Callable[..., Any],
+    *,
+    abstract_eval: Callable[..., Any],
+    fixed: Sequence[int] = (),
+    batch_axes: bool = False,
+    name: str | None = None,
+) -> PythonOp:
+    """A python op from ``f`` and NumPy functions for its JVP and VJP.
+
+    ``f_jvp(*operands, *tangents, **params)`` gets every operand and the tangents
+    of the non-fixed ones (``None`` where JAX knows it is zero; not called when all
+    are) and returns the results' tangents; ``f_vjp(*operands, *cotangents,
+    **params)`` gets every operand and the results' cotangents (``None`` where
+    zero) and returns the cotangents of the non-fixed operands (one array if one).
+    ``abstract_eval`` describes ``f``'s results (and so ``f_jvp``'s); ``f_vjp``'s
+    look like the non-fixed operands. ``jvp``, ``vjp``, ``grad`` and ``vmap`` work;
+    a second derivative with respect to the operands raises ``ValueError`` (the
+    JVP is linear in the tangents only). Other arguments as for :func:`linear_op`.
+    """
+    fixed_ = _check_common(
+        "nonlinear_op", {"f": f, "f_jvp": f_jvp, "f_vjp": f_vjp, "abstract_eval": abstract_eval}, fixed,
+        batch_axes, name,
+    )
+    base = name or f"nonlinear_op[{_qualname(f)}]"
+    role = _Role("nonlinear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=_names(f))
+    second = (
+        f"{base} has no second derivative in its operands (its JVP {base}.jvp is linear in the tangents "
+        "only; the operands are fixed there)"
+    )
+    jvp = _Role("jvp", f"{base}.jvp", f_jvp, abstract_eval, fixed=None, batch_axes=batch_axes,
+                names=_names(f_jvp), why_fixed=second)
+    vjp = _Role("vjp", f"{base}.vjp", f_vjp, abstract_eval, fixed=None, batch_axes=batch_axes,
+                names=_names(f_vjp), why_fixed=second)
+    vjp.primal_fixed = fixed_
+    role.partner, jvp.partner, vjp.partner = jvp, vjp, jvp
+    return role.op
