@@ -121,7 +121,7 @@ class _Role:
         self.n_others = 0
         #: For a nonlinear op's VJP: the fixed operands of that op.
         self.primal_fixed: tuple[int, ...] = ()
-        self.op = PythonOp(
+        self.op = _DerivedOp(
             _strip(fn, batch_axes),
             abstract_eval=self._abstract_eval,
             name=name,
@@ -132,7 +132,7 @@ class _Role:
         )
         # The op keeps its role (and, through it, the ops of its derivatives) alive;
         # the rules in JAX's tables reach it only weakly, like the op's own.
-        setattr(self.op, "_derivative_role", self)
+        self.op.role = self
         ref = weakref.ref(self.op)
         ad.primitive_jvps[self.op.primitive] = _rule(ref, name, "jvp")
         ad.primitive_transposes[self.op.primitive] = _rule(ref, name, "transpose")
@@ -209,7 +209,9 @@ class _Role:
             return outs, [_zero_like(o) for o in outs]
         if self.kind in ("linear", "jvp", "vjp"):
             # Linear in the non-fixed operands jointly: the op itself, on the tangents.
-            args = [v if i in fixed else (None if _is_zero(tans[i]) or v is None else tans[i]) for i, v in enumerate(values)]
+            args = [
+                v if i in fixed else (None if _is_zero(tans[i]) or v is None else tans[i]) for i, v in enumerate(values)
+            ]
             return outs, self.call(args, avals, params)
         if self.kind in ("multilinear", "multilinear_T"):
             # Linear in each non-fixed operand separately (and, for a multilinear op's
@@ -348,19 +350,22 @@ class _Role:
             t_params[_LEAD] = lead
         if self.batch:
             t_params["batch_axes"] = tuple(cols[2])
-        cots = target.call(cols[0], cols[1], t_params)
-        if len(cots) != len(lin):
+        # Checked before the call, which may run at once (eagerly).
+        t_avals, _, _ = target.abstract(cols[1], t_params)
+        if len(t_avals) != len(lin):
             raise ValueError(
                 f"{target.name}: the transpose must give {len(lin)} cotangent(s), one per linear operand "
-                f"of {self.name}; its abstract_eval gives {len(cots)}"
+                f"of {self.name}; its abstract_eval gives {len(t_avals)}"
             )
-        for i, c in zip(lin, cots, strict=True):
-            want, got = avals[i], jax.typeof(c)
+        for i, got in zip(lin, t_avals, strict=True):
+            want = avals[i]
             if (tuple(want.shape), want.dtype) != (tuple(got.shape), got.dtype):
                 raise ValueError(
                     f"{target.name}: the cotangent of {self.name}'s {_describe_operand(self.names, i)} must look "
-                    f"like the operand, {want.str_short()}, but the transpose's abstract_eval gives {got.str_short()}"
+                    f"like the operand, {want.str_short()}, but the transpose's abstract_eval gives "
+                    f"{_short(got)}"
                 )
+        for i, c in zip(lin, target.call(cols[0], cols[1], t_params), strict=True):
             result[i] = c
         return result
 
@@ -401,6 +406,10 @@ def _merge(present: list[Any], absent: Sequence[Any], fill: Callable[[Any], Any]
     return out
 
 
+def _short(aval: Any) -> str:
+    return f"{jax.numpy.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
+
+
 def _arrange(layout: Any, kept: list[Any], lin: list[Any]) -> list[Any]:
     """The operands of a transpose op: ``kept`` first (``layout`` None), or ``kept``
     at the indices ``layout`` and ``lin`` in the others."""
@@ -431,13 +440,18 @@ def _strip(fn: Callable[..., Any], batch_axes: bool) -> Callable[..., Any]:
     return call
 
 
-def _rule(ref: weakref.ref[PythonOp], name: str, which: str) -> Callable[..., Any]:
+class _DerivedOp(PythonOp):
+    """A python op made by the constructors here, holding how it is differentiated."""
+
+    role: _Role
+
+
+def _rule(ref: weakref.ref[_DerivedOp], name: str, which: str) -> Callable[..., Any]:
     def role() -> _Role:
         op = ref()
         if op is None:
             raise RuntimeError(f"{name}: this op was garbage collected; keep a reference to it while it is used")
-        r: _Role = getattr(op, "_derivative_role")
-        return r
+        return op.role
 
     if which == "jvp":
         return lambda primals, tangents, **params: role().jvp(primals, tangents, params)
@@ -462,9 +476,9 @@ def _check_common(what: str, fns: dict[str, Any], fixed: Any, batch_axes: Any, n
         indices = tuple(fixed)
     except TypeError:
         raise TypeError(f"{what}: fixed must be a sequence of operand indices, got {fixed!r}") from None
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) or len(
-        set(indices)
-    ) != len(indices):
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) or len(set(indices)) != len(
+        indices
+    ):
         raise ValueError(f"{what}: fixed must hold distinct non-negative operand indices, got {fixed!r}")
     return tuple(sorted(indices))
 
@@ -502,12 +516,23 @@ def linear_op(
       name: the op's name (default ``linear_op[<f's qualified name>]``); its
         transpose is ``<name>.T``.
     """
-    fixed_ = _check_common("linear_op", {"f": f, "f_T": f_T, "abstract_eval": abstract_eval,
-                                         "abstract_eval_T": abstract_eval_T}, fixed, batch_axes, name)
+    fixed_ = _check_common(
+        "linear_op",
+        {"f": f, "f_T": f_T, "abstract_eval": abstract_eval, "abstract_eval_T": abstract_eval_T},
+        fixed,
+        batch_axes,
+        name,
+    )
     base = name or f"linear_op[{_qualname(f)}]"
     role = _Role("linear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=_names(f))
     t = _Role(
-        "linear", f"{base}.T", f_T, abstract_eval_T, fixed=None, batch_axes=batch_axes, names=_names(f_T),
+        "linear",
+        f"{base}.T",
+        f_T,
+        abstract_eval_T,
+        fixed=None,
+        batch_axes=batch_axes,
+        names=_names(f_T),
         why_fixed=f"it is one of {base}'s fixed operands",
     )
     role.partner, t.partner = t, role
@@ -552,8 +577,13 @@ def multilinear_op(
     role = _Role("multilinear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=_names(f))
     for k, i in enumerate(i for i in range(n) if i not in fixed_):
         t = _Role(
-            "multilinear_T", f"{base}.T{i}", transposes[k], abstract_eval_T[k],
-            fixed=tuple(j if j < i else j - 1 for j in fixed_), batch_axes=batch_axes, names=_names(transposes[k]),
+            "multilinear_T",
+            f"{base}.T{i}",
+            transposes[k],
+            abstract_eval_T[k],
+            fixed=tuple(j if j < i else j - 1 for j in fixed_),
+            batch_axes=batch_axes,
+            names=_names(transposes[k]),
             why_fixed=f"it is one of {base}'s fixed operands",
         )
         t.partner, t.partner_slot, t.n_others = role, i, n - 1
@@ -584,8 +614,11 @@ def nonlinear_op(
     JVP is linear in the tangents only). Other arguments as for :func:`linear_op`.
     """
     fixed_ = _check_common(
-        "nonlinear_op", {"f": f, "f_jvp": f_jvp, "f_vjp": f_vjp, "abstract_eval": abstract_eval}, fixed,
-        batch_axes, name,
+        "nonlinear_op",
+        {"f": f, "f_jvp": f_jvp, "f_vjp": f_vjp, "abstract_eval": abstract_eval},
+        fixed,
+        batch_axes,
+        name,
     )
     base = name or f"nonlinear_op[{_qualname(f)}]"
     role = _Role("nonlinear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=_names(f))
@@ -593,10 +626,26 @@ def nonlinear_op(
         f"{base} has no second derivative in its operands (its JVP {base}.jvp is linear in the tangents "
         "only; the operands are fixed there)"
     )
-    jvp = _Role("jvp", f"{base}.jvp", f_jvp, abstract_eval, fixed=None, batch_axes=batch_axes,
-                names=_names(f_jvp), why_fixed=second)
-    vjp = _Role("vjp", f"{base}.vjp", f_vjp, abstract_eval, fixed=None, batch_axes=batch_axes,
-                names=_names(f_vjp), why_fixed=second)
+    jvp = _Role(
+        "jvp",
+        f"{base}.jvp",
+        f_jvp,
+        abstract_eval,
+        fixed=None,
+        batch_axes=batch_axes,
+        names=_names(f_jvp),
+        why_fixed=second,
+    )
+    vjp = _Role(
+        "vjp",
+        f"{base}.vjp",
+        f_vjp,
+        abstract_eval,
+        fixed=None,
+        batch_axes=batch_axes,
+        names=_names(f_vjp),
+        why_fixed=second,
+    )
     vjp.primal_fixed = fixed_
     role.partner, jvp.partner, vjp.partner = jvp, vjp, jvp
     return role.op
