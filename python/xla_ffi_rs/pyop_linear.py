@@ -29,10 +29,10 @@ Example, an FFT along the non-batch axes (``examples/fft_linear.py``):
     >>> from xla_ffi_rs import linear_op
     >>> def fft(x, *, batch_axes):
     ...     axes = [a for a in range(x.ndim) if a not in batch_axes[0]]
-    ...     return np.fft.fftn(x, axes=axes)
+    ...     return np.fft.fftn(x, axes=axes).astype(x.dtype)
     >>> op = linear_op(fft, fft, abstract_eval=lambda x, **_: x, abstract_eval_T=lambda x, **_: x,
     ...                batch_axes=True)
-    >>> x = jnp.ones((3, 4), jnp.complex128)
+    >>> x = jnp.ones((3, 4), jnp.complex64)
     >>> bool(jnp.allclose(jax.vmap(op, in_axes=1, out_axes=1)(x), jnp.fft.fft(x, axis=0)))
     True
 """
