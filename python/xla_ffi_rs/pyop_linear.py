@@ -410,6 +410,10 @@ def _short(aval: Any) -> str:
     return f"{jax.numpy.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
 
 
+def _none(entry: Any) -> None:
+    return None
+
+
 def _arrange(layout: Any, kept: list[Any], lin: list[Any]) -> list[Any]:
     """The operands of a transpose op: ``kept`` first (``layout`` None), or ``kept``
     at the indices ``layout`` and ``lin`` in the others."""
@@ -430,11 +434,13 @@ def _strip(fn: Callable[..., Any], batch_axes: bool) -> Callable[..., Any]:
     """``fn`` called with None for the symbolic zeros and without private params."""
 
     def call(*arrays: Any, **params: Any) -> Any:
+        if not params and not batch_axes:  # the common case, on every call: nothing to do
+            return fn(*arrays)
         absent = params.pop(_ABSENT, ())
         params.pop(_LEAD, None)
         if batch_axes and "batch_axes" not in params:
             params["batch_axes"] = unbatched(len(arrays) + len(absent))
-        return fn(*_merge(list(arrays), absent, lambda entry: None), **params)
+        return fn(*_merge(list(arrays), absent, _none), **params)
 
     call.__qualname__ = getattr(fn, "__qualname__", "fn")
     return call
