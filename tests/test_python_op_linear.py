@@ -227,3 +227,9 @@ def test_multilinear_op_bad_arguments() -> None:
         multilinear_op(np.multiply, [np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=[])
     with pytest.raises(TypeError, match=r"multilinear_op: transposes\[1\] must be callable"):
         multilinear_op(np.multiply, [np.multiply, None], abstract_eval=lambda x, y: x, abstract_eval_T=[id, id])  # type: ignore[list-item]
+
+
+def test_fixed_index_beyond_the_operands_is_an_error() -> None:
+    op = linear_op(np.negative, np.negative, abstract_eval=lambda x: x, abstract_eval_T=lambda c: c, fixed=(1,))
+    with pytest.raises(ValueError, match=r"fixed=\(1,\) names an operand, but the op has 1 operands"):
+        jax.grad(lambda v: op(v).sum())(jnp.ones(2))

@@ -144,7 +144,9 @@ class _Role:
     def fixed(self, n: int, params: dict[str, Any]) -> frozenset[int]:
         if self.fixed_decl is None:
             return frozenset(range(params[_LEAD]))
-        return frozenset(i for i in self.fixed_decl if i < n)
+        if any(i >= n for i in self.fixed_decl):
+            raise ValueError(f"{self.name}: fixed={self.fixed_decl!r} names an operand, but the op has {n} operands")
+        return frozenset(self.fixed_decl)
 
     def call(self, logical: Sequence[Any], avals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         """Bind the op on ``logical`` operands, of which ``None`` ones are symbolic
