@@ -133,9 +133,10 @@ def per_call(fn: Callable[[], Any], seconds: float) -> tuple[float, float]:
     return (time.perf_counter() - t0) / number, (time.thread_time() - c0) / number
 
 
-def _pair_ratio(times: dict[str, list[tuple[float, float]]], a: str, b: str) -> float:
-    """The median over rounds of a / b (wall time) within the same round."""
-    return statistics.median(ta[0] / tb[0] for ta, tb in zip(times[a], times[b], strict=True))
+def _pair_ratio(times: dict[str, list[tuple[float, float]]], a: str, b: str, column: int = 0) -> float:
+    """The median over rounds of a / b within the same round (wall time, or CPU
+    time with ``column=1``)."""
+    return statistics.median(ta[column] / tb[column] for ta, tb in zip(times[a], times[b], strict=True))
 
 
 def main() -> None:
@@ -154,6 +155,13 @@ def main() -> None:
             row[f"{k} us"] = v * 1e6
         cpu_row: dict[str, Any] = {"N": n, **{f"{k} cpu us": v * 1e6 for k, v in cpu.items()}}
         cpu_row["python_op / numpy (cpu)"] = cpu["python_op"] / cpu["numpy"]
+        if "jaxbind" in cpu:
+            for ours, theirs in (
+                ("python_op", "jaxbind"),
+                ("nonlinear_op", "jaxbind"),
+                ("linear_op", "jaxbind linear"),
+            ):
+                cpu_row[f"{ours} / {theirs} (cpu)"] = _pair_ratio(times, ours, theirs, 1)
         cpu_rows.append(cpu_row)
         row["python_op / numpy"] = med["python_op"] / med["numpy"]
         row["python_op out / numpy"] = med["python_op out"] / med["numpy"]
