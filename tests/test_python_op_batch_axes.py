@@ -109,3 +109,29 @@ def test_a_plain_aval_with_no_operand_mapped_everywhere_is_an_error() -> None:
     np.testing.assert_allclose(np.asarray(jax.vmap(op, in_axes=(0, None))(a, a[0])), 2 * np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"add: no operand is mapped at every vmap level.*\(aval, batch axes\)"):
         jax.vmap(jax.vmap(op, in_axes=(0, None)), in_axes=(None, 0))(a, a)
+
+
+def test_cotangent_of_an_unmapped_operand_has_its_shape() -> None:
+    """x * y with y not mapped: under vmap of grad the VJP sees y broadcast (so its
+    cotangent carries the batch axis and JAX sums it); under grad of vmap it is told
+    that y is not mapped and returns y's shape, summing over x's batch axis."""
+
+    def vjp(x, y, c, *, batch_axes):
+        gy = c * x
+        extra = tuple(a for a, b in zip(batch_axes[0], batch_axes[1], strict=True) if b is None and a is not None)
+        return c * y, gy.sum(axis=extra) if extra else gy
+
+    op = nonlinear_op(
+        lambda x, y, *, batch_axes: x * y,
+        lambda x, y, dx, dy, *, batch_axes: (0 if dx is None else dx * y) + (0 if dy is None else x * dy),
+        vjp,
+        abstract_eval=lambda x, y, **_: jax.ShapeDtypeStruct(jnp.broadcast_shapes(x.shape, y.shape), x.dtype),
+        batch_axes=True,
+    )
+    xs, y = jnp.asarray(RNG.standard_normal((2, 4))), jnp.asarray(RNG.standard_normal(4))
+    gx, gy = jax.vmap(jax.grad(lambda a, b: op(a, b).sum(), argnums=(0, 1)), in_axes=(0, None))(xs, y)
+    np.testing.assert_allclose(np.asarray(gx), np.broadcast_to(np.asarray(y), (2, 4)))
+    np.testing.assert_allclose(np.asarray(gy), np.asarray(xs))
+    gx, gy = jax.grad(lambda a, b: jax.vmap(op, in_axes=(0, None))(a, b).sum(), argnums=(0, 1))(xs, y)
+    np.testing.assert_allclose(np.asarray(gy), np.asarray(xs).sum(axis=0))
+    check_grads(jax.vmap(op, in_axes=(0, None)), (xs, y), order=1, modes=("fwd", "rev"))

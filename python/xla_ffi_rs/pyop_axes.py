@@ -52,28 +52,31 @@ def _is_pair(x: Any) -> bool:
     return isinstance(x, tuple) and len(x) == 2 and hasattr(x[0], "shape") and not hasattr(x[1], "shape")
 
 
-def out_axes_of(name: str, out: Any, axes: BatchAxes) -> tuple[list[Any], list[tuple[int, ...]], bool]:
+def out_axes_of(name: str, out: Any, axes: BatchAxes) -> tuple[list[Any], list[tuple[int | None, ...]], bool]:
     """Split what an ``abstract_eval`` returned (an aval, an ``(aval, axes)`` pair, or
     a sequence of them) into (avals, each result's batch axes, whether it is one
-    result). A result given without axes has those of the first operand mapped at
-    every level."""
+    result). ``axes`` has one entry per level: an axis of the result, or None where
+    the level does not map it. A result given without axes has those of the first
+    operand mapped at every level."""
     single = hasattr(out, "shape") or _is_pair(out)
     items = [out] if single else list(out)
     levels = max((len(e) for e in axes), default=0)
-    default: tuple[int, ...] | None = () if levels == 0 else None
+    default: tuple[int | None, ...] | None = () if levels == 0 else None
     for entry in axes:
         if len(entry) == levels and all(a is not None for a in entry):
-            default = tuple(int(a) for a in entry if a is not None)
+            default = tuple(entry)
             break
     avals, result_axes = [], []
     for i, item in enumerate(items):
         if _is_pair(item):
             aval, given = item
-            given = (given,) if isinstance(given, int) else tuple(given)
-            if len(given) != levels or not all(isinstance(a, int) and 0 <= a < len(aval.shape) for a in given):
+            given = (given,) if given is None or isinstance(given, int) else tuple(given)
+            if len(given) != levels or not all(
+                a is None or (isinstance(a, int) and 0 <= a < len(aval.shape)) for a in given
+            ):
                 raise ValueError(
                     f"{name}: abstract_eval gives result {i} the batch axes {given!r}; expected {levels} "
-                    f"axes of its {len(aval.shape)}, one per vmap level"
+                    f"axes of its {len(aval.shape)} (or None: not mapped), one per vmap level"
                 )
         elif hasattr(item, "shape") and hasattr(item, "dtype"):
             aval, given = item, default

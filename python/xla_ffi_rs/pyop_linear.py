@@ -22,6 +22,8 @@ defined (a linear op's transpose is linear again).
   say where each result's batch axes are by returning ``(aval, axes)`` pairs
   (``axes`` one int per level); a plain aval puts them where the first operand
   mapped at every level has them (an elementwise op, an FFT over the other axes).
+  A transpose or VJP returns each cotangent with its operand's shape, summing over
+  the batch axes the operand does not have.
 
 Example, an FFT along the non-batch axes (``examples/fft_linear.py``):
 
@@ -160,7 +162,9 @@ class _Role:
             params[_ABSENT] = absent
         return _as_list(self.op(*present, **params))
 
-    def abstract(self, avals: Sequence[Any], params: dict[str, Any]) -> tuple[list[Any], list[tuple[int, ...]], bool]:
+    def abstract(
+        self, avals: Sequence[Any], params: dict[str, Any]
+    ) -> tuple[list[Any], list[tuple[int | None, ...]], bool]:
         """(result avals, result batch axes, whether one result) for logical avals."""
         params = dict(params)
         params.pop(_ABSENT, None)
@@ -172,8 +176,8 @@ class _Role:
         if self.kind == "vjp":  # cotangents: like the non-fixed primals
             idx = [i for i in range(lead) if i not in self.primal_fixed]
             if len(idx) == 1:
-                return [avals[idx[0]]], [_full(axes[idx[0]])], True
-            return [avals[i] for i in idx], [_full(axes[i]) for i in idx], False
+                return [avals[idx[0]]], [axes[idx[0]]], True
+            return [avals[i] for i in idx], [axes[i] for i in idx], False
         out = self.user_abstract(*avals, **kw, **params)
         return out_axes_of(self.name, out, axes if self.batch else unbatched(len(avals)))
 
@@ -388,12 +392,6 @@ class _Role:
         outs = self.call(values, avals, new)
         _, out_axes, _ = self.abstract(avals, new)
         return outs, [a[-1] for a in out_axes]
-
-
-def _full(axes: tuple[int | None, ...]) -> tuple[int, ...]:
-    if any(a is None for a in axes):
-        raise ValueError("a cotangent's operand is not mapped at every vmap level")
-    return tuple(int(a) for a in axes if a is not None)
 
 
 def _aval_of(entry: tuple[int, tuple[int, ...], str]) -> ShapedArray:
