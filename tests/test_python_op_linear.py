@@ -222,6 +222,12 @@ def test_multilinear_op_fixed_operand() -> None:
         jax.grad(lambda a: op(a, x, y).sum())(s)
 
 
+def test_multilinear_op_called_with_the_wrong_number_of_operands() -> None:
+    op = product_op()
+    with pytest.raises(ValueError, match=r"multilinear_op\[.*<lambda>\]: takes 2 operands .* called with 3"):
+        op(jnp.ones(2), jnp.ones(2), jnp.ones(2))
+
+
 def test_multilinear_op_bad_arguments() -> None:
     with pytest.raises(ValueError, match="multilinear_op: give one transpose and one abstract_eval_T per non-fixed"):
         multilinear_op(np.multiply, [np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=[])

@@ -165,6 +165,7 @@ def multilinear_op(
         )
     base = name or f"multilinear_op[{_qualname(f)}]"
     role = Role("multilinear", base, f, abstract_eval, fixed=fixed_, batch_axes=batch_axes, names=names_of(f))
+    role.n_operands = n
     for k, i in enumerate(i for i in range(n) if i not in fixed_):
         t = Role(
             "multilinear_T",

@@ -89,6 +89,8 @@ class Role:
         self.partner_slot: int | None = None
         #: For a multilinear op's transpose: how many of its operands are the op's.
         self.n_others = 0
+        #: How many operands the op takes, where that is known (a multilinear op).
+        self.n_operands: int | None = None
         #: For a nonlinear op's VJP: the fixed operands of that op.
         self.primal_fixed: tuple[int, ...] = ()
         self.op = _DerivedOp(
@@ -151,6 +153,11 @@ class Role:
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> Any:
         logical = _merge(list(avals), params.get(_ABSENT, ()), _aval_of)
+        if self.n_operands is not None and len(logical) != self.n_operands:
+            raise ValueError(
+                f"{self.name}: takes {self.n_operands} operands (one transpose per non-fixed operand and "
+                f"the fixed ones), called with {len(logical)}"
+            )
         outs, _, single = self.abstract(logical, params)
         return outs[0] if single else outs
 
