@@ -38,6 +38,7 @@ from xla_ffi_rs.ops.kepler import kepler  # noqa: E402
 from xla_ffi_rs.ops.rms_norm import rms_norm  # noqa: E402
 from xla_ffi_rs.ops.rms_norm_inplace import rms_norm_inplace  # noqa: E402
 from xla_ffi_rs.pyop import python_op  # noqa: E402
+from xla_ffi_rs.pyop_linear import linear_op, multilinear_op, nonlinear_op  # noqa: E402
 
 __version__: str = _native.__version__
 
@@ -64,7 +65,10 @@ __all__ = [
     "handlers",
     "has_cuda",
     "kepler",
+    "linear_op",
     "min_api_version",
+    "multilinear_op",
+    "nonlinear_op",
     "python_op",
     "rms_norm",
     "rms_norm_inplace",

@@ -309,7 +309,9 @@ class PythonOp(Op):
         if key is None:
             params = dict(frozen[0])
             outputs = self.takes_outputs or _is_ufunc(self.fn, params)
-            key = _native.register(_invoker(self, params, ranks), self.name, outputs)
+            # A ufunc gets output arrays only where it writes into them (`_ufunc_into`).
+            min_elements = 0 if self.takes_outputs else _UFUNC_INTO_MIN_SIZE
+            key = _native.register(_invoker(self, params, ranks), self.name, outputs, min_elements)
             self._key_list.append(key)
             self._keys[frozen] = key
         return key
@@ -435,7 +437,7 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
                 if returned is not None and not _are(returned, outs):
                     return _INVALID_ARGUMENT, _not_none(name, returned)
                 return _checked(name, outs, shapes, specs)
-            if ufunc:
+            if ufunc and outs:
                 outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
                 if _ufunc_into(fn, args, outs):  # type: ignore[arg-type]
                     return 0, outs

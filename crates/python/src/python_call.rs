@@ -10,7 +10,9 @@
 //!   operands (their memory is Python's: an array kept after the call stays valid);
 //! * `results`: a tuple of `(shape, dtype)`, the results XLA expects;
 //! * `outputs`: for a callable registered with `outputs=True`, a tuple of writable
-//!   arrays of those shapes and dtypes to fill (Python's memory too), else `()`;
+//!   arrays of those shapes and dtypes to fill (Python's memory too), else `()`
+//!   (also `()` when the first result has fewer elements than the registration's
+//!   `outputs_min_elements`: a ufunc computes small results itself);
 //!
 //! with the shapes XLA gives (per shard under sharding). No Python code ever sees
 //! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
@@ -48,6 +50,9 @@ struct Entry {
     name: String,
     /// Whether the callable takes output arrays (`takes_outputs=True`).
     outputs: bool,
+    /// Output arrays are given only when the first result has at least this many
+    /// elements (0: always); smaller calls get none (a ufunc computes those itself).
+    outputs_min_elements: u64,
 }
 
 /// Key -> function; keys are `process_tag << 32 | n` for n = 1, 2, ...
@@ -77,12 +82,13 @@ fn process_tag() -> i64 {
     })
 }
 
-/// `register(fn, name, outputs=False) -> int`: a new key under which the handler
-/// calls `fn`; `name` is the op's name, for error messages; with `outputs`, `fn`
-/// gets output arrays to fill.
+/// `register(fn, name, outputs=False, outputs_min_elements=0) -> int`: a new key
+/// under which the handler calls `fn`; `name` is the op's name, for error messages;
+/// with `outputs`, `fn` gets output arrays to fill when the first result has at
+/// least `outputs_min_elements` elements (else an empty tuple).
 #[pyfunction]
-#[pyo3(signature = (callable, name, outputs = false))]
-pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool) -> PyResult<i64> {
+#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0))]
+pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool, outputs_min_elements: u64) -> PyResult<i64> {
     if !callable.is_callable() {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "python_call.register expects a callable, got {}",
@@ -96,7 +102,7 @@ pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool) -> PyRe
         }
         let key = process_tag() << 32 | reg.next;
         reg.next += 1;
-        reg.entries.insert(key, Entry { callable, name, outputs });
+        reg.entries.insert(key, Entry { callable, name, outputs, outputs_min_elements });
         Ok(key)
     })
 }
@@ -116,20 +122,19 @@ pub fn registered() -> usize {
     with_registry(|reg| reg.entries.len())
 }
 
-fn lookup(py: Python<'_>, key: i64) -> Result<(Py<PyAny>, String, bool)> {
-    with_registry(|reg| reg.entries.get(&key).map(|e| (e.callable.clone_ref(py), e.name.clone(), e.outputs)))
-        .ok_or_else(|| {
-            let why = if key >> 32 == process_tag() {
-                "its op was garbage collected"
-            } else {
-                "the program was lowered in another process (python ops cannot be exported or \
+fn lookup(py: Python<'_>, key: i64) -> Result<(Py<PyAny>, String, bool, u64)> {
+    with_registry(|reg| {
+        reg.entries.get(&key).map(|e| (e.callable.clone_ref(py), e.name.clone(), e.outputs, e.outputs_min_elements))
+    })
+    .ok_or_else(|| {
+        let why = if key >> 32 == process_tag() {
+            "its op was garbage collected"
+        } else {
+            "the program was lowered in another process (python ops cannot be exported or \
              loaded from a compilation cache written by another process)"
-            };
-            Error::new(
-                ErrorCode::NotFound,
-                format!("{TARGET}: no Python function is registered under key {key}: {why}"),
-            )
-        })
+        };
+        Error::new(ErrorCode::NotFound, format!("{TARGET}: no Python function is registered under key {key}: {why}"))
+    })
 }
 
 /// Buffers at least this large are copied into pooled NumPy arrays (reused while
@@ -271,7 +276,11 @@ fn call_attached(
     operands: &RemainingArgs<'_>,
     results: &mut RemainingRets<'_>,
 ) -> Result<()> {
-    let (callable, op, outputs) = lookup(py, key)?;
+    let (callable, op, outputs, outputs_min_elements) = lookup(py, key)?;
+    let outputs = outputs
+        && results.iter().next().is_none_or(|b| {
+            b.dims().iter().map(|&d| u64::try_from(d).unwrap_or(0)).product::<u64>() >= outputs_min_elements
+        });
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let np = numpy(py).map_err(internal)?;
     let ndarray = np.ndarray.bind(py);
