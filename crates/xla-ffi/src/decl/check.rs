@@ -217,6 +217,14 @@ pub(crate) fn bind_operands<'a>(
             total = total.saturating_add(tok_len(*t, &b));
         }
         if total != d.len() {
+            // Every axis known from earlier operands: say the whole expected shape.
+            let known = spec.iter().all(|t| match *t {
+                Tok::Literal(_) => true,
+                Tok::Ellipsis(n) | Tok::Factor(n) => b[n].src != UNKNOWN && b[n].len != UNKNOWN,
+            });
+            if known {
+                return Err(value_error(rule, who, &b, dims, false, i, spec, d));
+            }
             return Err(rank_error(rule, who, &b, i, d));
         }
         let mut pos = 0;
@@ -339,15 +347,18 @@ fn value_error<'a>(
             Tok::Literal(v) => want.push(v),
             Tok::Ellipsis(n) | Tok::Factor(n) => {
                 let (src, off) = (b[n].src, b[n].off);
-                // A name this operand binds itself (at this very position) shows its own axes.
-                let own = !result && src == i && off == pos;
-                if !own {
+                // A name this operand binds itself (at this very position), or has not
+                // reached yet, shows its own axes.
+                let own = src == UNKNOWN || (!result && src == i && off == pos);
+                if own {
+                    want.extend_from_slice(got.get(pos..pos + len).unwrap_or(&[]));
+                } else {
                     let w = format!("{} of operand {src} ({})", rule.token_text(*t), (who.name)(false, src));
                     if !why.contains(&w) {
                         why.push(w);
                     }
+                    want.extend_from_slice(&dims(src)[off..off + len]);
                 }
-                want.extend_from_slice(&dims(src)[off..off + len]);
             }
         }
         pos += len;
@@ -380,22 +391,33 @@ fn eval(e: &Expr, v: &Vars) -> Option<DataType> {
     }
 }
 
-/// Binds the variables to the operands' dtypes and checks every other use.
+/// Operands whose variable binding is remembered (one that binds past it is checked
+/// against itself, which always passes).
+const MAX_OPERANDS: usize = 64;
+
+/// Binds the variables to the operands' dtypes (an operand whose expression is a
+/// bare variable binds it, left to right), then checks every other operand.
 pub(crate) fn bind_dtypes(
     rule: &DtypeRule,
     who: &Who<'_>,
     dtype: &dyn Fn(usize) -> DataType,
 ) -> Result<Vars, RuleError> {
     let mut v: Vars = [None; MAX_VARS];
+    let mut binds = [false; MAX_OPERANDS];
     for (i, e) in rule.operands.iter().enumerate() {
-        let got = dtype(i);
-        match e {
-            Expr::Var(x) if v[*x].is_none() => v[*x] = Some((got, i)),
-            e => {
-                if eval(e, &v) != Some(got) {
-                    return Err(dtype_error(rule, who, &v, false, i, e, got));
+        if let Expr::Var(x) = e {
+            if v[*x].is_none() {
+                v[*x] = Some((dtype(i), i));
+                if let Some(b) = binds.get_mut(i) {
+                    *b = true;
                 }
             }
+        }
+    }
+    for (i, e) in rule.operands.iter().enumerate() {
+        let got = dtype(i);
+        if binds.get(i) != Some(&true) && eval(e, &v) != Some(got) {
+            return Err(dtype_error(rule, who, &v, false, i, e, got));
         }
     }
     Ok(v)
@@ -592,12 +614,14 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
     let dims = |i: usize| -> &[i64] { &shapes[i] };
     let b = bind_operands(shape, &who, &dims)?;
     let vars = match &rules.dtype {
-        Some(r) if r.operands.len() != n || r.results.len() != m => return Err(dtype_err(format!(
+        Some(r) if r.operands.len() != n || r.results.len() != m => {
+            return Err(dtype_err(format!(
             "{}: the dtype rule has {} operand and {} result expressions, the declaration {n} operands and {m} results",
             sig.target,
             r.operands.len(),
             r.results.len()
-        ))),
+        )))
+        }
         Some(r) => Some(bind_dtypes(r, &who, &|i| dtypes[i])?),
         None => None,
     };

@@ -6,8 +6,10 @@
 //! A rule is `exprs -> exprs`, one per operand, then one per result.
 //! `expr := VAR | dtype | promote(expr, ...) | acc(expr, ...)`; a dtype is a NumPy
 //! name (`float32`, `bfloat16`, `int64`, ...), any other identifier is a variable.
-//! An operand whose expression is a variable not yet bound (left to right) binds it
-//! to its dtype; every other use must be equal.
+//! The first operand (left to right) whose expression is a bare variable binds it to
+//! its dtype; every other operand must have the dtype of its expression, so
+//! `"promote(X, W), X, W -> X"` binds `X` and `W` at operands 1 and 2 and checks
+//! operand 0 against them.
 
 /// The dtype names of the notation, as NumPy (and [`DataType::name`](crate::DataType::name)) spell them.
 pub const DTYPE_NAMES: &[&str] = &[
@@ -95,13 +97,19 @@ impl DtypeRule {
             return Err(format!("dtype rule `{text}`: more than {MAX_VARS} variables"));
         }
         let mut bound = vec![false; rule.vars.len()];
+        for e in &rule.operands {
+            if let Expr::Var(v) = e {
+                bound[*v] = true;
+            }
+        }
         for (i, e) in rule.operands.iter().enumerate() {
             match e {
-                Expr::Var(v) if !bound[*v] => bound[*v] = true,
+                Expr::Var(_) => {}
                 e => {
                     if let Some(v) = first_unbound(e, &bound) {
                         return Err(format!(
-                            "dtype rule `{text}`: operand {i} uses `{}` before an operand binds it",
+                            "dtype rule `{text}`: operand {i} uses `{}`, which no operand binds (only a bare \
+                             variable binds)",
                             rule.vars[v]
                         ));
                     }
