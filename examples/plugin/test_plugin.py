@@ -20,7 +20,12 @@ from jax.test_util import check_grads
 jax.config.update("jax_enable_x64", True)
 
 # target -> exported C symbol (`xla_ffi_handler__` + the handler function's name).
-SYMBOLS = {"plugin.scale": "xla_ffi_handler__plugin_scale", "plugin.moments": "xla_ffi_handler__plugin_moments"}
+SYMBOLS = {
+    "plugin.scale": "xla_ffi_handler__plugin_scale",
+    "plugin.moments": "xla_ffi_handler__plugin_moments",
+    "plugin.axpy": "xla_ffi_handler__plugin_axpy",
+    "plugin.axpy_transpose": "xla_ffi_handler__plugin_axpy_transpose",
+}
 TARGETS = tuple(SYMBOLS)
 
 
@@ -47,6 +52,7 @@ def routes(tmp_path_factory):
     native = _load_pyo3_module(str(tmp_path_factory.mktemp("pyo3")))
     capsules = native.targets()
     assert sorted(capsules) == sorted(TARGETS)
+    assert sorted(native.declarations()) == sorted(TARGETS)
     for t, cap in capsules.items():
         jax.ffi.register_ffi_target(f"pyo3:{t}", cap, platform="cpu")
     return ("ctypes", "pyo3")
