@@ -20,7 +20,12 @@ from jax.test_util import check_grads
 jax.config.update("jax_enable_x64", True)
 
 # target -> exported C symbol (`xla_ffi_handler__` + the handler function's name).
-SYMBOLS = {"plugin.scale": "xla_ffi_handler__plugin_scale", "plugin.moments": "xla_ffi_handler__plugin_moments"}
+SYMBOLS = {
+    "plugin.scale": "xla_ffi_handler__plugin_scale",
+    "plugin.moments": "xla_ffi_handler__plugin_moments",
+    "plugin.axpy": "xla_ffi_handler__plugin_axpy",
+    "plugin.axpy_transpose": "xla_ffi_handler__plugin_axpy_transpose",
+}
 TARGETS = tuple(SYMBOLS)
 
 
@@ -47,6 +52,7 @@ def routes(tmp_path_factory):
     native = _load_pyo3_module(str(tmp_path_factory.mktemp("pyo3")))
     capsules = native.targets()
     assert sorted(capsules) == sorted(TARGETS)
+    assert sorted(native.declarations()) == sorted(TARGETS)
     for t, cap in capsules.items():
         jax.ffi.register_ffi_target(f"pyo3:{t}", cap, platform="cpu")
     return ("ctypes", "pyo3")
@@ -203,7 +209,7 @@ def test_scale_result_must_match(route):
     x = np.ones(3, np.float32)
     call = jax.ffi.ffi_call(f"{route}:plugin.scale", jax.ShapeDtypeStruct((4,), np.float32))
     msg = _runtime_error(lambda: call(x, factor=1.0))
-    assert "result 0 (y)" in msg and "the shape of x" in msg, msg
+    assert "result 0 (y): expected shape [3] (...b of operand 0 (x)), got [4]" in msg, msg
 
 
 def test_moments_bad_inputs(route):

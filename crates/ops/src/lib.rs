@@ -79,4 +79,27 @@ mod tests {
         assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 5 } else { 0 });
         assert!(CPU_HANDLERS.iter().all(|h| h.platform == xla_ffi::Platform::Host));
     }
+
+    /// Every target declares its rules, and a CUDA handler the same ones as its CPU
+    /// twin (except `rms_norm_bwd`, whose CUDA workspace result has no shape rule).
+    #[test]
+    fn cpu_and_cuda_declare_the_same_op() {
+        for h in CPU_HANDLERS {
+            let d = h.declaration;
+            assert!(d.shapes.is_some() && d.dtypes.is_some(), "{}", h.target);
+        }
+        for c in CUDA_HANDLERS {
+            let cpu = CPU_HANDLERS.iter().find(|h| h.target == c.target).expect("a CPU twin");
+            let (a, b) = (cpu.declaration, c.declaration);
+            let names = |d: &xla_ffi::Declaration| d.params.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+            assert_eq!((a.linear, a.transpose), (b.linear, b.transpose), "{}", c.target);
+            if c.target == "xla_ffi_rs.rms_norm_bwd" {
+                assert_eq!(b.shapes, None);
+                assert_eq!(b.dtypes, Some("promote(X, W), X, W, acc(X, W) -> X, W, acc(X, W)"));
+                continue;
+            }
+            assert_eq!((a.shapes, a.dtypes), (b.shapes, b.dtypes), "{}", c.target);
+            assert_eq!(names(a), names(b), "{}", c.target);
+        }
+    }
 }
