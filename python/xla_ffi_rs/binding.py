@@ -60,8 +60,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _sharding
+from xla_ffi_rs import _declared_rules, _registration, _sharding
 from xla_ffi_rs._compat import FFI_SIDE_EFFECT, NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
+from xla_ffi_rs._declaration import Declaration, Infer
 
 __all__ = [
     "NOT_MAPPED",
@@ -70,6 +71,8 @@ __all__ = [
     "elementwise_batching",
     "is_linear_input",
     "move_batch_axis_to_front",
+    "op",
+    "ops",
     "same_as_operands",
     "vmap_batching",
 ]
@@ -186,6 +189,8 @@ class Op:
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the newest few.
         self._eager: dict[tuple[tuple[str, Hashable], ...], Callable[..., Any]] = {}
+        #: The declaration the op was built from (:func:`op`), or None.
+        self.declaration: Declaration | None = None
         # JAX keeps a primitive's rules in global tables for the rest of the process.
         # They reach the op through `_ref`: a strong reference by default, a weak one
         # for subclasses with `_held_weakly` (which keep themselves alive while traced
@@ -202,7 +207,12 @@ class Op:
         self._register_lowerings()
 
     def __call__(self, *operands: ArrayLike, **params: Any) -> tuple[jax.Array, ...]:
-        """Bind the op; params must be hashable. Returns one array per result."""
+        """Bind the op; params must be hashable. Returns one array per result.
+
+        A declared op (:func:`op`) checks its params against the declared
+        attributes first (TypeError/ValueError naming the target and attribute)."""
+        if self.declaration is not None:
+            params = self.declaration.params(params)
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
 
     def __repr__(self) -> str:
@@ -525,3 +535,227 @@ def vmap_batching(impl: Callable[..., Sequence[Any]]) -> BatchRule:
         return outs, [0] * len(outs)
 
     return rule
+
+
+# -- ops built from declarations ---------------------------------------------
+
+
+def _default_targets(target: str) -> dict[str, str]:
+    try:
+        return _registration.target_names(target)
+    except ValueError:
+        raise ValueError(
+            f"binding.op: {target} is not a target of xla_ffi_rs; register it with jax.ffi.register_ffi_target "
+            f"and pass targets={{platform: name}}"
+        ) from None
+
+
+def op(
+    declaration: Mapping[str, Any],
+    *,
+    name: str | None = None,
+    targets: TargetNames | None = None,
+    jnp_impl: Callable[..., Sequence[Any]] | None = None,
+    reductions: Mapping[int, Callable[..., Any]] | None = None,
+    extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
+    transpose: Op | None = None,
+    infer: Infer | None = None,
+) -> Op:
+    """An :class:`Op` built from a handler's declaration (``#[handler(shapes = ...,
+    dtypes = ..., linear = ..., transpose = ...)]`` in Rust, handed to Python by
+    ``xla_ffi::python::declarations``: ``_native.declarations()[target]``).
+
+    Everything that follows from the declaration is done here:
+
+    * abstract eval: the result shapes and dtypes, and the handler's own checks,
+      run by the native checker (``_native.infer``) while tracing, so a bad
+      operand raises the handler's words (TypeError for a dtype, ValueError for a
+      shape) before anything is lowered;
+    * params: checked against the declared attributes and converted to their
+      types in the call (``f32`` -> ``np.float32``, ``i64`` -> ``np.int64``, ...); an
+      optional attribute passed as None (or left out) is not in the call;
+    * vmap: one call, the vmapped axis entering the batch ellipsis (the one that
+      starts the first operand's spec); see :mod:`xla_ffi_rs._declared_rules`;
+    * sharding: the operands and results that start with the batch ellipsis are
+      split along it, the others stay whole (``num_batch_dims`` is the batch
+      rank); a result without the batch ellipsis of an op that has one is a sum
+      over the batch and needs a ``reductions`` formula;
+    * JVP, for the ``linear`` operands (an op linear in only some operands has
+      none for the others: give it with :meth:`Op.def_jvp`); transpose, from ``linear``
+      and ``transpose`` (the op of the transpose target: ``transpose=``, this op
+      itself when the target names itself, or :func:`ops` for a pair).
+
+    Hand-written rules still override these (:meth:`Op.def_jvp`,
+    :meth:`Op.def_transpose`, :meth:`Op.def_batching`).
+
+    Args:
+      declaration: one target's declaration dict.
+      name: the primitive's name; by default the target's last dotted part.
+      targets: platform -> FFI target name; by default the platforms where
+        xla_ffi_rs registered the declaration's target
+        (:func:`xla_ffi_rs.target_names`). Another library's target must be
+        given here, after ``jax.ffi.register_ffi_target``.
+      jnp_impl, extra_results: as for :class:`Op`.
+      reductions: result index -> jnp formula of each result without the batch
+        ellipsis (see :class:`Op`); also what vmap computes such a result with.
+      transpose: the op of the declaration's transpose target.
+      infer: the checker (default ``_native.infer``); a plugin built against
+        xla-ffi gives the same result through its own module.
+
+    Raises:
+      TypeError, ValueError: for a declaration that is not one (missing keys, no
+        shape rule), a result summed over the batch without a ``reductions``
+        formula, or a ``transpose`` op that does not fit.
+
+    Example: the example ``scale`` target (``y = factor * x``, linear in x, its
+    own transpose), with no rule written by hand:
+
+    >>> import jax, jax.numpy as jnp
+    >>> from xla_ffi_rs import _native, binding, examples
+    >>> _ = examples.register()
+    >>> scale = binding.op(_native.declarations()["xla_ffi_rs.examples.scale"])
+    >>> x = jnp.arange(3.0, dtype=jnp.float32)
+    >>> scale(x, factor=2.0)[0].tolist()
+    [0.0, 2.0, 4.0]
+    >>> jax.grad(lambda x: scale(x, factor=3.0)[0].sum())(x).tolist()
+    [3.0, 3.0, 3.0]
+    """
+    decl = declaration if isinstance(declaration, Declaration) else Declaration(declaration, infer)
+    result = _build(decl, name, targets, jnp_impl, reductions, extra_results)
+    if decl.transpose is not None:
+        if transpose is None and decl.transpose == decl.target:
+            transpose = result
+        _link_transpose(result, transpose)
+    elif transpose is not None:
+        raise ValueError(f"binding.op: {decl.target}: transpose= given, but the declaration names no transpose target")
+    return result
+
+
+def _build(
+    decl: Declaration,
+    name: str | None,
+    targets: TargetNames | None = None,
+    jnp_impl: Callable[..., Sequence[Any]] | None = None,
+    reductions: Mapping[int, Callable[..., Any]] | None = None,
+    extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
+) -> Op:
+    """:func:`op` but for the transpose rule."""
+    reductions = dict(reductions or {})
+    for i in reductions:
+        if not (isinstance(i, int) and 0 <= i < len(decl.results)):
+            raise ValueError(f"binding.op: {decl.target}: reductions: no result {i!r} (it has {len(decl.results)})")
+    if decl.batch is not None:
+        for i, (spec, batched) in enumerate(zip(decl.results, decl.batched_out, strict=True)):
+            if not batched and i not in reductions:
+                raise ValueError(
+                    f"binding.op: {decl.target}: result {i} ({spec['name']}) does not start with the batch "
+                    f"ellipsis ...{decl.batch}, so it sums over the batch when the call is split: pass "
+                    f"reductions={{{i}: <jnp formula of the whole result>}}"
+                )
+
+    def abstract_eval(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        return decl.infer(*avals)[0]
+
+    def num_batch_dims(*avals: ShapedArray, **params: Any) -> int:
+        return decl.infer(*avals)[1]
+
+    result = Op(
+        name or decl.target.rsplit(".", 1)[-1],
+        abstract_eval=abstract_eval,
+        targets=_default_targets(decl.target) if targets is None else targets,
+        jnp_impl=jnp_impl,
+        attributes=decl.lowering_attributes,
+        num_batch_dims=num_batch_dims if decl.batch is not None else None,
+        batched=(decl.batched_in, decl.batched_out),
+        reductions=reductions,
+        extra_results=extra_results,
+    )
+    result.declaration = decl
+    result.def_batching(_declared_rules.batching_rule(result))
+    if decl.linear_in:
+        ad.primitive_jvps[result.primitive] = _declared_rules.linear_jvp(result)
+    return result
+
+
+def _link_transpose(result: Op, transpose: Op | None) -> None:
+    decl = result.declaration
+    assert decl is not None
+    if transpose is None:
+        result.def_transpose(_declared_rules.untransposable(result))
+        return
+    other = transpose.declaration
+    if other is None or other.target != decl.transpose:
+        got = other.target if other is not None else repr(transpose)
+        raise ValueError(f"binding.op: {decl.target}: transpose: expected the op of {decl.transpose}, got {got}")
+    n_in = len(decl.results) + len(decl.operands) - len(decl.linear_in)
+    if (len(other.operands), len(other.results)) != (n_in, len(decl.linear_in)):
+        raise ValueError(
+            f"binding.op: {decl.target}: its transpose {other.target} must take {n_in} operands (the results' "
+            f"cotangents, then the non-linear operands) and give {len(decl.linear_in)} results (the cotangents of "
+            f"{', '.join(decl.linear)}); it takes {len(other.operands)} and gives {len(other.results)}"
+        )
+    result.def_transpose(_declared_rules.transpose_rule(result, transpose))
+
+
+def ops(
+    declarations: Mapping[str, Mapping[str, Any]],
+    *,
+    targets: Callable[[str], TargetNames] | None = None,
+    infer: Infer | None = None,
+    **options: Mapping[str, Any],
+) -> dict[str, Op]:
+    """Build several declared ops at once (:func:`op`), linking each ``transpose``
+    to the op of the target it names. Returns op name -> :class:`Op`, an op's
+    name being its target's last dotted part (``"xla_ffi_rs.kepler"`` ->
+    ``"kepler"``).
+
+    Args:
+      declarations: target -> declaration (``_native.declarations()``, or a
+        plugin module's ``declarations()``).
+      targets: target -> ``{platform: FFI target name}``; by default where
+        xla_ffi_rs registered the target (:func:`xla_ffi_rs.target_names`).
+      infer: as for :func:`op`.
+      **options: op name -> keyword arguments of :func:`op` for that op
+        (``jnp_impl``, ``reductions``, ...). With any given, only the ops named
+        are built; with none, every declaration is.
+
+    Raises:
+      ValueError: for an op name that no declaration has, two targets with the
+        same op name, or a transpose target that is not built too.
+
+    >>> from xla_ffi_rs import _fallback, _native, binding
+    >>> built = binding.ops(_native.declarations(), kepler_tangent={}, kepler_cotangent={})
+    >>> sorted(built)
+    ['kepler_cotangent', 'kepler_tangent']
+    """
+    by_name: dict[str, str] = {}
+    for target in declarations:
+        short = target.rsplit(".", 1)[-1]
+        if short in by_name and (not options or short in options):
+            raise ValueError(f"binding.ops: {by_name[short]} and {target} have the same op name {short!r}")
+        by_name[short] = target
+    unknown = sorted(set(options) - set(by_name))
+    if unknown:
+        raise ValueError(f"binding.ops: no declaration for {unknown}; declared: {sorted(by_name)}")
+    names = list(options) if options else list(by_name)
+    decls = {n: Declaration(declarations[by_name[n]], infer) for n in names}
+    built: dict[str, Op] = {}
+    for n, decl in decls.items():
+        kwargs = dict(options.get(n) or {})
+        bad = sorted(set(kwargs) - {"targets", "jnp_impl", "reductions", "extra_results"})
+        if bad:
+            raise TypeError(f"binding.ops: {n}: unknown option(s) {bad}")
+        if "targets" not in kwargs:
+            kwargs["targets"] = None if targets is None else targets(decl.target)
+        built[n] = _build(decl, n, **kwargs)
+    by_target = {decl.target: built[n] for n, decl in decls.items()}
+    for n, decl in decls.items():
+        if decl.transpose is None:
+            continue
+        if decl.transpose not in by_target:
+            raise ValueError(
+                f"binding.ops: {decl.target} transposes into {decl.transpose}, which is not built: "
+                f"add {decl.transpose.rsplit('.', 1)[-1]}={{}}"
+            )
+        _link_transpose(built[n], by_target[decl.transpose])
+    return built
