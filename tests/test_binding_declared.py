@@ -298,7 +298,9 @@ def test_scale_factor_out_of_f32_range_and_traced() -> None:
 
 
 def test_wrong_operand_count() -> None:
-    with pytest.raises(TypeError, match=r"xla_ffi_rs\.kepler: expected 2 operands \(mean_anomaly, eccentricity\), got 1"):
+    with pytest.raises(
+        TypeError, match=r"xla_ffi_rs\.kepler: expected 2 operands \(mean_anomaly, eccentricity\), got 1"
+    ):
         KEPLER(np.ones(3))
 
 
