@@ -44,5 +44,6 @@ def test_workspace_aval_uses_the_native_rule() -> None:
     from xla_ffi_rs._compat import ShapedArray
     from xla_ffi_rs.rms_norm import _workspace_aval
 
-    aval = _workspace_aval(ShapedArray((3, 100, 8), np.float32), ShapedArray((8,), np.float64))
+    x, w = ShapedArray((3, 100, 8), np.float32), ShapedArray((8,), np.float64)
+    (aval,) = _workspace_aval(x, x, w, ShapedArray((3, 100), np.float64))
     assert aval.shape == (_native.bwd_workspace_rows(300), 8) and aval.dtype == np.float64

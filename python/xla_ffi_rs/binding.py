@@ -558,6 +558,7 @@ def op(
     jnp_impl: Callable[..., Sequence[Any]] | None = None,
     reductions: Mapping[int, Callable[..., Any]] | None = None,
     extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
+    input_output_aliases: Mapping[int, int] | None = None,
     transpose: Op | None = None,
     infer: Infer | None = None,
 ) -> Op:
@@ -595,7 +596,9 @@ def op(
         xla_ffi_rs registered the declaration's target
         (:func:`xla_ffi_rs.target_names`). Another library's target must be
         given here, after ``jax.ffi.register_ffi_target``.
-      jnp_impl, extra_results: as for :class:`Op`.
+      jnp_impl, extra_results, input_output_aliases: as for :class:`Op`; an
+        aliased result must have its operand's shape and dtype (TypeError
+        while tracing otherwise).
       reductions: result index -> jnp formula of each result without the batch
         ellipsis (see :class:`Op`); also what vmap computes such a result with.
       transpose: the op of the declaration's transpose target.
@@ -621,7 +624,7 @@ def op(
     [3.0, 3.0, 3.0]
     """
     decl = declaration if isinstance(declaration, Declaration) else Declaration(declaration, infer)
-    result = _build(decl, name, targets, jnp_impl, reductions, extra_results)
+    result = _build(decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases)
     if decl.transpose is not None:
         if transpose is None and decl.transpose == decl.target:
             transpose = result
@@ -638,8 +641,10 @@ def _build(
     jnp_impl: Callable[..., Sequence[Any]] | None = None,
     reductions: Mapping[int, Callable[..., Any]] | None = None,
     extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
+    input_output_aliases: Mapping[int, int] | None = None,
 ) -> Op:
     """:func:`op` but for the transpose rule."""
+    aliases = dict(input_output_aliases or {})
     reductions = dict(reductions or {})
     for i in reductions:
         if not (isinstance(i, int) and 0 <= i < len(decl.results)):
@@ -654,7 +659,16 @@ def _build(
                 )
 
     def abstract_eval(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
-        return decl.infer(*avals)[0]
+        outs = decl.infer(*avals)[0]
+        for i, o in aliases.items():
+            a, r = avals[i], outs[o]
+            if (a.shape, a.dtype) != (r.shape, r.dtype):
+                raise TypeError(
+                    f"{result.name}: result {o} ({decl.results[o]['name']}) is {r.str_short()}, which cannot be "
+                    f"written into operand {i} ({decl.operands[i]['name']}) of {a.str_short()} "
+                    f"(input_output_aliases)"
+                )
+        return outs
 
     def num_batch_dims(*avals: ShapedArray, **params: Any) -> int:
         return decl.infer(*avals)[1]
@@ -669,6 +683,7 @@ def _build(
         batched=(decl.batched_in, decl.batched_out),
         reductions=reductions,
         extra_results=extra_results,
+        input_output_aliases=aliases,
     )
     result.declaration = decl
     result.def_batching(_declared_rules.batching_rule(result))
@@ -742,7 +757,7 @@ def ops(
     built: dict[str, Op] = {}
     for n, decl in decls.items():
         kwargs = dict(options.get(n) or {})
-        bad = sorted(set(kwargs) - {"targets", "jnp_impl", "reductions", "extra_results"})
+        bad = sorted(set(kwargs) - {"targets", "jnp_impl", "reductions", "extra_results", "input_output_aliases"})
         if bad:
             raise TypeError(f"binding.ops: {n}: unknown option(s) {bad}")
         if "targets" not in kwargs:

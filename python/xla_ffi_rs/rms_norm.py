@@ -1,4 +1,4 @@
-"""RMS normalization on the ``xla_ffi_rs.rms_norm_fwd``/``rms_norm_bwd`` targets.
+"""RMS normalization on the ``rms_norm_fwd``/``rms_norm_bwd`` targets.
 
 Three ops (see :mod:`xla_ffi_rs.binding`):
 
@@ -9,6 +9,10 @@ Three ops (see :mod:`xla_ffi_rs.binding`):
   target, so ``grad`` runs the ``rms_norm_bwd`` kernel.
 * ``rms_norm_bwd_op(dy, x, weight, inv_rms) -> (dx, dweight)``: the backward
   target, with a JVP rule of its own so second-order derivatives work.
+
+The two target ops are built from their handlers' declarations
+(``binding.ops``: operands, dtypes, shapes, attributes, sharding); their
+derivatives, and vmap over a batched weight in one call, are written here.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -29,114 +33,59 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _fallback, _native, _promotion, _registration
+from xla_ffi_rs import _fallback, _native, binding
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import (
-    FLOAT_DTYPES,
-    array_like,
-    check_floating,
-    check_nonnegative_float,
-    check_trailing_shape,
+from xla_ffi_rs._validation import array_like, check_nonnegative_float
+from xla_ffi_rs.binding import BatchDim, Op, batch_size, is_linear_input, move_batch_axis_to_front, vmap_batching
+
+__all__ = ["rms_norm", "rms_norm_bwd_op", "rms_norm_fwd_op", "rms_norm_tangent_op"]
+
+
+# -- ops ----------------------------------------------------------------------
+
+
+def _workspace_aval(dy: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray) -> list[ShapedArray]:
+    """The CUDA backward's extra result: per-block dweight partials, summed on the
+    GPU in a fixed order (no atomics), so dweight is the same on every run. Its row
+    count is the Rust ``bwd_workspace_rows``, the one source of that rule."""
+    rows = math.prod(inv_rms.shape)  # the batch axes, checked by the abstract eval
+    acc = _fallback.accumulation_dtype(x.dtype, weight.dtype)
+    return [ShapedArray((_native.bwd_workspace_rows(rows), math.prod(weight.shape)), acc)]
+
+
+# Operands, dtypes, shapes, attributes, vmap and sharding: from the handlers'
+# declarations (crates/ops/src/rms_norm). dweight sums over the batch axes: its
+# formula completes it when the call is split, and gives it per example under vmap.
+_OPS = binding.ops(
+    _native.declarations(),
+    rms_norm_fwd={"jnp_impl": _fallback.rms_norm_fwd},
+    rms_norm_bwd={
+        "jnp_impl": _fallback.rms_norm_bwd,
+        "reductions": {1: _fallback.rms_norm_dweight},
+        "extra_results": {"cuda": _workspace_aval},
+    },
 )
-from xla_ffi_rs.binding import (
-    BatchDim,
-    Op,
-    batch_size,
-    is_linear_input,
-    move_batch_axis_to_front,
-    vmap_batching,
-)
-
-__all__ = ["BWD_TARGET", "FWD_TARGET", "rms_norm", "rms_norm_bwd_op", "rms_norm_fwd_op", "rms_norm_tangent_op"]
-
-#: FFI target names.
-FWD_TARGET = "xla_ffi_rs.rms_norm_fwd"
-BWD_TARGET = "xla_ffi_rs.rms_norm_bwd"
-
-
-# -- abstract evaluation ------------------------------------------------------
-
-
-def _check_operands(fn: str, x: ShapedArray, weight: ShapedArray) -> None:
-    check_floating(fn, "x", x.dtype, FLOAT_DTYPES)
-    check_floating(fn, "weight", weight.dtype, FLOAT_DTYPES)
-    check_trailing_shape(fn, "weight", weight.shape, "x", x.shape)
-
-
-def _inv_rms_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
-    return ShapedArray(x.shape[: x.ndim - weight.ndim], _fallback.accumulation_dtype(x.dtype, weight.dtype))
-
-
-def _y_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
-    return ShapedArray(x.shape, _promotion.result_dtype(x.dtype, weight.dtype))
-
-
-def _fwd_abstract_eval(x: ShapedArray, weight: ShapedArray, *, eps: float) -> list[ShapedArray]:
-    del eps
-    _check_operands("rms_norm_fwd", x, weight)
-    return [_y_aval(x, weight), _inv_rms_aval(x, weight)]
-
-
-def _bwd_abstract_eval(dy: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray) -> list[ShapedArray]:
-    _check_operands("rms_norm_bwd", x, weight)
-    if dy.shape != x.shape or inv_rms.shape != _inv_rms_aval(x, weight).shape:
-        raise ValueError(
-            f"rms_norm_bwd: expected dy of shape {x.shape} and inv_rms of shape "
-            f"{_inv_rms_aval(x, weight).shape}, got {dy.shape} and {inv_rms.shape}"
-        )
-    return [ShapedArray(x.shape, x.dtype), ShapedArray(weight.shape, weight.dtype)]
+rms_norm_fwd_op, rms_norm_bwd_op = _OPS["rms_norm_fwd"], _OPS["rms_norm_bwd"]
+_FWD = rms_norm_fwd_op.declaration
+assert _FWD is not None
 
 
 def _tangent_abstract_eval(
     dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray
 ) -> list[ShapedArray]:
-    del dx, dweight, inv_rms
-    return [_y_aval(x, weight)]
+    """dy is shaped like y: the forward handler's rule."""
+    return _FWD.infer(x, weight)[0][:1]  # type: ignore[union-attr]
 
 
-def _batch_dims(x: ShapedArray, weight: ShapedArray, **params: Any) -> int:
-    return len(x.shape) - len(weight.shape)
-
-
-# -- ops ----------------------------------------------------------------------
-
-rms_norm_fwd_op = Op(
-    "rms_norm_fwd",
-    abstract_eval=_fwd_abstract_eval,
-    targets=_registration.target_names(FWD_TARGET),
-    jnp_impl=_fallback.rms_norm_fwd,
-    attributes=lambda params: {"eps": float(params["eps"])},
-    num_batch_dims=_batch_dims,
-    batched=((True, False), (True, True)),
-)
-
-
-def _workspace_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
-    """The CUDA backward's extra result: per-block dweight partials, summed on the
-    GPU in a fixed order (no atomics), so dweight is the same on every run. Its row
-    count is the Rust ``bwd_workspace_rows``, the one source of that rule."""
-    rows = math.prod(x.shape[: x.ndim - weight.ndim])
-    blocks = _native.bwd_workspace_rows(rows)
-    return ShapedArray((blocks, math.prod(weight.shape)), _fallback.accumulation_dtype(x.dtype, weight.dtype))
-
-
-rms_norm_bwd_op = Op(
-    "rms_norm_bwd",
-    abstract_eval=_bwd_abstract_eval,
-    targets=_registration.target_names(BWD_TARGET),
-    jnp_impl=_fallback.rms_norm_bwd,
-    num_batch_dims=lambda dy, x, weight, inv_rms: x.ndim - weight.ndim,
-    batched=((True, True, False, True), (True, False)),
-    reductions={1: _fallback.rms_norm_dweight},
-    extra_results={"cuda": lambda dy, x, weight, inv_rms: [_workspace_aval(x, weight)]},
-)
+#: The forward-mode tangent: jnp code, no target; its operands carry the batch
+#: axes where the forward's do (dx, dweight like x, weight; inv_rms like its result).
 rms_norm_tangent_op = Op(
     "rms_norm_tangent",
     abstract_eval=_tangent_abstract_eval,
     jnp_impl=_fallback.rms_norm_tangent,
     # No target to partition: this only types dy's sharding like dx's.
-    num_batch_dims=lambda dx, dweight, x, weight, inv_rms: x.ndim - weight.ndim,
-    batched=((True, False, True, False, True), (True,)),
+    num_batch_dims=lambda dx, dweight, x, weight, inv_rms: _FWD.infer(x, weight)[1],  # type: ignore[union-attr]
+    batched=([*_FWD.batched_in, *_FWD.batched_in, _FWD.batched_out[1]], _FWD.batched_out[:1]),
 )
 
 
@@ -277,9 +226,6 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """
     x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
-    check_floating("rms_norm", "x", x.dtype, FLOAT_DTYPES)
-    check_floating("rms_norm", "weight", weight.dtype, FLOAT_DTYPES)
-    check_trailing_shape("rms_norm", "weight", weight.shape, "x", x.shape)
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
-    y, _ = rms_norm_fwd_op(x, weight, eps=eps)
+    y, _ = rms_norm_fwd_op(x, weight, eps=eps)  # dtypes and shapes: the handler's checks
     return y

@@ -298,14 +298,12 @@ def test_cuda_workspace_stays_whole_under_partitioning() -> None:
 
     rn = importlib.import_module("xla_ffi_rs.rms_norm")
     bwd = rn.rms_norm_bwd_op
-    op = xr.binding.Op(
-        "sharding_test_bwd_cuda",
-        abstract_eval=rn._bwd_abstract_eval,
+    op = xr.binding.op(
+        bwd.declaration,
+        name="sharding_test_bwd_cuda",
         targets={"cuda": "sharding_test.rms_norm_bwd"},
-        num_batch_dims=lambda dy, x, w, r: x.ndim - w.ndim,
-        batched=bwd.batched(4, 2),
         reductions=bwd.reductions,
-        extra_results={"cuda": lambda dy, x, w, r: [rn._workspace_aval(x, w)]},
+        extra_results={"cuda": rn._workspace_aval},
     )
     xs = NamedSharding(mesh("1d"), P("a"))
     x, r = jax.device_put(np.ones((16, 12)), xs), jax.device_put(np.ones(16), xs)
