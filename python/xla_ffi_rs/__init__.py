@@ -15,13 +15,14 @@ Example:
 
 ``xla_ffi_rs.export_checks()`` gives the ``jax.export`` safety checks to disable
 for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
-:class:`xla_ffi_rs.binding.Op`.
+:class:`xla_ffi_rs.binding.Op`; ``xla_ffi_rs.declarations()`` what each target
+declares, which :func:`xla_ffi_rs.binding.op` builds an op from.
 """
 
 from __future__ import annotations
 
 from xla_ffi_rs import _native, _registration
-from xla_ffi_rs._registration import target_names
+from xla_ffi_rs._registration import declarations, target_names
 
 _registration.register_all()
 
@@ -36,6 +37,7 @@ __version__: str = _native.__version__
 __all__ = [
     "__version__",
     "binding",
+    "declarations",
     "export_checks",
     "kepler",
     "python_op",

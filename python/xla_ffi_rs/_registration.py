@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 
@@ -74,6 +75,22 @@ def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> l
 def registered_names() -> frozenset[str]:
     """Every target name registered for any platform."""
     return frozenset().union(*register_all().values())
+
+
+def declarations() -> dict[str, dict[str, Any]]:
+    """Target -> declaration of every target of this package (the example targets
+    too): its operands, results and attributes with their names, accepted dtypes
+    and shape specs, its shape and dtype rules, its linear operands and transpose
+    target, as written in the Rust ``#[handler(...)]``. What
+    :func:`xla_ffi_rs.binding.op` builds an op from.
+
+    Example:
+        >>> import xla_ffi_rs
+        >>> d = xla_ffi_rs.declarations()["xla_ffi_rs.rms_norm_fwd"]
+        >>> d["shapes"], [o["name"] for o in d["operands"]]
+        ('...b ...n, ...n -> ...b ...n, ...b', ['x', 'weight'])
+    """
+    return _native.declarations()
 
 
 def target_names(name: str) -> dict[str, str]:
