@@ -1,14 +1,16 @@
 //! jnp's type promotion between two float types, and the accumulator the kernels
-//! compute in: one declared table.
+//! compute in, at the type level ([`Promote`]) and as rows ([`PROMOTION`]).
 //!
-//! The table below is the single source of these rules. It generates the
-//! type-level [`Promote`] impls and the run-time [`PROMOTION`] rows; Python reads
-//! the rows through `_native.promotion_table()` (abstract evaluation and the jnp
-//! fallback), and the kernel table (`kernels.rs`) instantiates the rms_norm CUDA
-//! kernels for each row. The Python tests check the rows against
+//! The rule itself is `xla_ffi`'s, the one the op declarations' `promote(...)` and
+//! `acc(...)` use ([`xla_ffi::decl::promote`], [`xla_ffi::decl::accumulator`]): the
+//! [`PROMOTION`] rows are computed from it, and the type-level [`Promote`] impls
+//! below are checked against it at compile time. Python reads the rows through
+//! `_native.promotion_table()`, and the kernel table (`kernels.rs`) instantiates the
+//! rms_norm CUDA kernels for each row. The Python tests check the rows against
 //! `jnp.result_type`.
 
 use half::{bf16, f16};
+use xla_ffi::decl::{accumulator, promote};
 use xla_ffi::{DataType, Element};
 
 use crate::float::Float;
@@ -20,49 +22,40 @@ pub trait Promote<W: Float>: Float {
     type Output: Float;
 }
 
-/// `A` and `B` are the same type (a compile-time check of the table).
-trait Same<B> {}
-impl<A> Same<A> for A {}
-fn same<A: Same<B>, B>() {}
+/// `(x, w, promote(x, w), accumulator(x, w))` by `xla_ffi`'s rule.
+const fn row(x: DataType, w: DataType) -> (DataType, DataType, DataType, DataType) {
+    match promote(x, w) {
+        Some(y) => (x, w, y, accumulator(x, w)),
+        None => panic!("promote: not a float pair"),
+    }
+}
 
 macro_rules! promotion_table {
-    ($($a:ty, $b:ty => $o:ty, acc $c:ty;)*) => {
+    ($($a:ty, $b:ty => $o:ty;)*) => {
         $( impl Promote<$b> for $a { type Output = $o; } )*
 
         /// `(x, w, result_type(x, w), accumulator)` for every pair of float dtypes.
         pub const PROMOTION: &[(DataType, DataType, DataType, DataType)] =
-            &[$((<$a as Element>::DTYPE, <$b as Element>::DTYPE, <$o as Element>::DTYPE, <$c as Element>::DTYPE)),*];
+            &[$(row(<$a as Element>::DTYPE, <$b as Element>::DTYPE)),*];
 
-        /// The accumulator column is the promoted type's `Float::Acc`.
-        #[allow(dead_code)]
-        fn accumulator_column_is_output_acc() {
-            $( same::<<$o as Float>::Acc, $c>(); )*
-        }
+        // Each impl's output type, and its accumulator type, are the rule's.
+        const _: () = {$(
+            let r = row(<$a as Element>::DTYPE, <$b as Element>::DTYPE);
+            assert!(r.2.0 == <$o as Element>::DTYPE.0, "a Promote impl disagrees with xla_ffi::decl::promote");
+            assert!(
+                r.3.0 == <<$o as Float>::Acc as Element>::DTYPE.0,
+                "an accumulator type disagrees with xla_ffi::decl::accumulator"
+            );
+        )*};
     };
 }
 
-// x,    w     => result_type, acc accumulator;
+// x,    w     => result_type (checked against the rule above);
 promotion_table! {
-    f16,  f16  => f16,  acc f32;  f16,  bf16 => f32,  acc f32;  f16,  f32 => f32, acc f32;  f16,  f64 => f64, acc f64;
-    bf16, f16  => f32,  acc f32;  bf16, bf16 => bf16, acc f32;  bf16, f32 => f32, acc f32;  bf16, f64 => f64, acc f64;
-    f32,  f16  => f32,  acc f32;  f32,  bf16 => f32,  acc f32;  f32,  f32 => f32, acc f32;  f32,  f64 => f64, acc f64;
-    f64,  f16  => f64,  acc f64;  f64,  bf16 => f64,  acc f64;  f64,  f32 => f64, acc f64;  f64,  f64 => f64, acc f64;
-}
-
-/// The row of `(a, b)`, if both are float dtypes.
-fn row(a: DataType, b: DataType) -> Option<&'static (DataType, DataType, DataType, DataType)> {
-    PROMOTION.iter().find(|r| r.0 == a && r.1 == b)
-}
-
-/// The runtime twin of [`Promote`]: the promoted dtype of two float dtypes
-/// (`a` itself for a dtype the table does not hold; callers check for floats first).
-pub fn promote(a: DataType, b: DataType) -> DataType {
-    row(a, b).map_or(a, |r| r.2)
-}
-
-/// The accumulator dtype for two float dtypes: `f64` if either is, else `f32`.
-pub fn accumulator(a: DataType, b: DataType) -> DataType {
-    row(a, b).map_or(DataType::F32, |r| r.3)
+    f16,  f16  => f16;  f16,  bf16 => f32;  f16,  f32 => f32;  f16,  f64 => f64;
+    bf16, f16  => f32;  bf16, bf16 => bf16; bf16, f32 => f32;  bf16, f64 => f64;
+    f32,  f16  => f32;  f32,  bf16 => f32;  f32,  f32 => f32;  f32,  f64 => f64;
+    f64,  f16  => f64;  f64,  bf16 => f64;  f64,  f32 => f64;  f64,  f64 => f64;
 }
 
 #[cfg(test)]
@@ -77,7 +70,7 @@ mod tests {
     fn runtime_promotion_matches_the_trait() {
         macro_rules! check {
             ($($a:ty, $b:ty;)*) => {$(
-                assert_eq!(promote(dt::<$a>(), dt::<$b>()), dt::<<$a as Promote<$b>>::Output>(),
+                assert_eq!(promote(dt::<$a>(), dt::<$b>()), Some(dt::<<$a as Promote<$b>>::Output>()),
                     "{} + {}", stringify!($a), stringify!($b));
             )*};
         }

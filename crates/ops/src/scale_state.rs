@@ -29,14 +29,21 @@ pub fn xla_ffi_rs_scale_instantiate(factor: Attr<f32>) -> Result<ScaleState> {
 
 /// `y = factor * x` in float32, with `factor` read from the state. The `factor`
 /// attribute is not bound here: the instantiate stage consumed (and checked) it.
-#[handler(target = "xla_ffi_rs.examples.scale", descriptor = EXECUTE)]
+/// The declared shape rule checks that `y` has the shape of `x`; the op is linear
+/// in `x` and its own transpose.
+#[handler(
+    target = "xla_ffi_rs.examples.scale",
+    descriptor = EXECUTE,
+    shapes = "...b -> ...b",
+    linear = "x",
+    transpose = "xla_ffi_rs.examples.scale"
+)]
 pub fn xla_ffi_rs_scale_execute(
     _ctx: Context,
     x: Buffer<f32>,
     mut y: ResultBuffer<f32>,
     state: State<ScaleState>,
 ) -> Result<()> {
-    y.expect_dims(x.dims(), "the shape of operand 0 (x)")?;
     for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
         o.write(state.factor * v);
     }

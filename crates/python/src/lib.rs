@@ -6,7 +6,10 @@
 //! register first with `jax.ffi.register_ffi_type`.
 //! The CPU targets include `xla_ffi_rs.python_call`, which runs Python functions
 //! registered with `register(fn, name)` (see `python_call`).
+//! `declarations()` gives every op's declaration and `infer(declaration, shapes,
+//! dtypes)` its result shapes and dtypes, checked as the handlers check them.
 
+mod declaration;
 mod python_call;
 
 use pyo3::prelude::*;
@@ -82,6 +85,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(min_api_version, m)?)?;
     m.add_function(wrap_pyfunction!(promotion_table, m)?)?;
     m.add_function(wrap_pyfunction!(bwd_workspace_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(declaration::declarations, m)?)?;
+    m.add_function(wrap_pyfunction!(declaration::infer, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::register, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::unregister, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::registered, m)?)?;

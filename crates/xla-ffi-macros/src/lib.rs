@@ -24,6 +24,15 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Error, Expr, FnArg, GenericParam, Ident, ItemFn, Lit, LitStr, Meta, Pat, ReturnType, Token, Type};
 
+// The rule notations' parsers, shared with `xla-ffi` (one grammar): a bad rule is a
+// compile error here, with the message the runtime parser would give.
+#[allow(dead_code)]
+#[path = "../../xla-ffi/src/decl/dtype_rule.rs"]
+mod dtype_rule;
+#[allow(dead_code)]
+#[path = "../../xla-ffi/src/decl/shape_rule.rs"]
+mod shape_rule;
+
 /// Turns an ordinary function into an XLA FFI handler; see `xla_ffi::handler`.
 #[proc_macro_attribute]
 pub fn handler(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -57,9 +66,18 @@ struct Options {
     symbol: Option<(LitStr, Span)>,
     descriptor: Option<Ident>,
     krate: syn::Path,
+    /// The shape rule, parsed, with its literal.
+    shapes: Option<(LitStr, shape_rule::ShapeRule)>,
+    /// The dtype rule, parsed, with its literal.
+    dtypes: Option<(LitStr, dtype_rule::DtypeRule)>,
+    /// The operands the op is linear in, with the literal.
+    linear: Option<(LitStr, Vec<String>)>,
+    /// The transpose target.
+    transpose: Option<LitStr>,
 }
 
-const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate";
+const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate, \
+                       shapes, dtypes, linear, transpose";
 
 /// The prefix of every default exported symbol: `xla_ffi_handler__<function name>`.
 /// No C library uses it, so a handler's name cannot replace another function.
@@ -114,6 +132,10 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
     let mut symbol = None;
     let mut descriptor = None;
     let mut krate = None;
+    let mut shapes = None;
+    let mut dtypes = None;
+    let mut linear = None;
+    let mut transpose = None;
     for meta in metas {
         if let Meta::List(list) = &meta {
             if list.path.is_ident("unsafe") {
@@ -205,6 +227,36 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                     }
                 }
             }
+            "shapes" => {
+                dup(shapes.is_some())?;
+                let s = str_value(nv, "shapes")?;
+                let rule = shape_rule::ShapeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
+                shapes = Some((s, rule));
+            }
+            "dtypes" => {
+                dup(dtypes.is_some())?;
+                let s = str_value(nv, "dtypes")?;
+                let rule = dtype_rule::DtypeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
+                dtypes = Some((s, rule));
+            }
+            "linear" => {
+                dup(linear.is_some())?;
+                let s = str_value(nv, "linear")?;
+                let names: Vec<String> =
+                    s.value().split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
+                if names.is_empty() {
+                    return Err(Error::new(s.span(), "`linear` names operands: linear = \"x, y\""));
+                }
+                linear = Some((s, names));
+            }
+            "transpose" => {
+                dup(transpose.is_some())?;
+                let s = str_value(nv, "transpose")?;
+                if s.value().trim().is_empty() {
+                    return Err(Error::new(s.span(), "`transpose` names a target: transpose = \"my.op_transpose\""));
+                }
+                transpose = Some(s);
+            }
             "crate" => {
                 dup(krate.is_some())?;
                 let s = str_value(nv, "crate")?;
@@ -229,6 +281,10 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
         symbol,
         descriptor,
         krate: krate.unwrap_or_else(|| syn::parse_quote!(::xla_ffi)),
+        shapes,
+        dtypes,
+        linear,
+        transpose,
     })
 }
 
@@ -239,6 +295,16 @@ struct EraseLifetimes;
 impl VisitMut for EraseLifetimes {
     fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
         *l = syn::Lifetime::new("'_", l.span());
+    }
+}
+
+/// Replaces every lifetime in a parameter type by `'static`, for the declaration
+/// const (where `'_` cannot be written).
+struct StaticLifetimes;
+
+impl VisitMut for StaticLifetimes {
+    fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
+        *l = syn::Lifetime::new("'static", l.span());
     }
 }
 
@@ -397,9 +463,23 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         quote_spanned! {p.span=> let #v = <#ty as #krate::Decode<'_>>::decode(__call, #name); }
     });
     let all_names = quote!(&[ #(#names),* ]);
+    let decl = declaration(&opts, &params)?;
+    let has_rules = opts.shapes.is_some() || opts.dtypes.is_some();
+    let check_rules = if has_rules {
+        quote! {
+            // The rules are parsed on the first call only (they were checked at compile time).
+            static __XLA_FFI_RULES: ::std::sync::OnceLock<
+                ::core::result::Result<#krate::decl::Rules, ::std::string::String>,
+            > = ::std::sync::OnceLock::new();
+            __call.check_rules(&__XLA_FFI_DECL, &__XLA_FFI_RULES)?;
+        }
+    } else {
+        quote!()
+    };
     let run = quote! {
         #(#decodes)*
         __call.finish()?;
+        #check_rules
         // One `let else` per parameter, not a match on a tuple of them: building the
         // tuple would copy every decoded view once more on each call.
         #(
@@ -474,6 +554,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         #[allow(non_upper_case_globals)]
         #vis const #desc: #krate::HandlerDescriptor = {
             #unsafe_marker
+            #decl
             fn __xla_ffi_state_type_id() -> ::core::primitive::i64 {
                 #state_type_id
             }
@@ -493,7 +574,96 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             // error made by the frame's API, and catches every panic (`dispatch`).
             #krate::HandlerDescriptor::__new(#target, #stage, #platform, #traits, #symbol, unsafe {
                 #krate::Handler::from_raw(__xla_ffi_shim)
-            })
+            }, &__XLA_FFI_DECL)
         };
+    })
+}
+
+/// The `__XLA_FFI_DECL` const (an `xla_ffi::Declaration`) and the compile-time checks
+/// of the rules against the parameters: spec counts against the buffer parameters,
+/// `linear` names against the operands.
+fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
+    let krate = &opts.krate;
+    let target = &opts.target;
+    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let stys: Vec<Type> = params
+        .iter()
+        .map(|p| {
+            let mut t = p.ty.clone();
+            StaticLifetimes.visit_type_mut(&mut t);
+            t
+        })
+        .collect();
+    let opt = |s: Option<&LitStr>| match s {
+        Some(s) => quote!(::core::option::Option::Some(#s)),
+        None => quote!(::core::option::Option::None),
+    };
+    let shapes = opt(opts.shapes.as_ref().map(|(s, _)| s));
+    let dtypes = opt(opts.dtypes.as_ref().map(|(s, _)| s));
+    let transpose = opt(opts.transpose.as_ref());
+    let linear: Vec<&String> = opts.linear.iter().flat_map(|(_, l)| l).collect();
+    let mut checks = Vec::new();
+    let n_args = quote!(0usize #(+ <#stys as #krate::Decode<'static>>::ARGS)*);
+    let mut count_check = |lit: &LitStr, what: &str, n_ops: usize, n_res: usize| {
+        let msg = format!(
+            "the {what} rule `{}` has {n_ops} operand and {n_res} result entries: the handler must take exactly \
+             {n_ops} operand{} (`Buffer` parameters) and {n_res} result{} (`ResultBuffer` parameters)",
+            lit.value(),
+            if n_ops == 1 { "" } else { "s" },
+            if n_res == 1 { "" } else { "s" },
+        );
+        let only = format!(
+            "the {what} rule `{}` needs every operand to be a `Buffer` parameter (not `RemainingArgs` or a custom decoder)",
+            lit.value()
+        );
+        checks.push(quote_spanned! {lit.span()=>
+            const _: () = {
+                if #krate::Declaration::__count(__XLA_FFI_PARAMS, 0) != #n_ops
+                    || #krate::Declaration::__count(__XLA_FFI_PARAMS, 1) != #n_res
+                {
+                    ::core::panic!(#msg);
+                }
+                if #n_args != #n_ops {
+                    ::core::panic!(#only);
+                }
+            };
+        });
+    };
+    if let Some((lit, rule)) = &opts.shapes {
+        count_check(lit, "shape", rule.operands.len(), rule.results.len());
+    }
+    if let Some((lit, rule)) = &opts.dtypes {
+        count_check(lit, "dtype", rule.operands.len(), rule.results.len());
+    }
+    if let Some((lit, list)) = &opts.linear {
+        for n in list {
+            if !names.contains(&n.as_str()) {
+                return Err(Error::new(
+                    lit.span(),
+                    format!("`linear` names `{n}`, which is not a parameter; the parameters are {}", names.join(", ")),
+                ));
+            }
+            let msg = format!("`linear` names `{n}`, which is not an operand (a `Buffer` parameter)");
+            checks.push(quote_spanned! {lit.span()=>
+                const _: () = {
+                    if !#krate::Declaration::__is_operand(__XLA_FFI_PARAMS, #n) {
+                        ::core::panic!(#msg);
+                    }
+                };
+            });
+        }
+    }
+    Ok(quote! {
+        const __XLA_FFI_PARAMS: &[(&::core::primitive::str, #krate::decl::ParamDecl)] =
+            &[ #( (#names, <#stys as #krate::Decode<'static>>::DECL) ),* ];
+        const __XLA_FFI_DECL: #krate::Declaration = #krate::Declaration {
+            target: #target,
+            params: __XLA_FFI_PARAMS,
+            shapes: #shapes,
+            dtypes: #dtypes,
+            linear: &[ #(#linear),* ],
+            transpose: #transpose,
+        };
+        #(#checks)*
     })
 }

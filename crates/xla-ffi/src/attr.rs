@@ -252,6 +252,11 @@ pub trait FromAttr<'f>: Sized {
     fn if_missing() -> Option<Self> {
         None
     }
+    /// The type's name in an op's declaration: `f64`, `i32`, `bool`, `str`,
+    /// `array<f64>`, `dict` (`other` by default).
+    fn type_name() -> String {
+        "other".into()
+    }
 }
 
 fn mismatch<T>(expected: String, got: &AttrValue<'_>) -> Result<T, String> {
@@ -271,6 +276,8 @@ fn single_number(v: &AttrValue<'_>) -> Option<Number> {
 pub trait FromNumber: Sized {
     /// The type's description for messages.
     const WHAT: &'static str;
+    /// The type's name in an op's declaration (`f64`, `i32`, `bool`).
+    const NAME: &'static str = "number";
     /// Converts, or says why not.
     fn from_number(n: Number) -> Result<Self, String>;
 }
@@ -279,6 +286,7 @@ macro_rules! int_from_number {
     ($($t:ty),*) => {$(
         impl FromNumber for $t {
             const WHAT: &'static str = concat!("an integer scalar (", stringify!($t), ")");
+            const NAME: &'static str = stringify!($t);
             fn from_number(n: Number) -> Result<Self, String> {
                 match n {
                     Number::Int(v) => <$t>::try_from(v)
@@ -293,6 +301,7 @@ int_from_number!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 impl FromNumber for f64 {
     const WHAT: &'static str = "a float scalar (float32 or float64)";
+    const NAME: &'static str = "f64";
     fn from_number(n: Number) -> Result<Self, String> {
         match n {
             Number::Float(v) => Ok(v),
@@ -305,6 +314,7 @@ impl FromNumber for f64 {
 
 impl FromNumber for f32 {
     const WHAT: &'static str = "a float scalar (float32 or float64)";
+    const NAME: &'static str = "f32";
     fn from_number(n: Number) -> Result<Self, String> {
         match n {
             Number::Float(v) => {
@@ -324,6 +334,7 @@ impl FromNumber for f32 {
 
 impl FromNumber for bool {
     const WHAT: &'static str = "a bool scalar";
+    const NAME: &'static str = "bool";
     fn from_number(n: Number) -> Result<Self, String> {
         match n {
             Number::Bool(b) => Ok(b),
@@ -336,6 +347,7 @@ macro_rules! scalar_from_attr {
     ($($t:ty),*) => {$(
         impl<'f> FromAttr<'f> for $t {
             fn expected() -> String { <$t as FromNumber>::WHAT.to_string() }
+            fn type_name() -> String { <$t as FromNumber>::NAME.to_string() }
             fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
                 match single_number(value) {
                     Some(n) => <$t>::from_number(n),
@@ -351,6 +363,9 @@ impl<'f> FromAttr<'f> for &'f str {
     fn expected() -> String {
         "a string".into()
     }
+    fn type_name() -> String {
+        "str".into()
+    }
     fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
         match value {
             AttrValue::String(b) => core::str::from_utf8(b).map_err(|e| format!("string is not UTF-8: {e}")),
@@ -363,6 +378,9 @@ impl<'f> FromAttr<'f> for String {
     fn expected() -> String {
         "a string".into()
     }
+    fn type_name() -> String {
+        "str".into()
+    }
     fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
         <&str>::from_attr(value).map(str::to_owned)
     }
@@ -371,6 +389,9 @@ impl<'f> FromAttr<'f> for String {
 impl<'f, T: Element> FromAttr<'f> for &'f [T] {
     fn expected() -> String {
         format!("a {} array", T::DTYPE)
+    }
+    fn type_name() -> String {
+        format!("array<{}>", short_name(T::DTYPE))
     }
     fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
         match value {
@@ -385,6 +406,9 @@ impl<'f, T: Element> FromAttr<'f> for &'f [T] {
 impl<'f, T: FromNumber> FromAttr<'f> for Vec<T> {
     fn expected() -> String {
         format!("an array of {}", T::WHAT.trim_start_matches("a ").trim_start_matches("an "))
+    }
+    fn type_name() -> String {
+        format!("array<{}>", T::NAME)
     }
     fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
         match value {
@@ -403,6 +427,9 @@ impl<'f> FromAttr<'f> for Dict<'f> {
     fn expected() -> String {
         "a dictionary".into()
     }
+    fn type_name() -> String {
+        "dict".into()
+    }
     fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
         match value {
             AttrValue::Dict(d) => Ok(*d),
@@ -420,6 +447,9 @@ impl<'f, T: FromAttr<'f>> FromAttr<'f> for Option<T> {
     }
     fn if_missing() -> Option<Self> {
         Some(None)
+    }
+    fn type_name() -> String {
+        T::type_name()
     }
 }
 
@@ -568,6 +598,9 @@ macro_rules! attributes {
         }
 
         impl<'f> $crate::FromAttr<'f> for $name {
+            fn type_name() -> $crate::__private::String {
+                $crate::__private::String::from("dict")
+            }
             fn expected() -> $crate::__private::String {
                 $crate::__private::format!(
                     "a dictionary with keys {}",
@@ -592,4 +625,24 @@ macro_rules! __default {
     ($e:expr) => {
         ::core::option::Option::Some($e)
     };
+}
+
+/// The Rust name of an element dtype, for declarations: `f64`, `i32`, `bool`.
+fn short_name(d: DataType) -> &'static str {
+    match d {
+        DataType::PRED => "bool",
+        DataType::S8 => "i8",
+        DataType::S16 => "i16",
+        DataType::S32 => "i32",
+        DataType::S64 => "i64",
+        DataType::U8 => "u8",
+        DataType::U16 => "u16",
+        DataType::U32 => "u32",
+        DataType::U64 => "u64",
+        DataType::F16 => "f16",
+        DataType::BF16 => "bf16",
+        DataType::F32 => "f32",
+        DataType::F64 => "f64",
+        _ => d.name(),
+    }
 }

@@ -19,6 +19,7 @@ use core::mem::MaybeUninit;
 
 use crate::alias::{byte_range, element_count, Aliases, EMPTY};
 use crate::call::{Call, Decode};
+use crate::decl::ParamDecl;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
 use crate::frame::{Frame, Slot};
@@ -528,6 +529,7 @@ impl<'f, T: Element, const R: usize> ResultBuffer<'f, T, R> {
 
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
     const ARGS: usize = 1;
+    const DECL: ParamDecl = ParamDecl::Operand(D::accepts);
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let site = Site { target: call.target(), role: Role::Operand, index: call.next_arg(), name };
@@ -538,6 +540,7 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
 
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
     const RETS: usize = 1;
+    const DECL: ParamDecl = ParamDecl::Result(D::accepts);
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let site = Site { target: call.target(), role: Role::Result, index: call.next_ret(), name };

@@ -3,8 +3,13 @@
 //! [`handler`](crate::handler) implements.
 
 use crate::alias::Aliases;
+use std::sync::OnceLock;
+
 use crate::attr::{Attr, Attrs, Dict, FieldCx, FromAttr, FromAttrs};
+use crate::decl::{check_call, Declaration, ParamDecl, Rules};
+use crate::dtype::DataType;
 use crate::error::{Error, Result};
+use crate::frame::Slot;
 use crate::frame::{Frame, HandlerInfo};
 use crate::site::Role;
 
@@ -162,6 +167,27 @@ impl<'f> Call<'f> {
         }
     }
 
+    /// Checks the decoded call against the declaration's shape and dtype rules,
+    /// parsed once into `rules` (the `handler` macro's shim calls it after
+    /// [`Call::finish`], before the body). Allocates nothing when the call fits.
+    #[doc(hidden)]
+    #[inline]
+    pub fn check_rules(&self, decl: &Declaration, rules: &OnceLock<core::result::Result<Rules, String>>) -> Result<()> {
+        let rules = match rules.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
+            Ok(r) => r,
+            Err(e) => return Err(Error::internal(format!("{}: {e}", decl.target))),
+        };
+        let frame = self.frame;
+        let read = move |role: Role, i: usize| -> (DataType, &'f [i64]) {
+            match frame.buffer(role, i) {
+                Slot::Buffer(b) => (b.dtype, b.dims),
+                _ => (DataType::INVALID, &[]),
+            }
+        };
+        check_call(decl, rules, &|i| read(Role::Operand, i), &|i| read(Role::Result, i))
+            .map_err(|e| Error::invalid_argument(e.message))
+    }
+
     /// The attributes the handler declares (its `Attr` and `Attrs` parameters), and
     /// any other a custom decoder used in this call, in declaration order.
     fn declared_attr_names(&self) -> Vec<&'f str> {
@@ -271,6 +297,9 @@ pub trait Decode<'f>: Sized {
     const VARIADIC_ARGS: bool = false;
     /// Whether it takes every remaining result.
     const VARIADIC_RETS: bool = false;
+    /// What the parameter is in the op's [`Declaration`]: an operand, a result, an
+    /// attribute, or nothing ([`ParamDecl::Other`], the default).
+    const DECL: ParamDecl = ParamDecl::Other;
     /// Decodes the parameter called `name`.
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self>;
     /// The XLA type id of the state this parameter reads, or 0.
@@ -285,10 +314,15 @@ pub trait Decode<'f>: Sized {
     }
 }
 
+fn attr_optional<'f, T: FromAttr<'f>>() -> bool {
+    T::if_missing().is_some()
+}
+
 // Attribute parameters: the views of `attr.rs` decoded from the call (the decode
 // layer sits above the views, so `attr.rs` does not depend on `Call`).
 
 impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
+    const DECL: ParamDecl = ParamDecl::Attribute { type_name: T::type_name, optional: attr_optional::<T> };
     fn declared_attrs(name: &'static str, each: &mut dyn FnMut(&'static str)) {
         each(name);
     }

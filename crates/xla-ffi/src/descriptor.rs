@@ -3,8 +3,13 @@
 //! pointer). Registration tables and Python capsule dictionaries are built from
 //! descriptors, so a target name is written once, in the attribute.
 
+use crate::decl::Declaration;
 use crate::frame::{Stage, Traits};
-use crate::{Call, Error, HandlerFn, Result};
+use crate::{sys, Call, Error, Result};
+
+/// The raw type of an exported handler symbol. Safe code gets one only from a
+/// [`Handler`], which only the [`handler`](crate::handler) macro makes.
+pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut sys::XLA_FFI_Error;
 
 /// Where a handler's buffers live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +63,9 @@ pub struct HandlerDescriptor {
     pub symbol: &'static str,
     /// The exported function itself.
     pub handler: Handler,
+    /// The op's declaration: operand, result and attribute names and kinds, and the
+    /// rules given to the macro (`shapes`, `dtypes`, `linear`, `transpose`).
+    pub declaration: &'static Declaration,
 }
 
 impl HandlerDescriptor {
@@ -69,8 +77,9 @@ impl HandlerDescriptor {
         traits: Traits,
         symbol: &'static str,
         handler: Handler,
+        declaration: &'static Declaration,
     ) -> Self {
-        HandlerDescriptor { target, stage, platform, traits, symbol, handler }
+        HandlerDescriptor { target, stage, platform, traits, symbol, handler, declaration }
     }
 }
 

@@ -91,7 +91,8 @@ extern crate self as xla_ffi;
 
 // The layers, lowest first; a module uses only modules below it (no import cycles:
 // checked by `tests/layering.rs`):
-// 1. `error`, `dtype`, `panic` (payload handling), `site` (`Role`, `Site`);
+// 1. `error`, `dtype`, `panic` (payload handling), `site` (`Role`, `Site`), `decl`
+//    (declarations and their rules: data and checks over dims and dtypes);
 // 2. raw: `raw` (XLA's buffer and attribute structs), `frame` (API table, call frame);
 // 3. `alias` (which buffers share memory);
 // 4. views and decoding: `attr`, then `call` (`Call`, `Decode`), then the views that
@@ -104,6 +105,7 @@ pub mod attr;
 mod buffer;
 mod call;
 mod context;
+pub mod decl;
 mod descriptor;
 mod dispatch;
 mod dtype;
@@ -133,7 +135,8 @@ pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNum
 pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES};
 pub use call::{Call, Decode};
 pub use context::{Context, Scratch, Stream};
-pub use descriptor::{bundles, Bundle, Handler, HandlerDescriptor, Platform};
+pub use decl::Declaration;
+pub use descriptor::{bundles, Bundle, Handler, HandlerDescriptor, HandlerFn, Platform};
 pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
@@ -147,10 +150,6 @@ pub use state::{State, StateType, TypeRegistration};
 pub use half;
 /// The raw bindings, re-exported for generated code.
 pub use xla_ffi_sys as sys;
-
-/// The raw type of an exported handler symbol. Safe code gets one only from a
-/// [`Handler`], which only the [`handler`] macro makes.
-pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut sys::XLA_FFI_Error;
 
 #[doc(hidden)]
 pub mod __private {

@@ -41,6 +41,9 @@ use core::ffi::c_void;
 use pyo3::types::{PyAnyMethods, PyDict, PyDictMethods, PyTuple};
 use pyo3::{Bound, PyAny, PyErr, PyResult, Python};
 
+mod declarations;
+pub use declarations::declarations;
+
 use crate::{bundles, AnyType, Buffer, Error, Handler, HandlerDescriptor, ResultBuffer, Site, StateType};
 
 /// An unnamed capsule around a raw pointer, as `jax.ffi.pycapsule` makes.

@@ -5,7 +5,7 @@ use core::mem::MaybeUninit;
 
 use xla_ffi::{handler, Buffer, Context, DataType, Element, Parts, Result, ResultBuffer};
 
-use super::shapes::{check, check_all, F32OrF64};
+use super::shapes::F32OrF64;
 use super::solver;
 use super::tangent::{self, Direction};
 use crate::parallel::{block_count, block_len, run_blocks};
@@ -64,7 +64,12 @@ fn solve_parallel<T: Element + Sync + Send>(
 /// Operands `(mean_anomaly, eccentricity)`, same shape, both `float32` or both
 /// `float64`; results `(sin_E, cos_E)` of that shape and dtype. An eccentricity
 /// outside `[0, 1)`, or a NaN, gives NaN for that element.
-#[handler(target = "xla_ffi_rs.kepler", descriptor = CPU)]
+#[handler(
+    target = "xla_ffi_rs.kepler",
+    descriptor = CPU,
+    shapes = "...b, ...b -> ...b, ...b",
+    dtypes = "T, T -> T, T"
+)]
 pub fn xla_ffi_rs_kepler_cpu(
     ctx: Context,
     mean_anomaly: Buffer<F32OrF64>,
@@ -72,8 +77,8 @@ pub fn xla_ffi_rs_kepler_cpu(
     sin_e: ResultBuffer<F32OrF64>,
     cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let dtype = check(&mean_anomaly, &eccentricity, &sin_e, &cos_e)?;
-    if dtype == DataType::F64 {
+    // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    if mean_anomaly.dtype() == DataType::F64 {
         solve_parallel(&ctx, solver::solve_f64, (&mean_anomaly, &eccentricity), (sin_e, cos_e))
     } else {
         solve_parallel(&ctx, solver::solve_f32, (&mean_anomaly, &eccentricity), (sin_e, cos_e))
@@ -106,12 +111,10 @@ fn derivative(
     ctx: &Context<'_>,
     dir: Direction,
     ops: Operands<'_, '_>,
-    first_name: &str,
     results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
 ) -> Result<()> {
-    let [first, rest @ ..] = ops;
-    let dtype = check_all(first, first_name, &rest, &[&results.0, &results.1])?;
-    if dtype == DataType::F64 {
+    // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    if ops[0].dtype() == DataType::F64 {
         map_parallel(ctx, dir, tangent::apply_f64, ops, results)
     } else {
         map_parallel(ctx, dir, tangent::apply_f32, ops, results)
@@ -125,7 +128,14 @@ fn derivative(
 /// `xla_ffi_rs.kepler` returned for `eccentricity`). Results `(d_sin_e, d_cos_e)`:
 /// with `t = (dM + sin E de) / (1 - e cos E)`, `d sin E = cos E t`, `d cos E = -sin E t`.
 /// Linear in the first two operands; its transpose is `xla_ffi_rs.kepler_cotangent`.
-#[handler(target = "xla_ffi_rs.kepler_tangent", descriptor = TANGENT_CPU)]
+#[handler(
+    target = "xla_ffi_rs.kepler_tangent",
+    descriptor = TANGENT_CPU,
+    shapes = "...b, ...b, ...b, ...b, ...b -> ...b, ...b",
+    dtypes = "T, T, T, T, T -> T, T",
+    linear = "d_mean_anomaly, d_eccentricity",
+    transpose = "xla_ffi_rs.kepler_cotangent"
+)]
 pub fn xla_ffi_rs_kepler_tangent_cpu(
     ctx: Context,
     d_mean_anomaly: Buffer<F32OrF64>,
@@ -137,7 +147,7 @@ pub fn xla_ffi_rs_kepler_tangent_cpu(
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
-    derivative(&ctx, Direction::Tangent, ops, "d_mean_anomaly", (d_sin_e, d_cos_e))
+    derivative(&ctx, Direction::Tangent, ops, (d_sin_e, d_cos_e))
 }
 
 /// The transpose of `xla_ffi_rs.kepler_tangent` (reverse mode), elementwise on
@@ -147,7 +157,14 @@ pub fn xla_ffi_rs_kepler_tangent_cpu(
 /// all `float32` or all `float64`. Results `(ct_mean_anomaly, ct_eccentricity)`:
 /// with `t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E)`, `ct_M = t`,
 /// `ct_e = sin E t`.
-#[handler(target = "xla_ffi_rs.kepler_cotangent", descriptor = COTANGENT_CPU)]
+#[handler(
+    target = "xla_ffi_rs.kepler_cotangent",
+    descriptor = COTANGENT_CPU,
+    shapes = "...b, ...b, ...b, ...b, ...b -> ...b, ...b",
+    dtypes = "T, T, T, T, T -> T, T",
+    linear = "ct_sin_e, ct_cos_e",
+    transpose = "xla_ffi_rs.kepler_tangent"
+)]
 pub fn xla_ffi_rs_kepler_cotangent_cpu(
     ctx: Context,
     ct_sin_e: Buffer<F32OrF64>,
@@ -159,5 +176,5 @@ pub fn xla_ffi_rs_kepler_cotangent_cpu(
     ct_eccentricity: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
-    derivative(&ctx, Direction::Cotangent, ops, "ct_sin_e", (ct_mean_anomaly, ct_eccentricity))
+    derivative(&ctx, Direction::Cotangent, ops, (ct_mean_anomaly, ct_eccentricity))
 }

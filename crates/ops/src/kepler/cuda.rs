@@ -10,7 +10,7 @@
 use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, Buffer, Context, Result, ResultBuffer, Traits};
 
-use super::shapes::{check, check_all, F32OrF64};
+use super::shapes::F32OrF64;
 use crate::kernels::{self, KernelFn};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype.
@@ -33,7 +33,14 @@ pub fn launch_config(n: u64) -> LaunchConfig {
 /// Operands `(mean_anomaly, eccentricity)`, same shape, both `float32` or both
 /// `float64`; results `(sin_E, cos_E)` of that shape and dtype. An eccentricity
 /// outside `[0, 1)`, or a NaN, gives NaN for that element.
-#[handler(target = "xla_ffi_rs.kepler", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = CUDA)]
+#[handler(
+    target = "xla_ffi_rs.kepler",
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = CUDA,
+    shapes = "...b, ...b -> ...b, ...b",
+    dtypes = "T, T -> T, T"
+)]
 pub fn xla_ffi_rs_kepler_cuda(
     ctx: Context,
     mean_anomaly: Buffer<F32OrF64>,
@@ -41,7 +48,8 @@ pub fn xla_ffi_rs_kepler_cuda(
     mut sin_e: ResultBuffer<F32OrF64>,
     mut cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let dtype = check(&mean_anomaly, &eccentricity, &sin_e, &cos_e)?;
+    // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    let dtype = mean_anomaly.dtype();
     let n = mean_anomaly.len() as u64;
     if n == 0 {
         return Ok(());
@@ -59,12 +67,11 @@ pub fn xla_ffi_rs_kepler_cuda(
 fn launch_derivative(
     ctx: &Context<'_>,
     ops: [&Buffer<'_, F32OrF64>; 5],
-    first_name: &str,
     (mut r0, mut r1): (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
     kernel: &'static KernelFn,
 ) -> Result<()> {
-    let [first, rest @ ..] = ops;
-    let dtype = check_all(first, first_name, &rest, &[&r0, &r1])?;
+    // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    let (first, dtype) = (ops[0], ops[0].dtype());
     let n = first.len() as u64;
     if n == 0 {
         return Ok(());
@@ -80,7 +87,16 @@ fn launch_derivative(
 /// The derivative of the solver (forward mode) on the GPU: the CPU handler's
 /// operands `(d_mean_anomaly, d_eccentricity, eccentricity, sin_e, cos_e)`,
 /// results `(d_sin_e, d_cos_e)` and checks.
-#[handler(target = "xla_ffi_rs.kepler_tangent", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = TANGENT_CUDA)]
+#[handler(
+    target = "xla_ffi_rs.kepler_tangent",
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = TANGENT_CUDA,
+    shapes = "...b, ...b, ...b, ...b, ...b -> ...b, ...b",
+    dtypes = "T, T, T, T, T -> T, T",
+    linear = "d_mean_anomaly, d_eccentricity",
+    transpose = "xla_ffi_rs.kepler_cotangent"
+)]
 pub fn xla_ffi_rs_kepler_tangent_cuda(
     ctx: Context,
     d_mean_anomaly: Buffer<F32OrF64>,
@@ -92,13 +108,22 @@ pub fn xla_ffi_rs_kepler_tangent_cuda(
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
-    launch_derivative(&ctx, ops, "d_mean_anomaly", (d_sin_e, d_cos_e), &kernels::KEPLER_TANGENT)
+    launch_derivative(&ctx, ops, (d_sin_e, d_cos_e), &kernels::KEPLER_TANGENT)
 }
 
 /// The transpose of `xla_ffi_rs.kepler_tangent` on the GPU: the CPU handler's
 /// operands `(ct_sin_e, ct_cos_e, eccentricity, sin_e, cos_e)`, results
 /// `(ct_mean_anomaly, ct_eccentricity)` and checks.
-#[handler(target = "xla_ffi_rs.kepler_cotangent", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = COTANGENT_CUDA)]
+#[handler(
+    target = "xla_ffi_rs.kepler_cotangent",
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = COTANGENT_CUDA,
+    shapes = "...b, ...b, ...b, ...b, ...b -> ...b, ...b",
+    dtypes = "T, T, T, T, T -> T, T",
+    linear = "ct_sin_e, ct_cos_e",
+    transpose = "xla_ffi_rs.kepler_tangent"
+)]
 pub fn xla_ffi_rs_kepler_cotangent_cuda(
     ctx: Context,
     ct_sin_e: Buffer<F32OrF64>,
@@ -110,7 +135,7 @@ pub fn xla_ffi_rs_kepler_cotangent_cuda(
     ct_eccentricity: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
-    launch_derivative(&ctx, ops, "ct_sin_e", (ct_mean_anomaly, ct_eccentricity), &kernels::KEPLER_COTANGENT)
+    launch_derivative(&ctx, ops, (ct_mean_anomaly, ct_eccentricity), &kernels::KEPLER_COTANGENT)
 }
 
 #[cfg(test)]

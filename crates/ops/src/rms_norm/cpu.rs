@@ -5,7 +5,7 @@ use core::mem::MaybeUninit;
 use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, InOut, Parts, Result, ResultBuffer};
 
 use super::kernel;
-use super::shapes::{check_bwd, check_fwd, Rows};
+use super::shapes::{check_eps, rows, Rows};
 use crate::float::{AccFloat, Float};
 use crate::parallel::{block_count, block_len, run_blocks};
 use crate::promote::Promote;
@@ -92,7 +92,12 @@ fn fwd<'f, X: Promote<W>, W: Float>(
 /// `eps` (a float >= 0). Results `(y, inv_rms)`: `y` of `x`'s shape and dtype
 /// `result_type(x, weight)`; `inv_rms` of shape `x.shape[:-weight.ndim]`, float32
 /// (float64 when `x` or `weight` is). `y` may alias `x`.
-#[handler(target = "xla_ffi_rs.rms_norm_fwd", descriptor = FWD_CPU)]
+#[handler(
+    target = "xla_ffi_rs.rms_norm_fwd",
+    descriptor = FWD_CPU,
+    shapes = "...b ...n, ...n -> ...b ...n, ...b",
+    dtypes = "X, W -> promote(X, W), acc(X, W)"
+)]
 pub fn xla_ffi_rs_rms_norm_fwd_cpu<'f>(
     ctx: Context<'f>,
     x: Buffer<'f, AnyFloat>,
@@ -101,7 +106,8 @@ pub fn xla_ffi_rs_rms_norm_fwd_cpu<'f>(
     mut inv_rms: ResultBuffer<'f, AnyFloat>,
     eps: Attr<f64>,
 ) -> Result<()> {
-    let shape = check_fwd(&x, &weight, &y, &inv_rms, *eps)?;
+    check_eps(*eps)?;
+    let shape = rows(&x, &weight);
     dispatch_float!(x.dtype(), X => dispatch_float!(weight.dtype(), W =>
         fwd::<X, W>(&ctx, shape, &x, &weight, &mut y, &mut inv_rms, *eps),
         else d => unreachable!("checked float dtype {d}")),
@@ -158,7 +164,12 @@ fn bwd<X: Promote<W>, W: Float>(
 /// Operands `(dy, x, weight, inv_rms)` with the forward's conventions; results
 /// `(dx, dweight)` with the dtypes and shapes of `x` and `weight`. `dweight` sums
 /// over the leading axes in a fixed order: the result is the same on every run.
-#[handler(target = "xla_ffi_rs.rms_norm_bwd", descriptor = BWD_CPU)]
+#[handler(
+    target = "xla_ffi_rs.rms_norm_bwd",
+    descriptor = BWD_CPU,
+    shapes = "...b ...n, ...b ...n, ...n, ...b -> ...b ...n, ...n",
+    dtypes = "promote(X, W), X, W, acc(X, W) -> X, W"
+)]
 pub fn xla_ffi_rs_rms_norm_bwd_cpu(
     ctx: Context,
     dy: Buffer<AnyFloat>,
@@ -168,7 +179,7 @@ pub fn xla_ffi_rs_rms_norm_bwd_cpu(
     mut dx: ResultBuffer<AnyFloat>,
     mut dweight: ResultBuffer<AnyFloat>,
 ) -> Result<()> {
-    let shape = check_bwd(&dy, &x, &weight, &inv_rms, &dx, &dweight)?;
+    let shape = rows(&x, &weight);
     dispatch_float!(x.dtype(), X => dispatch_float!(weight.dtype(), W =>
         bwd::<X, W>(&ctx, shape, &dy, &x, &weight, &inv_rms, &mut dx, &mut dweight),
         else d => unreachable!("checked float dtype {d}")),

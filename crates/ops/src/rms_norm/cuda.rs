@@ -2,7 +2,8 @@
 //! kernels are `crates/ops/cuda/rms_norm.cu`.
 //!
 //! Shapes, dtypes and error messages are those of the CPU handlers (the same
-//! [`check_fwd`]/[`check_bwd`]). Each dtype combination of `(x, weight)` is its own
+//! declared rules; the backward pass checks its shapes by hand, [`check_bwd_shapes`],
+//! because of its workspace). Each dtype combination of `(x, weight)` is its own
 //! NVRTC module (the kernel templates instantiated for it, as [`crate::kernels`]
 //! declares), compiled once per CUDA context at first use. The launch configurations are the plain functions
 //! [`fwd_launch_config`], [`bwd_launch_config`] and [`dweight_launch_config`], which
@@ -32,7 +33,7 @@
 use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, AnyFloat, Attr, Buffer, Context, Result, ResultBuffer, Traits};
 
-use super::shapes::{bwd_workspace_rows, check_bwd, check_fwd};
+use super::shapes::{bwd_workspace_rows, check_bwd_shapes, check_eps, rows};
 use crate::kernels::{RMS_NORM_BWD, RMS_NORM_DWEIGHT, RMS_NORM_FWD};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype combination.
@@ -87,7 +88,14 @@ fn to_u32(v: usize, what: &str, target: &str) -> Result<u32> {
 /// `eps` (a float >= 0). Results `(y, inv_rms)`: `y` of `x`'s shape and dtype
 /// `result_type(x, weight)`; `inv_rms` of shape `x.shape[:-weight.ndim]`, float32
 /// (float64 when `x` or `weight` is). `y` may alias `x`.
-#[handler(target = "xla_ffi_rs.rms_norm_fwd", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = FWD_CUDA)]
+#[handler(
+    target = "xla_ffi_rs.rms_norm_fwd",
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = FWD_CUDA,
+    shapes = "...b ...n, ...n -> ...b ...n, ...b",
+    dtypes = "X, W -> promote(X, W), acc(X, W)"
+)]
 pub fn xla_ffi_rs_rms_norm_fwd_cuda(
     ctx: Context,
     x: Buffer<AnyFloat>,
@@ -96,7 +104,8 @@ pub fn xla_ffi_rs_rms_norm_fwd_cuda(
     mut inv_rms: ResultBuffer<AnyFloat>,
     eps: Attr<f64>,
 ) -> Result<()> {
-    let shape = check_fwd(&x, &weight, &y, &inv_rms, *eps)?;
+    check_eps(*eps)?;
+    let shape = rows(&x, &weight);
     if shape.rows == 0 {
         return Ok(());
     }
@@ -123,7 +132,13 @@ pub fn xla_ffi_rs_rms_norm_fwd_cuda(
 /// `x` and `weight`, and a scratch `workspace` of shape `(B, weight.size)` in the
 /// dtype of `inv_rms` (see the module docs; discard it). `dweight` sums over the
 /// leading axes in a fixed order: the result is the same on every run.
-#[handler(target = "xla_ffi_rs.rms_norm_bwd", platform = device, traits = Traits::COMMAND_BUFFER_COMPATIBLE, descriptor = BWD_CUDA)]
+#[handler(
+    target = "xla_ffi_rs.rms_norm_bwd",
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = BWD_CUDA,
+    dtypes = "promote(X, W), X, W, acc(X, W) -> X, W, acc(X, W)"
+)]
 pub fn xla_ffi_rs_rms_norm_bwd_cuda(
     ctx: Context,
     dy: Buffer<AnyFloat>,
@@ -135,7 +150,7 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
     mut workspace: ResultBuffer<AnyFloat, 2>,
 ) -> Result<()> {
     let target = ctx.target();
-    let shape = check_bwd(&dy, &x, &weight, &inv_rms, &dx, &dweight)?;
+    let shape = check_bwd_shapes(&dy, &x, &weight, &inv_rms, &dx, &dweight)?;
     let ws = workspace.dims();
     if ws[0] < 1 || ws[1] != shape.n as i64 {
         return Err(workspace.error(format!(
@@ -144,7 +159,6 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
             bwd_workspace_rows(shape.rows)
         )));
     }
-    workspace.expect_dtype(inv_rms.dtype(), "the dtype of operand 3 (inv_rms)")?;
     if shape.n == 0 {
         return Ok(());
     }

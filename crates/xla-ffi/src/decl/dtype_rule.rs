@@ -1,0 +1,220 @@
+//! The dtype notation of a declaration, parsed and validated: `"X, W -> promote(X, W), acc(X, W)"`.
+//!
+//! This file is also compiled into `xla-ffi-macros` (with `#[path]`), so a bad rule
+//! is a compile error from the same parser the runtime uses: it depends on `std` only.
+//!
+//! A rule is `exprs -> exprs`, one per operand, then one per result.
+//! `expr := VAR | dtype | promote(expr, ...) | acc(expr, ...)`; a dtype is a NumPy
+//! name (`float32`, `bfloat16`, `int64`, ...), any other identifier is a variable.
+//! The first operand (left to right) whose expression is a bare variable binds it to
+//! its dtype; every other operand must have the dtype of its expression, so
+//! `"promote(X, W), X, W -> X"` binds `X` and `W` at operands 1 and 2 and checks
+//! operand 0 against them.
+
+/// The dtype names of the notation, as NumPy (and [`DataType::name`](crate::DataType::name)) spell them.
+pub const DTYPE_NAMES: &[&str] = &[
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+];
+
+/// Variables per rule at most (the runtime check binds them in a fixed-size array).
+pub const MAX_VARS: usize = 16;
+
+/// A dtype expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expr {
+    /// A variable: the index into [`DtypeRule::vars`].
+    Var(usize),
+    /// A fixed dtype: the index into [`DTYPE_NAMES`].
+    Dtype(usize),
+    /// JAX's float promotion of the arguments.
+    Promote(Vec<Expr>),
+    /// The accumulator: float64 if any argument is, else float32.
+    Acc(Vec<Expr>),
+}
+
+/// A parsed and validated dtype rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DtypeRule {
+    /// The variable names, in order of first appearance.
+    pub vars: Vec<String>,
+    /// The expression of each operand.
+    pub operands: Vec<Expr>,
+    /// The expression of each result.
+    pub results: Vec<Expr>,
+}
+
+impl DtypeRule {
+    /// Parses `exprs -> exprs` and checks that every variable is bound by an operand
+    /// (a bare variable, left to right) before any other use of it.
+    pub fn parse(text: &str) -> Result<DtypeRule, String> {
+        let mut sides = text.split("->");
+        let (Some(lhs), Some(rhs), None) = (sides.next(), sides.next(), sides.next()) else {
+            return Err(format!("dtype rule `{text}`: expected one `->` between the operand and result dtypes"));
+        };
+        let mut rule = DtypeRule { vars: Vec::new(), operands: Vec::new(), results: Vec::new() };
+        for (side, is_result) in [(lhs, false), (rhs, true)] {
+            let mut p = Parser { s: side.as_bytes(), i: 0 };
+            if p.at_end() {
+                continue;
+            }
+            loop {
+                let what = if is_result { "result" } else { "operand" };
+                let n = if is_result { rule.results.len() } else { rule.operands.len() };
+                let e = p.expr(&mut rule.vars).map_err(|e| format!("dtype rule `{text}`: {what} {n}: {e}"))?;
+                if is_result {
+                    rule.results.push(e);
+                } else {
+                    rule.operands.push(e);
+                }
+                p.skip_ws();
+                match p.peek() {
+                    None => break,
+                    Some(b',') => p.i += 1,
+                    Some(c) => {
+                        return Err(format!(
+                            "dtype rule `{text}`: {what} {n}: unexpected `{}`; expressions are separated by commas",
+                            c as char
+                        ))
+                    }
+                }
+            }
+        }
+        if rule.vars.len() > MAX_VARS {
+            return Err(format!("dtype rule `{text}`: more than {MAX_VARS} variables"));
+        }
+        let mut bound = vec![false; rule.vars.len()];
+        for e in &rule.operands {
+            if let Expr::Var(v) = e {
+                bound[*v] = true;
+            }
+        }
+        for (i, e) in rule.operands.iter().enumerate() {
+            match e {
+                Expr::Var(_) => {}
+                e => {
+                    if let Some(v) = first_unbound(e, &bound) {
+                        return Err(format!(
+                            "dtype rule `{text}`: operand {i} uses `{}`, which no operand binds (only a bare \
+                             variable binds)",
+                            rule.vars[v]
+                        ));
+                    }
+                }
+            }
+        }
+        for (i, e) in rule.results.iter().enumerate() {
+            if let Some(v) = first_unbound(e, &bound) {
+                return Err(format!("dtype rule `{text}`: result {i} uses `{}`, which no operand binds", rule.vars[v]));
+            }
+        }
+        Ok(rule)
+    }
+
+    /// An expression as written, normalized: `promote(X, W)`.
+    pub fn expr_text(&self, e: &Expr) -> String {
+        let args = |a: &[Expr]| a.iter().map(|e| self.expr_text(e)).collect::<Vec<_>>().join(", ");
+        match e {
+            Expr::Var(v) => self.vars[*v].clone(),
+            Expr::Dtype(d) => DTYPE_NAMES[*d].to_string(),
+            Expr::Promote(a) => format!("promote({})", args(a)),
+            Expr::Acc(a) => format!("acc({})", args(a)),
+        }
+    }
+}
+
+fn first_unbound(e: &Expr, bound: &[bool]) -> Option<usize> {
+    match e {
+        Expr::Var(v) => (!bound[*v]).then_some(*v),
+        Expr::Dtype(_) => None,
+        Expr::Promote(a) | Expr::Acc(a) => a.iter().find_map(|e| first_unbound(e, bound)),
+    }
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn skip_ws(&mut self) {
+        while self.s.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.i += 1;
+        }
+    }
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+    fn at_end(&mut self) -> bool {
+        self.skip_ws();
+        self.i >= self.s.len()
+    }
+    fn ident(&mut self) -> Option<String> {
+        self.skip_ws();
+        let start = self.i;
+        while self.s.get(self.i).is_some_and(|c| *c == b'_' || c.is_ascii_alphanumeric()) {
+            self.i += 1;
+        }
+        let word = core::str::from_utf8(&self.s[start..self.i]).ok()?;
+        let first = word.bytes().next()?;
+        (first == b'_' || first.is_ascii_alphabetic()).then(|| word.to_string())
+    }
+    fn expr(&mut self, vars: &mut Vec<String>) -> Result<Expr, String> {
+        let Some(word) = self.ident() else {
+            return Err(match self.peek() {
+                None => "missing expression: expected a dtype, a variable, promote(...) or acc(...)".into(),
+                Some(c) => {
+                    format!("unexpected `{}`: expected a dtype, a variable, promote(...) or acc(...)", c as char)
+                }
+            });
+        };
+        self.skip_ws();
+        if word == "promote" || word == "acc" {
+            if self.peek() != Some(b'(') {
+                return Err(format!("`{word}` takes arguments in parentheses: {word}(X, ...)"));
+            }
+            self.i += 1;
+            let mut args = Vec::new();
+            loop {
+                args.push(self.expr(vars)?);
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.i += 1,
+                    Some(b')') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return Err(format!("unbalanced parentheses in `{word}(...)`: expected `,` or `)`")),
+                }
+            }
+            return Ok(if word == "promote" { Expr::Promote(args) } else { Expr::Acc(args) });
+        }
+        if self.peek() == Some(b'(') {
+            return Err(format!("unknown function `{word}`; the functions are promote(...) and acc(...)"));
+        }
+        if let Some(d) = DTYPE_NAMES.iter().position(|n| *n == word) {
+            return Ok(Expr::Dtype(d));
+        }
+        let v = match vars.iter().position(|v| *v == word) {
+            Some(v) => v,
+            None => {
+                vars.push(word);
+                vars.len() - 1
+            }
+        };
+        Ok(Expr::Var(v))
+    }
+}

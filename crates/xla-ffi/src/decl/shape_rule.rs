@@ -1,0 +1,213 @@
+//! The shape notation of a declaration, parsed and validated: `"...b ...n, ...n -> ...b ...n, ...b"`.
+//!
+//! This file is also compiled into `xla-ffi-macros` (with `#[path]`), so the
+//! `#[handler]` macro refuses a bad rule at compile time with the same parser the
+//! runtime uses: it depends on `std` only.
+//!
+//! A rule is `specs -> specs`: one comma-separated spec per operand buffer, then one
+//! per result buffer. A spec is space-separated tokens: `...name` (an ellipsis, zero
+//! or more axes), `name` (a factor, exactly one axis) or a decimal literal (one axis
+//! of that size); `()` is a scalar. The same name means the same size(s).
+
+/// Names per rule at most (the runtime check binds them in a fixed-size array).
+pub const MAX_NAMES: usize = 32;
+
+/// One token of a spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tok {
+    /// `...name`: zero or more axes; the index into [`ShapeRule::names`].
+    Ellipsis(usize),
+    /// `name`: exactly one axis; the index into [`ShapeRule::names`].
+    Factor(usize),
+    /// A fixed size.
+    Literal(i64),
+}
+
+/// A parsed and validated shape rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShapeRule {
+    /// Every name, in order of first appearance (without the `...`).
+    pub names: Vec<String>,
+    /// The tokens of each operand spec.
+    pub operands: Vec<Vec<Tok>>,
+    /// The tokens of each result spec.
+    pub results: Vec<Vec<Tok>>,
+    /// The batch ellipsis: the one that starts the first operand's spec.
+    pub batch: Option<usize>,
+}
+
+impl ShapeRule {
+    /// Parses `specs -> specs` and checks it: names well formed, no name both an
+    /// ellipsis and a factor, no ellipsis twice in one spec, every result name bound
+    /// by the operands, and every operand spec resolvable (see [`ShapeRule::resolve_order`]).
+    pub fn parse(text: &str) -> Result<ShapeRule, String> {
+        let mut sides = text.split("->");
+        let (Some(lhs), Some(rhs), None) = (sides.next(), sides.next(), sides.next()) else {
+            return Err(format!("shape rule `{text}`: expected one `->` between the operand and result specs"));
+        };
+        let mut rule = ShapeRule { names: Vec::new(), operands: Vec::new(), results: Vec::new(), batch: None };
+        let mut kinds: Vec<bool> = Vec::new(); // per name: is an ellipsis
+        for (side, out) in [(lhs, 0), (rhs, 1)] {
+            for (i, spec) in split_specs(side).into_iter().enumerate() {
+                let what = if out == 0 { "operand" } else { "result" };
+                let toks = parse_spec(spec, &mut rule.names, &mut kinds)
+                    .map_err(|e| format!("shape rule `{text}`: {what} {i} (`{}`): {e}", spec.trim()))?;
+                if out == 0 {
+                    rule.operands.push(toks);
+                } else {
+                    rule.results.push(toks);
+                }
+            }
+        }
+        if rule.names.len() > MAX_NAMES {
+            return Err(format!("shape rule `{text}`: more than {MAX_NAMES} names"));
+        }
+        let bound: Vec<bool> = (0..rule.names.len())
+            .map(|n| rule.operands.iter().flatten().any(|t| matches!(t, Tok::Ellipsis(m) | Tok::Factor(m) if *m == n)))
+            .collect();
+        for (i, spec) in rule.results.iter().enumerate() {
+            for t in spec {
+                if let Tok::Ellipsis(n) | Tok::Factor(n) = *t {
+                    if !bound[n] {
+                        return Err(format!(
+                            "shape rule `{text}`: result {i} uses `{}`, which no operand spec binds",
+                            rule.token_text(*t)
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(Tok::Ellipsis(n)) = rule.operands.first().and_then(|s| s.first()) {
+            rule.batch = Some(*n);
+        }
+        rule.resolve_order().map_err(|e| format!("shape rule `{text}`: {e}"))?;
+        Ok(rule)
+    }
+
+    /// Checks that every operand spec can be matched against a shape: repeating over
+    /// the operand specs, a spec with at most one ellipsis of unknown length gives
+    /// that ellipsis its length (its rank minus the rest), until nothing changes.
+    pub fn resolve_order(&self) -> Result<(), String> {
+        let mut known: Vec<bool> = self.names.iter().map(|_| false).collect();
+        for spec in self.operands.iter().chain(&self.results) {
+            for t in spec {
+                if let Tok::Factor(n) = t {
+                    known[*n] = true;
+                }
+            }
+        }
+        loop {
+            let mut changed = false;
+            for spec in &self.operands {
+                let unknown: Vec<usize> = spec
+                    .iter()
+                    .filter_map(|t| match t {
+                        Tok::Ellipsis(n) if !known[*n] => Some(*n),
+                        _ => None,
+                    })
+                    .collect();
+                if unknown.len() == 1 {
+                    known[unknown[0]] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for (i, spec) in self.operands.iter().enumerate() {
+            let unknown: Vec<String> = spec
+                .iter()
+                .filter(|t| matches!(t, Tok::Ellipsis(n) if !known[*n]))
+                .map(|t| self.token_text(*t))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(format!(
+                    "operand {i} (`{}`) is ambiguous: no other operand fixes the length of {}",
+                    self.spec_text(spec),
+                    unknown.join(" or ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A token as written: `...b`, `n`, `3`.
+    pub fn token_text(&self, t: Tok) -> String {
+        match t {
+            Tok::Ellipsis(n) => format!("...{}", self.names[n]),
+            Tok::Factor(n) => self.names[n].clone(),
+            Tok::Literal(v) => v.to_string(),
+        }
+    }
+
+    /// A spec as written, normalized: `...b ...n`, or `()` for a scalar.
+    pub fn spec_text(&self, spec: &[Tok]) -> String {
+        if spec.is_empty() {
+            return "()".into();
+        }
+        spec.iter().map(|t| self.token_text(*t)).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// The comma-separated specs of one side (none for an empty side).
+fn split_specs(side: &str) -> Vec<&str> {
+    if side.trim().is_empty() {
+        Vec::new()
+    } else {
+        side.split(',').collect()
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic()) && c.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+fn parse_spec(spec: &str, names: &mut Vec<String>, kinds: &mut Vec<bool>) -> Result<Vec<Tok>, String> {
+    let spec = spec.trim();
+    if spec == "()" {
+        return Ok(Vec::new());
+    }
+    if spec.is_empty() {
+        return Err("empty spec; write `()` for a scalar".into());
+    }
+    let mut toks = Vec::new();
+    for word in spec.split_whitespace() {
+        let tok = if let Some(name) = word.strip_prefix("...") {
+            if !is_ident(name) {
+                return Err(format!("`{word}`: an ellipsis is `...name` with an identifier name"));
+            }
+            Tok::Ellipsis(intern(name, true, names, kinds)?)
+        } else if word.bytes().all(|b| b.is_ascii_digit()) {
+            Tok::Literal(word.parse::<i64>().map_err(|_| format!("`{word}`: a size too large"))?)
+        } else if is_ident(word) {
+            Tok::Factor(intern(word, false, names, kinds)?)
+        } else {
+            return Err(format!(
+                "`{word}`: expected `...name` (any number of axes), `name` (one axis) or a size such as `3`"
+            ));
+        };
+        if let Tok::Ellipsis(n) = tok {
+            if toks.contains(&tok) {
+                return Err(format!("`...{}` appears twice", names[n]));
+            }
+        }
+        toks.push(tok);
+    }
+    Ok(toks)
+}
+
+fn intern(name: &str, ellipsis: bool, names: &mut Vec<String>, kinds: &mut Vec<bool>) -> Result<usize, String> {
+    if let Some(i) = names.iter().position(|n| n == name) {
+        if kinds[i] != ellipsis {
+            return Err(format!(
+                "`{name}` is used both as `...{name}` (any number of axes) and as `{name}` (one axis)"
+            ));
+        }
+        return Ok(i);
+    }
+    names.push(name.to_string());
+    kinds.push(ellipsis);
+    Ok(names.len() - 1)
+}

@@ -1,0 +1,158 @@
+//! The declaration data the [`handler`](crate::handler) macro emits: [`Declaration`]
+//! (every parameter's name and kind, and the optional rules) and [`ParamDecl`].
+
+use crate::dtype::DataType;
+
+/// What one handler parameter is, for the declaration: an operand, a result or an
+/// attribute (with what it accepts), or something else (context, state).
+///
+/// Each [`Decode`](crate::Decode) type says it with [`Decode::DECL`](crate::Decode::DECL).
+#[derive(Clone, Copy, Debug)]
+pub enum ParamDecl {
+    /// Not part of the declaration: [`Context`](crate::Context), [`State`](crate::State),
+    /// [`Attrs`](crate::Attrs), remaining operands, custom decoders.
+    Other,
+    /// One operand buffer, accepting the dtypes for which the function is true.
+    Operand(fn(DataType) -> bool),
+    /// One result buffer, accepting the dtypes for which the function is true.
+    Result(fn(DataType) -> bool),
+    /// One attribute: its type's name (`f64`, `str`, `array<i64>`) and whether it
+    /// may be absent.
+    Attribute {
+        /// The type's name, as in [`FromAttr::type_name`](crate::FromAttr::type_name).
+        type_name: fn() -> String,
+        /// Whether the attribute may be absent (`Attr<Option<T>>`).
+        optional: fn() -> bool,
+    },
+}
+
+/// An op's declaration: its parameters in order, and the rules given in
+/// `#[handler(shapes = ..., dtypes = ..., linear = ..., transpose = ...)]`.
+///
+/// The [`handler`](crate::handler) macro emits one for each handler, in its
+/// [`HandlerDescriptor`](crate::HandlerDescriptor). It is plain data: the shim checks
+/// calls against the rules it parsed at compile time, and `python::declarations`
+/// hands it to Python.
+///
+/// ```
+/// use xla_ffi::{handler, AnyFloat, Attr, Buffer, Result, ResultBuffer};
+///
+/// #[handler(target = "demo.scale", shapes = "...b -> ...b", dtypes = "T -> T", linear = "x",
+///           transpose = "demo.scale")]
+/// fn demo_scale(x: Buffer<AnyFloat>, y: ResultBuffer<AnyFloat>, k: Attr<f64>) -> Result<()> {
+///     let _ = (x, y, k);
+///     Ok(())
+/// }
+///
+/// let d = DEMO_SCALE.declaration;
+/// assert_eq!(d.operands().map(|(n, _)| n).collect::<Vec<_>>(), ["x"]);
+/// assert_eq!(d.results().map(|(n, _)| n).collect::<Vec<_>>(), ["y"]);
+/// assert_eq!(d.attributes().map(|(n, ty, _)| (n, ty)).collect::<Vec<_>>(), [("k", "f64".to_string())]);
+/// assert_eq!(d.shapes, Some("...b -> ...b"));
+/// assert_eq!(d.linear, ["x"]);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Declaration {
+    /// The FFI target name.
+    pub target: &'static str,
+    /// Every parameter of the handler, in order, with its name.
+    pub params: &'static [(&'static str, ParamDecl)],
+    /// The shape rule, if declared.
+    pub shapes: Option<&'static str>,
+    /// The dtype rule, if declared.
+    pub dtypes: Option<&'static str>,
+    /// The operands the op is linear in.
+    pub linear: &'static [&'static str],
+    /// The target that computes the transpose of the linear operands.
+    pub transpose: Option<&'static str>,
+}
+
+impl Declaration {
+    /// A declaration without rules (for hand-built descriptors).
+    pub const fn new(target: &'static str, params: &'static [(&'static str, ParamDecl)]) -> Self {
+        Declaration { target, params, shapes: None, dtypes: None, linear: &[], transpose: None }
+    }
+
+    /// The operands: name and accepted dtypes.
+    pub fn operands(&self) -> impl Iterator<Item = (&'static str, fn(DataType) -> bool)> {
+        self.params.iter().filter_map(|(n, p)| match p {
+            ParamDecl::Operand(a) => Some((*n, *a)),
+            _ => None,
+        })
+    }
+
+    /// The results: name and accepted dtypes.
+    pub fn results(&self) -> impl Iterator<Item = (&'static str, fn(DataType) -> bool)> {
+        self.params.iter().filter_map(|(n, p)| match p {
+            ParamDecl::Result(a) => Some((*n, *a)),
+            _ => None,
+        })
+    }
+
+    /// The attributes: name, type name and whether it is optional.
+    pub fn attributes(&self) -> impl Iterator<Item = (&'static str, String, bool)> {
+        self.params.iter().filter_map(|(n, p)| match p {
+            ParamDecl::Attribute { type_name, optional } => Some((*n, type_name(), optional())),
+            _ => None,
+        })
+    }
+
+    /// The name of operand `i` (or result `i`), `?` past the end.
+    pub(crate) fn buffer_name(&self, result: bool, i: usize) -> &'static str {
+        let mut it = self.params.iter().filter(|(_, p)| match p {
+            ParamDecl::Operand(_) => !result,
+            ParamDecl::Result(_) => result,
+            _ => false,
+        });
+        it.nth(i).map_or("?", |(n, _)| *n)
+    }
+
+    /// How many parameters are operands (`kind` 0), results (1) or attributes (2):
+    /// for the macro's compile-time checks.
+    #[doc(hidden)]
+    pub const fn __count(params: &[(&str, ParamDecl)], kind: u8) -> usize {
+        let mut i = 0;
+        let mut n = 0;
+        while i < params.len() {
+            let k = match params[i].1 {
+                ParamDecl::Operand(_) => 0,
+                ParamDecl::Result(_) => 1,
+                ParamDecl::Attribute { .. } => 2,
+                ParamDecl::Other => 3,
+            };
+            if k == kind {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    /// Whether parameter `name` is an operand: for the macro's check of `linear`.
+    #[doc(hidden)]
+    pub const fn __is_operand(params: &[(&str, ParamDecl)], name: &str) -> bool {
+        let mut i = 0;
+        while i < params.len() {
+            if matches!(params[i].1, ParamDecl::Operand(_)) && str_eq(params[i].0, name) {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}

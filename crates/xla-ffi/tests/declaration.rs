@@ -1,0 +1,239 @@
+//! Declared shape and dtype rules: the shim checks them before the body, with errors
+//! naming the target, the operand or result, what was expected and what was got;
+//! `decl::infer` says the same words; the declaration lists every parameter.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{expect_err, expect_ok};
+use xla_ffi::decl::{infer, ProblemKind};
+use xla_ffi::half::{bf16, f16};
+use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+use xla_ffi::{handler, AnyFloat, Attr, Buffer, DataType, ErrorCode, Result, ResultBuffer};
+
+static NORM_BODY_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// A declared rms_norm-like op; the body only counts its runs.
+#[handler(
+    target = "decl.norm",
+    shapes = "...b ...n, ...n -> ...b ...n, ...b",
+    dtypes = "X, W -> promote(X, W), acc(X, W)"
+)]
+fn decl_norm(
+    x: Buffer<AnyFloat>,
+    weight: Buffer<AnyFloat>,
+    y: ResultBuffer<AnyFloat>,
+    inv_rms: ResultBuffer<AnyFloat>,
+    eps: Attr<f64>,
+) -> Result<()> {
+    let _ = (x, weight, y, inv_rms, eps);
+    NORM_BODY_RUNS.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+fn norm_call(x: Arg, w: Arg, y: Arg, inv: Arg) -> CallBuilder {
+    CallBuilder::new().arg(x).arg(w).ret(y).ret(inv).attr("eps", AttrArg::scalar(1e-6f64))
+}
+
+#[test]
+fn a_call_that_fits_runs_the_body() {
+    let before = NORM_BODY_RUNS.load(Ordering::SeqCst);
+    let mut call = norm_call(
+        Arg::zeros::<f32>(&[2, 3, 4]),
+        Arg::zeros::<f32>(&[4]),
+        Arg::zeros::<f32>(&[2, 3, 4]),
+        Arg::zeros::<f32>(&[2, 3]),
+    );
+    expect_ok(call.run(DECL_NORM));
+    // Mixed precision: bf16 x with f16 weight promote to f32; the accumulator is f32.
+    let mut call = norm_call(
+        Arg::zeros::<bf16>(&[5, 4]),
+        Arg::zeros::<f16>(&[4]),
+        Arg::zeros::<f32>(&[5, 4]),
+        Arg::zeros::<f32>(&[5]),
+    );
+    expect_ok(call.run(DECL_NORM));
+    // No batch axes, a scalar inv_rms.
+    let mut call =
+        norm_call(Arg::zeros::<f64>(&[4]), Arg::zeros::<f64>(&[4]), Arg::zeros::<f64>(&[4]), Arg::zeros::<f64>(&[]));
+    expect_ok(call.run(DECL_NORM));
+    assert_eq!(NORM_BODY_RUNS.load(Ordering::SeqCst), before + 3);
+}
+
+#[test]
+fn an_operand_against_an_earlier_one() {
+    let mut call = norm_call(
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[5]),
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    let msg = expect_err(
+        call.run(DECL_NORM),
+        ErrorCode::InvalidArgument,
+        &["decl.norm: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]"],
+    );
+    assert!(!msg.contains("result"), "{msg}");
+}
+
+#[test]
+fn an_operand_of_too_low_a_rank() {
+    let mut call =
+        norm_call(Arg::zeros::<f32>(&[]), Arg::zeros::<f32>(&[4]), Arg::zeros::<f32>(&[]), Arg::zeros::<f32>(&[]));
+    expect_err(
+        call.run(DECL_NORM),
+        ErrorCode::InvalidArgument,
+        &["decl.norm: operand 0 (x): expected rank at least 1", "...n of rank 1", "got rank 0 (shape [])"],
+    );
+}
+
+#[test]
+fn a_result_of_the_wrong_shape() {
+    let mut call = norm_call(
+        Arg::zeros::<f32>(&[2, 3, 4]),
+        Arg::zeros::<f32>(&[4]),
+        Arg::zeros::<f32>(&[2, 3, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    expect_err(
+        call.run(DECL_NORM),
+        ErrorCode::InvalidArgument,
+        &["decl.norm: result 1 (inv_rms): expected shape [2, 3] (...b of operand 0 (x)), got [2]"],
+    );
+}
+
+#[test]
+fn a_result_of_the_wrong_dtype() {
+    let mut call = norm_call(
+        Arg::zeros::<f16>(&[2, 4]),
+        Arg::zeros::<f16>(&[4]),
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    expect_err(
+        call.run(DECL_NORM),
+        ErrorCode::InvalidArgument,
+        &["decl.norm: result 0 (y): expected dtype float16 (promote(X, W) with X = float16", "got float32"],
+    );
+    let mut call = norm_call(
+        Arg::zeros::<f64>(&[2, 4]),
+        Arg::zeros::<f32>(&[4]),
+        Arg::zeros::<f64>(&[2, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    expect_err(
+        call.run(DECL_NORM),
+        ErrorCode::InvalidArgument,
+        &["decl.norm: result 1 (inv_rms): expected dtype float64 (acc(X, W)", "got float32"],
+    );
+}
+
+#[test]
+fn the_body_does_not_run_when_a_rule_fails() {
+    let before = NORM_BODY_RUNS.load(Ordering::SeqCst);
+    let mut call = norm_call(
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[3]),
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    assert!(call.run(DECL_NORM).is_err());
+    // Other tests run concurrently and may add; this call must not have. Run a
+    // failing call many times so a leak would show.
+    for _ in 0..50 {
+        assert!(call.run(DECL_NORM).is_err());
+    }
+    assert!(NORM_BODY_RUNS.load(Ordering::SeqCst) < before + 50);
+}
+
+/// Same variable twice: both operands must have one dtype; a literal and a fixed dtype.
+#[handler(target = "decl.pair", shapes = "...b 3, ...b -> ...b", dtypes = "T, T -> float32")]
+fn decl_pair(a: Buffer<AnyFloat>, b: Buffer<AnyFloat>, out: ResultBuffer<f32>) -> Result<()> {
+    let _ = (a, b, out);
+    Ok(())
+}
+
+#[test]
+fn a_variable_binds_the_first_operand_dtype() {
+    let mut call =
+        CallBuilder::new().arg(Arg::zeros::<f64>(&[2, 3])).arg(Arg::zeros::<f32>(&[2])).ret(Arg::zeros::<f32>(&[2]));
+    expect_err(
+        call.run(DECL_PAIR),
+        ErrorCode::InvalidArgument,
+        &["decl.pair: operand 1 (b): expected dtype float64 (T, the dtype of operand 0 (a)), got float32"],
+    );
+}
+
+#[test]
+fn a_literal_size_is_checked() {
+    let mut call =
+        CallBuilder::new().arg(Arg::zeros::<f32>(&[2, 4])).arg(Arg::zeros::<f32>(&[2])).ret(Arg::zeros::<f32>(&[2]));
+    expect_err(
+        call.run(DECL_PAIR),
+        ErrorCode::InvalidArgument,
+        &["decl.pair: operand 0 (a): expected shape [2, 3] (`...b 3`), got [2, 4]"],
+    );
+    let mut call =
+        CallBuilder::new().arg(Arg::zeros::<f32>(&[2, 3])).arg(Arg::zeros::<f32>(&[2])).ret(Arg::zeros::<f32>(&[2]));
+    expect_ok(call.run(DECL_PAIR));
+}
+
+#[test]
+fn infer_says_what_the_shim_says() {
+    let sig = DECL_NORM.declaration.signature();
+    let e = infer(&sig, &[vec![2, 4], vec![5]], &[DataType::F32, DataType::F32]).unwrap_err();
+    assert_eq!(e.kind, ProblemKind::Shape);
+    let mut call = norm_call(
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[5]),
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    let shim = expect_err(call.run(DECL_NORM), ErrorCode::InvalidArgument, &[&e.message]);
+    assert_eq!(shim, e.message);
+
+    let e =
+        infer(&DECL_PAIR.declaration.signature(), &[vec![2, 3], vec![2]], &[DataType::F64, DataType::F32]).unwrap_err();
+    assert_eq!(e.kind, ProblemKind::Dtype);
+    let mut call =
+        CallBuilder::new().arg(Arg::zeros::<f64>(&[2, 3])).arg(Arg::zeros::<f32>(&[2])).ret(Arg::zeros::<f32>(&[2]));
+    assert_eq!(expect_err(call.run(DECL_PAIR), ErrorCode::InvalidArgument, &[]), e.message);
+
+    // A dtype the element type refuses: the decoder's words.
+    let e = infer(&sig, &[vec![2, 4], vec![4]], &[DataType::S32, DataType::F32]).unwrap_err();
+    assert_eq!(e.kind, ProblemKind::Dtype);
+    let mut call = norm_call(
+        Arg::zeros::<i32>(&[2, 4]),
+        Arg::zeros::<f32>(&[4]),
+        Arg::zeros::<f32>(&[2, 4]),
+        Arg::zeros::<f32>(&[2]),
+    );
+    assert_eq!(expect_err(call.run(DECL_NORM), ErrorCode::InvalidArgument, &[]), e.message);
+}
+
+#[test]
+fn infer_gives_result_shapes_dtypes_and_the_batch_rank() {
+    let sig = DECL_NORM.declaration.signature();
+    let out = infer(&sig, &[vec![7, 2, 3, 4], vec![3, 4]], &[DataType::BF16, DataType::F16]).unwrap();
+    assert_eq!(out.results, [(vec![7, 2, 3, 4], DataType::F32), (vec![7, 2], DataType::F32)]);
+    assert_eq!(out.batch_rank, 2);
+    let out = infer(&DECL_PAIR.declaration.signature(), &[vec![3], vec![]], &[DataType::F16, DataType::F16]).unwrap();
+    assert_eq!(out.results, [(vec![], DataType::F32)]);
+    assert_eq!(out.batch_rank, 0);
+    let e = infer(&sig, &[vec![2, 4]], &[DataType::F32]).unwrap_err();
+    assert_eq!(e.message, "decl.norm: expected 2 operands (x, weight), got 1 shapes and 1 dtypes");
+}
+
+#[test]
+fn the_declaration_lists_every_parameter() {
+    let d = DECL_NORM.declaration;
+    assert_eq!(d.target, "decl.norm");
+    assert_eq!(d.operands().map(|(n, _)| n).collect::<Vec<_>>(), ["x", "weight"]);
+    assert_eq!(d.results().map(|(n, _)| n).collect::<Vec<_>>(), ["y", "inv_rms"]);
+    assert_eq!(d.attributes().collect::<Vec<_>>(), [("eps", "f64".to_string(), false)]);
+    assert_eq!(d.shapes, Some("...b ...n, ...n -> ...b ...n, ...b"));
+    assert!(d.linear.is_empty() && d.transpose.is_none());
+    let (_, accepts) = DECL_PAIR.declaration.results().next().unwrap();
+    assert!(accepts(DataType::F32) && !accepts(DataType::F64));
+}
