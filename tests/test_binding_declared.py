@@ -57,7 +57,9 @@ def tol(*names: str) -> float:
 
 # -- shapes ----------------------------------------------------------------------
 
-RMS_SHAPES = [  # (x, weight): rank 1-4, 0-size axes, multi-axis weight, no batch axis
+RMS_SHAPES = [  # (x, weight): rank 0-4, 0-size axes, multi-axis or scalar weight, no batch axis
+    ((), ()),
+    ((2, 3), ()),
     ((4,), (4,)),
     ((3, 4), (4,)),
     ((0, 4), (4,)),
@@ -351,3 +353,34 @@ def test_ops_builds_every_declaration_by_default() -> None:
         "cpu": "xla_ffi_rs.kepler_tangent",
         **({"cuda": "xla_ffi_rs.kepler_tangent"} if _native.has_cuda else {}),
     }
+
+
+# -- the native checker against the independent reading of the notation --------
+
+INFER_CASES = [
+    ("xla_ffi_rs.rms_norm_fwd", [xs, ws], [xd, wd])
+    for (xs, ws) in [*RMS_SHAPES, ((2, 3), (4,)), ((3,), (2, 3)), ((2, 3), ()), ((), ())]
+    for xd, wd in [("float32", "float32"), ("float16", "bfloat16"), ("bfloat16", "float64"), ("int32", "float32")]
+] + [
+    ("xla_ffi_rs.kepler", [a, b], [da, db])
+    for a, b in [((), ()), ((3,), (3,)), ((2, 3), (3,)), ((0,), (0,))]
+    for da, db in [("float32", "float32"), ("float64", "float32"), ("float16", "float16")]
+]
+
+
+@pytest.mark.parametrize(("target", "shapes", "dtypes"), INFER_CASES, ids=str)
+def test_native_infer_agrees_with_the_reference(target, shapes, dtypes) -> None:
+    if INFER is not None:
+        pytest.skip("this native module predates _native.infer")
+    decl = DECLS[target]
+    try:
+        want = ref.infer(decl, shapes, dtypes)
+    except (TypeError, ValueError):
+        # (which problem is reported first, of a bad dtype and a bad shape, is the checker's choice)
+        with pytest.raises((TypeError, ValueError)) as info:
+            _native.infer(decl, shapes, dtypes)
+        assert str(info.value).startswith(f"{target}: operand "), str(info.value)
+        return
+    results, batch = _native.infer(decl, shapes, dtypes)
+    assert [(tuple(s), d) for s, d in results] == [(tuple(s), d) for s, d in want[0]]
+    assert batch == want[1]
