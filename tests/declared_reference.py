@@ -1,8 +1,7 @@
 """An independent Python reading of the declaration notation (shapes and dtypes),
-for the tests: a reference that the native ``_native.infer`` is compared with, and
-a stand-in for it in tests of ``binding.op`` on hand-written declarations.
+for the tests: a reference that the native checker (``binding.infer``) is compared with.
 
-``infer(declaration, shapes, dtypes) -> (results, batch_rank)`` as ``_native.infer``:
+``infer(declaration, shapes, dtypes) -> (results, batch_rank)`` as ``binding.infer``:
 results are ``(shape, dtype name)`` pairs; TypeError for a dtype, ValueError for a
 shape. Its messages have the same key words (target, role, index and name,
 "expected", "got"), not necessarily the same text.
@@ -121,88 +120,3 @@ def infer(
         outs.append((out, dtype))
     batch = decl.get("batch")
     return outs, len(env.get(batch, ())) if batch else 0
-
-
-# -- stand-in declarations, in the format of ``_native.declarations()`` ------------
-
-_F = ["float16", "bfloat16", "float32", "float64"]
-_F3264 = ["float32", "float64"]
-
-
-def _s(name: str, dims: list[str], dtype: str | None = None, dtypes: list[str] = _F) -> dict[str, Any]:
-    return {"name": name, "dtypes": dtypes, "dims": dims, "dtype": dtype}
-
-
-def _decl(target: str, shapes: str, operands: list, results: list, attributes=(), linear=(), transpose=None):
-    return {
-        "target": target,
-        "operands": operands,
-        "results": results,
-        "attributes": [{"name": n, "type": t, "optional": o} for n, t, o in attributes],
-        "shapes": shapes,
-        "dtypes": None,
-        "batch": "b" if shapes.startswith("...b") else None,
-        "linear": list(linear),
-        "transpose": transpose,
-    }
-
-
-def _kepler_like(target: str, ins: tuple[str, ...], outs: tuple[str, str], linear=(), transpose=None):
-    b = ["...b"]
-    return _decl(
-        target,
-        ", ".join(["...b"] * len(ins)) + " -> ...b, ...b",
-        [_s(n, b, "T", _F3264) for n in ins],
-        [_s(n, b, "T", _F3264) for n in outs],
-        linear=linear,
-        transpose=transpose,
-    )
-
-
-HAND: dict[str, dict[str, Any]] = {
-    d["target"]: d
-    for d in [
-        _decl(
-            "xla_ffi_rs.rms_norm_fwd",
-            "...b ...n, ...n -> ...b ...n, ...b",
-            [_s("x", ["...b", "...n"], "X"), _s("weight", ["...n"], "W")],
-            [_s("y", ["...b", "...n"], "promote(X, W)"), _s("inv_rms", ["...b"], "acc(X, W)")],
-            attributes=[("eps", "f64", False)],
-        ),
-        _decl(
-            "xla_ffi_rs.rms_norm_bwd",
-            "...b ...n, ...b ...n, ...n, ...b -> ...b ...n, ...n",
-            [
-                _s("dy", ["...b", "...n"]),
-                _s("x", ["...b", "...n"], "X"),
-                _s("weight", ["...n"], "W"),
-                _s("inv_rms", ["...b"], None, _F3264),
-            ],
-            [_s("dx", ["...b", "...n"], "X"), _s("dweight", ["...n"], "W")],
-        ),
-        _kepler_like("xla_ffi_rs.kepler", ("mean_anomaly", "eccentricity"), ("sin_e", "cos_e")),
-        _kepler_like(
-            "xla_ffi_rs.kepler_tangent",
-            ("d_mean_anomaly", "d_eccentricity", "eccentricity", "sin_e", "cos_e"),
-            ("d_sin_e", "d_cos_e"),
-            linear=("d_mean_anomaly", "d_eccentricity"),
-            transpose="xla_ffi_rs.kepler_cotangent",
-        ),
-        _kepler_like(
-            "xla_ffi_rs.kepler_cotangent",
-            ("ct_sin_e", "ct_cos_e", "eccentricity", "sin_e", "cos_e"),
-            ("ct_mean_anomaly", "ct_eccentricity"),
-            linear=("ct_sin_e", "ct_cos_e"),
-            transpose="xla_ffi_rs.kepler_tangent",
-        ),
-        _decl(
-            "xla_ffi_rs.examples.scale",
-            "...b -> ...b",
-            [_s("x", ["...b"], None, ["float32"])],
-            [_s("y", ["...b"], None, ["float32"])],
-            attributes=[("factor", "f32", False)],
-            linear=("x",),
-            transpose="xla_ffi_rs.examples.scale",
-        ),
-    ]
-}

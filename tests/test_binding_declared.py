@@ -15,22 +15,17 @@ import pytest
 from jax.test_util import check_grads
 
 import declared_reference as ref
+import xla_ffi_rs
 from helpers import kepler_solve_np, rms_norm_bwd_np, rms_norm_np
-from xla_ffi_rs import _fallback, _native, binding, examples
+from xla_ffi_rs import _fallback, binding, examples
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
-# The declarations the Rust handlers give; the stand-ins of declared_reference.py
-# where this native module predates them.
-if hasattr(_native, "infer"):
-    DECLS, INFER = _native.declarations(), None
-else:
-    DECLS, INFER = ref.HAND, ref.infer
+DECLS = xla_ffi_rs.declarations()  # what the Rust handlers declare
 examples.register()
 
 OPS = binding.ops(
     DECLS,
-    infer=INFER,
     rms_norm_fwd={},
     rms_norm_bwd={"reductions": {1: _fallback.rms_norm_dweight}},
     kepler={},
@@ -311,7 +306,7 @@ def test_wrong_operand_count() -> None:
 
 def test_a_result_summed_over_the_batch_needs_a_reduction() -> None:
     with pytest.raises(ValueError) as info:
-        binding.op(DECLS["xla_ffi_rs.rms_norm_bwd"], infer=INFER)
+        binding.op(DECLS["xla_ffi_rs.rms_norm_bwd"])
     for word in ("xla_ffi_rs.rms_norm_bwd", "result 1 (dweight)", "...b", "reductions={1:"):
         assert word in str(info.value), (word, str(info.value))
 
@@ -323,9 +318,9 @@ def test_declaration_errors() -> None:
         binding.op({"target": "t"})
     no_shapes = dict(DECLS["xla_ffi_rs.kepler"], shapes=None)
     with pytest.raises(ValueError, match=r"xla_ffi_rs\.kepler: the declaration has no shape rule"):
-        binding.op(no_shapes, infer=INFER)
+        binding.op(no_shapes)
     with pytest.raises(ValueError, match=r"plugin\.x is not a target of xla_ffi_rs; register it"):
-        binding.op(dict(DECLS["xla_ffi_rs.kepler"], target="plugin.x"), infer=INFER)
+        binding.op(dict(DECLS["xla_ffi_rs.kepler"], target="plugin.x"))
     with pytest.raises(ValueError, match=r"binding.ops: no declaration for \['kepler_typo'\]"):
         binding.ops(DECLS, kepler_typo={})
     with pytest.raises(TypeError, match=r"binding.ops: kepler: unknown option\(s\) \['jnp'\]"):
@@ -334,24 +329,22 @@ def test_declaration_errors() -> None:
 
 def test_transpose_links_are_checked() -> None:
     with pytest.raises(ValueError, match="which is not built: add kepler_cotangent="):
-        binding.ops(DECLS, infer=INFER, kepler_tangent={})
+        binding.ops(DECLS, kepler_tangent={})
     tangent = DECLS["xla_ffi_rs.kepler_tangent"]
     with pytest.raises(ValueError, match=r"transpose: expected the op of xla_ffi_rs\.kepler_cotangent, got"):
-        binding.op(tangent, infer=INFER, transpose=KEPLER)
-    alone = binding.op(tangent, infer=INFER)  # its transpose op is missing: a clear error when needed
+        binding.op(tangent, transpose=KEPLER)
+    alone = binding.op(tangent)  # its transpose op is missing: a clear error when needed
     e, s, c = _point()
     with pytest.raises(NotImplementedError, match=r"its transpose target xla_ffi_rs\.kepler_cotangent has no op"):
         jax.grad(lambda dm: alone(dm, dm, e, s, c)[0].sum())(e)
 
 
 def test_ops_builds_every_declaration_by_default() -> None:
-    built = binding.ops(
-        {t: DECLS[t] for t in ("xla_ffi_rs.kepler_tangent", "xla_ffi_rs.kepler_cotangent")}, infer=INFER
-    )
+    built = binding.ops({t: DECLS[t] for t in ("xla_ffi_rs.kepler_tangent", "xla_ffi_rs.kepler_cotangent")})
     assert sorted(built) == ["kepler_cotangent", "kepler_tangent"]
     assert built["kepler_tangent"].targets == {
         "cpu": "xla_ffi_rs.kepler_tangent",
-        **({"cuda": "xla_ffi_rs.kepler_tangent"} if _native.has_cuda else {}),
+        **({"cuda": "xla_ffi_rs.kepler_tangent"} if "cuda" in OPS["kepler"].targets else {}),
     }
 
 
@@ -370,17 +363,15 @@ INFER_CASES = [
 
 @pytest.mark.parametrize(("target", "shapes", "dtypes"), INFER_CASES, ids=str)
 def test_native_infer_agrees_with_the_reference(target, shapes, dtypes) -> None:
-    if INFER is not None:
-        pytest.skip("this native module predates _native.infer")
     decl = DECLS[target]
     try:
         want = ref.infer(decl, shapes, dtypes)
     except (TypeError, ValueError):
         # (which problem is reported first, of a bad dtype and a bad shape, is the checker's choice)
         with pytest.raises((TypeError, ValueError)) as info:
-            _native.infer(decl, shapes, dtypes)
+            binding.infer(decl, shapes, dtypes)
         assert str(info.value).startswith(f"{target}: operand "), str(info.value)
         return
-    results, batch = _native.infer(decl, shapes, dtypes)
+    results, batch = binding.infer(decl, shapes, dtypes)
     assert [(tuple(s), d) for s, d in results] == [(tuple(s), d) for s, d in want[0]]
     assert batch == want[1]

@@ -24,34 +24,26 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
 
-__all__ = ["Declaration", "Infer"]
+__all__ = ["Declaration"]
 
-#: ``(declaration, shapes, dtype names) -> ([(shape, dtype name)], batch rank)``.
-Infer = Callable[..., tuple[Any, int]]
 
 _FLOATS = {"f32": np.float32, "f64": np.float64}
 _INTS = {f"{k}{b}": np.dtype(f"{'i' if k == 'i' else 'u'}{b // 8}").type for k in ("i", "u") for b in (8, 16, 32, 64)}
 _KEYS = ("target", "operands", "results", "attributes")
 
 
-def _native_infer() -> Infer:
-    from xla_ffi_rs import _native
-
-    infer: Infer = _native.infer
-    return infer
-
-
 class Declaration:
     """A checked declaration dict (the format of ``_native.declarations()``)."""
 
-    def __init__(self, declaration: Mapping[str, Any], infer: Infer | None = None) -> None:
+    def __init__(self, declaration: Mapping[str, Any]) -> None:
         if not isinstance(declaration, Mapping):
             raise TypeError(f"binding.op: declaration: expected a dict, got {type(declaration).__name__}")
         missing = [k for k in _KEYS if k not in declaration]
@@ -65,7 +57,6 @@ class Declaration:
         self.batch: str | None = declaration.get("batch")
         self.linear: list[str] = list(declaration.get("linear") or [])
         self.transpose: str | None = declaration.get("transpose")
-        self._infer = infer
         if declaration.get("shapes") is None or any(s.get("dims") is None for s in self.operands + self.results):
             raise ValueError(f"binding.op: {self.target}: the declaration has no shape rule (`shapes = ...`)")
         names = [o["name"] for o in self.operands]
@@ -89,9 +80,8 @@ class Declaration:
         if len(avals) != len(self.operands):
             names = ", ".join(o["name"] for o in self.operands)
             raise TypeError(f"{self.target}: expected {len(self.operands)} operands ({names}), got {len(avals)}")
-        infer = self._infer or _native_infer()
         shapes = [tuple(int(d) for d in a.shape) for a in avals]
-        results, batch = infer(self.raw, shapes, [np.dtype(a.dtype).name for a in avals])
+        results, batch = _native.infer(self.raw, shapes, [np.dtype(a.dtype).name for a in avals])
         return [ShapedArray(tuple(s), np.dtype(_dtype(d))) for s, d in results], int(batch)
 
     # -- attributes -----------------------------------------------------------

@@ -62,13 +62,14 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _declared_rules, _registration, _sharding
 from xla_ffi_rs._compat import FFI_SIDE_EFFECT, NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
-from xla_ffi_rs._declaration import Declaration, Infer
+from xla_ffi_rs._declaration import Declaration
 
 __all__ = [
     "NOT_MAPPED",
     "Op",
     "TargetNames",
     "elementwise_batching",
+    "infer",
     "is_linear_input",
     "move_batch_axis_to_front",
     "op",
@@ -540,6 +541,29 @@ def vmap_batching(impl: Callable[..., Sequence[Any]]) -> BatchRule:
 # -- ops built from declarations ---------------------------------------------
 
 
+def infer(
+    declaration: Mapping[str, Any], shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]
+) -> tuple[list[tuple[tuple[int, ...], str]], int]:
+    """The result shapes and dtype names of a declared op for operands of
+    ``shapes`` and ``dtypes`` (numpy names), and its batch rank (the number of
+    axes the batch ellipsis binds): the handler's own shape and dtype checks, run
+    by the native checker. What a declared op's abstract eval calls.
+
+    Raises:
+      TypeError: for a dtype the handler refuses; ValueError: for a shape. The
+        message is the handler's (target, operand index and name, expected, got).
+
+    >>> import xla_ffi_rs
+    >>> fwd = xla_ffi_rs.declarations()["xla_ffi_rs.rms_norm_fwd"]
+    >>> infer(fwd, [(8, 3, 4), (4,)], ["bfloat16", "float32"])
+    ([((8, 3, 4), 'float32'), ((8, 3), 'float32')], 2)
+    """
+    from xla_ffi_rs import _native
+
+    results, batch = _native.infer(dict(declaration), [tuple(s) for s in shapes], list(dtypes))
+    return [(tuple(s), str(d)) for s, d in results], int(batch)
+
+
 def _default_targets(target: str) -> dict[str, str]:
     try:
         return _registration.target_names(target)
@@ -560,7 +584,6 @@ def op(
     extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
     input_output_aliases: Mapping[int, int] | None = None,
     transpose: Op | None = None,
-    infer: Infer | None = None,
 ) -> Op:
     """An :class:`Op` built from a handler's declaration (``#[handler(shapes = ...,
     dtypes = ..., linear = ..., transpose = ...)]`` in Rust, handed to Python by
@@ -602,8 +625,6 @@ def op(
       reductions: result index -> jnp formula of each result without the batch
         ellipsis (see :class:`Op`); also what vmap computes such a result with.
       transpose: the op of the declaration's transpose target.
-      infer: the checker (default ``_native.infer``); a plugin built against
-        xla-ffi gives the same result through its own module.
 
     Raises:
       TypeError, ValueError: for a declaration that is not one (missing keys, no
@@ -623,7 +644,7 @@ def op(
     >>> jax.grad(lambda x: scale(x, factor=3.0)[0].sum())(x).tolist()
     [3.0, 3.0, 3.0]
     """
-    decl = declaration if isinstance(declaration, Declaration) else Declaration(declaration, infer)
+    decl = declaration if isinstance(declaration, Declaration) else Declaration(declaration)
     result = _build(decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases)
     if decl.transpose is not None:
         if transpose is None and decl.transpose == decl.target:
@@ -716,7 +737,6 @@ def ops(
     declarations: Mapping[str, Mapping[str, Any]],
     *,
     targets: Callable[[str], TargetNames] | None = None,
-    infer: Infer | None = None,
     **options: Mapping[str, Any],
 ) -> dict[str, Op]:
     """Build several declared ops at once (:func:`op`), linking each ``transpose``
@@ -729,7 +749,6 @@ def ops(
         plugin module's ``declarations()``).
       targets: target -> ``{platform: FFI target name}``; by default where
         xla_ffi_rs registered the target (:func:`xla_ffi_rs.target_names`).
-      infer: as for :func:`op`.
       **options: op name -> keyword arguments of :func:`op` for that op
         (``jnp_impl``, ``reductions``, ...). With any given, only the ops named
         are built; with none, every declaration is.
@@ -753,7 +772,7 @@ def ops(
     if unknown:
         raise ValueError(f"binding.ops: no declaration for {unknown}; declared: {sorted(by_name)}")
     names = list(options) if options else list(by_name)
-    decls = {n: Declaration(declarations[by_name[n]], infer) for n in names}
+    decls = {n: Declaration(declarations[by_name[n]]) for n in names}
     built: dict[str, Op] = {}
     for n, decl in decls.items():
         kwargs = dict(options.get(n) or {})

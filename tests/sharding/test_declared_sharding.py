@@ -16,18 +16,13 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import declared_reference as ref
+import xla_ffi_rs
 from helpers import kepler_solve_np, rms_norm_bwd_np
-from xla_ffi_rs import _fallback, _native, binding, examples
+from xla_ffi_rs import _fallback, binding, examples
 
-if hasattr(_native, "infer"):
-    DECLS, INFER = _native.declarations(), None
-else:
-    DECLS, INFER = ref.HAND, ref.infer
 examples.register()
 OPS = binding.ops(
-    DECLS,
-    infer=INFER,
+    xla_ffi_rs.declarations(),
     rms_norm_bwd={"reductions": {1: _fallback.rms_norm_dweight}},
     kepler={},
     kepler_tangent={},
