@@ -3,7 +3,7 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use xla_ffi::decl::{dtype_by_name, infer as infer_rule, BufferSig, ProblemKind, Signature};
 use xla_ffi::HandlerDescriptor;
 use xla_ffi_rs_ops::{CPU_HANDLERS, CUDA_HANDLERS, EXAMPLE_CPU_HANDLERS};
@@ -61,7 +61,7 @@ fn buffers(decl: &Bound<'_, PyDict>, key: &str, target: &str) -> PyResult<Vec<Bu
             .iter()
             .map(|n| {
                 dtype_by_name(n)
-                    .ok_or_else(|| PyValueError::new_err(format!("{what}: {key}[{i}] accepts unknown dtype {n:?}")))
+                    .ok_or_else(|| PyValueError::new_err(format!("{what}: {key}[{i}] accepts unknown dtype '{n}'")))
             })
             .collect::<PyResult<Vec<_>>>()?;
         out.push(Buf { name, accepts });
@@ -76,11 +76,12 @@ fn buffers(decl: &Bound<'_, PyDict>, key: &str, target: &str) -> PyResult<Vec<Bu
 /// with the handler's own message.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn infer(
-    declaration: &Bound<'_, PyAny>,
-    shapes: &Bound<'_, PyAny>,
-    dtypes: &Bound<'_, PyAny>,
-) -> PyResult<(Vec<(Vec<i64>, String)>, usize)> {
+pub fn infer<'py>(
+    declaration: &Bound<'py, PyAny>,
+    shapes: &Bound<'py, PyAny>,
+    dtypes: &Bound<'py, PyAny>,
+) -> PyResult<(Vec<(Bound<'py, PyTuple>, String)>, usize)> {
+    let py = declaration.py();
     let decl = declaration.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!("infer: the declaration must be a dict, got {}", type_name(declaration)))
     })?;
@@ -103,7 +104,7 @@ pub fn infer(
         let op = operands.get(i).map_or("?", |b| b.name.as_str());
         match dtype_by_name(n) {
             Some(d) => types.push(d),
-            None => return Err(PyTypeError::new_err(format!("{target}: operand {i} ({op}): unknown dtype {n:?}"))),
+            None => return Err(PyTypeError::new_err(format!("{target}: operand {i} ({op}): unknown dtype '{n}'"))),
         }
     }
     fn sig(b: &Buf) -> BufferSig<'_> {
@@ -117,7 +118,14 @@ pub fn infer(
         dtypes: dtype_rule.as_deref(),
     };
     match infer_rule(&sig, &shapes, &types) {
-        Ok(out) => Ok((out.results.into_iter().map(|(s, d)| (s, d.name().to_string())).collect(), out.batch_rank)),
+        Ok(out) => {
+            let results = out
+                .results
+                .into_iter()
+                .map(|(s, d)| Ok((PyTuple::new(py, s)?, d.name().to_string())))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok((results, out.batch_rank))
+        }
         Err(e) if e.kind == ProblemKind::Dtype => Err(PyTypeError::new_err(e.message)),
         Err(e) => Err(PyValueError::new_err(e.message)),
     }

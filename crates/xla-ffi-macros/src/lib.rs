@@ -25,12 +25,13 @@ use syn::visit_mut::VisitMut;
 use syn::{Error, Expr, FnArg, GenericParam, Ident, ItemFn, Lit, LitStr, Meta, Pat, ReturnType, Token, Type};
 
 // The rule notations' parsers, shared with `xla-ffi` (one grammar): a bad rule is a
-// compile error here, with the message the runtime parser would give.
+// compile error here, with the message the runtime parser would give. `src/rules/`
+// holds symbolic links to `xla-ffi/src/decl/`, which `cargo package` copies as files.
 #[allow(dead_code)]
-#[path = "../../xla-ffi/src/decl/dtype_rule.rs"]
+#[path = "rules/dtype_rule.rs"]
 mod dtype_rule;
 #[allow(dead_code)]
-#[path = "../../xla-ffi/src/decl/shape_rule.rs"]
+#[path = "rules/shape_rule.rs"]
 mod shape_rule;
 
 /// Turns an ordinary function into an XLA FFI handler; see `xla_ffi::handler`.

@@ -73,6 +73,88 @@
 /// | `unsafe(symbol = "c_name")` | a raw exported symbol name (default: `xla_ffi_handler__<function name>`); see above |
 /// | `descriptor = NAME` | the descriptor const's name (default: the function's name in upper case) |
 /// | `crate = "path"` | where `xla_ffi` is, if the dependency is renamed |
+/// | `shapes = "..."` | the shape rule, checked before the body (see [below](#declaring-the-op)) |
+/// | `dtypes = "..."` | the dtype rule, checked before the body |
+/// | `linear = "x, y"` | the operands the op is linear in |
+/// | `transpose = "target"` | the target computing the transpose of the linear operands |
+///
+/// # Declaring the op
+///
+/// The descriptor carries the op's [`Declaration`](crate::Declaration): the names and
+/// kinds of its operands, results and attributes (always), and the rules given in
+/// the attribute. The rules are checked when the crate compiles (notation, one entry
+/// per `Buffer` and `ResultBuffer` parameter, `linear` naming operands), and on
+/// every call after decoding, before the body: the body can rely on them. The check
+/// allocates nothing when the call fits; the rules are parsed once, on the first
+/// call. Python gets the same facts from `python::declarations`, and
+/// [`decl::infer`](crate::decl::infer) gives the result shapes and dtypes with the
+/// same messages.
+///
+/// ```
+/// use xla_ffi::{handler, AnyFloat, Attr, Buffer, Result, ResultBuffer};
+///
+/// /// RMS normalization over weight's axes: y has x's shape, inv_rms its leading axes.
+/// #[handler(
+///     target = "demo.rms_norm",
+///     shapes = "...b ...n, ...n -> ...b ...n, ...b",
+///     dtypes = "X, W -> promote(X, W), acc(X, W)",
+/// )]
+/// fn demo_rms_norm(
+///     x: Buffer<AnyFloat>,
+///     weight: Buffer<AnyFloat>,
+///     y: ResultBuffer<AnyFloat>,
+///     inv_rms: ResultBuffer<AnyFloat>,
+///     eps: Attr<f64>,
+/// ) -> Result<()> {
+///     // No `expect_dims` or `expect_dtype` here: the rules were checked.
+///     let _ = (x, weight, y, inv_rms, eps);
+///     Ok(())
+/// }
+///
+/// use xla_ffi::decl::infer;
+/// use xla_ffi::DataType;
+/// let sig = DEMO_RMS_NORM.declaration.signature();
+/// let e = infer(&sig, &[vec![2, 4], vec![5]], &[DataType::F32, DataType::F32]).unwrap_err();
+/// assert_eq!(e.message, "demo.rms_norm: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]");
+/// ```
+///
+/// **Shapes**: `specs -> specs`, one comma-separated spec per operand buffer, then
+/// one per result buffer. A spec is space-separated tokens:
+///
+/// * `...name`, an ellipsis: zero or more axes;
+/// * `name`, a factor: exactly one axis;
+/// * a decimal literal: one axis of that size;
+/// * `()` alone: a scalar.
+///
+/// The same name means the same size(s). The length of each ellipsis comes from
+/// the operands: over and over, a spec with one ellipsis of unknown length gets it
+/// from its operand's rank, until all are known (a rule where that cannot happen,
+/// such as `"...a ...b -> ...a"`, is a compile error). Then each operand, in order,
+/// binds the names it shows first and is compared with the names bound before it.
+/// Every name of a result spec must appear in an operand spec. The ellipsis that
+/// starts the first operand's spec is the *batch* ellipsis (Python vmaps and shards
+/// over it).
+///
+/// **Dtypes**: `exprs -> exprs`, one per operand, then one per result, each
+/// `VAR | dtype | promote(expr, ...) | acc(expr, ...)`. A dtype is a NumPy name
+/// (`float32`, `bfloat16`, `int64`, ...), any other identifier a variable. An
+/// operand whose expression is a bare variable binds it (the first such operand);
+/// every other operand must have its expression's dtype. `promote` is JAX's
+/// promotion of floats (float16 with bfloat16 gives float32, otherwise the wider;
+/// [`decl::promote`](crate::decl::promote)), `acc` the accumulator (float64 if any
+/// argument is, else float32). The dtypes an operand accepts at all come from its
+/// element type (`Buffer<AnyFloat>`, `Buffer<f32>`). Without `dtypes`, nothing
+/// relates the dtypes of different buffers.
+///
+/// **Errors** name the target, the operand or result and what was expected and got:
+/// `"demo.rms_norm: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]"`,
+/// `"k.op: operand 1 (e): expected dtype float64 (T, the dtype of operand 0 (m)), got float32"`.
+///
+/// **Linearity**: `linear = "dx, dy"` names the operands the op is linear in (a
+/// compile error unless each is a `Buffer` parameter), and `transpose = "other.target"`
+/// the target that computes its transpose: that target's operands are the
+/// cotangents of this op's results followed by this op's non-linear operands, in
+/// order, and its results are the cotangents of the linear operands.
 ///
 /// # Parameters and return type
 ///
@@ -134,8 +216,10 @@
 ///
 /// `unsafe fn`, `async fn`, `extern "C" fn`, type parameters, `self`, patterns as
 /// parameter names, unknown or repeated options, a missing `target`, an instantiate
-/// handler without a state, a return value at the execute stage, and a raw `symbol`
-/// without `unsafe` are all refused with a message that says what to write instead.
+/// handler without a state, a return value at the execute stage, a raw `symbol`
+/// without `unsafe`, a rule that does not parse or does not fit the parameters, and
+/// `linear` naming anything but an operand are all refused with a message that says
+/// what to write instead.
 ///
 /// A handler must be a free function (in a module or a block): on an associated
 /// function, inside an `impl` block, the exported shim could not call `Self::f`. When

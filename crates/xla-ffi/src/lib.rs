@@ -9,6 +9,11 @@
 //!   generates the exported C symbol beside it, plus a [`HandlerDescriptor`]. The
 //!   function stays safe code that tests can call; a crate of handlers can
 //!   `#![forbid(unsafe_code)]`.
+//! * **Declared rules.** `#[handler(shapes = "...b n, n -> ...b", dtypes = "T, T -> T")]`
+//!   declares how the shapes and dtypes of operands and results relate; the shim
+//!   checks them before the body, and the descriptor's [`Declaration`] hands them
+//!   (with the names of every operand, result and attribute) to Python. See
+//!   [`handler`](crate::handler#declaring-the-op).
 //! * **Checked decoding.** Operand and result counts, element types (static, or any
 //!   float through [`AnyFloat`] + [`dispatch_float!`]), ranks and attributes are
 //!   checked before the body runs; every problem is reported in one

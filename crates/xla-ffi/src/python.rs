@@ -33,6 +33,9 @@
 //!
 //! In Python: `for name, fn in _native.targets().items(): jax.ffi.register_ffi_target(name, fn, platform="cpu")`.
 //!
+//! [`declarations`] gives each target's declaration (operands, results, attributes,
+//! rules) as a dictionary, for building the JAX op from it.
+//!
 //! Any pyo3 from 0.25 to 0.30 works; this crate enables no pyo3 feature, so the
 //! plugin chooses `extension-module` and its abi3 floor (or none).
 

@@ -1,9 +1,18 @@
-//! An example plugin: two XLA FFI handlers, written as a user of `xla-ffi` would.
+//! An example plugin: XLA FFI handlers written as a user of `xla-ffi` would.
 //!
 //! * `plugin.scale`: `y = factor * x`, elementwise, for float16, bfloat16, float32
-//!   and float64, split over XLA's CPU thread pool for large inputs;
+//!   and float64, split over XLA's CPU thread pool for large inputs; linear in `x`,
+//!   and its own transpose;
 //! * `plugin.moments`: the mean and variance of each row (the last axis) of a
-//!   float64 array, with an integer attribute `ddof` and an optional `clip`.
+//!   float64 array, with an integer attribute `ddof` and an optional `clip`;
+//! * `plugin.axpy`: `out = alpha * x + y` for any float dtype, linear in `x` and
+//!   `y`, whose transpose is `plugin.axpy_transpose`: `ct -> (alpha * ct, ct)`.
+//!
+//! Each handler declares its op in `#[handler]`: the shape rule (`shapes`), the
+//! dtype rule (`dtypes`), the operands it is linear in and its transpose target. The
+//! generated shim checks the shapes and dtypes before the body runs, so the bodies
+//! hold only the checks no rule says (`factor` finite, `ddof` in range), and
+//! `declarations()` hands the same facts to Python.
 //!
 //! The crate holds no `unsafe` code at all.
 #![forbid(unsafe_code)]
@@ -65,10 +74,14 @@ fn scale_into<T: Real>(ctx: &Context<'_>, x: &[T], y: &mut [MaybeUninit<T>], fac
 }
 
 /// `y = factor * x` for any float dtype; `y` has `x`'s shape and dtype.
-#[handler(target = "plugin.scale")]
+#[handler(
+    target = "plugin.scale",
+    shapes = "...b -> ...b",
+    dtypes = "T -> T",
+    linear = "x",
+    transpose = "plugin.scale"
+)]
 pub fn plugin_scale(ctx: Context, x: Buffer<AnyFloat>, mut y: ResultBuffer<AnyFloat>, factor: Attr<f64>) -> Result<()> {
-    y.expect_dims(x.dims(), "the shape of x")?;
-    y.expect_dtype(x.dtype(), "the dtype of x")?;
     if !factor.is_finite() {
         return Err(x.error(format!("attribute `factor` must be finite, got {}", *factor)));
     }
@@ -85,7 +98,7 @@ pub fn plugin_scale(ctx: Context, x: Buffer<AnyFloat>, mut y: ResultBuffer<AnyFl
 /// Exported as `xla_ffi_handler__plugin_moments` (every handler's symbol is its
 /// function's name after that prefix; a raw name needs `unsafe(symbol = "...")`,
 /// which this `forbid(unsafe_code)` crate cannot write).
-#[handler(target = "plugin.moments")]
+#[handler(target = "plugin.moments", shapes = "...b n -> ...b, ...b")]
 pub fn plugin_moments(
     x: Buffer<f64>,
     mut mean: ResultBuffer<f64>,
@@ -93,12 +106,8 @@ pub fn plugin_moments(
     ddof: Attr<i64>,
     clip: Attr<Option<f64>>,
 ) -> Result<()> {
-    let dims = x.dims();
-    let Some((&n, rows)) = dims.split_last() else {
-        return Err(x.error("expected rank >= 1, got a scalar"));
-    };
-    mean.expect_dims(rows, "x.shape[:-1]")?;
-    var.expect_dims(rows, "x.shape[:-1]")?;
+    // The shape rule checked that x has rank >= 1 and mean, var its leading axes.
+    let n = x.dims().last().copied().unwrap_or(0);
     if *ddof < 0 || *ddof >= n {
         return Err(x.error(format!("attribute `ddof` must be in [0, {n}) for rows of length {n}, got {}", *ddof)));
     }
@@ -123,8 +132,70 @@ pub fn plugin_moments(
     Ok(())
 }
 
+fn axpy_into<T: Real>(ctx: &Context<'_>, x: &[T], y: &[T], out: &mut [MaybeUninit<T>], alpha: f64) -> Result<()> {
+    let run = |start: usize, out: &mut [MaybeUninit<T>]| {
+        let (x, y) = (&x[start..start + out.len()], &y[start..start + out.len()]);
+        for ((o, &a), &b) in out.iter_mut().zip(x).zip(y) {
+            o.write(T::from_f64(alpha * a.into() + b.into()));
+        }
+    };
+    if out.len() <= CHUNK {
+        run(0, out);
+        return Ok(());
+    }
+    let parts = Parts::new(out, CHUNK);
+    ctx.thread_pool().for_each(parts.len(), |i| {
+        let (start, out) = parts.take(i);
+        run(start, out);
+    })
+}
+
+/// `out = alpha * x + y`, elementwise, for any float dtype (`x`, `y` and `out` share
+/// shape and dtype); computed in float64 and rounded once.
+#[handler(
+    target = "plugin.axpy",
+    shapes = "...b, ...b -> ...b",
+    dtypes = "T, T -> T",
+    linear = "x, y",
+    transpose = "plugin.axpy_transpose"
+)]
+pub fn plugin_axpy(
+    ctx: Context,
+    x: Buffer<AnyFloat>,
+    y: Buffer<AnyFloat>,
+    mut out: ResultBuffer<AnyFloat>,
+    alpha: Attr<f64>,
+) -> Result<()> {
+    dispatch_float!(x.dtype(),
+        T => axpy_into::<T>(&ctx, x.typed()?, y.typed()?, out.typed_uninit()?, *alpha),
+        else d => unreachable!("{d} was checked to be a float"))
+}
+
+/// The transpose of `plugin.axpy`: `(ct_x, ct_y) = (alpha * ct, ct)`.
+#[handler(
+    target = "plugin.axpy_transpose",
+    shapes = "...b -> ...b, ...b",
+    dtypes = "T -> T, T",
+    linear = "ct",
+    transpose = "plugin.axpy"
+)]
+pub fn plugin_axpy_transpose(
+    ctx: Context,
+    ct: Buffer<AnyFloat>,
+    mut ct_x: ResultBuffer<AnyFloat>,
+    mut ct_y: ResultBuffer<AnyFloat>,
+    alpha: Attr<f64>,
+) -> Result<()> {
+    dispatch_float!(ct.dtype(), T => {
+        let ct = ct.typed::<T>()?;
+        scale_into::<T>(&ctx, ct, ct_x.typed_uninit()?, *alpha)?;
+        scale_into::<T>(&ctx, ct, ct_y.typed_uninit()?, 1.0)
+    }, else d => unreachable!("{d} was checked to be a float"))
+}
+
 /// Every handler of this plugin.
-pub const HANDLERS: &[&xla_ffi::HandlerDescriptor] = &[&PLUGIN_SCALE, &PLUGIN_MOMENTS];
+pub const HANDLERS: &[&xla_ffi::HandlerDescriptor] =
+    &[&PLUGIN_SCALE, &PLUGIN_MOMENTS, &PLUGIN_AXPY, &PLUGIN_AXPY_TRANSPOSE];
 
 #[cfg(feature = "python")]
 mod python {
@@ -137,9 +208,17 @@ mod python {
         xla_ffi::python::targets(py, super::HANDLERS, "cpu")
     }
 
+    /// `{target: declaration}`: each op's operands, results, attributes and rules
+    /// (see `xla_ffi::python::declarations`), for `xla_ffi_rs.binding`.
+    #[pyfunction]
+    fn declarations(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        xla_ffi::python::declarations(py, super::HANDLERS)
+    }
+
     #[pymodule]
     fn plugin_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-        m.add_function(wrap_pyfunction!(targets, m)?)
+        m.add_function(wrap_pyfunction!(targets, m)?)?;
+        m.add_function(wrap_pyfunction!(declarations, m)?)
     }
 }
 
@@ -156,6 +235,94 @@ mod tests {
             .attr("factor", AttrArg::scalar(2.0f64));
         call.run(PLUGIN_SCALE).unwrap();
         assert_eq!(call.ret_as::<f32>(0), vec![2.0, -4.0, 7.0]);
+    }
+
+    #[test]
+    fn axpy_and_its_transpose_in_every_float_dtype() {
+        fn run<T: xla_ffi::Element + Real + PartialEq + core::fmt::Debug>() {
+            let t = |v: &[f64]| v.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>();
+            let mut call = CallBuilder::new()
+                .arg(Arg::from_slice(&t(&[1.0, -2.0, 0.5, 4.0]), &[2, 2]))
+                .arg(Arg::from_slice(&t(&[10.0, 20.0, 30.0, 40.0]), &[2, 2]))
+                .ret(Arg::zeros::<T>(&[2, 2]))
+                .attr("alpha", AttrArg::scalar(2.0f64));
+            call.run(PLUGIN_AXPY).unwrap();
+            assert_eq!(call.ret_as::<T>(0), t(&[12.0, 16.0, 31.0, 48.0]));
+            let mut call = CallBuilder::new()
+                .arg(Arg::from_slice(&t(&[1.0, -3.0]), &[2]))
+                .ret(Arg::zeros::<T>(&[2]))
+                .ret(Arg::zeros::<T>(&[2]))
+                .attr("alpha", AttrArg::scalar(0.5f64));
+            call.run(PLUGIN_AXPY_TRANSPOSE).unwrap();
+            assert_eq!(call.ret_as::<T>(0), t(&[0.5, -1.5]));
+            assert_eq!(call.ret_as::<T>(1), t(&[1.0, -3.0]));
+        }
+        run::<f32>();
+        run::<f64>();
+        run::<f16>();
+        run::<bf16>();
+    }
+
+    /// The transpose property <axpy(x, y), ct> = <(x, y), axpy_transpose(ct)>.
+    #[test]
+    fn axpy_transpose_is_the_adjoint() {
+        let (x, y, ct) = ([0.3f64, -1.25, 2.0], [4.0f64, 0.5, -0.75], [1.5f64, -2.0, 0.25]);
+        let alpha = -1.75;
+        let mut call = CallBuilder::new()
+            .arg(Arg::from_slice(&x, &[3]))
+            .arg(Arg::from_slice(&y, &[3]))
+            .ret(Arg::zeros::<f64>(&[3]))
+            .attr("alpha", AttrArg::scalar(alpha));
+        call.run(PLUGIN_AXPY).unwrap();
+        let out = call.ret_as::<f64>(0);
+        let mut call = CallBuilder::new()
+            .arg(Arg::from_slice(&ct, &[3]))
+            .ret(Arg::zeros::<f64>(&[3]))
+            .ret(Arg::zeros::<f64>(&[3]))
+            .attr("alpha", AttrArg::scalar(alpha));
+        call.run(PLUGIN_AXPY_TRANSPOSE).unwrap();
+        let (cx, cy) = (call.ret_as::<f64>(0), call.ret_as::<f64>(1));
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(a, b)| a * b).sum::<f64>();
+        let lhs = dot(&out, &ct);
+        let rhs = dot(&x, &cx) + dot(&y, &cy);
+        assert!((lhs - rhs).abs() <= 1e-12 * lhs.abs().max(1.0), "{lhs} vs {rhs}");
+    }
+
+    #[test]
+    fn axpy_rules_are_checked_before_the_body() {
+        let mut call = CallBuilder::new()
+            .arg(Arg::zeros::<f32>(&[3]))
+            .arg(Arg::zeros::<f64>(&[3]))
+            .ret(Arg::zeros::<f32>(&[3]))
+            .attr("alpha", AttrArg::scalar(1.0f64));
+        let (_, msg) = call.run(PLUGIN_AXPY).unwrap_err();
+        assert_eq!(
+            msg,
+            "plugin.axpy: operand 1 (y): expected dtype float32 (T, the dtype of operand 0 (x)), got float64"
+        );
+        let mut call = CallBuilder::new()
+            .arg(Arg::zeros::<f32>(&[3]))
+            .arg(Arg::zeros::<f32>(&[4]))
+            .ret(Arg::zeros::<f32>(&[3]))
+            .attr("alpha", AttrArg::scalar(1.0f64));
+        let (_, msg) = call.run(PLUGIN_AXPY).unwrap_err();
+        assert_eq!(msg, "plugin.axpy: operand 1 (y): expected shape [3] (...b of operand 0 (x)), got [4]");
+        let call =
+            CallBuilder::new().arg(Arg::zeros::<f64>(&[])).ret(Arg::zeros::<f64>(&[])).ret(Arg::zeros::<f64>(&[]));
+        let (_, msg) = call.attr("ddof", AttrArg::scalar(0i64)).run(PLUGIN_MOMENTS).unwrap_err();
+        assert!(msg.starts_with("plugin.moments: operand 0 (x): expected rank at least 1"), "{msg}");
+    }
+
+    #[test]
+    fn the_declarations_name_every_parameter() {
+        let d = PLUGIN_AXPY.declaration;
+        assert_eq!(d.operands().map(|(n, _)| n).collect::<Vec<_>>(), ["x", "y"]);
+        assert_eq!(d.linear, ["x", "y"]);
+        assert_eq!(d.transpose, Some("plugin.axpy_transpose"));
+        assert_eq!(PLUGIN_AXPY_TRANSPOSE.declaration.transpose, Some("plugin.axpy"));
+        assert_eq!(PLUGIN_SCALE.declaration.transpose, Some("plugin.scale"));
+        let attrs: Vec<_> = PLUGIN_MOMENTS.declaration.attributes().collect();
+        assert_eq!(attrs, [("ddof", "i64".to_string(), false), ("clip", "f64".to_string(), true)]);
     }
 
     #[test]

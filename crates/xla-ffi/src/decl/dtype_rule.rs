@@ -11,7 +11,7 @@
 //! `"promote(X, W), X, W -> X"` binds `X` and `W` at operands 1 and 2 and checks
 //! operand 0 against them.
 
-/// The dtype names of the notation, as NumPy (and [`DataType::name`](crate::DataType::name)) spell them.
+/// The dtype names of the notation, as NumPy (and `DataType::name`) spell them.
 pub const DTYPE_NAMES: &[&str] = &[
     "bool",
     "int8",

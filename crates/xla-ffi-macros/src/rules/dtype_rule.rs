@@ -1,0 +1,1 @@
+../../../xla-ffi/src/decl/dtype_rule.rs

@@ -1,0 +1,1 @@
+../../../xla-ffi/src/decl/shape_rule.rs

@@ -1,0 +1,134 @@
+"""The ops' declarations as Python sees them (``_native.declarations()``), and
+``_native.infer``: result shapes and dtypes from the declared rules, with the
+messages of the handlers' own checks (ValueError for shapes, TypeError for dtypes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from helpers import KEPLER, RMS_FWD
+from xla_ffi_rs import _native
+
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
+
+
+def decl(target: str) -> dict[str, Any]:
+    d: dict[str, Any] = _native.declarations()[target]
+    return d
+
+
+def test_rms_norm_fwd_declaration_contents() -> None:
+    d = decl(RMS_FWD)
+    assert d["target"] == RMS_FWD
+    assert [o["name"] for o in d["operands"]] == ["x", "weight"]
+    assert [r["name"] for r in d["results"]] == ["y", "inv_rms"]
+    assert d["operands"][0] == {"name": "x", "dtypes": FLOATS, "dims": ["...b", "...n"], "dtype": "X"}
+    assert d["operands"][1]["dims"] == ["...n"]
+    assert d["results"][0]["dtype"] == "promote(X, W)"
+    assert d["results"][1] == {"name": "inv_rms", "dtypes": FLOATS, "dims": ["...b"], "dtype": "acc(X, W)"}
+    assert d["attributes"] == [{"name": "eps", "type": "f64", "optional": False}]
+    assert d["shapes"] == "...b ...n, ...n -> ...b ...n, ...b"
+    assert d["dtypes"] == "X, W -> promote(X, W), acc(X, W)"
+    assert d["batch"] == "b"
+    assert d["linear"] == [] and d["transpose"] is None
+
+
+def test_kepler_declarations_name_their_transposes() -> None:
+    d = _native.declarations()
+    assert d[KEPLER]["operands"][1]["dtypes"] == ["float32", "float64"]
+    assert d[KEPLER]["attributes"] == []
+    tangent, cotangent = d["xla_ffi_rs.kepler_tangent"], d["xla_ffi_rs.kepler_cotangent"]
+    assert tangent["linear"] == ["d_mean_anomaly", "d_eccentricity"]
+    assert tangent["transpose"] == "xla_ffi_rs.kepler_cotangent"
+    assert cotangent["linear"] == ["ct_sin_e", "ct_cos_e"]
+    assert cotangent["transpose"] == "xla_ffi_rs.kepler_tangent"
+    # The transpose's operands: this op's result cotangents, then its non-linear operands.
+    names = [o["name"] for o in tangent["operands"] if o["name"] not in tangent["linear"]]
+    assert [o["name"] for o in cotangent["operands"]][2:] == names
+
+
+def test_the_stateful_example_merges_its_stages() -> None:
+    d = decl("xla_ffi_rs.examples.scale")
+    assert [o["name"] for o in d["operands"]] == ["x"]
+    assert d["attributes"] == [{"name": "factor", "type": "f32", "optional": False}]
+    assert d["linear"] == ["x"] and d["transpose"] == "xla_ffi_rs.examples.scale"
+    assert d["dtypes"] is None and d["results"][0]["dtypes"] == ["float32"]
+
+
+@pytest.mark.parametrize(
+    ("x", "w"),
+    [((2, 3, 4), (4,)), ((5, 4), (5, 4)), ((7,), (7,)), ((0, 3), (3,))],
+)
+@pytest.mark.parametrize("dtypes", [("float32", "float32"), ("bfloat16", "float16"), ("float64", "bfloat16")])
+def test_infer_rms_norm_matches_jnp(x: tuple[int, ...], w: tuple[int, ...], dtypes: tuple[str, str]) -> None:
+    results, batch_rank = _native.infer(decl(RMS_FWD), [x, w], list(dtypes))
+    y_dtype = jnp.result_type(jnp.dtype(dtypes[0]), jnp.dtype(dtypes[1]))
+    acc = "float64" if "float64" in dtypes else "float32"
+    assert results == [(x, str(y_dtype)), (x[: len(x) - len(w)], acc)]
+    assert batch_rank == len(x) - len(w)
+
+
+def test_infer_kepler() -> None:
+    results, batch_rank = _native.infer(decl(KEPLER), [(3, 2), (3, 2)], ["float32", "float32"])
+    assert results == [((3, 2), "float32"), ((3, 2), "float32")]
+    assert batch_rank == 2
+
+
+def test_infer_shape_errors_are_value_errors_naming_target_operand_expected_got() -> None:
+    with pytest.raises(ValueError) as e:
+        _native.infer(decl(RMS_FWD), [(2, 4), (5,)], ["float32", "float32"])
+    assert str(e.value) == f"{RMS_FWD}: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]"
+    with pytest.raises(ValueError, match=r"operand 1 \(eccentricity\): expected shape \[3\] .*got \[4\]"):
+        _native.infer(decl(KEPLER), [(3,), (4,)], ["float64", "float64"])
+    with pytest.raises(ValueError, match=r"operand 0 \(x\): expected rank at least 2 .*got rank 1"):
+        _native.infer(decl(RMS_FWD), [(4,), (3, 4)], ["float32", "float32"])
+    with pytest.raises(ValueError, match=r"expected 2 operands \(x, weight\), got 1 shapes"):
+        _native.infer(decl(RMS_FWD), [(4,)], ["float32"])
+    with pytest.raises(ValueError, match=r"operand 0 \(x\): invalid shape \[-1\]"):
+        _native.infer(decl(RMS_FWD), [(-1,), (1,)], ["float32", "float32"])
+
+
+def test_infer_dtype_errors_are_type_errors() -> None:
+    with pytest.raises(TypeError) as e:
+        _native.infer(decl(KEPLER), [(3,), (3,)], ["float64", "float32"])
+    assert str(e.value) == (
+        f"{KEPLER}: operand 1 (eccentricity): expected dtype float64 (T, the dtype of operand 0 (mean_anomaly)), "
+        "got float32"
+    )
+    with pytest.raises(TypeError, match=r"operand 0 \(mean_anomaly\): expected dtype float32 or float64, got float16"):
+        _native.infer(decl(KEPLER), [(3,), (3,)], ["float16", "float16"])
+    with pytest.raises(TypeError, match=r"operand 1 \(weight\): unknown dtype 'float31'"):
+        _native.infer(decl(RMS_FWD), [(3,), (3,)], ["float32", "float31"])
+
+
+def test_infer_says_what_the_handler_says() -> None:
+    """The same check runs in the handler: a raw call with the same bad shapes fails with the same words."""
+    x, w = np.ones((2, 4), np.float32), np.ones(5, np.float32)
+    with pytest.raises(ValueError) as inferred:
+        _native.infer(decl(RMS_FWD), [x.shape, w.shape], ["float32", "float32"])
+    out = (jax.ShapeDtypeStruct((2, 4), np.float32), jax.ShapeDtypeStruct((2,), np.float32))
+    with pytest.raises(Exception) as raw:
+        jax.ffi.ffi_call(RMS_FWD, out)(x, w, eps=1e-6)
+    assert str(inferred.value) in str(raw.value)
+
+
+@pytest.mark.parametrize(
+    ("declaration", "shapes", "dtypes", "error"),
+    [
+        ("not a dict", [], [], TypeError),
+        ({"target": "t"}, [], [], TypeError),
+        ({"target": "t", "operands": [{"name": "x"}], "results": []}, [(1,)], ["float32"], TypeError),
+        ({"target": "t", "operands": [], "results": [], "shapes": 3}, [], [], TypeError),
+        ({"target": "t", "operands": [], "results": [], "shapes": "a -> b"}, [], [], ValueError),
+        (None, "not a list", ["float32", "float32"], TypeError),
+        (None, [(2, 3), (3,)], "float32", TypeError),
+    ],
+)
+def test_infer_refuses_malformed_input(declaration: Any, shapes: Any, dtypes: Any, error: type) -> None:
+    with pytest.raises(error):
+        _native.infer(decl(RMS_FWD) if declaration is None else declaration, shapes, dtypes)
