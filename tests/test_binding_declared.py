@@ -319,7 +319,9 @@ def test_declaration_errors() -> None:
     no_shapes = dict(DECLS["xla_ffi_rs.kepler"], shapes=None)
     with pytest.raises(ValueError, match=r"xla_ffi_rs\.kepler: the declaration has no shape rule"):
         binding.op(no_shapes)
-    with pytest.raises(ValueError, match=r"plugin\.x is not a target of xla_ffi_rs; register it"):
+    with pytest.raises(
+        ValueError, match=r"plugin\.x is not a registered target; register it with xla_ffi_rs\.register_targets"
+    ):
         binding.op(dict(DECLS["xla_ffi_rs.kepler"], target="plugin.x"))
     with pytest.raises(ValueError, match=r"binding.ops: no declaration for \['kepler_typo'\]"):
         binding.ops(DECLS, kepler_typo={})

@@ -22,7 +22,7 @@ declares, which :func:`xla_ffi_rs.binding.op` builds an op from.
 from __future__ import annotations
 
 from xla_ffi_rs import _native, _registration
-from xla_ffi_rs._registration import declarations, target_names
+from xla_ffi_rs._registration import declarations, register_targets, target_names
 
 _registration.register_all()
 
@@ -41,6 +41,7 @@ __all__ = [
     "export_checks",
     "kepler",
     "python_op",
+    "register_targets",
     "rms_norm",
     "rms_norm_inplace",
     "target_names",

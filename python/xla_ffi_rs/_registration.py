@@ -72,6 +72,36 @@ def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> l
     return sorted(handlers)
 
 
+def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None:
+    """Register another library's handlers with JAX for ``platform``, so that
+    :func:`target_names` (hence :func:`xla_ffi_rs.binding.op`'s default
+    ``targets``) finds them.
+
+    Args:
+        handlers: target name -> PyCapsule (or dict of stage name -> PyCapsule),
+            e.g. the ``targets()`` of a plugin's PyO3 module
+            (``xla_ffi::python::targets``).
+        platform: a JAX platform name ("cpu", "cuda", ...).
+
+    Raises:
+        TypeError: for ``handlers`` that is not a mapping of str, or a ``platform``
+            that is not a str.
+
+    Example:
+        >>> import xla_ffi_rs
+        >>> xla_ffi_rs.register_targets({})  # e.g. plugin_native.targets()
+    """
+    if not isinstance(handlers, Mapping) or not all(isinstance(k, str) for k in handlers):
+        raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
+    if not isinstance(platform, str):
+        raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
+    register_all()
+    with _lock:
+        for name, handler in handlers.items():
+            jax.ffi.register_ffi_target(name, handler, platform=platform)
+        _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
+
+
 def registered_names() -> frozenset[str]:
     """Every target name registered for any platform."""
     return frozenset().union(*register_all().values())

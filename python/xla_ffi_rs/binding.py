@@ -569,8 +569,8 @@ def _default_targets(target: str) -> dict[str, str]:
         return _registration.target_names(target)
     except ValueError:
         raise ValueError(
-            f"binding.op: {target} is not a target of xla_ffi_rs; register it with jax.ffi.register_ffi_target "
-            f"and pass targets={{platform: name}}"
+            f"binding.op: {target} is not a registered target; register it with xla_ffi_rs.register_targets, "
+            f"or pass targets={{platform: name}} for a name registered with jax.ffi.register_ffi_target"
         ) from None
 
 
@@ -617,8 +617,8 @@ def op(
       name: the primitive's name; by default the target's last dotted part.
       targets: platform -> FFI target name; by default the platforms where
         xla_ffi_rs registered the declaration's target
-        (:func:`xla_ffi_rs.target_names`). Another library's target must be
-        given here, after ``jax.ffi.register_ffi_target``.
+        (:func:`xla_ffi_rs.target_names`, which knows the targets of
+        :func:`xla_ffi_rs.register_targets` too).
       jnp_impl, extra_results, input_output_aliases: as for :class:`Op`; an
         aliased result must have its operand's shape and dtype (TypeError
         while tracing otherwise).
