@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA path without a GPU or a CUDA toolkit:
-#   1. the stand-in driver (cuda/stub_driver) with the kernels of crates/ops/cuda
+#   1. the stand-in driver (cuda/stub_driver) with the kernels of crates/ops/src/*/*.cu
 #      compiled for the CPU by g++ with the emulator header (cuda/emu);
 #   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only;
 #   3. the CUDA handlers driven end to end (crates/ops/tests/cuda_stub.rs), and

@@ -83,7 +83,7 @@ def with_jvp(f):
 def old_rule_kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Our forward with the JVP rule it had before the tangent target: the tangent
     in jnp from the outputs (one fused XLA loop). The A/B baseline of forward + JVP."""
-    from xla_ffi_rs.kepler import kepler_op
+    from xla_ffi_rs.ops.kepler import kepler_op
 
     sin_e, cos_e = kepler_op(m, e)
     return sin_e, cos_e
@@ -91,12 +91,11 @@ def old_rule_kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 @old_rule_kepler.defjvp
 def _old_rule_jvp(primals: tuple, tangents: tuple) -> tuple:
-    from xla_ffi_rs import _fallback
-    from xla_ffi_rs.kepler import kepler_op
+    from xla_ffi_rs.ops.kepler import kepler_op, kepler_tangent_jnp
 
     (m, e), (dm, de) = primals, tangents
     s, c = kepler_op(m, e)
-    return (s, c), _fallback.kepler_tangent(dm, de, e, s, c)
+    return (s, c), kepler_tangent_jnp(dm, de, e, s, c)
 
 
 def jvp_programs(o: Any, arrays: bool) -> dict[str, Any]:
@@ -122,13 +121,12 @@ def derivative_kernels(o: Any) -> dict[str, Any]:
     """The forward-mode costs apart, all on the arguments (M, e, dM, de, sin E, cos E):
     the forward, the tangent kernel (what jvp adds to it), and the jnp formula of
     the same tangent (one fused XLA loop: what jvp added before the tangent target)."""
-    from xla_ffi_rs import _fallback
-    from xla_ffi_rs.kepler import kepler_tangent_op
+    from xla_ffi_rs.ops.kepler import kepler_tangent_jnp, kepler_tangent_op
 
     return {
         "tangent kernel": lambda m, e, dm, de, s, c: kepler_tangent_op(dm, de, e, s, c),
         "forward": lambda m, e, dm, de, s, c: o.kepler(m, e),
-        "jnp tangent": lambda m, e, dm, de, s, c: _fallback.kepler_tangent(dm, de, e, s, c),
+        "jnp tangent": lambda m, e, dm, de, s, c: kepler_tangent_jnp(dm, de, e, s, c),
     }
 
 

@@ -16,7 +16,7 @@ no kernel in the table fails the check. Any error or warning fails the check
 and prints the compiler log.
 
 If a host C++ compiler is around (`c++`, `g++` or `clang++`), it also builds the
-Kepler solver of `kepler.cu` for the host and checks its backward error on a few
+Kepler solver of `crates/ops/src/kepler/kepler.cu` for the host and checks its backward error on a few
 million points (`--no-host` skips that).
 
     pip install nvidia-cuda-nvrtc      # NVRTC 13 (CUDA 13); or nvidia-cuda-nvrtc-cu12
@@ -43,7 +43,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 OPS = HERE.parent / "crates" / "ops"
-KERNELS = OPS / "cuda"
+#: The folder of kepler.cu, which the host check (tests/kepler_host.cpp) includes.
+KEPLER_DIR = OPS / "src" / "kepler"
 ARCHS = ("80", "90")
 
 #: What prints the kernel table (crates/ops/src/kernels.rs), run from the repository root.
@@ -212,7 +213,7 @@ def host_check() -> str:
     with tempfile.TemporaryDirectory() as d:
         exe = os.path.join(d, "kepler_host")
         r = subprocess.run(
-            [cxx, "-O2", "-std=c++17", f"-I{KERNELS}", "-o", exe, str(test)],
+            [cxx, "-O2", "-std=c++17", f"-I{KEPLER_DIR}", "-o", exe, str(test)],
             capture_output=True,
             text=True,
             check=False,

@@ -8,13 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.core import ShapedArray
 
 from helpers import KEPLER, RMS_FWD, count_calls, lowered, rms_norm_np
 from xla_ffi_rs import binding
-from xla_ffi_rs._compat import ShapedArray
 from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input, same_as_operands
-from xla_ffi_rs.kepler import kepler_op
-from xla_ffi_rs.rms_norm import rms_norm_fwd_op
+from xla_ffi_rs.ops.kepler import kepler_jnp, kepler_op
+from xla_ffi_rs.ops.rms_norm import rms_norm_bwd_jnp, rms_norm_fwd_jnp, rms_norm_fwd_op
 
 
 def eqn_count(fn, *args, name: str) -> int:
@@ -143,21 +143,20 @@ def test_symbolic_zero_tangents_are_instantiated() -> None:
 def test_jnp_fallbacks_match_references() -> None:
     """The jnp implementations lowered on platforms without a native handler."""
     from helpers import kepler_residual, rms_norm_bwd_np
-    from xla_ffi_rs import _fallback
 
     m = np.linspace(-12, 12, 97)
     for e in (0.0, 0.5, 0.9, 0.9999):
-        s, c = jax.jit(_fallback.kepler)(m, np.full_like(m, e))
+        s, c = jax.jit(kepler_jnp)(m, np.full_like(m, e))
         assert np.max(kepler_residual(m, e, s, c)) <= 1e-12
-    s, _ = _fallback.kepler(jnp.asarray(m[:2]), jnp.array([1.0, np.nan]))
+    s, _ = kepler_jnp(jnp.asarray(m[:2]), jnp.array([1.0, np.nan]))
     assert np.isnan(s).all()
     rng = np.random.default_rng(0)
     x, w, dy = (
         jnp.asarray(a) for a in (rng.normal(size=(3, 2, 5)), rng.uniform(0.5, 1.5, (2, 5)), rng.normal(size=(3, 2, 5)))
     )
-    y, inv = _fallback.rms_norm_fwd(x, w, eps=1e-3)
+    y, inv = rms_norm_fwd_jnp(x, w, eps=1e-3)
     np.testing.assert_allclose(y, rms_norm_np(x, w, 1e-3)[0], rtol=1e-13)
-    dx, dw = _fallback.rms_norm_bwd(dy, x, w, inv)
+    dx, dw = rms_norm_bwd_jnp(dy, x, w, inv)
     rdx, rdw = rms_norm_bwd_np(dy, x, w, 1e-3)
     np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-14)
@@ -192,7 +191,7 @@ def test_extra_results_are_appended_to_the_call_and_dropped() -> None:
 
 
 def test_reductions_are_unbatched_results() -> None:
-    from xla_ffi_rs.rms_norm import rms_norm_bwd_op
+    from xla_ffi_rs.ops.rms_norm import rms_norm_bwd_op
 
     assert rms_norm_bwd_op.batched(4, 2) == ([True, True, False, True], [True, False])
     assert set(rms_norm_bwd_op.reductions) == {1}
@@ -214,7 +213,7 @@ def test_layout_keeps_the_weight_below_num_batch_dims(
 ) -> None:
     """XLA's batch partitioner splits the leading num_batch_dims axes of EVERY operand
     of rank >= num_batch_dims: the unbatched ones must have a lower rank."""
-    from xla_ffi_rs._sharding import Layout
+    from xla_ffi_rs.sharding import Layout
 
     xa, wa = ShapedArray(x, jnp.float32), ShapedArray(w, jnp.float32)
     inv = ShapedArray(x[: len(x) - len(w)], jnp.float32)
@@ -225,7 +224,7 @@ def test_layout_keeps_the_weight_below_num_batch_dims(
 
 
 def test_layout_gives_an_all_batch_op_a_trailing_unit_axis() -> None:
-    from xla_ffi_rs._sharding import Layout
+    from xla_ffi_rs.sharding import Layout
 
     for shape in [(), (5,), (0, 3), (2, 3, 4)]:
         a = ShapedArray(shape, jnp.float64)
@@ -238,7 +237,7 @@ def test_shardy_rule_writes_rank_0_values() -> None:
     """A rank-0 inv_rms was written "()", which Shardy's parser refuses."""
     from jax._src.custom_partitioning_sharding_rule import str_to_sdy_sharding_rule
 
-    from xla_ffi_rs._sharding import sdy_rule_string
+    from xla_ffi_rs.sharding import sdy_rule_string
 
     text, replicated = sdy_rule_string(0, [1, 1], [True, False], [1, 0], [True, True])
     assert text == "r0, r1 -> r2, " and replicated == ("r0", "r1", "r2")

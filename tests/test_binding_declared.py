@@ -17,7 +17,8 @@ from jax.test_util import check_grads
 import declared_reference as ref
 import xla_ffi_rs
 from helpers import kepler_solve_np, rms_norm_bwd_np, rms_norm_np
-from xla_ffi_rs import _fallback, binding, examples
+from xla_ffi_rs import binding, examples
+from xla_ffi_rs.ops.rms_norm import rms_norm_dweight_jnp
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -27,7 +28,7 @@ examples.register()
 OPS = binding.ops(
     DECLS,
     rms_norm_fwd={},
-    rms_norm_bwd={"reductions": {1: _fallback.rms_norm_dweight}},
+    rms_norm_bwd={"reductions": {1: rms_norm_dweight_jnp}},
     kepler={},
     kepler_tangent={},
     kepler_cotangent={},

@@ -22,7 +22,7 @@ from jax.export import DisabledSafetyCheck
 
 import xla_ffi_rs as xr
 from xla_ffi_rs.binding import BatchRule, Op, elementwise_batching, move_batch_axis_to_front, same_as_operands
-from xla_ffi_rs.python_op import PythonOp
+from xla_ffi_rs.pyop import PythonOp
 
 X = jnp.ones((2, 3))
 W = jnp.full((3,), 2.0)

@@ -19,8 +19,9 @@ from jax.test_util import check_grads
 
 import xla_ffi_rs
 from helpers import load_example, run_threads
-from xla_ffi_rs import _native, python_op
+from xla_ffi_rs import python_op
 from xla_ffi_rs.binding import is_linear_input
+from xla_ffi_rs.pyop import registered_functions
 
 
 def like(x):
@@ -223,7 +224,7 @@ def test_decorator_form() -> None:
     def cube(x):
         return x**3
 
-    from xla_ffi_rs.python_op import PythonOp
+    from xla_ffi_rs.pyop import PythonOp
 
     assert isinstance(cube, PythonOp)
     np.testing.assert_array_equal(np.asarray(jax.jit(cube)(jnp.arange(4.0))), np.arange(4.0) ** 3)
@@ -353,13 +354,13 @@ def test_custom_batching_rule() -> None:
 def test_recreating_an_op_registers_nothing_new() -> None:
     op = python_op(scipy.special.expit, abstract_eval=like)
     op(jnp.ones(2)).block_until_ready()
-    before, keys = _native.registered(), list(op._key_list)
+    before, keys = registered_functions(), list(op._key_list)
     for _ in range(50):
         again = python_op(scipy.special.expit, abstract_eval=like)
         assert again is op
         jax.jit(lambda x: python_op(scipy.special.expit, abstract_eval=like)(x))(jnp.ones(2)).block_until_ready()
     # Other tests' ops may be freed meanwhile: the count may only go down.
-    assert _native.registered() <= before and op._key_list == keys
+    assert registered_functions() <= before and op._key_list == keys
     assert op.name == "python_op[expit]"
 
 
@@ -375,13 +376,21 @@ def test_compiled_program_outlives_every_user_reference() -> None:
     np.testing.assert_allclose(np.asarray(f(x)), np.full(3, np.pi))
 
 
-def test_register_rejects_non_callables_and_keys_are_never_reused() -> None:
-    with pytest.raises(TypeError, match="expects a callable, got int"):
-        _native.register(3, "three")
-    keys = {_native.register(like, "like") for _ in range(3)}
-    assert len(keys) == 3
-    _native.unregister(sorted(keys))
-    assert _native.register(like, "like") not in keys
+def test_non_callables_are_refused_and_keys_of_freed_ops_are_never_reused() -> None:
+    with pytest.raises(TypeError, match="python_op: fn must be callable, got int"):
+        python_op(3, abstract_eval=like)  # type: ignore[call-overload]
+    freed: set[int] = set()
+    for i in range(3):
+        op = python_op(lambda x, i=i: x + i, abstract_eval=like, name=f"keys_{i}")
+        op(jnp.ones(2)).block_until_ready()
+        assert op._key_list and not freed & set(op._key_list)
+        freed |= set(op._key_list)
+        del op
+        jax.clear_caches()
+        gc.collect()
+    again = python_op(lambda x: x + 9, abstract_eval=like, name="keys_again")
+    again(jnp.ones(2)).block_until_ready()
+    assert not freed & set(again._key_list)
 
 
 # -- threads --------------------------------------------------------------------
@@ -429,4 +438,4 @@ def test_other_platforms_fall_back_to_pure_callback() -> None:
 
 def test_package_exports() -> None:
     assert xla_ffi_rs.python_op is python_op
-    assert "xla_ffi_rs.python_call" in _native.targets("cpu")
+    assert "xla_ffi_rs.python_call" in xla_ffi_rs.handlers("cpu")

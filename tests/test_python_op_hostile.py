@@ -24,7 +24,8 @@ import pytest
 from jax.export import DisabledSafetyCheck
 
 import xla_ffi_rs as xr
-from xla_ffi_rs import _native, python_op
+from xla_ffi_rs import python_op
+from xla_ffi_rs.pyop import registered_functions
 
 TARGET = "xla_ffi_rs.python_call"
 
@@ -32,7 +33,8 @@ PRELUDE = """
 import gc, os, sys
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
-from xla_ffi_rs import python_op, _native
+from xla_ffi_rs import python_op
+from xla_ffi_rs.pyop import registered_functions
 """
 
 
@@ -286,10 +288,10 @@ def test_ops_made_from_fresh_functions_are_freed(jit_form: str) -> None:
 
         for i in range(30):
             one(i)
-        before, keys = rss(), _native.registered()
+        before, keys = rss(), registered_functions()
         for i in range(30, 330):
             one(i)
-        print((rss() - before) / 2**20, _native.registered() - keys)
+        print((rss() - before) / 2**20, registered_functions() - keys)
     """)
     grown, keys = out.split()
     assert int(keys) <= 5, out
@@ -317,14 +319,14 @@ def test_many_static_parameters_of_one_op_are_bounded_and_freed_with_it() -> Non
         for k in range(50):
             op(x, k=k).block_until_ready()
         gc.collect(); jax.clear_caches(); gc.collect()
-        before, keys = rss(), _native.registered()
+        before, keys = rss(), registered_functions()
         for k in range(50, 1050):
             assert float(op(x, k=k)[0]) == 1 + k
         gc.collect(); jax.clear_caches(); gc.collect()
         grown = (rss() - before) / 2**20
         del op
         gc.collect()
-        print(grown, _native.registered() < keys)
+        print(grown, registered_functions() < keys)
     """)
     grown, freed = out.split()
     assert float(grown) < 30, out
@@ -434,17 +436,17 @@ def test_keyboard_interrupt_and_system_exit_become_errors_naming_them(exc) -> No
 def test_registry_holds_no_op_alive_through_its_functions() -> None:
     jax.clear_caches()
     gc.collect()
-    before = _native.registered()
+    before = registered_functions()
     op = python_op(lambda x: x * 3, abstract_eval=like, name="temporary")
     op(jnp.ones(2)).block_until_ready()
     jax.jit(op)(jnp.ones(2)).block_until_ready()
-    assert _native.registered() > before
+    assert registered_functions() > before
     alive = weakref.ref(op)
     del op
     jax.clear_caches()  # JAX's caches of traced code hold the op, as they hold functions
     gc.collect()
     assert alive() is None
-    assert _native.registered() == before
+    assert registered_functions() == before
 
 
 def test_large_copies_are_reused_when_nothing_keeps_them() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 import xla_ffi_rs
 from helpers import KEPLER, RMS_BWD, RMS_FWD, assert_ffi_error, kepler_residual, rms_norm_bwd_np, rms_norm_np
-from xla_ffi_rs import _native
+from xla_ffi_rs import examples
 
 TARGETS = (KEPLER, RMS_FWD, RMS_BWD)
 
@@ -45,25 +45,36 @@ def raw_bwd(dy: np.ndarray, x: np.ndarray, w: np.ndarray, inv: Any) -> tuple[jax
 # -- the native module and registration ---------------------------------------
 
 
-def test_native_module_lists_cpu_targets() -> None:
-    cpu = _native.targets("cpu")
+def test_handlers_lists_the_cpu_targets() -> None:
+    cpu = xla_ffi_rs.handlers("cpu")
     assert set(TARGETS) <= set(cpu)
     for handler in cpu.values():
         assert type(handler).__name__ == "PyCapsule" or (isinstance(handler, dict) and "execute" in handler)
-    assert isinstance(_native.targets("cuda"), dict)
-    assert isinstance(_native.__version__, str) and xla_ffi_rs.__version__ == _native.__version__
+    cuda = xla_ffi_rs.handlers("cuda")
+    assert isinstance(cuda, dict) and (set(TARGETS) <= set(cuda)) == xla_ffi_rs.has_cuda
+    assert isinstance(xla_ffi_rs.__version__, str) and xla_ffi_rs.__version__
+    with pytest.raises(ValueError, match=r"unknown platform \"tpu\"; expected \"cpu\" or \"cuda\""):
+        xla_ffi_rs.handlers("tpu")
+    with pytest.raises(TypeError, match=r"handlers: platform: expected a platform name \(str\), got int"):
+        xla_ffi_rs.handlers(0)  # type: ignore[arg-type]
+
+
+def test_min_api_version_is_a_version_pair_jax_can_run() -> None:
+    major, minor = xla_ffi_rs.min_api_version()
+    assert isinstance(major, int) and isinstance(minor, int) and (major, minor) >= (0, 1)
+    assert isinstance(xla_ffi_rs.has_cuda, bool)
 
 
 def test_example_target_is_not_in_the_production_table() -> None:
-    assert not any(name.startswith("xla_ffi_rs.examples.") for name in _native.targets("cpu"))
-    assert set(_native.example_targets("cpu")) == {"xla_ffi_rs.examples.scale"}
-    assert _native.example_targets("cuda") == {}
+    assert not any(name.startswith("xla_ffi_rs.examples.") for name in xla_ffi_rs.handlers("cpu"))
+    assert set(examples.handlers("cpu")) == {"xla_ffi_rs.examples.scale"}
+    assert examples.handlers("cuda") == {}
     with pytest.raises(ValueError, match="unknown platform"):
-        _native.example_targets("tpu")
+        examples.handlers("tpu")
 
 
 def test_target_names_is_public_and_rejects_unknown_names() -> None:
-    assert xla_ffi_rs.target_names(KEPLER) == {"cpu": KEPLER, **({"cuda": KEPLER} if _native.has_cuda else {})}
+    assert xla_ffi_rs.target_names(KEPLER) == {"cpu": KEPLER, **({"cuda": KEPLER} if xla_ffi_rs.has_cuda else {})}
     with pytest.raises(
         ValueError, match=r"'xla_ffi_rs\.kepler2' is not a registered target; registered: .*xla_ffi_rs\.kepler"
     ):
@@ -95,10 +106,9 @@ def test_import_initializes_no_backend_and_queued_cuda_registration_is_harmless(
         """
         import jax, numpy as np
         import xla_ffi_rs
-        from xla_ffi_rs import _native
         # Raises if a backend had been initialized by the import.
         jax.config.update("jax_num_cpu_devices", 3)
-        handler = _native.targets("cpu")["xla_ffi_rs.kepler"]
+        handler = xla_ffi_rs.handlers("cpu")["xla_ffi_rs.kepler"]
         jax.ffi.register_ffi_target("xla_ffi_rs.test_cuda_probe", handler, platform="cuda")
         assert jax.device_count() == 3, jax.devices()
         s, c = xla_ffi_rs.kepler(np.float32(1.0), np.float32(0.5))

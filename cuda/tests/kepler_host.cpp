@@ -1,4 +1,4 @@
-// Host build of the Kepler solver in ../kepler.cu: checks its backward error
+// Host build of the Kepler solver in crates/ops/src/kepler/kepler.cu: checks its backward error
 // |E - e sin E - M| (mod 2 pi) on a few million points, in float and double, and
 // that large M (up to the largest finite) are reduced exactly: E - e sin E equals
 // M on the circle, with libm's sin/cos of M (exactly reduced) as the reference.

@@ -13,33 +13,61 @@ Example:
     >>> sin_e, cos_e = xla_ffi_rs.kepler(jnp.array([0.5, 1.0]), 0.1)
     >>> y = xla_ffi_rs.rms_norm(jnp.ones((2, 4)), jnp.ones(4))
 
+The functions ``kepler``, ``rms_norm``, ``rms_norm_inplace`` and ``python_op`` are
+attributes of the package; their modules are :mod:`xla_ffi_rs.ops.kepler`,
+:mod:`xla_ffi_rs.ops.rms_norm`, :mod:`xla_ffi_rs.ops.rms_norm_inplace` (the ops, their
+rules and their jnp reference formulas) and :mod:`xla_ffi_rs.pyop`. Building blocks
+for ops of your own: :mod:`xla_ffi_rs.binding`, :mod:`xla_ffi_rs.sharding`,
+:mod:`xla_ffi_rs.dtypes`.
+
 ``xla_ffi_rs.export_checks()`` gives the ``jax.export`` safety checks to disable
 for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
-:class:`xla_ffi_rs.binding.Op`; ``xla_ffi_rs.declarations()`` what each target
-declares, which :func:`xla_ffi_rs.binding.op` builds an op from.
+:class:`xla_ffi_rs.binding.Op`; ``xla_ffi_rs.handlers(platform)`` the native handlers;
+``xla_ffi_rs.declarations()`` what each target declares, which
+:func:`xla_ffi_rs.binding.op` builds an op from.
 """
 
 from __future__ import annotations
 
 from xla_ffi_rs import _native, _registration
-from xla_ffi_rs._registration import declarations, register_targets, target_names
+from xla_ffi_rs._registration import declarations, handlers, register_targets, target_names
 
 _registration.register_all()
 
 from xla_ffi_rs import binding  # noqa: E402
 from xla_ffi_rs._export import export_checks  # noqa: E402
-from xla_ffi_rs._rms_norm_inplace import rms_norm_inplace  # noqa: E402
-from xla_ffi_rs.kepler import kepler  # noqa: E402
-from xla_ffi_rs.python_op import python_op  # noqa: E402
-from xla_ffi_rs.rms_norm import rms_norm  # noqa: E402
+from xla_ffi_rs.ops.kepler import kepler  # noqa: E402
+from xla_ffi_rs.ops.rms_norm import rms_norm  # noqa: E402
+from xla_ffi_rs.ops.rms_norm_inplace import rms_norm_inplace  # noqa: E402
+from xla_ffi_rs.pyop import python_op  # noqa: E402
 
 __version__: str = _native.__version__
+
+#: Whether the native module was built with the CUDA handlers (feature ``cuda``).
+has_cuda: bool = bool(_native.has_cuda)
+
+
+def min_api_version() -> tuple[int, int]:
+    """The lowest XLA FFI API version ``(major, minor)`` the native handlers report:
+    a jaxlib whose FFI is older than this cannot run them.
+
+    >>> import xla_ffi_rs
+    >>> xla_ffi_rs.min_api_version() >= (0, 1)
+    True
+    """
+    major, minor = _native.min_api_version()
+    return (major, minor)
+
+
 __all__ = [
     "__version__",
     "binding",
     "declarations",
     "export_checks",
+    "handlers",
+    "has_cuda",
     "kepler",
+    "min_api_version",
     "python_op",
     "register_targets",
     "rms_norm",

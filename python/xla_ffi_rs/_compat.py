@@ -2,10 +2,13 @@
 
 Everything the package needs to define its own primitives is imported here and
 nowhere else, so that a JAX release that moves a name needs a change in this
-file only. All of it is public API in the JAX versions we support (0.10 and
-0.12): ``jax.extend.core.Primitive``, ``jax.core.ShapedArray``, ``jax.core.Tracer`` and the
-``jax.interpreters.{ad, batching, mlir}`` rule registries. No private
-(``jax._src``) import is needed.
+file only. Nearly all of it is public API in the JAX versions we support (0.10
+and 0.12): ``jax.extend.core.Primitive``, ``jax.core.ShapedArray``,
+``jax.core.Tracer`` and the ``jax.interpreters.{ad, batching, mlir}`` rule
+registries. The one exception is Shardy's sharding-rule builder, which JAX keeps
+private: :func:`sdy_sharding_rule` imports it when first called (it exists with
+the same signature in every supported JAX), and this is the only module of the
+package that imports from ``jax._src``.
 
 Example:
     >>> from xla_ffi_rs._compat import Primitive
@@ -14,6 +17,9 @@ Example:
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -39,4 +45,33 @@ def _ffi_side_effect() -> object:
 #: The effect a ``binding.Op`` with ``has_side_effect=True`` declares.
 FFI_SIDE_EFFECT: object = _ffi_side_effect()
 
-__all__ = ["FFI_SIDE_EFFECT", "NOT_MAPPED", "Primitive", "ShapedArray", "Tracer", "ad", "batching", "mlir"]
+
+def sdy_sharding_rule(text: str, replicated: Sequence[str], types_in: Sequence[Any], types_out: Sequence[Any]) -> Any:
+    """The ``sdy.sharding_rule`` attribute (an MLIR attribute) of a custom call
+    whose operands and results have the MLIR types ``types_in``/``types_out``, from
+    an einsum-like rule ``text`` such as ``"b0 r0, r1 -> b0 r2"`` whose factors
+    ``replicated`` must stay replicated.
+
+    JAX's rule builder is private (``jax._src.custom_partitioning_sharding_rule``);
+    it is imported here, on first use, so that importing the package never depends on it.
+    """
+    from jax._src.custom_partitioning_sharding_rule import (
+        sdy_sharding_rule_to_mlir,
+        str_to_sdy_sharding_rule,
+    )
+
+    rule = str_to_sdy_sharding_rule(text, need_replication_factors=tuple(replicated))
+    return sdy_sharding_rule_to_mlir(rule, list(types_in), list(types_out))
+
+
+__all__ = [
+    "FFI_SIDE_EFFECT",
+    "NOT_MAPPED",
+    "Primitive",
+    "ShapedArray",
+    "Tracer",
+    "ad",
+    "batching",
+    "mlir",
+    "sdy_sharding_rule",
+]

@@ -102,6 +102,36 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
 
 
+def handlers(platform: str) -> dict[str, object]:
+    """The native handlers of every production target for ``platform``: target
+    name -> a PyCapsule (the execute handler) or a dict of stage name -> PyCapsule,
+    what ``jax.ffi.register_ffi_target`` takes. Importing the package registers
+    them already; this is for registering them again, e.g. under another name.
+
+    Raises:
+        TypeError: if ``platform`` is not a string.
+        ValueError: for a platform other than "cpu" and "cuda" (the message names both).
+
+    Example:
+        >>> import xla_ffi_rs
+        >>> sorted(xla_ffi_rs.handlers("cpu"))[:2]
+        ['xla_ffi_rs.kepler', 'xla_ffi_rs.kepler_cotangent']
+    """
+    return dict(_native.targets(_platform("handlers", platform)))
+
+
+def example_handlers(platform: str) -> dict[str, object]:
+    """As :func:`handlers`, for the example targets (registered only by
+    ``xla_ffi_rs.examples.register()``)."""
+    return dict(_native.example_targets(_platform("examples.handlers", platform)))
+
+
+def _platform(fn: str, platform: object) -> str:
+    if not isinstance(platform, str):
+        raise TypeError(f"{fn}: platform: expected a platform name (str), got {type(platform).__name__}")
+    return platform
+
+
 def registered_names() -> frozenset[str]:
     """Every target name registered for any platform."""
     return frozenset().union(*register_all().values())

@@ -31,7 +31,7 @@ operands and results carry those axes; ``reductions`` names the results that
 are sums over them). Its targets are then registered as batch-partitionable,
 and under ``jit`` over several devices the custom call is emitted so that XLA
 (GSPMD or Shardy) runs it shard by shard with no all-gather, while unbatched
-operands such as a weight stay whole (:mod:`xla_ffi_rs._sharding`).
+operands such as a weight stay whole (:mod:`xla_ffi_rs.sharding`).
 
 Example: an elementwise "square" op with a jnp lowering only (an FFI target
 name per platform would go in ``targets``):
@@ -60,12 +60,14 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _declared_rules, _registration, _sharding
+from xla_ffi_rs import _declared_rules, _registration
+from xla_ffi_rs import sharding as _sharding
 from xla_ffi_rs._compat import FFI_SIDE_EFFECT, NOT_MAPPED, Primitive, ShapedArray, ad, batching, mlir
 from xla_ffi_rs._declaration import Declaration
 
 __all__ = [
     "NOT_MAPPED",
+    "Declaration",
     "Op",
     "TargetNames",
     "elementwise_batching",
@@ -110,7 +112,7 @@ def same_as_operands(num_results: int) -> AbstractEval:
     """Abstract eval for an op whose results all look like its first operand.
 
     >>> import numpy as np
-    >>> from xla_ffi_rs._compat import ShapedArray
+    >>> from jax.core import ShapedArray
     >>> same_as_operands(2)(ShapedArray((3,), np.float32))[1]
     ShapedArray(float32[3])
     """
@@ -552,6 +554,8 @@ def infer(
     Raises:
       TypeError: for a dtype the handler refuses; ValueError: for a shape. The
         message is the handler's (target, operand index and name, expected, got).
+        TypeError/ValueError too for arguments that are not a declaration, a list
+        of shapes and a list of dtype names.
 
     >>> import xla_ffi_rs
     >>> fwd = xla_ffi_rs.declarations()["xla_ffi_rs.rms_norm_fwd"]
@@ -560,7 +564,7 @@ def infer(
     """
     from xla_ffi_rs import _native
 
-    results, batch = _native.infer(dict(declaration), [tuple(s) for s in shapes], list(dtypes))
+    results, batch = _native.infer(declaration, shapes, dtypes)  # it checks its arguments
     return [(tuple(s), str(d)) for s, d in results], int(batch)
 
 
@@ -575,7 +579,7 @@ def _default_targets(target: str) -> dict[str, str]:
 
 
 def op(
-    declaration: Mapping[str, Any],
+    declaration: Mapping[str, Any] | Declaration,
     *,
     name: str | None = None,
     targets: TargetNames | None = None,
@@ -613,7 +617,8 @@ def op(
     :meth:`Op.def_transpose`, :meth:`Op.def_batching`).
 
     Args:
-      declaration: one target's declaration dict.
+      declaration: one target's declaration dict (or another op's
+        ``op.declaration``, to bind the same target differently).
       name: the primitive's name; by default the target's last dotted part.
       targets: platform -> FFI target name; by default the platforms where
         xla_ffi_rs registered the declaration's target
@@ -635,9 +640,10 @@ def op(
     own transpose), with no rule written by hand:
 
     >>> import jax, jax.numpy as jnp
-    >>> from xla_ffi_rs import _native, binding, examples
+    >>> import xla_ffi_rs
+    >>> from xla_ffi_rs import binding, examples
     >>> _ = examples.register()
-    >>> scale = binding.op(_native.declarations()["xla_ffi_rs.examples.scale"])
+    >>> scale = binding.op(xla_ffi_rs.declarations()["xla_ffi_rs.examples.scale"])
     >>> x = jnp.arange(3.0, dtype=jnp.float32)
     >>> scale(x, factor=2.0)[0].tolist()
     [0.0, 2.0, 4.0]
@@ -757,8 +763,9 @@ def ops(
       ValueError: for an op name that no declaration has, two targets with the
         same op name, or a transpose target that is not built too.
 
-    >>> from xla_ffi_rs import _fallback, _native, binding
-    >>> built = binding.ops(_native.declarations(), kepler_tangent={}, kepler_cotangent={})
+    >>> import xla_ffi_rs
+    >>> from xla_ffi_rs import binding
+    >>> built = binding.ops(xla_ffi_rs.declarations(), kepler_tangent={}, kepler_cotangent={})
     >>> sorted(built)
     ['kepler_cotangent', 'kepler_tangent']
     """

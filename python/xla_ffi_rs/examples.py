@@ -19,6 +19,17 @@ from xla_ffi_rs import _registration
 SCALE_TARGET = "xla_ffi_rs.examples.scale"
 
 
+def handlers(platform: str) -> dict[str, object]:
+    """The native handlers of the example targets for ``platform`` (see
+    :func:`xla_ffi_rs.handlers`); empty for "cuda".
+
+    Raises:
+        TypeError: if ``platform`` is not a string.
+        ValueError: for a platform other than "cpu" and "cuda".
+    """
+    return _registration.example_handlers(platform)
+
+
 def register() -> dict[str, str]:
     """Register the example targets (idempotent); return ``target_names(SCALE_TARGET)``."""
     _registration.register_examples()

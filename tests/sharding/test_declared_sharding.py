@@ -18,12 +18,13 @@ from jax.sharding import PartitionSpec as P
 
 import xla_ffi_rs
 from helpers import kepler_solve_np, rms_norm_bwd_np
-from xla_ffi_rs import _fallback, binding, examples
+from xla_ffi_rs import binding, examples
+from xla_ffi_rs.ops.rms_norm import rms_norm_dweight_jnp
 
 examples.register()
 OPS = binding.ops(
     xla_ffi_rs.declarations(),
-    rms_norm_bwd={"reductions": {1: _fallback.rms_norm_dweight}},
+    rms_norm_bwd={"reductions": {1: rms_norm_dweight_jnp}},
     kepler={},
     kepler_tangent={},
     kepler_cotangent={},

@@ -26,7 +26,7 @@ from jax.sharding import PartitionSpec as P
 
 import xla_ffi_rs as xr
 from helpers import KEPLER, RMS_BWD, RMS_FWD, kepler_solve_np, rms_norm_bwd_np, rms_norm_np
-from xla_ffi_rs import _fallback
+from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp
 
 EPS = 1e-5
 SCALE = 2.0
@@ -294,16 +294,16 @@ def test_rms_norm_grad_inside_a_shard_map_with_automatic_axes(
 def test_cuda_workspace_stays_whole_under_partitioning() -> None:
     """Lowered for CUDA (no GPU needed): the backward's extra workspace result, like
     the weight and dweight, has a rank below num_batch_dims, so XLA keeps it whole."""
-    import importlib
+    from xla_ffi_rs.ops import rms_norm as rn
 
-    rn = importlib.import_module("xla_ffi_rs.rms_norm")
     bwd = rn.rms_norm_bwd_op
+    assert bwd.declaration is not None
     op = xr.binding.op(
         bwd.declaration,
         name="sharding_test_bwd_cuda",
         targets={"cuda": "sharding_test.rms_norm_bwd"},
         reductions=bwd.reductions,
-        extra_results={"cuda": rn._workspace_aval},
+        extra_results={"cuda": lambda dy, x, w, r: [rn.bwd_workspace_aval(x, w)]},
     )
     xs = NamedSharding(mesh("1d"), P("a"))
     x, r = jax.device_put(np.ones((16, 12)), xs), jax.device_put(np.ones(16), xs)
@@ -336,7 +336,7 @@ def test_rms_norm_eagerly_and_second_order(
         return jnp.sum(jax.vjp(consumed_rms_norm, x, w)[1](x)[1] ** 2)
 
     def dw_norm_ref(x: jax.Array, w: jax.Array) -> jax.Array:
-        return jnp.sum(jax.vjp(lambda x, w: SCALE * _fallback.rms_norm_fwd(x, w, eps=EPS)[0] + x, x, w)[1](x)[1] ** 2)
+        return jnp.sum(jax.vjp(lambda x, w: SCALE * rms_norm_fwd_jnp(x, w, eps=EPS)[0] + x, x, w)[1](x)[1] ** 2)
 
     got = jax.jit(jax.grad(dw_norm, argnums=(0, 1)))(xd, w)
     want = jax.grad(dw_norm_ref, argnums=(0, 1))(x, w)  # the jnp formula, unsharded

@@ -219,9 +219,9 @@ const fn promotion_types() -> [DataType; 4 * PROMOTION.len()] {
 static KEPLER_TYPES: [DataType; 2] = [DataType::F32, DataType::F64];
 static RMS_NORM_TYPES: [DataType; 4 * PROMOTION.len()] = promotion_types();
 
-/// `kepler<T>` (`T` the dtype of the operands) of `cuda/kepler.cu`.
+/// `kepler<T>` (`T` the dtype of the operands) of `src/kepler/kepler.cu`.
 pub static KEPLER: KernelFn = KernelFn {
-    source: "cuda/kepler.cu",
+    source: "src/kepler/kepler.cu",
     name: "kepler",
     params: &[In, In, Out, Out, U64],
     key: &[F32OrF64::accepts],
@@ -229,9 +229,9 @@ pub static KEPLER: KernelFn = KernelFn {
     types: &KEPLER_TYPES,
 };
 
-/// `kepler_tangent<T>` of `cuda/kepler.cu`.
+/// `kepler_tangent<T>` of `src/kepler/kepler.cu`.
 pub static KEPLER_TANGENT: KernelFn = KernelFn {
-    source: "cuda/kepler.cu",
+    source: "src/kepler/kepler.cu",
     name: "kepler_tangent",
     params: &[In, In, In, In, In, Out, Out, U64],
     key: &[F32OrF64::accepts],
@@ -239,9 +239,9 @@ pub static KEPLER_TANGENT: KernelFn = KernelFn {
     types: &KEPLER_TYPES,
 };
 
-/// `kepler_cotangent<T>` of `cuda/kepler.cu`.
+/// `kepler_cotangent<T>` of `src/kepler/kepler.cu`.
 pub static KEPLER_COTANGENT: KernelFn = KernelFn {
-    source: "cuda/kepler.cu",
+    source: "src/kepler/kepler.cu",
     name: "kepler_cotangent",
     params: &[In, In, In, In, In, Out, Out, U64],
     key: &[F32OrF64::accepts],
@@ -249,11 +249,11 @@ pub static KEPLER_COTANGENT: KernelFn = KernelFn {
     types: &KEPLER_TYPES,
 };
 
-/// `rms_norm_fwd<X, W, Y, ACC>` of `cuda/rms_norm.cu`, for every `(x, weight)`
+/// `rms_norm_fwd<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu`, for every `(x, weight)`
 /// float pair: `Y = result_type(x, weight)` and `ACC` the accumulator, from the
 /// promotion table.
 pub static RMS_NORM_FWD: KernelFn = KernelFn {
-    source: "cuda/rms_norm.cu",
+    source: "src/rms_norm/rms_norm.cu",
     name: "rms_norm_fwd",
     params: &[In, In, Out, Out, U64, U64, F64],
     key: &[AnyFloat::accepts, AnyFloat::accepts],
@@ -261,9 +261,9 @@ pub static RMS_NORM_FWD: KernelFn = KernelFn {
     types: &RMS_NORM_TYPES,
 };
 
-/// `rms_norm_bwd<X, W, Y, ACC>` of `cuda/rms_norm.cu` (as [`RMS_NORM_FWD`]).
+/// `rms_norm_bwd<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu` (as [`RMS_NORM_FWD`]).
 pub static RMS_NORM_BWD: KernelFn = KernelFn {
-    source: "cuda/rms_norm.cu",
+    source: "src/rms_norm/rms_norm.cu",
     name: "rms_norm_bwd",
     params: &[In, In, In, In, Out, Out, U64, U64],
     key: &[AnyFloat::accepts, AnyFloat::accepts],
@@ -271,9 +271,9 @@ pub static RMS_NORM_BWD: KernelFn = KernelFn {
     types: &RMS_NORM_TYPES,
 };
 
-/// `rms_norm_dweight<X, W, Y, ACC>` of `cuda/rms_norm.cu` (as [`RMS_NORM_FWD`]).
+/// `rms_norm_dweight<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu` (as [`RMS_NORM_FWD`]).
 pub static RMS_NORM_DWEIGHT: KernelFn = KernelFn {
-    source: "cuda/rms_norm.cu",
+    source: "src/rms_norm/rms_norm.cu",
     name: "rms_norm_dweight",
     params: &[In, Out, U64, U64],
     key: &[AnyFloat::accepts, AnyFloat::accepts],
@@ -346,7 +346,7 @@ mod tests {
         static NO_CTYPE: KernelFn =
             KernelFn { key: &[<i32 as ElementSpec>::accepts], types: &[DataType::S32], ..KEPLER_SHAPE };
         const KEPLER_SHAPE: KernelFn = KernelFn {
-            source: "cuda/kepler.cu",
+            source: "src/kepler/kepler.cu",
             name: "kepler",
             params: &[In, In, Out, Out, U64],
             key: &[F32OrF64::accepts],
@@ -397,7 +397,7 @@ mod tests {
         use xla_ffi::cuda::Arg;
         use xla_ffi::ErrorCode;
         static ONE_U64: KernelFn = KernelFn {
-            source: "cuda/kepler.cu",
+            source: "src/kepler/kepler.cu",
             name: "k",
             params: &[U64, F64],
             key: &[F32OrF64::accepts],

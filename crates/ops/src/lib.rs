@@ -10,8 +10,8 @@
 //!
 //! The numerics live next to their handlers: `kepler/solver.rs` (CPU solver),
 //! `kepler/tangent.rs` (its derivative),
-//! `rms_norm/kernel.rs` (CPU kernels), and the CUDA twins in this crate's `cuda/`
-//! folder (`kepler.cu`, `rms_norm.cu`); `float.rs` holds the [`Float`] types and the
+//! `rms_norm/kernel.rs` (CPU kernels), and their CUDA twins beside them
+//! (`kepler/kepler.cu`, `rms_norm/rms_norm.cu`); `float.rs` holds the [`Float`] types and the
 //! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register;
 //! [`kernels::KERNELS`] lists every CUDA kernel instantiation the CUDA handlers launch.
 //!

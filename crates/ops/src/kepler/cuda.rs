@@ -1,6 +1,6 @@
 //! The CUDA handlers of `xla_ffi_rs.kepler` and of its derivative targets
 //! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`; the kernels are
-//! in `crates/ops/cuda/kepler.cu`, their instantiations in [`crate::kernels`].
+//! in `crates/ops/src/kepler/kepler.cu`, their instantiations in [`crate::kernels`].
 //!
 //! Same operands, results, checks and error messages as the CPU handlers. The
 //! solver (Markley's starter plus a fixed number of fifth-order corrections) runs
@@ -14,7 +14,7 @@ use super::shapes::F32OrF64;
 use crate::kernels::{self, KernelFn};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype.
-pub static KEPLER_CU: Source = xla_ffi::trusted_cuda_source!("kepler.cu", "../../cuda/kepler.cu");
+pub static KEPLER_CU: Source = xla_ffi::trusted_cuda_source!("kepler.cu", "kepler.cu");
 
 /// Threads per block.
 pub const BLOCK: u32 = 256;

@@ -1,6 +1,6 @@
 //! Kepler's equation `M = E - e sin E`: the CPU solver ([`solver`]), its derivative
 //! ([`tangent`]: the tangent map and its transpose), their FFI handlers, and
-//! (feature `cuda`) the CUDA handlers whose kernels are in `crates/ops/cuda/kepler.cu`.
+//! (feature `cuda`) the CUDA handlers whose kernels are in `crates/ops/src/kepler/kepler.cu`.
 
 mod cpu;
 mod shapes;

@@ -1,5 +1,5 @@
 //! The `xla_ffi_rs.rms_norm_fwd` and `xla_ffi_rs.rms_norm_bwd` handlers for CUDA; the
-//! kernels are `crates/ops/cuda/rms_norm.cu`.
+//! kernels are `crates/ops/src/rms_norm/rms_norm.cu`.
 //!
 //! Shapes, dtypes and error messages are those of the CPU handlers (the same
 //! declared rules; the backward pass checks its shapes by hand, [`check_bwd_shapes`],
@@ -37,7 +37,7 @@ use super::shapes::{bwd_workspace_rows, check_bwd_shapes, check_eps, rows};
 use crate::kernels::{RMS_NORM_BWD, RMS_NORM_DWEIGHT, RMS_NORM_FWD};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype combination.
-pub static RMS_NORM_CU: Source = xla_ffi::trusted_cuda_source!("rms_norm.cu", "../../cuda/rms_norm.cu");
+pub static RMS_NORM_CU: Source = xla_ffi::trusted_cuda_source!("rms_norm.cu", "rms_norm.cu");
 
 /// At most this many row blocks in the forward pass; the kernel loops over the rest.
 pub const MAX_FWD_BLOCKS: usize = 65535;

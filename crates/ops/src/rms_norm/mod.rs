@@ -1,7 +1,7 @@
 //! RMS normalization over the trailing axes: `y = x * inv_rms * weight`, with
 //! `inv_rms = 1/sqrt(mean(x^2) + eps)`. The CPU kernels ([`kernel`]), their FFI
 //! handlers, and (feature `cuda`) the CUDA handlers, whose kernels are
-//! `crates/ops/cuda/rms_norm.cu`.
+//! `crates/ops/src/rms_norm/rms_norm.cu`.
 
 mod convert;
 mod cpu;

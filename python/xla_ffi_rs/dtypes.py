@@ -2,12 +2,12 @@
 
 For two float dtypes ``(x, w)``, the table gives ``jnp.result_type(x, w)`` and the
 accumulation dtype the kernels compute in (float64 if either is, else float32).
-Abstract evaluation and the jnp fallbacks read it here, so Python and Rust share
-one source; the tests check it against ``jnp.result_type``.
+Abstract evaluation and the jnp reference formulas read it here, so Python and
+Rust share one source; the tests check it against ``jnp.result_type``.
 
 Example:
     >>> import jax.numpy as jnp
-    >>> from xla_ffi_rs._promotion import accumulation_dtype, result_dtype
+    >>> from xla_ffi_rs.dtypes import accumulation_dtype, result_dtype
     >>> str(result_dtype(jnp.float16, jnp.bfloat16)), str(accumulation_dtype(jnp.bfloat16, jnp.float32))
     ('float32', 'float32')
 """
@@ -21,8 +21,10 @@ import numpy as np
 
 from xla_ffi_rs import _native
 
+__all__ = ["PROMOTION", "accumulation_dtype", "result_dtype"]
+
 #: (x, w) -> (result dtype, accumulation dtype), for every pair of float dtypes.
-TABLE: dict[tuple[np.dtype, np.dtype], tuple[np.dtype, np.dtype]] = {
+PROMOTION: dict[tuple[np.dtype, np.dtype], tuple[np.dtype, np.dtype]] = {
     (jnp.dtype(x), jnp.dtype(w)): (jnp.dtype(y), jnp.dtype(acc)) for x, w, y, acc in _native.promotion_table()
 }
 
@@ -30,17 +32,25 @@ TABLE: dict[tuple[np.dtype, np.dtype], tuple[np.dtype, np.dtype]] = {
 def _row(x: Any, w: Any) -> tuple[np.dtype, np.dtype]:
     key = (jnp.dtype(x), jnp.dtype(w))
     try:
-        return TABLE[key]
+        return PROMOTION[key]
     except KeyError:
-        floats = sorted({str(d) for d, _ in TABLE})
+        floats = sorted({str(d) for d, _ in PROMOTION})
         raise TypeError(f"no float promotion for dtypes {key[0]} and {key[1]}; expected one of {floats}") from None
 
 
 def result_dtype(x: Any, w: Any) -> np.dtype:
-    """The dtype of ``y`` for float dtypes ``x`` and ``w`` (``jnp.result_type``)."""
+    """The dtype of ``y`` for float dtypes ``x`` and ``w`` (``jnp.result_type``).
+
+    Raises:
+        TypeError: if ``x`` or ``w`` is not float16, bfloat16, float32 or float64.
+    """
     return _row(x, w)[0]
 
 
 def accumulation_dtype(x: Any, w: Any) -> np.dtype:
-    """The dtype the kernels accumulate in: float64 if ``x`` or ``w`` is, else float32."""
+    """The dtype the kernels accumulate in: float64 if ``x`` or ``w`` is, else float32.
+
+    Raises:
+        TypeError: if ``x`` or ``w`` is not float16, bfloat16, float32 or float64.
+    """
     return _row(x, w)[1]

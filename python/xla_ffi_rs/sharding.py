@@ -36,6 +36,10 @@ reduction, which XLA completes with an all-reduce (``reductions``).
 The lowering does all this only under ``jit`` over several devices
 (:func:`in_spmd`); inside a user's ``shard_map`` over every mesh axis the call is
 local and plain.
+
+This module is public for binding authors and tests: :class:`Layout` and
+:func:`sdy_rule_string` say what a call looks like to the partitioner;
+:class:`xla_ffi_rs.binding.Op` calls :func:`batch_partitioned_call` for you.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from typing import Any
 
 import jax
 
-from xla_ffi_rs._compat import ShapedArray, mlir
+from xla_ffi_rs._compat import ShapedArray, mlir, sdy_sharding_rule
 
 __all__ = ["Layout", "batch_partitioned_call", "in_spmd", "register_batch_partitionable", "sdy_rule_string"]
 
@@ -157,20 +161,12 @@ def _sdy_rule(
     avals_out: Sequence[ShapedArray],
     batched_out: Sequence[bool],
 ) -> Any:
-    # The rule builder is not public API; it exists with this signature in every
-    # supported jax (0.10 and 0.12).
-    from jax._src.custom_partitioning_sharding_rule import (
-        sdy_sharding_rule_to_mlir,
-        str_to_sdy_sharding_rule,
-    )
-
     text, replicated = sdy_rule_string(
         num_batch_dims, [a.ndim for a in avals_in], batched_in, [a.ndim for a in avals_out], batched_out
     )
-    rule = str_to_sdy_sharding_rule(text, need_replication_factors=replicated)
     types_in = [t for a in avals_in for t in mlir.aval_to_ir_types(ctx.module_context, a)]
     types_out = [t for a in avals_out for t in mlir.aval_to_ir_types(ctx.module_context, a)]
-    return sdy_sharding_rule_to_mlir(rule, types_in, types_out)
+    return sdy_sharding_rule(text, replicated, types_in, types_out)
 
 
 def _reshape(ctx: Any, value: Any, aval_in: ShapedArray, aval_out: ShapedArray) -> Any:

@@ -1,4 +1,4 @@
-"""Kepler's equation ``E - e sin E = M``, solved by the ``kepler`` handler.
+"""Kepler's equation ``E - e sin E = M``, solved by the ``kepler`` target.
 
 Three ops (see :mod:`xla_ffi_rs.binding`):
 
@@ -15,8 +15,9 @@ All three are built from their handlers' declarations (``binding.ops``): the
 operands, dtypes and shapes, vmap, sharding, and the transposes of the two
 derivative ops into each other (``linear``, ``transpose``). By hand here: the
 solver's JVP, and the derivative ops' JVP rules in jnp (they depend on the point
-``(e, sin E, cos E)`` too), so every order of derivative works. Platforms
-without their targets lower the same formulas in jnp (:mod:`xla_ffi_rs._fallback`).
+``(e, sin E, cos E)`` too), so every order of derivative works. Platforms without their targets lower the same formulas in
+jnp: :func:`kepler_jnp`, :func:`kepler_tangent_jnp`, :func:`kepler_cotangent_jnp`
+(public, as references).
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -33,22 +34,82 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _fallback, _native, binding
+from xla_ffi_rs import _native, binding
 from xla_ffi_rs._validation import array_like, check_real_or_integer
 
-__all__ = ["kepler", "kepler_cotangent_op", "kepler_op", "kepler_tangent_op"]
+__all__ = [
+    "kepler",
+    "kepler_cotangent_jnp",
+    "kepler_cotangent_op",
+    "kepler_jnp",
+    "kepler_op",
+    "kepler_tangent_jnp",
+    "kepler_tangent_op",
+]
+
+# -- jnp reference formulas (lowered where no target is registered) -------------
+
+#: Halley steps after the starter; each at least triples the correct digits
+#: once close, so 8 are plenty for f64 and any e < 1.
+_KEPLER_STEPS = 8
+
+
+def kepler_jnp(mean_anomaly: jax.Array, eccentricity: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The jnp reference of the ``kepler`` target: ``(sin E, cos E)`` with
+    ``E - e sin E = M`` (M reduced modulo the real 2 pi as the kernels reduce it);
+    NaN where e is not in [0, 1). Platforms without the target lower this.
+
+    >>> import jax.numpy as jnp
+    >>> s, c = kepler_jnp(jnp.float32(0.0), jnp.float32(0.5))
+    >>> float(s), float(c)
+    (0.0, 1.0)
+    """
+    m, e = mean_anomaly, eccentricity
+    # M modulo the real 2 pi, in [-pi, pi], as the kernels reduce it, for every
+    # finite M: XLA's sin and cos reduce their argument exactly.
+    m = jnp.where(jnp.abs(m) <= np.pi, m, jnp.arctan2(jnp.sin(m), jnp.cos(m)))
+    big_e = m + 0.85 * e * jnp.sign(jnp.sin(m))  # Danby's starter
+    for _ in range(_KEPLER_STEPS):
+        s, c = e * jnp.sin(big_e), e * jnp.cos(big_e)
+        f, f1 = big_e - s - m, 1 - c
+        big_e = big_e - f / (f1 - 0.5 * f * s / f1)
+    ok = (e >= 0) & (e < 1)
+    nan = jnp.asarray(np.nan, big_e.dtype)
+    return jnp.where(ok, jnp.sin(big_e), nan), jnp.where(ok, jnp.cos(big_e), nan)
+
+
+def kepler_tangent_jnp(
+    d_mean_anomaly: jax.Array, d_eccentricity: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(d sin E, d cos E) as the ``kepler_tangent`` target computes them: with
+    t = (dM + sin E de) / (1 - e cos E), (cos E t, -sin E t). Linear in (dM, de)."""
+    t = (d_mean_anomaly + sin_e * d_eccentricity) / (1 - e * cos_e)
+    return cos_e * t, -(sin_e * t)
+
+
+def kepler_cotangent_jnp(
+    ct_sin_e: jax.Array, ct_cos_e: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """(ct_M, ct_e) as the ``kepler_cotangent`` target computes them (the transpose
+    of :func:`kepler_tangent_jnp`): with t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E),
+    (t, sin E t)."""
+    t = (cos_e * ct_sin_e - sin_e * ct_cos_e) / (1 - e * cos_e)
+    return t, sin_e * t
+
 
 Arrays = tuple[jax.Array, ...]
+
 
 # Operands, dtypes, shapes (elementwise), linearity and the transposes into each
 # other: all from the handlers' declarations (crates/ops/src/kepler).
 _OPS = binding.ops(
     _native.declarations(),
-    kepler={"jnp_impl": _fallback.kepler},
-    kepler_tangent={"jnp_impl": _fallback.kepler_tangent},
-    kepler_cotangent={"jnp_impl": _fallback.kepler_cotangent},
+    kepler={"jnp_impl": kepler_jnp},
+    kepler_tangent={"jnp_impl": kepler_tangent_jnp},
+    kepler_cotangent={"jnp_impl": kepler_cotangent_jnp},
 )
 kepler_op, kepler_tangent_op, kepler_cotangent_op = (_OPS[n] for n in ("kepler", "kepler_tangent", "kepler_cotangent"))
 #: The dtypes the kernels take (others are computed in float32).
@@ -79,8 +140,8 @@ def _jvp_of(op: binding.Op, formula: Callable[..., Arrays]) -> Callable[[Arrays,
     return jvp
 
 
-kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, _fallback.kepler_tangent))
-kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, _fallback.kepler_cotangent))
+kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, kepler_tangent_jnp))
+kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, kepler_cotangent_jnp))
 
 
 def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array, jax.Array]:

@@ -1,4 +1,4 @@
-"""Python functions as JAX operations: :func:`python_op`.
+"""Python functions as JAX operations: :func:`python_op` (``xla_ffi_rs.python_op``).
 
 Any function of NumPy arrays (SciPy, NumPy, a compiled library's Python
 binding) becomes a JAX operation that works under ``jit``, ``grad``, ``jvp``,
@@ -121,7 +121,7 @@ from xla_ffi_rs.binding import (
     move_batch_axis_to_front,
 )
 
-__all__ = ["TARGET", "PythonOp", "python_op"]
+__all__ = ["TARGET", "PythonOp", "python_op", "registered_functions"]
 
 #: The FFI target that runs every Python op (CPU only).
 TARGET = "xla_ffi_rs.python_call"
@@ -754,3 +754,14 @@ def python_op(
     if memoize:
         _cache[cache_key] = op
     return op
+
+
+def registered_functions() -> int:
+    """How many Python functions the ``xla_ffi_rs.python_call`` target holds now:
+    one per (op, static parameters) that has been lowered, released when its op is
+    freed. Leak checks compare it before and after.
+
+    >>> registered_functions() >= 0
+    True
+    """
+    return _native.registered()

@@ -21,16 +21,17 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _fallback, binding
+from xla_ffi_rs import binding
 from xla_ffi_rs._validation import array_like, check_nonnegative_float
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
-from xla_ffi_rs.rms_norm import rms_norm_fwd_op
+from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp, rms_norm_fwd_op
 
 #: The forward target's op (its declaration), with y written into x's buffer.
+assert rms_norm_fwd_op.declaration is not None
 rms_norm_inplace_op = binding.op(
-    rms_norm_fwd_op.declaration,  # type: ignore[arg-type]
+    rms_norm_fwd_op.declaration,
     name="rms_norm_fwd_inplace",
-    jnp_impl=_fallback.rms_norm_fwd,
+    jnp_impl=rms_norm_fwd_jnp,
     input_output_aliases={0: 0},
 )
 

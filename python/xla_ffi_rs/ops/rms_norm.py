@@ -13,6 +13,10 @@ Three ops (see :mod:`xla_ffi_rs.binding`):
 The two target ops are built from their handlers' declarations
 (``binding.ops``: operands, dtypes, shapes, attributes, sharding); their
 derivatives, and vmap over a batched weight in one call, are written here.
+Platforms without the targets lower the jnp reference formulas, public here:
+:func:`rms_norm_fwd_jnp`, :func:`rms_norm_bwd_jnp`, :func:`rms_norm_dweight_jnp`,
+:func:`rms_norm_tangent_jnp`, :func:`rms_norm_inv_rms_jnp`. They compute what the
+Rust kernels compute, in the same accumulation precision.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -33,24 +37,125 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _fallback, _native, binding
+from xla_ffi_rs import _native, binding
 from xla_ffi_rs._compat import ShapedArray
 from xla_ffi_rs._validation import array_like, check_nonnegative_float
-from xla_ffi_rs.binding import BatchDim, Op, batch_size, is_linear_input, move_batch_axis_to_front, vmap_batching
+from xla_ffi_rs.binding import (
+    BatchDim,
+    Op,
+    batch_size,
+    is_linear_input,
+    move_batch_axis_to_front,
+    vmap_batching,
+)
+from xla_ffi_rs.dtypes import accumulation_dtype, result_dtype
 
-__all__ = ["rms_norm", "rms_norm_bwd_op", "rms_norm_fwd_op", "rms_norm_tangent_op"]
+__all__ = [
+    "bwd_workspace_aval",
+    "bwd_workspace_rows",
+    "rms_norm",
+    "rms_norm_bwd_jnp",
+    "rms_norm_bwd_op",
+    "rms_norm_dweight_jnp",
+    "rms_norm_fwd_jnp",
+    "rms_norm_fwd_op",
+    "rms_norm_inv_rms_jnp",
+    "rms_norm_tangent_jnp",
+    "rms_norm_tangent_op",
+]
+
+
+# -- jnp reference formulas (lowered where no target is registered) -------------
+
+
+def _norm_axes(x: jax.Array, weight_ndim: int) -> tuple[int, ...]:
+    return tuple(range(x.ndim - weight_ndim, x.ndim))
+
+
+def _expand(r: jax.Array, weight_ndim: int) -> jax.Array:
+    return r.reshape(r.shape + (1,) * weight_ndim)
+
+
+def rms_norm_inv_rms_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Array:
+    """inv_rms = 1 / sqrt(mean(x**2) + eps) over the trailing ``weight.ndim`` axes,
+    in the accumulation dtype (one fused reduction)."""
+    acc = accumulation_dtype(x.dtype, weight.dtype)
+    xa = x.astype(acc)
+    return jax.lax.rsqrt(jnp.mean(xa * xa, axis=_norm_axes(x, weight.ndim)) + jnp.asarray(eps, acc))
+
+
+def rms_norm_fwd_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[jax.Array, jax.Array]:
+    """The jnp reference of the ``rms_norm_fwd`` target: ``(y, inv_rms)`` in the
+    kernels' accumulation dtype (platforms without the target lower this).
+
+    >>> import jax.numpy as jnp
+    >>> y, inv = rms_norm_fwd_jnp(jnp.ones((2, 4), jnp.float16), jnp.ones(4, jnp.bfloat16), eps=1e-5)
+    >>> str(y.dtype), str(inv.dtype)
+    ('float32', 'float32')
+    """
+    acc = accumulation_dtype(x.dtype, weight.dtype)
+    inv = rms_norm_inv_rms_jnp(x, weight, eps=eps)
+    y = x.astype(acc) * _expand(inv, weight.ndim) * weight.astype(acc)
+    return y.astype(result_dtype(x.dtype, weight.dtype)), inv
+
+
+def rms_norm_bwd_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The jnp reference of the ``rms_norm_bwd`` target: ``(dx, dweight)``."""
+    acc = inv_rms.dtype
+    n = weight.ndim
+    r = _expand(inv_rms, n)
+    g, xa = dy.astype(acc) * weight.astype(acc), x.astype(acc)
+    proj = jnp.mean(g * xa, axis=_norm_axes(x, n), keepdims=True)
+    dx = r * g - xa * r**3 * proj
+    return dx.astype(x.dtype), rms_norm_dweight_jnp(dy, x, weight, inv_rms)
+
+
+def rms_norm_dweight_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array) -> jax.Array:
+    """dweight = sum over the leading axes of dy * x * inv_rms (one fused reduction).
+
+    The one formula for the weight's gradient: the fallback's, the op's under
+    partitioning (where XLA completes the sum with an all-reduce) and, vmapped,
+    the per-example one of the batching rule.
+    """
+    acc = inv_rms.dtype
+    r = _expand(inv_rms, weight.ndim)
+    dw = jnp.sum(dy.astype(acc) * x.astype(acc) * r, axis=tuple(range(x.ndim - weight.ndim)))
+    return dw.astype(weight.dtype)
+
+
+def rms_norm_tangent_jnp(
+    dx: jax.Array, dweight: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array
+) -> tuple[jax.Array]:
+    """The forward-mode tangent of ``y`` (the ``rms_norm_tangent`` op), linear in ``(dx, dweight)``."""
+    acc = inv_rms.dtype
+    n = weight.ndim
+    r = _expand(inv_rms, n)
+    xa, dxa, wa = x.astype(acc), dx.astype(acc), weight.astype(acc)
+    dr = -(r**3) * jnp.mean(xa * dxa, axis=_norm_axes(x, n), keepdims=True)
+    dy = (dxa * r + xa * dr) * wa + xa * r * dweight.astype(acc)
+    return (dy.astype(result_dtype(x.dtype, weight.dtype)),)
 
 
 # -- ops ----------------------------------------------------------------------
 
 
-def _workspace_aval(dy: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray) -> list[ShapedArray]:
+def bwd_workspace_rows(rows: int) -> int:
+    """The row count of the CUDA backward's workspace for ``rows`` normalized rows:
+    one per block of the kernel (at most 1024), read from the Rust
+    ``bwd_workspace_rows``, the one source of that rule.
+
+    >>> bwd_workspace_rows(17)
+    2
+    """
+    return _native.bwd_workspace_rows(rows)
+
+
+def bwd_workspace_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
     """The CUDA backward's extra result: per-block dweight partials, summed on the
-    GPU in a fixed order (no atomics), so dweight is the same on every run. Its row
-    count is the Rust ``bwd_workspace_rows``, the one source of that rule."""
-    rows = math.prod(inv_rms.shape)  # the batch axes, checked by the abstract eval
-    acc = _fallback.accumulation_dtype(x.dtype, weight.dtype)
-    return [ShapedArray((_native.bwd_workspace_rows(rows), math.prod(weight.shape)), acc)]
+    GPU in a fixed order (no atomics), so dweight is the same on every run; shape
+    ``(bwd_workspace_rows(rows), weight.size)`` in the accumulation dtype."""
+    rows = math.prod(x.shape[: x.ndim - weight.ndim])
+    return ShapedArray((bwd_workspace_rows(rows), math.prod(weight.shape)), accumulation_dtype(x.dtype, weight.dtype))
 
 
 # Operands, dtypes, shapes, attributes, vmap and sharding: from the handlers'
@@ -58,11 +163,11 @@ def _workspace_aval(dy: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rm
 # formula completes it when the call is split, and gives it per example under vmap.
 _OPS = binding.ops(
     _native.declarations(),
-    rms_norm_fwd={"jnp_impl": _fallback.rms_norm_fwd},
+    rms_norm_fwd={"jnp_impl": rms_norm_fwd_jnp},
     rms_norm_bwd={
-        "jnp_impl": _fallback.rms_norm_bwd,
-        "reductions": {1: _fallback.rms_norm_dweight},
-        "extra_results": {"cuda": _workspace_aval},
+        "jnp_impl": rms_norm_bwd_jnp,
+        "reductions": {1: rms_norm_dweight_jnp},
+        "extra_results": {"cuda": lambda dy, x, weight, inv_rms: [bwd_workspace_aval(x, weight)]},
     },
 )
 rms_norm_fwd_op, rms_norm_bwd_op = _OPS["rms_norm_fwd"], _OPS["rms_norm_bwd"]
@@ -82,7 +187,7 @@ def _tangent_abstract_eval(
 rms_norm_tangent_op = Op(
     "rms_norm_tangent",
     abstract_eval=_tangent_abstract_eval,
-    jnp_impl=_fallback.rms_norm_tangent,
+    jnp_impl=rms_norm_tangent_jnp,
     # No target to partition: this only types dy's sharding like dx's.
     num_batch_dims=lambda dx, dweight, x, weight, inv_rms: _FWD.infer(x, weight)[1],  # type: ignore[union-attr]
     batched=([*_FWD.batched_in, *_FWD.batched_in, _FWD.batched_out[1]], _FWD.batched_out[:1]),
@@ -107,7 +212,7 @@ def _fwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, 
     """
     (x, weight), (dx, dweight) = primals, tangents
     y, _ = rms_norm_fwd_op(x, weight, eps=eps)
-    inv_rms = _fallback.rms_norm_inv_rms(x, weight, eps=eps)
+    inv_rms = rms_norm_inv_rms_jnp(x, weight, eps=eps)
     (dy,) = rms_norm_tangent_op(dx, dweight, x, weight, inv_rms)
     axes = tuple(range(x.ndim - weight.ndim, x.ndim))
     xa, dxa = x.astype(inv_rms.dtype), dx.astype(inv_rms.dtype)
@@ -135,7 +240,7 @@ def _tangent_transpose(
 def _tangent_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
     """Second order through forward mode: differentiate the jnp formula."""
     outs = rms_norm_tangent_op(*primals)
-    _, t_outs = jax.jvp(_fallback.rms_norm_tangent, primals, tangents)
+    _, t_outs = jax.jvp(rms_norm_tangent_jnp, primals, tangents)
     return outs, t_outs
 
 
@@ -143,7 +248,7 @@ def _tangent_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
 def _bwd_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
     """Second order through reverse mode: kernel for values, jnp for tangents."""
     outs = rms_norm_bwd_op(*primals)
-    _, t_outs = jax.jvp(_fallback.rms_norm_bwd, primals, tangents)
+    _, t_outs = jax.jvp(rms_norm_bwd_jnp, primals, tangents)
     return outs, t_outs
 
 
@@ -187,11 +292,11 @@ def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...]) -> tuple[Arrays, tu
         dy_scaled = (dy * _broadcast_core(weight, dy.ndim)).astype(dy.dtype)
         core = jnp.ones(weight.shape[1:], weight.dtype)
     dx, _ = rms_norm_bwd_op(dy_scaled, x, core, inv_rms)
-    dweight = jax.vmap(_fallback.rms_norm_dweight, in_axes=(0, 0, None, 0))(dy, x, core, inv_rms)
+    dweight = jax.vmap(rms_norm_dweight_jnp, in_axes=(0, 0, None, 0))(dy, x, core, inv_rms)
     return (dx, dweight), (0, 0)
 
 
-rms_norm_tangent_op.def_batching(vmap_batching(_fallback.rms_norm_tangent))
+rms_norm_tangent_op.def_batching(vmap_batching(rms_norm_tangent_jnp))
 
 
 # -- public API ---------------------------------------------------------------

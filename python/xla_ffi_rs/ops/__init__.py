@@ -1,0 +1,18 @@
+"""The package's ops, one module each: :mod:`xla_ffi_rs.ops.kepler`,
+:mod:`xla_ffi_rs.ops.rms_norm` and :mod:`xla_ffi_rs.ops.rms_norm_inplace`.
+
+Each module holds its op's JAX primitives (``*_op``), their rules, its jnp
+reference formulas (``*_jnp``, what platforms without the target lower) and the
+public function, which the package re-exports: ``xla_ffi_rs.kepler``,
+``xla_ffi_rs.rms_norm``, ``xla_ffi_rs.rms_norm_inplace``. This package itself
+defines no names, so ``xla_ffi_rs.ops.kepler`` is always the module.
+
+Example:
+    >>> import xla_ffi_rs.ops.kepler as m
+    >>> m.kepler_op.name
+    'kepler'
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
