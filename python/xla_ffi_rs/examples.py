@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from xla_ffi_rs import _registration
 
+
 def handlers(platform: str) -> dict[str, object]:
     """The native handlers of the example targets for ``platform`` (see
     :func:`xla_ffi_rs.handlers`); empty for "cuda".
