@@ -237,3 +237,33 @@ fn the_declaration_lists_every_parameter() {
     let (_, accepts) = DECL_PAIR.declaration.results().next().unwrap();
     assert!(accepts(DataType::F32) && !accepts(DataType::F64));
 }
+
+/// An elementwise rule (one shape, one dtype for all) takes a shortcut when the call
+/// fits; a call that does not still gets the general check's words.
+#[handler(target = "decl.elementwise", shapes = "...b, ...b -> ...b", dtypes = "T, T -> T")]
+fn decl_elementwise(a: Buffer<AnyFloat>, b: Buffer<AnyFloat>, out: ResultBuffer<AnyFloat>) -> Result<()> {
+    let _ = (a, b, out);
+    Ok(())
+}
+
+#[test]
+fn an_elementwise_rule_checks_every_buffer() {
+    let call = |a: Arg, b: Arg, out: Arg| CallBuilder::new().arg(a).arg(b).ret(out);
+    let mut ok = call(Arg::zeros::<f16>(&[2, 3]), Arg::zeros::<f16>(&[2, 3]), Arg::zeros::<f16>(&[2, 3]));
+    expect_ok(ok.run(DECL_ELEMENTWISE));
+    let mut bad = call(Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<f32>(&[3, 2]));
+    let msg = expect_err(bad.run(DECL_ELEMENTWISE), ErrorCode::InvalidArgument, &[]);
+    assert_eq!(msg, "decl.elementwise: result 0 (out): expected shape [2, 3] (...b of operand 0 (a)), got [3, 2]");
+    let mut bad = call(Arg::zeros::<f32>(&[2]), Arg::zeros::<f32>(&[2]), Arg::zeros::<f64>(&[2]));
+    let msg = expect_err(bad.run(DECL_ELEMENTWISE), ErrorCode::InvalidArgument, &[]);
+    assert_eq!(
+        msg,
+        "decl.elementwise: result 0 (out): expected dtype float32 (T, the dtype of operand 0 (a)), got float64"
+    );
+    let mut bad = call(Arg::zeros::<f32>(&[2]), Arg::zeros::<bf16>(&[2]), Arg::zeros::<f32>(&[2]));
+    let msg = expect_err(bad.run(DECL_ELEMENTWISE), ErrorCode::InvalidArgument, &[]);
+    assert_eq!(
+        msg,
+        "decl.elementwise: operand 1 (b): expected dtype float32 (T, the dtype of operand 0 (a)), got bfloat16"
+    );
+}

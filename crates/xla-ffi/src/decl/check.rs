@@ -14,12 +14,23 @@ pub struct Rules {
     pub shape: Option<ShapeRule>,
     /// The dtype rule, if declared.
     pub dtype: Option<DtypeRule>,
+    /// Every buffer has one shape (`"...b, ...b -> ...b"`): checked by comparing.
+    same_shape: bool,
+    /// Every buffer has one dtype (`"T, T -> T"`): checked by comparing.
+    same_dtype: bool,
 }
 
 impl Rules {
     /// Parses the rule strings (`None` for an absent rule).
     pub fn parse(shapes: Option<&str>, dtypes: Option<&str>) -> Result<Rules, String> {
-        Ok(Rules { shape: shapes.map(ShapeRule::parse).transpose()?, dtype: dtypes.map(DtypeRule::parse).transpose()? })
+        let shape = shapes.map(ShapeRule::parse).transpose()?;
+        let dtype = dtypes.map(DtypeRule::parse).transpose()?;
+        let same_shape = shape
+            .as_ref()
+            .is_some_and(|s| s.operands.iter().chain(&s.results).all(|spec| spec.as_slice() == [Tok::Ellipsis(0)]));
+        let same_dtype =
+            dtype.as_ref().is_some_and(|r| r.operands.iter().chain(&r.results).all(|e| *e == Expr::Var(0)));
+        Ok(Rules { shape, dtype, same_shape, same_dtype })
     }
 }
 
@@ -158,6 +169,14 @@ fn dtype_err(message: String) -> RuleError {
     RuleError { kind: ProblemKind::Dtype, message }
 }
 
+/// Whether two runs of axes are equal: an element loop, cheaper than `memcmp` for
+/// the few axes a shape has.
+#[inline(always)]
+fn same(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+#[inline(always)]
 fn tok_len(t: Tok, b: &Binds) -> usize {
     match t {
         Tok::Ellipsis(n) => b[n].len,
@@ -165,14 +184,19 @@ fn tok_len(t: Tok, b: &Binds) -> usize {
     }
 }
 
-/// Binds every name of the operand specs to the axes of `dims(i)`, checking each
-/// operand against the names bound before it. Allocates nothing unless it fails.
+/// A fresh set of bindings: nothing known.
+pub(crate) const NO_BINDS: Binds = [Bind { len: UNKNOWN, src: UNKNOWN, off: 0 }; MAX_NAMES];
+
+/// Binds every name of the operand specs to the axes of `dims(i)` (into `b`, fresh),
+/// checking each operand against the names bound before it. Allocates nothing
+/// unless it fails.
+#[inline]
 pub(crate) fn bind_operands<'a>(
     rule: &ShapeRule,
     who: &Who<'_>,
-    dims: &dyn Fn(usize) -> &'a [i64],
-) -> Result<Binds, RuleError> {
-    let mut b: Binds = [Bind { len: UNKNOWN, src: UNKNOWN, off: 0 }; MAX_NAMES];
+    dims: &impl Fn(usize) -> &'a [i64],
+    b: &mut Binds,
+) -> Result<(), RuleError> {
     for spec in rule.operands.iter().chain(&rule.results) {
         for t in spec {
             if let Tok::Factor(n) = *t {
@@ -180,41 +204,27 @@ pub(crate) fn bind_operands<'a>(
             }
         }
     }
-    // The lengths of the ellipses: a spec with one ellipsis of unknown length fixes it.
-    loop {
-        let mut changed = false;
-        for (i, spec) in rule.operands.iter().enumerate() {
-            let (mut known, mut unknown) = (0usize, None);
-            for t in spec {
-                match tok_len(*t, &b) {
-                    UNKNOWN if unknown.is_none() => unknown = Some(t),
-                    UNKNOWN => {
-                        unknown = None;
-                        known = UNKNOWN;
-                        break;
-                    }
-                    l => known += l,
-                }
-            }
-            if let (Some(Tok::Ellipsis(n)), true) = (unknown, known != UNKNOWN) {
-                let rank = dims(i).len();
-                if rank < known {
-                    return Err(rank_error(rule, who, &b, i, dims(i)));
-                }
-                b[*n].len = rank - known;
-                changed = true;
+    // The lengths of the ellipses, in the order the parser worked out: each step's
+    // operand has one ellipsis of unknown length, which its rank fixes.
+    for &(i, n) in &rule.plan {
+        let mut known = 0usize;
+        for t in &rule.operands[i] {
+            if *t != Tok::Ellipsis(n) {
+                known = known.saturating_add(tok_len(*t, b));
             }
         }
-        if !changed {
-            break;
+        let rank = dims(i).len();
+        if rank < known {
+            return Err(rank_error(rule, who, b, i, dims(i)));
         }
+        b[n].len = rank - known;
     }
     // The values, operand by operand: the first operand to show a name binds it.
     for (i, spec) in rule.operands.iter().enumerate() {
         let d = dims(i);
         let mut total = 0usize;
         for t in spec {
-            total = total.saturating_add(tok_len(*t, &b));
+            total = total.saturating_add(tok_len(*t, b));
         }
         if total != d.len() {
             // Every axis known from earlier operands: say the whole expected shape.
@@ -223,13 +233,13 @@ pub(crate) fn bind_operands<'a>(
                 Tok::Ellipsis(n) | Tok::Factor(n) => b[n].src != UNKNOWN && b[n].len != UNKNOWN,
             });
             if known {
-                return Err(value_error(rule, who, &b, dims, false, i, spec, d));
+                return Err(value_error(rule, who, b, dims, false, i, spec, d));
             }
-            return Err(rank_error(rule, who, &b, i, d));
+            return Err(rank_error(rule, who, b, i, d));
         }
         let mut pos = 0;
         for t in spec {
-            let len = tok_len(*t, &b);
+            let len = tok_len(*t, b);
             let ok = match *t {
                 Tok::Literal(v) => d[pos] == v,
                 Tok::Ellipsis(n) | Tok::Factor(n) => {
@@ -238,22 +248,21 @@ pub(crate) fn bind_operands<'a>(
                         b[n].off = pos;
                         true
                     } else {
-                        let s = &dims(b[n].src)[b[n].off..b[n].off + len];
-                        s == &d[pos..pos + len]
+                        same(&dims(b[n].src)[b[n].off..b[n].off + len], &d[pos..pos + len])
                     }
                 }
             };
             if !ok {
-                return Err(value_error(rule, who, &b, dims, false, i, spec, d));
+                return Err(value_error(rule, who, b, dims, false, i, spec, d));
             }
             pos += len;
         }
     }
-    Ok(b)
+    Ok(())
 }
 
 /// The expected shape of result `j`, into `out` (cleared first).
-pub(crate) fn result_shape<'a>(rule: &ShapeRule, b: &Binds, dims: &dyn Fn(usize) -> &'a [i64], j: usize) -> Vec<i64> {
+pub(crate) fn result_shape<'a>(rule: &ShapeRule, b: &Binds, dims: &impl Fn(usize) -> &'a [i64], j: usize) -> Vec<i64> {
     let mut out = Vec::new();
     for t in &rule.results[j] {
         match *t {
@@ -271,7 +280,7 @@ pub(crate) fn check_result<'a>(
     rule: &ShapeRule,
     who: &Who<'_>,
     b: &Binds,
-    dims: &dyn Fn(usize) -> &'a [i64],
+    dims: &impl Fn(usize) -> &'a [i64],
     j: usize,
     got: &[i64],
 ) -> Result<(), RuleError> {
@@ -286,7 +295,7 @@ pub(crate) fn check_result<'a>(
         }
         ok &= match *t {
             Tok::Literal(v) => got[pos] == v,
-            Tok::Ellipsis(n) | Tok::Factor(n) => dims(b[n].src)[b[n].off..b[n].off + len] == got[pos..pos + len],
+            Tok::Ellipsis(n) | Tok::Factor(n) => same(&dims(b[n].src)[b[n].off..b[n].off + len], &got[pos..pos + len]),
         };
         pos += len;
     }
@@ -332,7 +341,7 @@ fn value_error<'a>(
     rule: &ShapeRule,
     who: &Who<'_>,
     b: &Binds,
-    dims: &dyn Fn(usize) -> &'a [i64],
+    dims: &impl Fn(usize) -> &'a [i64],
     result: bool,
     i: usize,
     spec: &[Tok],
@@ -370,7 +379,16 @@ fn value_error<'a>(
 /// A variable's dtype and the operand that bound it.
 pub(crate) type Vars = [Option<(DataType, usize)>; MAX_VARS];
 
+/// An expression's dtype; a bare variable (the common case) without a call.
+#[inline(always)]
 fn eval(e: &Expr, v: &Vars) -> Option<DataType> {
+    match e {
+        Expr::Var(x) => v[*x].map(|(d, _)| d),
+        e => eval_deep(e, v),
+    }
+}
+
+fn eval_deep(e: &Expr, v: &Vars) -> Option<DataType> {
     match e {
         Expr::Var(x) => v[*x].map(|(d, _)| d),
         Expr::Dtype(d) => dtype_by_name(DTYPE_NAMES[*d]),
@@ -391,36 +409,25 @@ fn eval(e: &Expr, v: &Vars) -> Option<DataType> {
     }
 }
 
-/// Operands whose variable binding is remembered (one that binds past it is checked
-/// against itself, which always passes).
-const MAX_OPERANDS: usize = 64;
-
 /// Binds the variables to the operands' dtypes (an operand whose expression is a
 /// bare variable binds it, left to right), then checks every other operand.
+#[inline]
 pub(crate) fn bind_dtypes(
     rule: &DtypeRule,
     who: &Who<'_>,
-    dtype: &dyn Fn(usize) -> DataType,
-) -> Result<Vars, RuleError> {
-    let mut v: Vars = [None; MAX_VARS];
-    let mut binds = [false; MAX_OPERANDS];
-    for (i, e) in rule.operands.iter().enumerate() {
-        if let Expr::Var(x) = e {
-            if v[*x].is_none() {
-                v[*x] = Some((dtype(i), i));
-                if let Some(b) = binds.get_mut(i) {
-                    *b = true;
-                }
-            }
+    dtype: &impl Fn(usize) -> DataType,
+    v: &mut Vars,
+) -> Result<(), RuleError> {
+    for &(i, x) in &rule.binders {
+        v[x] = Some((dtype(i), i));
+    }
+    for &i in &rule.checked {
+        let (e, got) = (&rule.operands[i], dtype(i));
+        if eval(e, v) != Some(got) {
+            return Err(dtype_error(rule, who, v, false, i, e, got));
         }
     }
-    for (i, e) in rule.operands.iter().enumerate() {
-        let got = dtype(i);
-        if binds.get(i) != Some(&true) && eval(e, &v) != Some(got) {
-            return Err(dtype_error(rule, who, &v, false, i, e, got));
-        }
-    }
-    Ok(v)
+    Ok(())
 }
 
 /// The dtype of result `j`, or the error for a promotion the rule cannot make.
@@ -612,7 +619,8 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
         )));
     }
     let dims = |i: usize| -> &[i64] { &shapes[i] };
-    let b = bind_operands(shape, &who, &dims)?;
+    let mut b = NO_BINDS;
+    bind_operands(shape, &who, &dims, &mut b)?;
     let vars = match &rules.dtype {
         Some(r) if r.operands.len() != n || r.results.len() != m => {
             return Err(dtype_err(format!(
@@ -622,7 +630,11 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
             r.results.len()
         )))
         }
-        Some(r) => Some(bind_dtypes(r, &who, &|i| dtypes[i])?),
+        Some(r) => {
+            let mut v = [None; MAX_VARS];
+            bind_dtypes(r, &who, &|i| dtypes[i], &mut v)?;
+            Some(v)
+        }
         None => None,
     };
     for j in 0..m {
@@ -645,27 +657,60 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
     Ok(Inferred { results: out, batch_rank })
 }
 
+/// Operands (and results) whose dtype and dims the shim's check reads once into a
+/// local table (more are read from the frame each time they are needed).
+pub(crate) const CACHED: usize = 8;
+
 /// The shim's check of a decoded call: shapes, then dtypes, against the rules it
 /// parsed once. `operand`/`result` read a buffer's dtype and dims from the frame.
+#[inline]
 pub(crate) fn check_call<'a>(
     decl: &Declaration,
     rules: &Rules,
-    operand: &dyn Fn(usize) -> (DataType, &'a [i64]),
-    result: &dyn Fn(usize) -> (DataType, &'a [i64]),
+    operand: &impl Fn(usize) -> (DataType, &'a [i64]),
+    result: &impl Fn(usize) -> (DataType, &'a [i64]),
 ) -> Result<(), RuleError> {
     let name = |r: bool, i: usize| decl.buffer_name(r, i);
     let who = Who { target: decl.target, name: &name };
+    // Each operand read once from the frame (its struct checked each time it is read).
+    let n =
+        rules.shape.as_ref().map_or(0, |s| s.operands.len()).max(rules.dtype.as_ref().map_or(0, |r| r.operands.len()));
+    let mut cache: [(DataType, &'a [i64]); CACHED] = [(DataType::INVALID, &[]); CACHED];
+    for (i, c) in cache.iter_mut().enumerate().take(n) {
+        *c = operand(i);
+    }
+    let op = |i: usize| if i < CACHED { cache[i] } else { operand(i) };
+    let m =
+        rules.shape.as_ref().map_or(0, |s| s.results.len()).max(rules.dtype.as_ref().map_or(0, |r| r.results.len()));
+    let mut rcache: [(DataType, &'a [i64]); CACHED] = [(DataType::INVALID, &[]); CACHED];
+    for (j, c) in rcache.iter_mut().enumerate().take(m) {
+        *c = result(j);
+    }
+    let res = |j: usize| if j < CACHED { rcache[j] } else { result(j) };
+    // The elementwise case: one shape and one dtype for all; the general check below
+    // runs only to word an error.
+    if rules.same_shape && rules.same_dtype {
+        let (t0, d0) = op(0);
+        let n_all = rules.shape.as_ref().map_or(0, |s| s.operands.len());
+        let m_all = rules.shape.as_ref().map_or(0, |s| s.results.len());
+        let fits = |(t, d): (DataType, &[i64])| t == t0 && same(d, d0);
+        if (1..n_all).all(|i| fits(op(i))) && (0..m_all).all(|j| fits(res(j))) {
+            return Ok(());
+        }
+    }
     if let Some(shape) = &rules.shape {
-        let dims = |i: usize| operand(i).1;
-        let b = bind_operands(shape, &who, &dims)?;
+        let dims = |i: usize| op(i).1;
+        let mut b = NO_BINDS;
+        bind_operands(shape, &who, &dims, &mut b)?;
         for j in 0..shape.results.len() {
-            check_result(shape, &who, &b, &dims, j, result(j).1)?;
+            check_result(shape, &who, &b, &dims, j, res(j).1)?;
         }
     }
     if let Some(rule) = &rules.dtype {
-        let v = bind_dtypes(rule, &who, &|i| operand(i).0)?;
+        let mut v = [None; MAX_VARS];
+        bind_dtypes(rule, &who, &|i| op(i).0, &mut v)?;
         for j in 0..rule.results.len() {
-            check_result_dtype(rule, &who, &v, j, result(j).0)?;
+            check_result_dtype(rule, &who, &v, j, res(j).0)?;
         }
     }
     Ok(())

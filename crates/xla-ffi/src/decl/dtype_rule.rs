@@ -55,6 +55,11 @@ pub struct DtypeRule {
     pub operands: Vec<Expr>,
     /// The expression of each result.
     pub results: Vec<Expr>,
+    /// The operands that bind a variable: `(operand, variable)`, the first operand
+    /// whose expression is that bare variable.
+    pub binders: Vec<(usize, usize)>,
+    /// The other operands, checked against their expressions.
+    pub checked: Vec<usize>,
 }
 
 impl DtypeRule {
@@ -65,7 +70,13 @@ impl DtypeRule {
         let (Some(lhs), Some(rhs), None) = (sides.next(), sides.next(), sides.next()) else {
             return Err(format!("dtype rule `{text}`: expected one `->` between the operand and result dtypes"));
         };
-        let mut rule = DtypeRule { vars: Vec::new(), operands: Vec::new(), results: Vec::new() };
+        let mut rule = DtypeRule {
+            vars: Vec::new(),
+            operands: Vec::new(),
+            results: Vec::new(),
+            binders: Vec::new(),
+            checked: Vec::new(),
+        };
         for (side, is_result) in [(lhs, false), (rhs, true)] {
             let mut p = Parser { s: side.as_bytes(), i: 0 };
             if p.at_end() {
@@ -97,9 +108,13 @@ impl DtypeRule {
             return Err(format!("dtype rule `{text}`: more than {MAX_VARS} variables"));
         }
         let mut bound = vec![false; rule.vars.len()];
-        for e in &rule.operands {
-            if let Expr::Var(v) = e {
-                bound[*v] = true;
+        for (i, e) in rule.operands.iter().enumerate() {
+            match e {
+                Expr::Var(v) if !bound[*v] => {
+                    bound[*v] = true;
+                    rule.binders.push((i, *v));
+                }
+                _ => rule.checked.push(i),
             }
         }
         for (i, e) in rule.operands.iter().enumerate() {

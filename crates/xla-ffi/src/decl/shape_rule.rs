@@ -10,7 +10,7 @@
 //! of that size); `()` is a scalar. The same name means the same size(s).
 
 /// Names per rule at most (the runtime check binds them in a fixed-size array).
-pub const MAX_NAMES: usize = 32;
+pub const MAX_NAMES: usize = 16;
 
 /// One token of a spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,9 @@ pub struct ShapeRule {
     pub results: Vec<Vec<Tok>>,
     /// The batch ellipsis: the one that starts the first operand's spec.
     pub batch: Option<usize>,
+    /// The order in which the ellipses get their lengths: `(operand, name)`, the
+    /// operand's rank minus its other tokens' lengths (see [`ShapeRule::resolve_order`]).
+    pub plan: Vec<(usize, usize)>,
 }
 
 impl ShapeRule {
@@ -45,7 +48,8 @@ impl ShapeRule {
         let (Some(lhs), Some(rhs), None) = (sides.next(), sides.next(), sides.next()) else {
             return Err(format!("shape rule `{text}`: expected one `->` between the operand and result specs"));
         };
-        let mut rule = ShapeRule { names: Vec::new(), operands: Vec::new(), results: Vec::new(), batch: None };
+        let mut rule =
+            ShapeRule { names: Vec::new(), operands: Vec::new(), results: Vec::new(), batch: None, plan: Vec::new() };
         let mut kinds: Vec<bool> = Vec::new(); // per name: is an ellipsis
         for (side, out) in [(lhs, 0), (rhs, 1)] {
             for (i, spec) in split_specs(side).into_iter().enumerate() {
@@ -80,14 +84,16 @@ impl ShapeRule {
         if let Some(Tok::Ellipsis(n)) = rule.operands.first().and_then(|s| s.first()) {
             rule.batch = Some(*n);
         }
-        rule.resolve_order().map_err(|e| format!("shape rule `{text}`: {e}"))?;
+        rule.plan = rule.resolve_order().map_err(|e| format!("shape rule `{text}`: {e}"))?;
         Ok(rule)
     }
 
     /// Checks that every operand spec can be matched against a shape: repeating over
     /// the operand specs, a spec with at most one ellipsis of unknown length gives
     /// that ellipsis its length (its rank minus the rest), until nothing changes.
-    pub fn resolve_order(&self) -> Result<(), String> {
+    /// Returns those steps in order: `(operand, name)`.
+    pub fn resolve_order(&self) -> Result<Vec<(usize, usize)>, String> {
+        let mut plan = Vec::new();
         let mut known: Vec<bool> = self.names.iter().map(|_| false).collect();
         for spec in self.operands.iter().chain(&self.results) {
             for t in spec {
@@ -98,7 +104,7 @@ impl ShapeRule {
         }
         loop {
             let mut changed = false;
-            for spec in &self.operands {
+            for (i, spec) in self.operands.iter().enumerate() {
                 let unknown: Vec<usize> = spec
                     .iter()
                     .filter_map(|t| match t {
@@ -108,6 +114,7 @@ impl ShapeRule {
                     .collect();
                 if unknown.len() == 1 {
                     known[unknown[0]] = true;
+                    plan.push((i, unknown[0]));
                     changed = true;
                 }
             }
@@ -129,7 +136,7 @@ impl ShapeRule {
                 ));
             }
         }
-        Ok(())
+        Ok(plan)
     }
 
     /// A token as written: `...b`, `n`, `3`.
