@@ -221,23 +221,37 @@ def test_no_import_cycle_between_the_package_modules() -> None:
     from_root = sorted(m for m, deps in graph.items() if m != PACKAGE and PACKAGE in deps)
     assert not from_root, f"modules that import from the package's __init__ (a cycle through it): {from_root}"
 
+    cycle = find_cycle({m: deps - {PACKAGE} for m, deps in graph.items() if m != PACKAGE})
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` (node -> the nodes it imports) as ``[a, b, ..., a]``, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     stack: list[str] = []
 
-    def visit(m: str) -> None:
+    def visit(m: str) -> list[str] | None:
         state[m] = 1
         stack.append(m)
-        for d in sorted(graph.get(m, set()) - {PACKAGE}):
+        for d in sorted(graph.get(m, set())):
             if state.get(d) == 1:
-                raise AssertionError("import cycle: " + " -> ".join([*stack[stack.index(d) :], d]))
-            if d not in state:
-                visit(d)
+                return [*stack[stack.index(d) :], d]
+            if d not in state and (found := visit(d)):
+                return found
         stack.pop()
         state[m] = 2
+        return None
 
     for m in sorted(graph):
-        if m != PACKAGE and m not in state:
-            visit(m)
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_cycle_check_finds_cycles() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"b"}}) == ["b", "b"]
 
 
 @pytest.mark.parametrize("module", package_modules())

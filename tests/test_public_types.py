@@ -118,3 +118,23 @@ def test_binding_op_types() -> None:
     assert_type(elementwise_batching(square), BatchRule)
     moved = assert_type(move_batch_axis_to_front(jnp.ones((2, 3)), 1, 3), jax.Array)
     assert moved.shape == (3, 2)
+
+
+def test_package_level_names_types() -> None:
+    """The names the package gives for what only its private native module had."""
+    from xla_ffi_rs import dtypes, examples, pyop
+    from xla_ffi_rs.ops import kepler as kepler_module
+    from xla_ffi_rs.ops import rms_norm as rms_norm_module
+
+    assert isinstance(assert_type(xr.has_cuda, bool), bool)
+    version = assert_type(xr.min_api_version(), tuple[int, int])
+    assert all(isinstance(v, int) for v in version)
+    assert isinstance(assert_type(xr.handlers("cpu"), dict[str, object]), dict)
+    assert isinstance(assert_type(examples.handlers("cpu"), dict[str, object]), dict)
+    assert isinstance(assert_type(pyop.registered_functions(), int), int)
+    assert isinstance(assert_type(rms_norm_module.bwd_workspace_rows(17), int), int)
+    assert isinstance(assert_type(dtypes.result_dtype(np.float16, np.float32), np.dtype), np.dtype)
+    s, c = assert_type(kepler_module.kepler_jnp(jnp.zeros(2), jnp.zeros(2)), tuple[jax.Array, jax.Array])
+    assert isinstance(s, jax.Array) and isinstance(c, jax.Array)
+    with pytest.raises(TypeError, match=r"^handlers: platform: expected a platform name \(str\), got int$"):
+        xr.handlers(0)  # type: ignore[arg-type]

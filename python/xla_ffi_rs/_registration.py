@@ -170,8 +170,8 @@ def target_names(name: str) -> dict[str, str]:
 
     Example:
         >>> import xla_ffi_rs
-        >>> xla_ffi_rs.target_names("xla_ffi_rs.rms_norm_fwd")
-        {'cpu': 'xla_ffi_rs.rms_norm_fwd'}
+        >>> xla_ffi_rs.target_names("xla_ffi_rs.rms_norm_fwd")["cpu"]
+        'xla_ffi_rs.rms_norm_fwd'
     """
     if not isinstance(name, str):
         raise TypeError(f"target_names: name: expected a target name (str), got {type(name).__name__}")

@@ -22,9 +22,8 @@ Example:
     >>> import jax, jax.numpy as jnp
     >>> from xla_ffi_rs import rms_norm
     >>> x, w = jnp.ones((2, 3)), jnp.full((3,), 2.0)
-    >>> rms_norm(x, w, eps=0.0)
-    Array([[2., 2., 2.],
-           [2., 2., 2.]], dtype=float32)
+    >>> rms_norm(x, w, eps=0.0).tolist()
+    [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
     >>> dx, dw = jax.grad(lambda x, w: rms_norm(x, w).sum(), argnums=(0, 1))(x, w)
 """
 
