@@ -1,6 +1,11 @@
 """Define a JAX operation backed by XLA FFI targets in a few lines.
 
-An :class:`Op` is a JAX primitive (``jax.extend.core.Primitive``) plus its
+From a declaration: :func:`op` (one target) and :func:`ops` (several, with the
+transposes between them linked) build the op from what the Rust
+``#[handler(...)]`` declares (operands, dtypes, shape rule, attributes,
+linearity, transpose target); see ``docs/binding.md``.
+
+By hand, an :class:`Op` is a JAX primitive (``jax.extend.core.Primitive``) plus its
 rules, each in a short function of its own:
 
 * abstract evaluation: shapes and dtypes of the results (:class:`Op` argument);
@@ -215,12 +220,13 @@ def op(
 ) -> Op:
     """An :class:`Op` built from a handler's declaration (``#[handler(shapes = ...,
     dtypes = ..., linear = ..., transpose = ...)]`` in Rust, handed to Python by
-    ``xla_ffi::python::declarations``: ``_native.declarations()[target]``).
+    ``xla_ffi::python::declarations``: ``xla_ffi_rs.declarations()[target]``, or a
+    plugin module's ``declarations()[target]``).
 
     Everything that follows from the declaration is done here:
 
     * abstract eval: the result shapes and dtypes, and the handler's own checks,
-      run by the native checker (``_native.infer``) while tracing, so a bad
+      run by the native checker (:func:`infer`) while tracing, so a bad
       operand raises the handler's words (TypeError for a dtype, ValueError for a
       shape) before anything is lowered;
     * params: checked against the declared attributes and converted to their
