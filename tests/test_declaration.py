@@ -1,5 +1,5 @@
-"""The ops' declarations as Python sees them (``_native.declarations()``), and
-``_native.infer``: result shapes and dtypes from the declared rules, with the
+"""The ops' declarations as Python sees them (``xla_ffi_rs.declarations()``), and
+``binding.infer`` (the native checker): result shapes and dtypes from the declared rules, with the
 messages of the handlers' own checks (ValueError for shapes, TypeError for dtypes)."""
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import xla_ffi_rs
 from helpers import KEPLER, RMS_FWD
-from xla_ffi_rs import _native
+from xla_ffi_rs import binding
 
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 
 
 def decl(target: str) -> dict[str, Any]:
-    d: dict[str, Any] = _native.declarations()[target]
+    d: dict[str, Any] = xla_ffi_rs.declarations()[target]
     return d
 
 
@@ -39,7 +40,7 @@ def test_rms_norm_fwd_declaration_contents() -> None:
 
 
 def test_kepler_declarations_name_their_transposes() -> None:
-    d = _native.declarations()
+    d = xla_ffi_rs.declarations()
     assert d[KEPLER]["operands"][1]["dtypes"] == ["float32", "float64"]
     assert d[KEPLER]["attributes"] == []
     tangent, cotangent = d["xla_ffi_rs.kepler_tangent"], d["xla_ffi_rs.kepler_cotangent"]
@@ -66,7 +67,7 @@ def test_the_stateful_example_merges_its_stages() -> None:
 )
 @pytest.mark.parametrize("dtypes", [("float32", "float32"), ("bfloat16", "float16"), ("float64", "bfloat16")])
 def test_infer_rms_norm_matches_jnp(x: tuple[int, ...], w: tuple[int, ...], dtypes: tuple[str, str]) -> None:
-    results, batch_rank = _native.infer(decl(RMS_FWD), [x, w], list(dtypes))
+    results, batch_rank = binding.infer(decl(RMS_FWD), [x, w], list(dtypes))
     y_dtype = jnp.result_type(jnp.dtype(dtypes[0]), jnp.dtype(dtypes[1]))
     acc = "float64" if "float64" in dtypes else "float32"
     assert results == [(x, str(y_dtype)), (x[: len(x) - len(w)], acc)]
@@ -74,43 +75,43 @@ def test_infer_rms_norm_matches_jnp(x: tuple[int, ...], w: tuple[int, ...], dtyp
 
 
 def test_infer_kepler() -> None:
-    results, batch_rank = _native.infer(decl(KEPLER), [(3, 2), (3, 2)], ["float32", "float32"])
+    results, batch_rank = binding.infer(decl(KEPLER), [(3, 2), (3, 2)], ["float32", "float32"])
     assert results == [((3, 2), "float32"), ((3, 2), "float32")]
     assert batch_rank == 2
 
 
 def test_infer_shape_errors_are_value_errors_naming_target_operand_expected_got() -> None:
     with pytest.raises(ValueError) as e:
-        _native.infer(decl(RMS_FWD), [(2, 4), (5,)], ["float32", "float32"])
+        binding.infer(decl(RMS_FWD), [(2, 4), (5,)], ["float32", "float32"])
     assert str(e.value) == f"{RMS_FWD}: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]"
     with pytest.raises(ValueError, match=r"operand 1 \(eccentricity\): expected shape \[3\] .*got \[4\]"):
-        _native.infer(decl(KEPLER), [(3,), (4,)], ["float64", "float64"])
+        binding.infer(decl(KEPLER), [(3,), (4,)], ["float64", "float64"])
     with pytest.raises(ValueError, match=r"operand 0 \(x\): expected rank at least 2 .*got rank 1"):
-        _native.infer(decl(RMS_FWD), [(4,), (3, 4)], ["float32", "float32"])
+        binding.infer(decl(RMS_FWD), [(4,), (3, 4)], ["float32", "float32"])
     with pytest.raises(ValueError, match=r"expected 2 operands \(x, weight\), got 1 shapes"):
-        _native.infer(decl(RMS_FWD), [(4,)], ["float32"])
+        binding.infer(decl(RMS_FWD), [(4,)], ["float32"])
     with pytest.raises(ValueError, match=r"operand 0 \(x\): invalid shape \[-1\]"):
-        _native.infer(decl(RMS_FWD), [(-1,), (1,)], ["float32", "float32"])
+        binding.infer(decl(RMS_FWD), [(-1,), (1,)], ["float32", "float32"])
 
 
 def test_infer_dtype_errors_are_type_errors() -> None:
     with pytest.raises(TypeError) as e:
-        _native.infer(decl(KEPLER), [(3,), (3,)], ["float64", "float32"])
+        binding.infer(decl(KEPLER), [(3,), (3,)], ["float64", "float32"])
     assert str(e.value) == (
         f"{KEPLER}: operand 1 (eccentricity): expected dtype float64 (T, the dtype of operand 0 (mean_anomaly)), "
         "got float32"
     )
     with pytest.raises(TypeError, match=r"operand 0 \(mean_anomaly\): expected dtype float32 or float64, got float16"):
-        _native.infer(decl(KEPLER), [(3,), (3,)], ["float16", "float16"])
+        binding.infer(decl(KEPLER), [(3,), (3,)], ["float16", "float16"])
     with pytest.raises(TypeError, match=r"operand 1 \(weight\): unknown dtype 'float31'"):
-        _native.infer(decl(RMS_FWD), [(3,), (3,)], ["float32", "float31"])
+        binding.infer(decl(RMS_FWD), [(3,), (3,)], ["float32", "float31"])
 
 
 def test_infer_says_what_the_handler_says() -> None:
     """The same check runs in the handler: a raw call with the same bad shapes fails with the same words."""
     x, w = np.ones((2, 4), np.float32), np.ones(5, np.float32)
     with pytest.raises(ValueError) as inferred:
-        _native.infer(decl(RMS_FWD), [x.shape, w.shape], ["float32", "float32"])
+        binding.infer(decl(RMS_FWD), [x.shape, w.shape], ["float32", "float32"])
     out = (jax.ShapeDtypeStruct((2, 4), np.float32), jax.ShapeDtypeStruct((2,), np.float32))
     with pytest.raises(Exception) as raw:
         jax.ffi.ffi_call(RMS_FWD, out)(x, w, eps=1e-6)
@@ -131,4 +132,4 @@ def test_infer_says_what_the_handler_says() -> None:
 )
 def test_infer_refuses_malformed_input(declaration: Any, shapes: Any, dtypes: Any, error: type) -> None:
     with pytest.raises(error):
-        _native.infer(decl(RMS_FWD) if declaration is None else declaration, shapes, dtypes)
+        binding.infer(decl(RMS_FWD) if declaration is None else declaration, shapes, dtypes)

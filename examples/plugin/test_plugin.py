@@ -1,5 +1,6 @@
 """The example plugin from Python: registered through ctypes and through its PyO3
-module, run under jit, vmap and grad, and fed bad input.
+module, bound as JAX ops from its handlers' declarations (`binding.ops`), run under
+jit, vmap, grad and sharding, and fed bad input.
 
 Run by `.ci/plugin.sh`, which builds the two libraries and sets
 PLUGIN_CTYPES_LIB (the plain cdylib) and PLUGIN_PYO3_LIB (built with `--features python`).
@@ -8,25 +9,31 @@ PLUGIN_CTYPES_LIB (the plain cdylib) and PLUGIN_PYO3_LIB (built with `--features
 import ctypes
 import importlib.util
 import os
+import re
 import shutil
+
+# The sharding tests need 8 devices (set before jax starts its CPU backend).
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 
 import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
+
+import xla_ffi_rs
+from xla_ffi_rs import binding
 
 jax.config.update("jax_enable_x64", True)
 
 # target -> exported C symbol (`xla_ffi_handler__` + the handler function's name).
-SYMBOLS = {
-    "plugin.scale": "xla_ffi_handler__plugin_scale",
-    "plugin.moments": "xla_ffi_handler__plugin_moments",
-    "plugin.axpy": "xla_ffi_handler__plugin_axpy",
-    "plugin.axpy_transpose": "xla_ffi_handler__plugin_axpy_transpose",
-}
-TARGETS = tuple(SYMBOLS)
+TARGETS = ("plugin.scale", "plugin.moments", "plugin.axpy", "plugin.axpy_transpose")
+SYMBOLS = {t: "xla_ffi_handler__" + t.replace(".", "_") for t in TARGETS}
+#: route -> op name -> binding.Op (filled by the `routes` fixture).
+OPS: dict[str, dict[str, binding.Op]] = {}
 
 
 def _load_pyo3_module(tmp_dir):
@@ -41,20 +48,25 @@ def _load_pyo3_module(tmp_dir):
     return mod
 
 
+def raw(route, target):
+    """The name `target` is registered under for `route`."""
+    return target if route == "pyo3" else f"ctypes:{target}"
+
+
 @pytest.fixture(scope="session")
 def routes(tmp_path_factory):
-    """Registers every target twice: `ctypes:<target>` from the plain cdylib, and
-    `pyo3:<target>` from the PyO3 module's `targets()`."""
+    """Registers every target twice: as itself from the PyO3 module's `targets()`
+    (`xla_ffi_rs.register_targets`), and as `ctypes:<target>` from the plain cdylib;
+    binds both from the PyO3 module's `declarations()`."""
     lib = ctypes.CDLL(os.environ["PLUGIN_CTYPES_LIB"])
     for t, symbol in SYMBOLS.items():
-        jax.ffi.register_ffi_target(f"ctypes:{t}", jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
+        jax.ffi.register_ffi_target(raw("ctypes", t), jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
     assert not hasattr(lib, "plugin_moments") and not hasattr(lib, "plugin_scale")  # no raw names
     native = _load_pyo3_module(str(tmp_path_factory.mktemp("pyo3")))
-    capsules = native.targets()
-    assert sorted(capsules) == sorted(TARGETS)
-    assert sorted(native.declarations()) == sorted(TARGETS)
-    for t, cap in capsules.items():
-        jax.ffi.register_ffi_target(f"pyo3:{t}", cap, platform="cpu")
+    assert sorted(native.targets()) == sorted(TARGETS) == sorted(native.declarations())
+    xla_ffi_rs.register_targets(native.targets())
+    OPS["pyo3"] = binding.ops(native.declarations())  # targets: where register_targets put them
+    OPS["ctypes"] = binding.ops(native.declarations(), targets=lambda t: {"cpu": raw("ctypes", t)})
     return ("ctypes", "pyo3")
 
 
@@ -63,27 +75,19 @@ def route(request, routes):
     return request.param
 
 
-# ---- the Python side of each op ------------------------------------------------
+# ---- the Python side of each op: nothing but the call ---------------------------
 
 
 def scale(x, factor, *, route):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"scale: x must be a float array, got {x.dtype}")
-    return jax.ffi.ffi_call(f"{route}:plugin.scale", jax.ShapeDtypeStruct(x.shape, x.dtype), vmap_method="expand_dims")(
-        x, factor=float(factor)
-    )
+    return OPS[route]["scale"](x, factor=factor)[0]
 
 
 def moments(x, ddof=0, clip=None, *, route):
-    x = jnp.asarray(x, jnp.float64)
-    if x.ndim < 1:
-        raise ValueError("moments: x must have rank >= 1")
-    out = jax.ShapeDtypeStruct(x.shape[:-1], jnp.float64)
-    attrs: dict[str, int | float] = {"ddof": int(ddof)}
-    if clip is not None:
-        attrs["clip"] = float(clip)
-    return jax.ffi.ffi_call(f"{route}:plugin.moments", (out, out), vmap_method="broadcast_all")(x, **attrs)
+    return OPS[route]["moments"](x, ddof=ddof, clip=clip)
+
+
+def axpy(alpha, x, y, *, route):
+    return OPS[route]["axpy"](x, y, alpha=alpha)[0]
 
 
 def make_differentiable_moments(route, ddof):
@@ -126,16 +130,14 @@ def test_scale_matches_numpy_for_every_float_type(route, dtype, shape):
 
 
 def test_scale_under_vmap_and_grad(route):
+    """vmap is one call; grad and jvp follow from `linear = "x"` and the op being its
+    own transpose, to any order."""
     x = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
-    np.testing.assert_allclose(jax.vmap(lambda r: scale(r, 3.0, route=route))(x), 3.0 * x)
-
-    @jax.custom_vjp
-    def f(x):
-        return scale(x, 1.5, route=route)
-
-    f.defvjp(lambda x: (f(x), None), lambda _, g: (scale(g, 1.5, route=route),))
-    check_grads(f, (x,), order=1, modes=["rev"])
-    np.testing.assert_allclose(jax.grad(lambda x: f(x).sum())(x), np.full(x.shape, 1.5))
+    fn = jax.vmap(lambda r: scale(r, 3.0, route=route), in_axes=1)
+    np.testing.assert_allclose(fn(x), 3.0 * x.T)
+    assert str(jax.make_jaxpr(fn)(x)).count("scale[") == 1
+    check_grads(lambda x: scale(x, 1.5, route=route), (x,), order=2, modes=["fwd", "rev"])
+    np.testing.assert_allclose(jax.grad(lambda x: scale(x, 1.5, route=route).sum())(x), np.full(x.shape, 1.5))
 
 
 # ---- plugin.moments: two results, an integer and an optional attribute -----------
@@ -154,9 +156,16 @@ def test_moments_match_numpy(route, shape, ddof, clip):
 
 def test_moments_under_vmap(route):
     x = np.random.default_rng(2).standard_normal((3, 4, 5))
-    m, v = jax.vmap(lambda b: moments(b, 1, route=route))(x)
-    np.testing.assert_allclose(m, x.mean(-1), rtol=1e-12)
-    np.testing.assert_allclose(v, x.var(-1, ddof=1), rtol=1e-12)
+    for axis in (0, 1):  # the batch axes enter `...b`: one call
+        fn = jax.vmap(lambda b: moments(b, 1, route=route), in_axes=axis)
+        m, v = fn(x)
+        xs = np.moveaxis(x, axis, 0)
+        np.testing.assert_allclose(m, xs.mean(-1), rtol=1e-12)
+        np.testing.assert_allclose(v, xs.var(-1, ddof=1), rtol=1e-12)
+        assert str(jax.make_jaxpr(fn)(x)).count("moments[") == 1
+    # over the row axis `n`, which is no batch axis: correct, one call per row
+    m, _ = jax.vmap(lambda b: moments(b, 0, route=route), in_axes=2)(x)
+    np.testing.assert_allclose(m, np.moveaxis(x, 2, 0).mean(-1), rtol=1e-12)
 
 
 @pytest.mark.parametrize("ddof", [0, 1])
@@ -180,20 +189,36 @@ def _runtime_error(fn):
 
 
 def test_scale_refuses_integers_before_and_after_lowering(route):
-    with pytest.raises(TypeError, match="float array"):
+    with pytest.raises(TypeError) as info:
         scale(np.arange(3, dtype=np.int32), 2.0, route=route)
+    for word in ["plugin.scale: operand 0 (x)", "float16, bfloat16, float32 or float64", "int32"]:
+        assert word in str(info.value), str(info.value)
     x = np.arange(3, dtype=np.int32)
-    call = jax.ffi.ffi_call(f"{route}:plugin.scale", jax.ShapeDtypeStruct(x.shape, x.dtype))
+    call = jax.ffi.ffi_call(raw(route, "plugin.scale"), jax.ShapeDtypeStruct(x.shape, x.dtype))
     msg = _runtime_error(lambda: call(x, factor=2.0))
     assert msg.startswith("INVALID_ARGUMENT: plugin.scale: ")
     for word in ["operand 0 (x)", "float16, bfloat16, float32 or float64", "int32"]:
         assert word in msg, msg
 
 
+def test_attributes_are_checked_before_lowering(route):
+    x = np.ones(3, np.float32)
+    with pytest.raises(TypeError, match=r"plugin\.scale: attribute 'factor' \(f64\) is missing"):
+        OPS[route]["scale"](x)
+    with pytest.raises(TypeError, match=r"unknown attribute 'factr' \(did you mean 'factor'\?\)"):
+        OPS[route]["scale"](x, factor=2.0, factr=2.0)
+    with pytest.raises(TypeError, match=r"plugin\.scale: attribute 'factor': expected a float \(f64\), got str"):
+        scale(x, "2", route=route)
+    with pytest.raises(TypeError, match=r"plugin\.moments: attribute 'ddof': expected an integer \(i64\), got float"):
+        moments(np.ones((2, 3)), ddof=1.0, route=route)
+    with pytest.raises(TypeError, match=r"plugin\.moments: attribute 'clip': expected a float \(f64\), got str"):
+        moments(np.ones((2, 3)), clip="1", route=route)
+
+
 def test_scale_attribute_errors(route):
     x = np.ones(3, np.float32)
     out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    call = jax.ffi.ffi_call(f"{route}:plugin.scale", out)
+    call = jax.ffi.ffi_call(raw(route, "plugin.scale"), out)
     msg = _runtime_error(lambda: call(x))
     assert "plugin.scale" in msg and "factor" in msg and "missing" in msg, msg
     msg = _runtime_error(lambda: call(x, factor=2.0, factr=2.0))
@@ -207,25 +232,100 @@ def test_scale_attribute_errors(route):
 
 def test_scale_result_must_match(route):
     x = np.ones(3, np.float32)
-    call = jax.ffi.ffi_call(f"{route}:plugin.scale", jax.ShapeDtypeStruct((4,), np.float32))
+    call = jax.ffi.ffi_call(raw(route, "plugin.scale"), jax.ShapeDtypeStruct((4,), np.float32))
     msg = _runtime_error(lambda: call(x, factor=1.0))
     assert "result 0 (y): expected shape [3] (...b of operand 0 (x)), got [4]" in msg, msg
 
 
 def test_moments_bad_inputs(route):
-    with pytest.raises(ValueError, match="rank >= 1"):
+    with pytest.raises(ValueError) as info:
         moments(np.float64(1.0), route=route)
+    assert str(info.value).startswith("plugin.moments: operand 0 (x): expected"), str(info.value)
+    with pytest.raises(TypeError) as type_info:
+        moments(np.ones((2, 3), np.float32), route=route)
+    for word in ["plugin.moments: operand 0 (x)", "float64", "float32"]:
+        assert word in str(type_info.value), str(type_info.value)
     x = np.ones((2, 3))
     msg = _runtime_error(lambda: moments(x, ddof=3, route=route))
     assert "plugin.moments" in msg and "`ddof` must be in [0, 3)" in msg, msg
     msg = _runtime_error(lambda: moments(x, ddof=0, clip=-1.0, route=route))
     assert "`clip` must be > 0" in msg, msg
     out = jax.ShapeDtypeStruct((2,), np.float64)
-    call = jax.ffi.ffi_call(f"{route}:plugin.moments", (out, out))
+    call = jax.ffi.ffi_call(raw(route, "plugin.moments"), (out, out))
     msg = _runtime_error(lambda: call(x.astype(np.float32), ddof=0))
     assert "operand 0 (x)" in msg and "float64" in msg and "float32" in msg, msg
     msg = _runtime_error(lambda: call(x, ddof=1.0))
     assert "attribute `ddof`" in msg and "integer scalar (i64)" in msg, msg
-    one = jax.ffi.ffi_call(f"{route}:plugin.moments", out)
+    one = jax.ffi.ffi_call(raw(route, "plugin.moments"), out)
     msg = _runtime_error(lambda: one(x, ddof=0))
     assert "expected 2 results, got 1" in msg, msg
+
+
+# ---- plugin.axpy: the op added from its declaration alone ------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 5), (2, 3, 4)], ids=str)
+def test_axpy_matches_numpy(route, dtype, shape):
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    got = jax.jit(lambda x, y: axpy(-1.5, x, y, route=route))(x, y)
+    assert got.dtype == np.dtype(dtype) and got.shape == shape
+    want = (-1.5 * x.astype(np.float64) + y.astype(np.float64)).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_axpy_under_vmap_is_one_call(route):
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal((3, 4))
+    fn = jax.vmap(lambda x, y: axpy(2.0, x, y, route=route), in_axes=(1, 0))  # several operands, other axes
+    np.testing.assert_allclose(fn(x, y), 2.0 * x.T + y, rtol=1e-15)
+    assert str(jax.make_jaxpr(fn)(x, y)).count("axpy[") == 1
+    one = jax.vmap(lambda x: axpy(2.0, x, y[0], route=route))  # y broadcast into the batch
+    np.testing.assert_allclose(one(x.T), 2.0 * x.T + y[0], rtol=1e-15)
+
+
+def test_axpy_gradients_from_its_declaration(route):
+    """jvp and grad from `linear = "x, y"` and `transpose = "plugin.axpy_transpose"`:
+    reverse mode runs the transpose target."""
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal((2, 5)), rng.standard_normal((2, 5))
+    f = lambda x, y: axpy(0.5, x, y, route=route)  # noqa: E731
+    check_grads(f, (x, y), order=2, modes=["fwd", "rev"])
+    loss = lambda x, y: (f(x, y) ** 2).sum()  # noqa: E731
+    gx, gy = jax.grad(loss, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, 0.5 * 2 * (0.5 * x + y), rtol=1e-14)
+    np.testing.assert_allclose(gy, 2 * (0.5 * x + y), rtol=1e-14)
+    text = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, y).as_text()
+    assert re.search(rf'custom_call @"?{re.escape(raw(route, "plugin.axpy_transpose"))}"?\(', text), text
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_axpy_runs_on_local_blocks_when_sharded(route, partitioner):
+    """Sharding from the declaration: every value carries the batch ellipsis, so each
+    device runs the call on its block, forward and backward, with no collective."""
+    old = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
+    try:
+        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+        sh = NamedSharding(mesh, P("a", "b"))
+        rng = np.random.default_rng(7)
+        x, y = rng.standard_normal((8, 6)), rng.standard_normal((8, 6))
+        args = [jax.device_put(a, sh) for a in (x, y)]
+
+        def f(x, y):
+            out = axpy(3.0, x, y, route=route)
+            return out, jax.grad(lambda x: (axpy(3.0, x, y, route=route) * x).sum())(x)
+
+        fn = jax.jit(f)
+        out, g = fn(*args)
+        np.testing.assert_allclose(out, 3 * x + y, rtol=1e-15)
+        np.testing.assert_allclose(g, 6 * x + y, rtol=1e-14)
+        hlo = str(fn.lower(*args).compile().as_text())
+        for collective in ("all-gather", "all-to-all", "collective-permute", "all-reduce"):
+            assert f"{collective}(" not in hlo and f"{collective}-start(" not in hlo, hlo
+        for target in ("plugin.axpy", "plugin.axpy_transpose"):
+            calls = [line for line in hlo.splitlines() if f'custom_call_target="{raw(route, target)}"' in line]
+            assert calls and all("f64[2,3" in line.split("=", 1)[1][:30] for line in calls), calls  # 8x6 / 4x2
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", old)

@@ -22,13 +22,15 @@ for ops of your own: :mod:`xla_ffi_rs.binding`, :mod:`xla_ffi_rs.sharding`,
 
 ``xla_ffi_rs.export_checks()`` gives the ``jax.export`` safety checks to disable
 for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
-:class:`xla_ffi_rs.binding.Op`; ``xla_ffi_rs.handlers(platform)`` the native handlers.
+:class:`xla_ffi_rs.binding.Op`; ``xla_ffi_rs.handlers(platform)`` the native handlers;
+``xla_ffi_rs.declarations()`` what each target declares, which
+:func:`xla_ffi_rs.binding.op` builds an op from.
 """
 
 from __future__ import annotations
 
 from xla_ffi_rs import _native, _registration
-from xla_ffi_rs._registration import handlers, target_names
+from xla_ffi_rs._registration import declarations, handlers, register_targets, target_names
 
 _registration.register_all()
 
@@ -61,6 +63,7 @@ def min_api_version() -> tuple[int, int]:
 __all__ = [
     "__version__",
     "binding",
+    "declarations",
     "export_checks",
     "handlers",
     "has_cuda",
@@ -70,6 +73,7 @@ __all__ = [
     "multilinear_op",
     "nonlinear_op",
     "python_op",
+    "register_targets",
     "rms_norm",
     "rms_norm_inplace",
     "target_names",

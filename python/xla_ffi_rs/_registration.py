@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 
@@ -71,6 +72,36 @@ def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> l
     return sorted(handlers)
 
 
+def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None:
+    """Register another library's handlers with JAX for ``platform``, so that
+    :func:`target_names` (hence :func:`xla_ffi_rs.binding.op`'s default
+    ``targets``) finds them.
+
+    Args:
+        handlers: target name -> PyCapsule (or dict of stage name -> PyCapsule),
+            e.g. the ``targets()`` of a plugin's PyO3 module
+            (``xla_ffi::python::targets``).
+        platform: a JAX platform name ("cpu", "cuda", ...).
+
+    Raises:
+        TypeError: for ``handlers`` that is not a mapping of str, or a ``platform``
+            that is not a str.
+
+    Example:
+        >>> import xla_ffi_rs
+        >>> xla_ffi_rs.register_targets({})  # e.g. plugin_native.targets()
+    """
+    if not isinstance(handlers, Mapping) or not all(isinstance(k, str) for k in handlers):
+        raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
+    if not isinstance(platform, str):
+        raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
+    register_all()
+    with _lock:
+        for name, handler in handlers.items():
+            jax.ffi.register_ffi_target(name, handler, platform=platform)
+        _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
+
+
 def handlers(platform: str) -> dict[str, object]:
     """The native handlers of every production target for ``platform``: target
     name -> a PyCapsule (the execute handler) or a dict of stage name -> PyCapsule,
@@ -104,6 +135,22 @@ def _platform(fn: str, platform: object) -> str:
 def registered_names() -> frozenset[str]:
     """Every target name registered for any platform."""
     return frozenset().union(*register_all().values())
+
+
+def declarations() -> dict[str, dict[str, Any]]:
+    """Target -> declaration of every target of this package (the example targets
+    too): its operands, results and attributes with their names, accepted dtypes
+    and shape specs, its shape and dtype rules, its linear operands and transpose
+    target, as written in the Rust ``#[handler(...)]``. What
+    :func:`xla_ffi_rs.binding.op` builds an op from.
+
+    Example:
+        >>> import xla_ffi_rs
+        >>> d = xla_ffi_rs.declarations()["xla_ffi_rs.rms_norm_fwd"]
+        >>> d["shapes"], [o["name"] for o in d["operands"]]
+        ('...b ...n, ...n -> ...b ...n, ...b', ['x', 'weight'])
+    """
+    return _native.declarations()
 
 
 def target_names(name: str) -> dict[str, str]:

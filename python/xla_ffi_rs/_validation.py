@@ -1,23 +1,21 @@
 """Argument checks that run while tracing, before anything is lowered.
 
+What the public functions check of a Python argument before it is an array
+(an op's dtypes and shapes are its handler's checks, run by the op itself).
 Each message names the function, the argument, what was expected and what was
-got, e.g. ``rms_norm: weight: expected a floating dtype (float16, bfloat16,
-float32 or float64), got int32``, and a value that must be static but is traced
-says how to make it static.
+got, and a value that must be static but is traced says how to make it static.
 
 Example:
-    >>> import numpy as np
-    >>> check_floating("rms_norm", "x", np.dtype("int32"), FLOAT_DTYPES)
+    >>> check_nonnegative_float("rms_norm", "eps", -1.0, position=2)
     Traceback (most recent call last):
     ...
-    TypeError: rms_norm: x: expected a floating dtype (float16, bfloat16, float32 or float64), got int32
+    ValueError: rms_norm: eps: expected a finite float >= 0, got -1.0
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -25,20 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from xla_ffi_rs._compat import Tracer
-
-#: Float dtypes the rms_norm kernels accept.
-FLOAT_DTYPES: tuple[np.dtype, ...] = tuple(jnp.dtype(d) for d in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64))
-
-
-def _names(dtypes: Sequence[np.dtype]) -> str:
-    names = [d.name for d in dtypes]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def check_floating(fn: str, arg: str, dtype: Any, allowed: Sequence[np.dtype]) -> None:
-    """Raise TypeError unless ``dtype`` is one of ``allowed``."""
-    if jnp.dtype(dtype) not in allowed:
-        raise TypeError(f"{fn}: {arg}: expected a floating dtype ({_names(allowed)}), got {jnp.dtype(dtype).name}")
 
 
 def check_real_or_integer(fn: str, arg: str, dtype: Any) -> None:
@@ -93,17 +77,6 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
         what = f"a {type(value).__name__} of {_element_types(array)}" if array.ndim else type(value).__name__
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {what}")
     return array
-
-
-def check_trailing_shape(fn: str, arg: str, shape: tuple[int, ...], of: str, full: tuple[int, ...]) -> None:
-    """Raise ValueError unless ``shape`` is non-empty and ends ``full``."""
-    if len(shape) == 0:
-        raise ValueError(f"{fn}: {arg}: expected at least 1 dimension, got shape ()")
-    if len(shape) > len(full) or tuple(full[len(full) - len(shape) :]) != tuple(shape):
-        raise ValueError(
-            f"{fn}: {arg}: expected shape equal to the trailing {len(shape)} axes of {of}, "
-            f"{tuple(full[max(len(full) - len(shape), 0) :])} ({of}.shape={tuple(full)}), got {tuple(shape)}"
-        )
 
 
 def check_static(fn: str, arg: str, value: Any, position: int) -> None:

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 from xla_ffi_rs import _registration
 
-#: The stateful example target.
-SCALE_TARGET = "xla_ffi_rs.examples.scale"
-
 
 def handlers(platform: str) -> dict[str, object]:
     """The native handlers of the example targets for ``platform`` (see
@@ -31,6 +28,8 @@ def handlers(platform: str) -> dict[str, object]:
 
 
 def register() -> dict[str, str]:
-    """Register the example targets (idempotent); return ``target_names(SCALE_TARGET)``."""
+    """Register the example targets (idempotent); return the platform -> name of
+    the stateful scale example's target (:func:`xla_ffi_rs.target_names`)."""
     _registration.register_examples()
-    return _registration.target_names(SCALE_TARGET)
+    (target,) = _registration.example_handlers("cpu")  # the one example target
+    return _registration.target_names(target)

@@ -111,11 +111,11 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs._op import _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
     BatchRule,
     Op,
-    _weak_method,
     batch_size,
     is_linear_input,
     move_batch_axis_to_front,

@@ -297,12 +297,11 @@ def test_cuda_workspace_stays_whole_under_partitioning() -> None:
     from xla_ffi_rs.ops import rms_norm as rn
 
     bwd = rn.rms_norm_bwd_op
-    op = xr.binding.Op(
-        "sharding_test_bwd_cuda",
-        abstract_eval=rn._bwd_abstract_eval,
+    assert bwd.declaration is not None
+    op = xr.binding.op(
+        bwd.declaration,
+        name="sharding_test_bwd_cuda",
         targets={"cuda": "sharding_test.rms_norm_bwd"},
-        num_batch_dims=lambda dy, x, w, r: x.ndim - w.ndim,
-        batched=bwd.batched(4, 2),
         reductions=bwd.reductions,
         extra_results={"cuda": lambda dy, x, w, r: [rn.bwd_workspace_aval(x, w)]},
     )

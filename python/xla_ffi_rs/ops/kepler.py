@@ -1,19 +1,21 @@
-"""Kepler's equation ``E - e sin E = M``, solved by the ``xla_ffi_rs.kepler`` target.
+"""Kepler's equation ``E - e sin E = M``, solved by the ``kepler`` target.
 
 Three ops (see :mod:`xla_ffi_rs.binding`):
 
 * ``kepler_op(M, e) -> (sin E, cos E)``: the solver.
 * ``kepler_tangent_op(dM, de, e, sin E, cos E) -> (d sin E, d cos E)``: its
   derivative by implicit differentiation, linear in ``(dM, de)``, on the
-  ``xla_ffi_rs.kepler_tangent`` target (forward mode: ``jvp`` runs the solver
+  ``kepler_tangent`` target (forward mode: ``jvp`` runs the solver
   and this kernel, nothing else).
 * ``kepler_cotangent_op(ct_sin, ct_cos, e, sin E, cos E) -> (ct_M, ct_e)``: the
-  transpose of the tangent, on ``xla_ffi_rs.kepler_cotangent`` (reverse mode:
+  transpose of the tangent, on the ``kepler_cotangent`` target (reverse mode:
   ``grad`` runs the solver and this kernel).
 
-The two derivative ops transpose into each other, and each has a JVP rule in
-jnp (they depend on the point ``(e, sin E, cos E)`` too), so every order of
-derivative works. Platforms without their targets lower the same formulas in
+All three are built from their handlers' declarations (``binding.ops``): the
+operands, dtypes and shapes, vmap, sharding, and the transposes of the two
+derivative ops into each other (``linear``, ``transpose``). By hand here: the
+solver's JVP, and the derivative ops' JVP rules in jnp (they depend on the point
+``(e, sin E, cos E)`` too), so every order of derivative works. Platforms without their targets lower the same formulas in
 jnp: :func:`kepler_jnp`, :func:`kepler_tangent_jnp`, :func:`kepler_cotangent_jnp`
 (public, as references).
 
@@ -29,22 +31,16 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _registration
-from xla_ffi_rs._compat import ShapedArray
+from xla_ffi_rs import _native, binding
 from xla_ffi_rs._validation import array_like, check_real_or_integer
-from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input
 
 __all__ = [
-    "COTANGENT_TARGET",
-    "TANGENT_TARGET",
-    "TARGET",
     "kepler",
     "kepler_cotangent_jnp",
     "kepler_cotangent_op",
@@ -53,13 +49,6 @@ __all__ = [
     "kepler_tangent_jnp",
     "kepler_tangent_op",
 ]
-
-#: FFI target names.
-TARGET = "xla_ffi_rs.kepler"
-TANGENT_TARGET = "xla_ffi_rs.kepler_tangent"
-COTANGENT_TARGET = "xla_ffi_rs.kepler_cotangent"
-_KERNEL_DTYPES = (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64))
-
 
 # -- jnp reference formulas (lowered where no target is registered) -------------
 
@@ -114,52 +103,17 @@ def kepler_cotangent_jnp(
 Arrays = tuple[jax.Array, ...]
 
 
-def _elementwise_abstract_eval(name: str, names: tuple[str, ...]) -> Callable[..., list[ShapedArray]]:
-    """Abstract eval of an op over same-shape, same-dtype float32/float64 operands
-    ``names`` with two results like them."""
-
-    def abstract_eval(*avals: ShapedArray) -> list[ShapedArray]:
-        first = avals[0]
-        for other_name, other in zip(names[1:], avals[1:], strict=True):
-            if other.shape != first.shape or other.dtype != first.dtype:
-                raise TypeError(
-                    f"{name}: expected operands of equal shape and dtype, got {first.str_short()} "
-                    f"({names[0]}) and {other.str_short()} ({other_name})"
-                )
-        if first.dtype not in _KERNEL_DTYPES:
-            raise TypeError(f"{name}: expected float32 or float64 operands, got {first.dtype.name}")
-        out = ShapedArray(first.shape, first.dtype)
-        return [out, out]
-
-    return abstract_eval
-
-
-def _elementwise_op(name: str, target: str, names: tuple[str, ...], jnp_impl: Callable[..., Arrays]) -> Op:
-    """An elementwise Kepler op: batch-partitionable, one call under ``vmap``."""
-    op = Op(
-        name,
-        abstract_eval=_elementwise_abstract_eval(name, names),
-        targets=_registration.target_names(target),
-        jnp_impl=jnp_impl,
-        num_batch_dims=lambda *avals: avals[0].ndim,
-    )
-    op.def_batching(elementwise_batching(op))
-    return op
-
-
-kepler_op = _elementwise_op("kepler", TARGET, ("mean_anomaly", "eccentricity"), kepler_jnp)
-kepler_tangent_op = _elementwise_op(
-    "kepler_tangent",
-    TANGENT_TARGET,
-    ("d_mean_anomaly", "d_eccentricity", "eccentricity", "sin_e", "cos_e"),
-    kepler_tangent_jnp,
+# Operands, dtypes, shapes (elementwise), linearity and the transposes into each
+# other: all from the handlers' declarations (crates/ops/src/kepler).
+_OPS = binding.ops(
+    _native.declarations(),
+    kepler={"jnp_impl": kepler_jnp},
+    kepler_tangent={"jnp_impl": kepler_tangent_jnp},
+    kepler_cotangent={"jnp_impl": kepler_cotangent_jnp},
 )
-kepler_cotangent_op = _elementwise_op(
-    "kepler_cotangent",
-    COTANGENT_TARGET,
-    ("ct_sin_e", "ct_cos_e", "eccentricity", "sin_e", "cos_e"),
-    kepler_cotangent_jnp,
-)
+kepler_op, kepler_tangent_op, kepler_cotangent_op = (_OPS[n] for n in ("kepler", "kepler_tangent", "kepler_cotangent"))
+#: The dtypes the kernels take (others are computed in float32).
+_KERNEL_DTYPES = tuple(jnp.dtype(d) for d in kepler_op.declaration.operands[0]["dtypes"])  # type: ignore[union-attr]
 
 
 @kepler_op.def_jvp
@@ -175,18 +129,7 @@ def _kepler_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
     return (sin_e, cos_e), kepler_tangent_op(dm, de, e, sin_e, cos_e)
 
 
-def _transpose_into(op: Op) -> Callable[..., list[jax.Array | None]]:
-    """The transpose rule of a derivative op: ``op`` (the other one) maps the two
-    cotangents to the two linear operands' cotangents at the same point."""
-
-    def transpose(cts: Arrays, lin0: Any, lin1: Any, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array) -> list[Any]:
-        out0, out1 = op(*cts, e, sin_e, cos_e)
-        return [out0 if is_linear_input(lin0) else None, out1 if is_linear_input(lin1) else None, None, None, None]
-
-    return transpose
-
-
-def _jvp_of(op: Op, formula: Callable[..., Arrays]) -> Callable[[Arrays, Arrays], tuple[Arrays, Arrays]]:
+def _jvp_of(op: binding.Op, formula: Callable[..., Arrays]) -> Callable[[Arrays, Arrays], tuple[Arrays, Arrays]]:
     """The JVP rule of a derivative op (second order): its kernel for the values,
     the jnp formula's JVP for the tangents (the op depends on the point too)."""
 
@@ -197,8 +140,6 @@ def _jvp_of(op: Op, formula: Callable[..., Arrays]) -> Callable[[Arrays, Arrays]
     return jvp
 
 
-kepler_tangent_op.def_transpose(_transpose_into(kepler_cotangent_op))
-kepler_cotangent_op.def_transpose(_transpose_into(kepler_tangent_op))
 kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, kepler_tangent_jnp))
 kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, kepler_cotangent_jnp))
 

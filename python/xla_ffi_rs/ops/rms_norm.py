@@ -1,4 +1,4 @@
-"""RMS normalization on the ``xla_ffi_rs.rms_norm_fwd``/``rms_norm_bwd`` targets.
+"""RMS normalization on the ``rms_norm_fwd``/``rms_norm_bwd`` targets.
 
 Three ops (see :mod:`xla_ffi_rs.binding`):
 
@@ -10,6 +10,9 @@ Three ops (see :mod:`xla_ffi_rs.binding`):
 * ``rms_norm_bwd_op(dy, x, weight, inv_rms) -> (dx, dweight)``: the backward
   target, with a JVP rule of its own so second-order derivatives work.
 
+The two target ops are built from their handlers' declarations
+(``binding.ops``: operands, dtypes, shapes, attributes, sharding); their
+derivatives, and vmap over a batched weight in one call, are written here.
 Platforms without the targets lower the jnp reference formulas, public here:
 :func:`rms_norm_fwd_jnp`, :func:`rms_norm_bwd_jnp`, :func:`rms_norm_dweight_jnp`,
 :func:`rms_norm_tangent_jnp`, :func:`rms_norm_inv_rms_jnp`. They compute what the
@@ -33,15 +36,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _native, _registration
+from xla_ffi_rs import _native, binding
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import (
-    FLOAT_DTYPES,
-    array_like,
-    check_floating,
-    check_nonnegative_float,
-    check_trailing_shape,
-)
+from xla_ffi_rs._validation import array_like, check_nonnegative_float
 from xla_ffi_rs.binding import (
     BatchDim,
     Op,
@@ -53,8 +50,6 @@ from xla_ffi_rs.binding import (
 from xla_ffi_rs.dtypes import accumulation_dtype, result_dtype
 
 __all__ = [
-    "BWD_TARGET",
-    "FWD_TARGET",
     "bwd_workspace_aval",
     "bwd_workspace_rows",
     "rms_norm",
@@ -67,10 +62,6 @@ __all__ = [
     "rms_norm_tangent_jnp",
     "rms_norm_tangent_op",
 ]
-
-#: FFI target names.
-FWD_TARGET = "xla_ffi_rs.rms_norm_fwd"
-BWD_TARGET = "xla_ffi_rs.rms_norm_bwd"
 
 
 # -- jnp reference formulas (lowered where no target is registered) -------------
@@ -144,61 +135,7 @@ def rms_norm_tangent_jnp(
     return (dy.astype(result_dtype(x.dtype, weight.dtype)),)
 
 
-# -- abstract evaluation ------------------------------------------------------
-
-
-def _check_operands(fn: str, x: ShapedArray, weight: ShapedArray) -> None:
-    check_floating(fn, "x", x.dtype, FLOAT_DTYPES)
-    check_floating(fn, "weight", weight.dtype, FLOAT_DTYPES)
-    check_trailing_shape(fn, "weight", weight.shape, "x", x.shape)
-
-
-def _inv_rms_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
-    return ShapedArray(x.shape[: x.ndim - weight.ndim], accumulation_dtype(x.dtype, weight.dtype))
-
-
-def _y_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
-    return ShapedArray(x.shape, result_dtype(x.dtype, weight.dtype))
-
-
-def _fwd_abstract_eval(x: ShapedArray, weight: ShapedArray, *, eps: float) -> list[ShapedArray]:
-    del eps
-    _check_operands("rms_norm_fwd", x, weight)
-    return [_y_aval(x, weight), _inv_rms_aval(x, weight)]
-
-
-def _bwd_abstract_eval(dy: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray) -> list[ShapedArray]:
-    _check_operands("rms_norm_bwd", x, weight)
-    if dy.shape != x.shape or inv_rms.shape != _inv_rms_aval(x, weight).shape:
-        raise ValueError(
-            f"rms_norm_bwd: expected dy of shape {x.shape} and inv_rms of shape "
-            f"{_inv_rms_aval(x, weight).shape}, got {dy.shape} and {inv_rms.shape}"
-        )
-    return [ShapedArray(x.shape, x.dtype), ShapedArray(weight.shape, weight.dtype)]
-
-
-def _tangent_abstract_eval(
-    dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray
-) -> list[ShapedArray]:
-    del dx, dweight, inv_rms
-    return [_y_aval(x, weight)]
-
-
-def _batch_dims(x: ShapedArray, weight: ShapedArray, **params: Any) -> int:
-    return len(x.shape) - len(weight.shape)
-
-
 # -- ops ----------------------------------------------------------------------
-
-rms_norm_fwd_op = Op(
-    "rms_norm_fwd",
-    abstract_eval=_fwd_abstract_eval,
-    targets=_registration.target_names(FWD_TARGET),
-    jnp_impl=rms_norm_fwd_jnp,
-    attributes=lambda params: {"eps": float(params["eps"])},
-    num_batch_dims=_batch_dims,
-    batched=((True, False), (True, True)),
-)
 
 
 def bwd_workspace_rows(rows: int) -> int:
@@ -220,23 +157,39 @@ def bwd_workspace_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
     return ShapedArray((bwd_workspace_rows(rows), math.prod(weight.shape)), accumulation_dtype(x.dtype, weight.dtype))
 
 
-rms_norm_bwd_op = Op(
-    "rms_norm_bwd",
-    abstract_eval=_bwd_abstract_eval,
-    targets=_registration.target_names(BWD_TARGET),
-    jnp_impl=rms_norm_bwd_jnp,
-    num_batch_dims=lambda dy, x, weight, inv_rms: x.ndim - weight.ndim,
-    batched=((True, True, False, True), (True, False)),
-    reductions={1: rms_norm_dweight_jnp},
-    extra_results={"cuda": lambda dy, x, weight, inv_rms: [bwd_workspace_aval(x, weight)]},
+# Operands, dtypes, shapes, attributes, vmap and sharding: from the handlers'
+# declarations (crates/ops/src/rms_norm). dweight sums over the batch axes: its
+# formula completes it when the call is split, and gives it per example under vmap.
+_OPS = binding.ops(
+    _native.declarations(),
+    rms_norm_fwd={"jnp_impl": rms_norm_fwd_jnp},
+    rms_norm_bwd={
+        "jnp_impl": rms_norm_bwd_jnp,
+        "reductions": {1: rms_norm_dweight_jnp},
+        "extra_results": {"cuda": lambda dy, x, weight, inv_rms: [bwd_workspace_aval(x, weight)]},
+    },
 )
+rms_norm_fwd_op, rms_norm_bwd_op = _OPS["rms_norm_fwd"], _OPS["rms_norm_bwd"]
+_FWD = rms_norm_fwd_op.declaration
+assert _FWD is not None
+
+
+def _tangent_abstract_eval(
+    dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray
+) -> list[ShapedArray]:
+    """dy is shaped like y: the forward handler's rule."""
+    return _FWD.infer(x, weight)[0][:1]  # type: ignore[union-attr]
+
+
+#: The forward-mode tangent: jnp code, no target; its operands carry the batch
+#: axes where the forward's do (dx, dweight like x, weight; inv_rms like its result).
 rms_norm_tangent_op = Op(
     "rms_norm_tangent",
     abstract_eval=_tangent_abstract_eval,
     jnp_impl=rms_norm_tangent_jnp,
     # No target to partition: this only types dy's sharding like dx's.
-    num_batch_dims=lambda dx, dweight, x, weight, inv_rms: x.ndim - weight.ndim,
-    batched=((True, False, True, False, True), (True,)),
+    num_batch_dims=lambda dx, dweight, x, weight, inv_rms: _FWD.infer(x, weight)[1],  # type: ignore[union-attr]
+    batched=([*_FWD.batched_in, *_FWD.batched_in, _FWD.batched_out[1]], _FWD.batched_out[:1]),
 )
 
 
@@ -377,9 +330,6 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """
     x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
-    check_floating("rms_norm", "x", x.dtype, FLOAT_DTYPES)
-    check_floating("rms_norm", "weight", weight.dtype, FLOAT_DTYPES)
-    check_trailing_shape("rms_norm", "weight", weight.shape, "x", x.shape)
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
-    y, _ = rms_norm_fwd_op(x, weight, eps=eps)
+    y, _ = rms_norm_fwd_op(x, weight, eps=eps)  # dtypes and shapes: the handler's checks
     return y

@@ -21,40 +21,17 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _registration
-from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import (
-    FLOAT_DTYPES,
-    array_like,
-    check_floating,
-    check_nonnegative_float,
-    check_trailing_shape,
-)
-from xla_ffi_rs.binding import BatchDim, Op, batch_size, move_batch_axis_to_front
-from xla_ffi_rs.dtypes import result_dtype
-from xla_ffi_rs.ops.rms_norm import FWD_TARGET, rms_norm_fwd_jnp, rms_norm_fwd_op
+from xla_ffi_rs import binding
+from xla_ffi_rs._validation import array_like, check_nonnegative_float
+from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
+from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp, rms_norm_fwd_op
 
-__all__ = ["rms_norm_inplace", "rms_norm_inplace_op"]
-
-
-def _abstract_eval(x: ShapedArray, weight: ShapedArray, *, eps: float) -> list[ShapedArray]:
-    y, inv_rms = rms_norm_fwd_op.primitive.abstract_eval(x, weight, eps=eps)[0]
-    if y.dtype != x.dtype:
-        raise TypeError(
-            f"rms_norm_inplace: y has dtype result_type(x, weight) = {y.dtype}, which cannot be written into "
-            f"x of dtype {x.dtype}; use rms_norm, or a weight of x's dtype"
-        )
-    return [y, inv_rms]
-
-
-rms_norm_inplace_op = Op(
-    "rms_norm_fwd_inplace",
-    abstract_eval=_abstract_eval,
-    targets=_registration.target_names(FWD_TARGET),
+#: The forward target's op (its declaration), with y written into x's buffer.
+assert rms_norm_fwd_op.declaration is not None
+rms_norm_inplace_op = binding.op(
+    rms_norm_fwd_op.declaration,
+    name="rms_norm_fwd_inplace",
     jnp_impl=rms_norm_fwd_jnp,
-    attributes=lambda params: {"eps": float(params["eps"])},
-    num_batch_dims=lambda x, weight, **params: x.ndim - weight.ndim,
-    batched=((True, False), (True, True)),
     input_output_aliases={0: 0},
 )
 
@@ -101,14 +78,6 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     """
     x = jnp.asarray(array_like("rms_norm_inplace", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))
-    check_floating("rms_norm_inplace", "x", x.dtype, FLOAT_DTYPES)
-    check_floating("rms_norm_inplace", "weight", weight.dtype, FLOAT_DTYPES)
-    check_trailing_shape("rms_norm_inplace", "weight", weight.shape, "x", x.shape)
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
-    if result_dtype(x.dtype, weight.dtype) != x.dtype:
-        raise TypeError(
-            f"rms_norm_inplace: result_type(x, weight) = {result_dtype(x.dtype, weight.dtype)} differs from "
-            f"x's dtype {x.dtype}, so y cannot be written into x; use rms_norm, or a weight of x's dtype"
-        )
-    y, _ = rms_norm_inplace_op(x, weight, eps=eps)
+    y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
     return y

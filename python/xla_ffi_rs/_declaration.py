@@ -1,0 +1,182 @@
+"""An op's declaration (written once, in the Rust ``#[handler(...)]``) read in Python.
+
+``_native.declarations()`` (or a plugin module's ``declarations()``) gives one dict
+per target; :class:`Declaration` checks its form and answers what
+:func:`xla_ffi_rs.binding.op` needs: result avals and the batch rank (from the
+native checker ``_native.infer``, so Python says what the Rust handler would),
+which operands and results carry the batch ellipsis, the linear operands, and
+the attributes, converted to the types the handler decodes.
+
+Example:
+    >>> d = Declaration({"target": "demo.scale", "shapes": "...b -> ...b", "batch": "b",
+    ...     "operands": [{"name": "x", "dtypes": ["float32"], "dims": ["...b"], "dtype": None}],
+    ...     "results": [{"name": "y", "dtypes": ["float32"], "dims": ["...b"], "dtype": None}],
+    ...     "attributes": [{"name": "factor", "type": "f32", "optional": False}]})
+    >>> d.batched_in, d.batched_out
+    ([True], [True])
+    >>> d.params({"factor": 2})
+    {'factor': 2.0}
+    >>> d.lowering_attributes({"factor": 2.0})
+    {'factor': np.float32(2.0)}
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from xla_ffi_rs import _native
+from xla_ffi_rs._compat import ShapedArray, Tracer
+
+__all__ = ["Declaration"]
+
+
+_FLOATS = {"f32": np.float32, "f64": np.float64}
+_INTS = {f"{k}{b}": np.dtype(f"{'i' if k == 'i' else 'u'}{b // 8}").type for k in ("i", "u") for b in (8, 16, 32, 64)}
+_KEYS = ("target", "operands", "results", "attributes")
+
+
+class Declaration:
+    """A checked declaration dict (the format of ``_native.declarations()``)."""
+
+    def __init__(self, declaration: Mapping[str, Any]) -> None:
+        if not isinstance(declaration, Mapping):
+            raise TypeError(f"binding.op: declaration: expected a dict, got {type(declaration).__name__}")
+        missing = [k for k in _KEYS if k not in declaration]
+        if missing:
+            raise ValueError(f"binding.op: declaration: missing key(s) {', '.join(missing)}")
+        self.raw = dict(declaration)
+        self.target: str = str(declaration["target"])
+        self.operands: list[dict[str, Any]] = [dict(o) for o in declaration["operands"]]
+        self.results: list[dict[str, Any]] = [dict(r) for r in declaration["results"]]
+        self.attributes: list[dict[str, Any]] = [dict(a) for a in declaration["attributes"]]
+        self.batch: str | None = declaration.get("batch")
+        self.linear: list[str] = list(declaration.get("linear") or [])
+        self.transpose: str | None = declaration.get("transpose")
+        if declaration.get("shapes") is None or any(s.get("dims") is None for s in self.operands + self.results):
+            raise ValueError(f"binding.op: {self.target}: the declaration has no shape rule (`shapes = ...`)")
+        names = [o["name"] for o in self.operands]
+        unknown = [n for n in self.linear if n not in names]
+        if unknown:
+            raise ValueError(f"binding.op: {self.target}: linear names {unknown}, not operands of {names}")
+        self.linear_in = [i for i, n in enumerate(names) if n in self.linear]
+        token = None if self.batch is None else "..." + self.batch
+        self.batched_in = [bool(s["dims"]) and s["dims"][0] == token for s in self.operands]
+        self.batched_out = [bool(s["dims"]) and s["dims"][0] == token for s in self.results]
+        # One vmapped call is right when the batch ellipsis only ever starts a spec.
+        self.one_call = token is not None and all(token not in s["dims"][1:] for s in self.operands + self.results)
+
+    def __repr__(self) -> str:
+        return f"Declaration({self.target!r})"
+
+    # -- shapes and dtypes ----------------------------------------------------
+
+    def infer(self, *avals: ShapedArray) -> tuple[list[ShapedArray], int]:
+        """Result avals and batch rank, or the handler's TypeError/ValueError."""
+        if len(avals) != len(self.operands):
+            names = ", ".join(o["name"] for o in self.operands)
+            raise TypeError(f"{self.target}: expected {len(self.operands)} operands ({names}), got {len(avals)}")
+        shapes = [tuple(int(d) for d in a.shape) for a in avals]
+        results, batch = _native.infer(self.raw, shapes, [np.dtype(a.dtype).name for a in avals])
+        return [ShapedArray(tuple(s), np.dtype(_dtype(d))) for s, d in results], int(batch)
+
+    # -- attributes -----------------------------------------------------------
+
+    def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` checked against the declared attributes, as hashable Python
+        values (float, int, bool, str, tuple); TypeError/ValueError naming the
+        target and the attribute otherwise. An optional attribute may be None."""
+        declared = {a["name"]: a for a in self.attributes}
+        for name in params:
+            if name not in declared:
+                close = difflib.get_close_matches(name, list(declared), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                takes = ", ".join(declared) or "no attributes"
+                raise TypeError(f"{self.target}: unknown attribute {name!r}{hint}; this op takes: {takes}")
+        out: dict[str, Any] = {}
+        for name, a in declared.items():
+            value = params.get(name)
+            if value is None:
+                if not a.get("optional"):
+                    raise TypeError(f"{self.target}: attribute {name!r} ({a['type']}) is missing")
+                out[name] = None
+                continue
+            out[name] = _convert(self.target, name, a["type"], value)
+        return out
+
+    def lowering_attributes(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """FFI attributes of the custom call: numpy scalars/arrays of the declared
+        types; an optional attribute that is None is left out."""
+        types = {a["name"]: a["type"] for a in self.attributes}
+        return {k: _lowered(types[k], v) for k, v in params.items() if v is not None and k in types}
+
+
+def _dtype(name: str) -> Any:
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return name
+
+
+def _what(value: Any) -> str:
+    return type(value).__name__
+
+
+def _convert(target: str, name: str, kind: str, value: Any) -> Any:
+    where = f"{target}: attribute {name!r}"
+    if isinstance(value, Tracer):
+        raise TypeError(
+            f"{where} ({kind}) is traced ({_what(value)}); it must be a Python value known when tracing "
+            "(a static argument under jax.jit)"
+        )
+    if kind.startswith("array<") and kind.endswith(">"):
+        inner = kind[6:-1]
+        try:
+            items = np.asarray(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{where}: expected a sequence of {inner}, got {_what(value)}") from None
+        if items.ndim != 1 or items.dtype.kind not in "biuf" or (items.dtype.kind == "b" and inner != "bool"):
+            raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got {_what(value)} {items.dtype.name}")
+        return tuple(_convert(target, name, inner, v.item()) for v in items)
+    is_bool = isinstance(value, (bool, np.bool_))
+    if kind == "bool":
+        if not is_bool:
+            raise TypeError(f"{where}: expected a bool, got {_what(value)}")
+        return bool(value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise TypeError(f"{where}: expected a str, got {_what(value)}")
+        return value
+    if kind in _FLOATS:
+        if is_bool or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{where}: expected a float ({kind}), got {_what(value)}")
+        out = float(value)
+        if kind == "f32" and math.isfinite(out) and abs(out) > float(np.finfo(np.float32).max):
+            raise ValueError(f"{where}: expected a float in the f32 range, got {out}")
+        return out
+    if kind in _INTS:
+        if is_bool or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{where}: expected an integer ({kind}), got {_what(value)}")
+        info = np.iinfo(_INTS[kind])
+        if not info.min <= int(value) <= info.max:
+            raise ValueError(f"{where}: expected an integer in [{info.min}, {info.max}] ({kind}), got {int(value)}")
+        return int(value)
+    raise TypeError(f"{where}: attribute type {kind!r} is not supported by binding.op")
+
+
+def _lowered(kind: str, value: Any) -> Any:
+    if kind.startswith("array<"):
+        inner = kind[6:-1]
+        return np.asarray(value, dtype=_scalar_type(inner))
+    return _scalar_type(kind)(value) if kind not in ("str",) else value
+
+
+def _scalar_type(kind: str) -> Any:
+    if kind == "bool":
+        return np.bool_
+    return _FLOATS.get(kind) or _INTS[kind]

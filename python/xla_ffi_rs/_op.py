@@ -1,0 +1,403 @@
+"""The class :class:`xla_ffi_rs.binding.Op` (a JAX primitive and its rules) and the
+types of its rules; the public names are those of :mod:`xla_ffi_rs.binding`, which
+documents them and builds ops from declarations on top of this module.
+
+Example:
+    >>> from xla_ffi_rs._op import Op
+    >>> Op.__name__
+    'Op'
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.typing import ArrayLike
+
+from xla_ffi_rs import sharding as _sharding
+from xla_ffi_rs._compat import FFI_SIDE_EFFECT, Primitive, ShapedArray, ad, batching, mlir
+from xla_ffi_rs._declaration import Declaration
+
+__all__ = ["AbstractEval", "BatchDim", "BatchRule", "JvpRule", "Op", "Params", "TargetNames", "TransposeRule"]
+
+#: Platform (as JAX names it: "cpu", "cuda", "rocm", ...) -> FFI target name.
+TargetNames = Mapping[str, str]
+#: A batch dimension as JAX passes it to a batching rule: an axis or ``None``.
+BatchDim = int | None
+Params = dict[str, Any]
+
+
+# The rule types are plain callables, so that rules with keyword-only params
+# (``def rule(x, *, eps: float)``) type-check.
+
+#: ``(*operand_avals, **params) -> result avals``.
+AbstractEval = Callable[..., Sequence[ShapedArray]]
+#: ``(primals, tangents, **params) -> (primal_outs, tangent_outs)``; tangents
+#: arrive instantiated (symbolic zeros become arrays of zeros).
+JvpRule = Callable[..., tuple[Sequence[Any], Sequence[Any]]]
+#: ``(cotangents, *operands, **params) -> one cotangent (or None) per operand``;
+#: cotangents arrive instantiated, linear operands are ``ad.UndefinedPrimal``
+#: (test with :func:`is_linear_input`).
+TransposeRule = Callable[..., Sequence[Any]]
+#: ``(operands, batch_dims, **params) -> (results, result_batch_dims)``.
+BatchRule = Callable[..., tuple[Sequence[Any], Sequence[BatchDim]]]
+
+
+class Op:
+    """A JAX operation lowered to XLA FFI targets (see :mod:`xla_ffi_rs.binding`).
+
+    Args:
+      name: primitive name, as it appears in jaxprs.
+      abstract_eval: computes result avals from operand avals and params.
+      targets: FFI target name per platform. Platforms missing here lower
+        ``jnp_impl`` instead (when given).
+      jnp_impl: ``(*operands, **params) -> tuple of results`` in jnp; the
+        lowering on platforms without a target, and the whole lowering of an
+        op with no targets (e.g. a linear helper op with a custom transpose).
+      attributes: maps the op's params to FFI attributes (keyword arguments of
+        ``jax.ffi.ffi_lowering``'s rule); by default every param is passed.
+      num_batch_dims: ``(*avals, **params) -> int``, the number of leading axes
+        of the first operand that the op treats independently. With it, the
+        op's targets are batch-partitionable (see :mod:`xla_ffi_rs.binding`).
+      batched: ``(operands, results)``, which operands and results carry the
+        leading batch axes; by default all of them (results in ``reductions``
+        never do). A weight shared by every row, say, is not batched.
+      reductions: result index -> ``(*operands, **params) -> array``, a jnp
+        formula for a result that sums over the batch axes (the gradient of a
+        shared weight). When the call is partitioned, the kernel's value of
+        such a result is one shard's partial; the formula is lowered in its
+        place, and XLA completes it with an all-reduce.
+      extra_results: platform -> ``(*operand_avals, **params) -> avals`` of
+        results the target of that platform has beyond the op's own (a
+        scratch workspace, say). The lowering appends them to the custom call
+        and drops them; under partitioning they stay whole on every device.
+      input_output_aliases: ``{operand index: result index}``: the result is
+        written into the operand's buffer (``jax.ffi.ffi_call``'s argument of
+        the same name). Each pair must have the same shape and dtype. Without
+        donation (``jax.jit(..., donate_argnums=...)``) XLA copies the operand
+        first, so the op stays functional either way; the handler must accept
+        an output that aliases an input (``xla_ffi``'s in-place buffers).
+      has_side_effect: the call has effects beyond its results, so XLA keeps
+        it even when its results are unused.
+    """
+
+    #: Whether JAX's rule tables hold the op weakly (see ``__init__``).
+    _held_weakly = False
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        abstract_eval: AbstractEval,
+        targets: TargetNames | None = None,
+        jnp_impl: Callable[..., Sequence[Any]] | None = None,
+        attributes: Callable[[Params], Mapping[str, Any]] | None = None,
+        num_batch_dims: Callable[..., int] | None = None,
+        batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+        reductions: Mapping[int, Callable[..., Any]] | None = None,
+        extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
+        input_output_aliases: Mapping[int, int] | None = None,
+        has_side_effect: bool = False,
+    ) -> None:
+        self.name = name
+        self.input_output_aliases: dict[int, int] = dict(input_output_aliases or {})
+        self.has_side_effect = bool(has_side_effect)
+        self.targets: dict[str, str] = dict(targets or {})
+        self.jnp_impl = jnp_impl
+        self._attributes = attributes or dict
+        self._num_batch_dims = num_batch_dims
+        self._batched = batched
+        self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
+        self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
+        #: Eager evaluation: one jitted bind per set of params, the newest few.
+        self._eager: dict[tuple[tuple[str, Hashable], ...], Callable[..., Any]] = {}
+        #: The declaration the op was built from (:func:`op`), or None.
+        self.declaration: Declaration | None = None
+        # JAX keeps a primitive's rules in global tables for the rest of the process.
+        # They reach the op through `_ref`: a strong reference by default, a weak one
+        # for subclasses with `_held_weakly` (which keep themselves alive while traced
+        # code uses them), so that such an op nothing else refers to is freed.
+        self._ref: Callable[[], Op | None] = weakref.ref(self) if self._held_weakly else _Strong(self)
+        self.primitive = Primitive(name)
+        self.primitive.multiple_results = True
+        self.primitive.def_impl(_weak_method(self._ref, name, "_eager_impl"))
+        typed = self._typed_abstract_eval(abstract_eval)
+        if self.has_side_effect:
+            self.primitive.def_effectful_abstract_eval(lambda *a, **p: (typed(*a, **p), {FFI_SIDE_EFFECT}))
+        else:
+            self.primitive.def_abstract_eval(typed)
+        self._register_lowerings()
+
+    def __call__(self, *operands: ArrayLike, **params: Any) -> tuple[jax.Array, ...]:
+        """Bind the op; params must be hashable. Returns one array per result.
+
+        A declared op (:func:`op`) checks its params against the declared
+        attributes first (TypeError/ValueError naming the target and attribute)."""
+        if self.declaration is not None:
+            params = self.declaration.params(params)
+        return tuple(self.primitive.bind(*_match_varying(operands), **params))
+
+    def __repr__(self) -> str:
+        return f"Op({self.name!r}, targets={self.targets!r})"
+
+    # -- evaluation and lowering -------------------------------------------
+
+    def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
+        key = _freeze(params)
+        jitted = self._eager.get(key)
+        if jitted is None:
+            while len(self._eager) >= _EAGER_CACHE_SIZE:
+                self._eager.pop(next(iter(self._eager)), None)
+            jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
+        outs: Sequence[Any] = jitted(*operands)
+        return outs
+
+    def _register_lowerings(self) -> None:
+        if self.jnp_impl is not None:
+            mlir.register_lowering(self.primitive, mlir.lower_fun(self.jnp_impl, multiple_results=True))
+        for platform, target in self.targets.items():
+            if self._num_batch_dims is not None:
+                _sharding.register_batch_partitionable(target)
+            mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
+
+    def _lowering_args(self, ctx: Any) -> dict[str, Any]:
+        """``mlir.custom_call`` arguments: aliases (checked) and side effects."""
+        args: dict[str, Any] = {"has_side_effect": True} if self.has_side_effect else {}
+        for i, o in self.input_output_aliases.items():
+            if not (0 <= i < len(ctx.avals_in) and 0 <= o < len(ctx.avals_out)):
+                raise ValueError(
+                    f"{self.name}: input_output_aliases {{{i}: {o}}} out of range for "
+                    f"{len(ctx.avals_in)} operands and {len(ctx.avals_out)} results"
+                )
+            a, r = ctx.avals_in[i], ctx.avals_out[o]
+            if (a.shape, a.dtype) != (r.shape, r.dtype):
+                raise ValueError(
+                    f"{self.name}: input_output_aliases {{{i}: {o}}} needs operand {i} and result {o} of "
+                    f"the same shape and dtype, got {a.str_short()} and {r.str_short()}"
+                )
+        if self.input_output_aliases:
+            args["operand_output_aliases"] = dict(self.input_output_aliases)
+        return args
+
+    def _ffi_lowering(self, target: str, platform: str) -> Callable[..., Any]:
+        ref, name = self._ref, self.name
+
+        def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
+            op = _live(ref, name)
+            attributes = op._attributes(params)
+            lowering_args = op._lowering_args(ctx)
+            extra_avals: Callable[..., Sequence[ShapedArray]] = op._extra_results.get(platform, _no_results)
+            extra = extra_avals(*ctx.avals_in, **params)
+            call_ctx = ctx.replace(avals_out=[*ctx.avals_out, *extra])
+            n_out = len(ctx.avals_out)
+            if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
+                return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
+            batched_in, batched_out = op.batched(len(ctx.avals_in), n_out)
+            results = _sharding.batch_partitioned_call(
+                call_ctx,
+                target,
+                operands,
+                attributes,
+                op.batch_dims(*ctx.avals_in, **params),
+                batched_in,
+                [*batched_out, *[False] * len(extra)],
+                lowering_args=lowering_args,
+            )[:n_out]
+            for index, formula in op.reductions.items():
+                results[index] = _lower_jnp(ctx, formula, index, operands, params)
+            return results
+
+        return lowering
+
+    def batched(self, n_in: int, n_out: int) -> tuple[list[bool], list[bool]]:
+        """Which operands and results carry the batch axes (see ``batched``)."""
+        batched_in, batched_out = self._batched or ([True] * n_in, [True] * n_out)
+        return list(batched_in), [b and i not in self.reductions for i, b in enumerate(batched_out)]
+
+    def def_lowering(self, platform: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+        """Replace the lowering for one platform (e.g. a target with an extra result)."""
+        mlir.register_lowering(self.primitive, rule, platform=platform)
+        return rule
+
+    # -- transformation rules ---------------------------------------------
+
+    def def_jvp(self, rule: JvpRule) -> JvpRule:
+        """Register the JVP rule (usable as a decorator)."""
+
+        def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+            dense = tuple(ad.instantiate_zeros(t) for t in tangents)
+            outs, t_outs = rule(tuple(primals), dense, **params)
+            return list(outs), list(t_outs)
+
+        ad.primitive_jvps[self.primitive] = jvp
+        return rule
+
+    def def_transpose(self, rule: TransposeRule) -> TransposeRule:
+        """Register the transpose rule of an op linear in some operands."""
+
+        def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
+            dense = tuple(ad.instantiate_zeros(c) for c in cts)
+            return list(rule(dense, *operands, **params))
+
+        ad.primitive_transposes[self.primitive] = transpose
+        return rule
+
+    def def_batching(self, rule: BatchRule) -> BatchRule:
+        """Register the batching (vmap) rule."""
+
+        def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
+            outs, out_dims = rule(operands, dims, **params)
+            return list(outs), list(out_dims)
+
+        batching.primitive_batchers[self.primitive] = batch
+        return rule
+
+    def _typed_abstract_eval(self, abstract_eval: AbstractEval) -> Callable[..., list[ShapedArray]]:
+        """Abstract eval whose results carry the sharding and varying axes in their types."""
+
+        ref, name = self._ref, self.name
+
+        def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+            outs = list(abstract_eval(*avals, **params))
+            if any(_varying(a) for a in avals):
+                return [_with_vma(out, avals) for out in outs]
+            return _live(ref, name)._with_explicit_sharding(outs, avals, params)
+
+        return wrapped
+
+    def _with_explicit_sharding(
+        self, outs: list[ShapedArray], avals: Sequence[ShapedArray], params: Params
+    ) -> list[ShapedArray]:
+        """Type the results' shardings on a mesh with explicit axes (without this, jax
+        would take them to be replicated and gather them for the next op): a result
+        shaped like an operand of its kind (batched or not) is split like the first
+        such operand that is split at all (y like x, dweight like the weight; a
+        tangent like the point, when the tangent is a replicated constant such as
+        ``ones_like(x)``); another batched result is split like the first
+        batched operand along the batch axes and whole along the others; another
+        unbatched result is whole. The partitioner reshards where the call needs it."""
+        specs = [_explicit_spec(a) for a in avals]
+        typed_in = [(a, s) for a, s in zip(avals, specs, strict=True) if s is not None]
+        if not typed_in:
+            return outs
+        mesh = typed_in[0][0].sharding.mesh
+        batched_in, batched_out = self.batched(len(avals), len(outs))
+        n_batch = self.batch_dims(*avals, **params)
+        lead = next((s[:n_batch] for s, b in zip(specs, batched_in, strict=True) if b and s), ())
+        typed = []
+        for out, batched in zip(outs, batched_out, strict=True):
+            like = [
+                s
+                for a, s, b in zip(avals, specs, batched_in, strict=True)
+                if s is not None and b == batched and a.shape == out.shape
+            ]
+            entries = like[0] if like else lead if batched else ()
+            out_spec = jax.sharding.PartitionSpec(*entries, *[None] * (out.ndim - len(entries)))
+            typed.append(out.update(sharding=jax.sharding.NamedSharding(mesh, out_spec)))
+        return typed
+
+    def batch_dims(self, *avals: ShapedArray, **params: Any) -> int:
+        """Number of leading axes the op treats independently (0 if undeclared)."""
+        return 0 if self._num_batch_dims is None else self._num_batch_dims(*avals, **params)
+
+
+def _no_results(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+    return []
+
+
+def _lower_jnp(ctx: Any, formula: Callable[..., Any], index: int, operands: Sequence[Any], params: Params) -> Any:
+    """Lower ``formula(*operands, **params)`` as the op's result ``index``."""
+    lower = mlir.lower_fun(lambda *ops: (formula(*ops, **params),), multiple_results=True)
+    return lower(ctx.replace(primitive=None, avals_out=[ctx.avals_out[index]]), *operands)[0]
+
+
+def _explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
+    """The partition spec in ``aval``'s type (explicit mesh axes), padded to its rank;
+    None when the type names no mesh axis."""
+    sharding = getattr(aval, "sharding", None)
+    spec = tuple(getattr(sharding, "spec", None) or ())
+    if not any(entry is not None for entry in spec):
+        return None
+    padding: int = aval.ndim - len(spec)
+    return spec + (None,) * padding
+
+
+def _varying(x: Any) -> frozenset[Any]:
+    """The manual mesh axes ``x`` varies over inside ``shard_map`` (empty outside)."""
+    mat = getattr(x, "manual_axis_type", None)
+    return frozenset(getattr(mat, "varying", None) or ())
+
+
+def _with_vma(out: ShapedArray, avals: Sequence[ShapedArray]) -> ShapedArray:
+    """Inside ``shard_map``, results vary over the same mesh axes as the operands
+    (which :func:`_match_varying` made equal); outside it this is a no-op."""
+    for a in avals:
+        if _varying(a):
+            mesh = jax.sharding.get_abstract_mesh()
+            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * len(out.shape)))
+            varying: ShapedArray = out.update(sharding=sharding, manual_axis_type=a.manual_axis_type)
+            return varying
+    return out
+
+
+def _match_varying(operands: Sequence[Any]) -> Sequence[Any]:
+    """Cast invariant operands to the varying axes of the others, as jax does for its
+    own primitives inside ``shard_map``. The transpose of that cast is a ``psum``: it
+    is what sums a replicated weight's gradient over the shards."""
+    types = [jax.typeof(x) if hasattr(x, "shape") else None for x in operands]
+    axes = frozenset().union(*(_varying(t) for t in types))
+    if not axes:
+        return operands
+    return [
+        jax.lax.pcast(x, tuple(sorted(axes - _varying(t))), to="varying") if t is not None and axes - _varying(t) else x
+        for x, t in zip(operands, types, strict=True)
+    ]
+
+
+def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
+    return tuple(sorted(params.items()))
+
+
+#: How many sets of params an op keeps a jitted bind for, for eager calls.
+_EAGER_CACHE_SIZE = 32
+
+
+def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
+    """``primitive.bind`` with ``params``, as a plain function (what jit caches best)."""
+
+    def bind(*operands: Any) -> Any:
+        return primitive.bind(*operands, **params)
+
+    return bind
+
+
+class _Strong:
+    """A strong reference with ``weakref.ref``'s call syntax."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Op) -> None:
+        self.obj = obj
+
+    def __call__(self) -> Op:
+        return self.obj
+
+
+def _live(ref: Callable[[], Op | None], name: str) -> Op:
+    """The op behind ``ref``; a clear error if it was garbage collected."""
+    op = ref()
+    if op is None:
+        raise RuntimeError(f"{name}: this op was garbage collected; keep a reference to it while it is used")
+    return op
+
+
+def _weak_method(ref: Callable[[], Op | None], name: str, method: str) -> Callable[..., Any]:
+    """``getattr(op, method)`` of the op behind ``ref``, called without holding the op."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(_live(ref, name), method)(*args, **kwargs)
+
+    return call
