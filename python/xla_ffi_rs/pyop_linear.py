@@ -44,8 +44,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xla_ffi_rs.pyop_roles import Role, names_of
 from xla_ffi_rs.pyop import PythonOp
+from xla_ffi_rs.pyop_roles import Role, names_of
 
 __all__ = ["linear_op", "multilinear_op", "nonlinear_op"]
 

@@ -19,8 +19,8 @@ from typing import Any
 import jax
 
 from xla_ffi_rs._compat import ShapedArray, ad
-from xla_ffi_rs.pyop_axes import BatchAxes, append_level, out_axes_of, unbatched
 from xla_ffi_rs.pyop import PythonOp, _user
+from xla_ffi_rs.pyop_axes import BatchAxes, append_level, out_axes_of, unbatched
 
 #: Private static parameters: ``((index, shape, dtype), ...)`` of the operands that
 #: are symbolic zeros (passed to the function as None, not bound), and the number of
