@@ -715,7 +715,7 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
             quote!(__XLA_FFI_REF.dtypes),
             quote!(__XLA_FFI_REF.transpose),
             quote!(__XLA_FFI_REF.linear),
-            op_checks(krate, path, params, &declared, &scratch),
+            op_checks(krate, path, params, &declared, &scratch, opts.scratch.as_ref().map(|(l, _)| l.span())),
         ),
     };
     let mut checks = Vec::new();
@@ -790,7 +790,14 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
 /// that declaration's, same names in the same order, and that the `scratch`
 /// results are trailing results. The referenced rules were checked against the
 /// referenced handler's parameters when it compiled, so they fit these too.
-fn op_checks(krate: &syn::Path, path: &syn::Path, all: &[Param], declared: &[&Param], scratch: &[&str]) -> TokenStream2 {
+fn op_checks(
+    krate: &syn::Path,
+    path: &syn::Path,
+    all: &[Param],
+    declared: &[&Param],
+    scratch: &[&str],
+    scratch_span: Option<Span>,
+) -> TokenStream2 {
     let op = quote!(#path).to_string().replace(' ', "");
     let names: Vec<&str> = declared.iter().map(|p| p.name.as_str()).collect();
     let list = names.join(", ");
@@ -837,23 +844,27 @@ fn op_checks(krate: &syn::Path, path: &syn::Path, all: &[Param], declared: &[&Pa
     let first = all.iter().position(|p| scratch.contains(&p.name.as_str()));
     let scratch_checks = scratch.iter().map(|n| {
         let msg = format!("`scratch` names `{n}`, which is not a result (a `ResultBuffer` parameter)");
-        quote_spanned! {path.span()=>
+        quote_spanned! {scratch_span.unwrap_or_else(|| path.span())=>
             if #krate::Declaration::__kind_of(__XLA_FFI_ALL_PARAMS, #n) != 1 {
                 ::core::panic!(#msg);
             }
         }
     });
-    let trailing = all.iter().enumerate().filter(|(i, p)| first.is_some_and(|f| *i > f) && !scratch.contains(&p.name.as_str())).map(|(_, p)| {
-        let n = &p.name;
-        let msg = format!(
-            "result `{n}` follows a scratch result: the results named in `scratch` must come after all the others"
-        );
-        quote_spanned! {p.span=>
-            if #krate::Declaration::__kind_of(__XLA_FFI_ALL_PARAMS, #n) == 1 {
-                ::core::panic!(#msg);
+    let trailing = all
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| first.is_some_and(|f| *i > f) && !scratch.contains(&p.name.as_str()))
+        .map(|(_, p)| {
+            let n = &p.name;
+            let msg = format!(
+                "result `{n}` follows a scratch result: the results named in `scratch` must come after all the others"
+            );
+            quote_spanned! {p.span=>
+                if #krate::Declaration::__kind_of(__XLA_FFI_ALL_PARAMS, #n) == 1 {
+                    ::core::panic!(#msg);
+                }
             }
-        }
-    });
+        });
     let all_params = if scratch.is_empty() {
         quote!()
     } else {
