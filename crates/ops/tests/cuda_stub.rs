@@ -651,7 +651,7 @@ fn rms_norm_bwd_checks_like_its_cpu_twin_and_checks_the_workspace() {
     assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
     assert!(
         msg.contains(
-            "xla_ffi_rs.rms_norm_bwd: result 1 (dweight): expected shape [4] (...n of operand 2 (weight)), got [5]"
+            "xla_ffi_rs.rms_norm_bwd: result 1 (dweight): expected shape [4] (...n of operand 0 (dy)), got [5]"
         ),
         "{msg}"
     );
