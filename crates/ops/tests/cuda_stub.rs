@@ -620,6 +620,66 @@ fn bad_operands_are_invalid_argument() {
     assert!(msg.contains("weight"), "{msg}");
 }
 
+/// The CUDA backward enforces its CPU twin's declared rules (the same words as the
+/// CPU handler), and checks its workspace, outside those rules, by hand: a workspace
+/// narrower than the accumulator dtype would be written out of bounds.
+#[test]
+fn rms_norm_bwd_checks_like_its_cpu_twin_and_checks_the_workspace() {
+    need_stub!();
+    let (rows, n) = (3usize, 4usize);
+    let d2 = [rows as i64, n as i64];
+    let f = |k: usize| gpu().upload(&vec![0.5f32; k]).unwrap();
+    let (dy, x, w, inv) = (f(rows * n), f(rows * n), f(n), f(rows));
+    let (dx, dw) = (gpu().garbage::<f32>(rows * n).unwrap(), gpu().garbage::<f32>(n + 1).unwrap());
+    let run = |dw_dims: &[i64], ws: &DeviceBuffer, ws_dims: &[i64]| {
+        let mut call = CallBuilder::new()
+            .device_stream(gpu().stream())
+            .arg(dy.arg(&d2))
+            .arg(x.arg(&d2))
+            .arg(w.arg(&[n as i64]))
+            .arg(inv.arg(&[rows as i64]))
+            .ret(dx.arg(&d2))
+            .ret(dw.arg(dw_dims))
+            .ret(ws.arg(ws_dims));
+        let r = call.run(rms_norm::BWD_CUDA.handler);
+        no_panic_text(&r);
+        r
+    };
+    let ws32 = gpu().garbage::<f32>(n).unwrap();
+    // The shape rule of the CPU twin, with its message.
+    let (code, msg) = run(&[n as i64 + 1], &ws32, &[1, n as i64]).unwrap_err();
+    assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
+    assert!(
+        msg.contains(
+            "xla_ffi_rs.rms_norm_bwd: result 1 (dweight): expected shape [4] (...n of operand 0 (dy)), got [5]"
+        ),
+        "{msg}"
+    );
+    let mut cpu = CallBuilder::new()
+        .arg(Arg::from_slice(&[0.5f32; 12], &d2))
+        .arg(Arg::from_slice(&[0.5f32; 12], &d2))
+        .arg(Arg::from_slice(&[0.5f32; 4], &[n as i64]))
+        .arg(Arg::from_slice(&[0.5f32; 3], &[rows as i64]))
+        .ret(Arg::from_slice(&[0f32; 12], &d2))
+        .ret(Arg::from_slice(&[0f32; 5], &[n as i64 + 1]));
+    let (_, cpu_msg) = cpu.run(rms_norm::BWD_CPU).unwrap_err();
+    assert_eq!(msg, cpu_msg, "the CUDA and CPU handlers word it the same");
+    // A float16 workspace for a float32 accumulator: refused before any launch.
+    let ws16 = gpu().garbage::<f16>(2 * n).unwrap();
+    let (code, msg) = run(&[n as i64], &ws16, &[1, n as i64]).unwrap_err();
+    assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
+    assert!(
+        msg.contains("workspace") && msg.contains("expected dtype float32") && msg.contains("got float16"),
+        "{msg}"
+    );
+    // A workspace of the wrong width.
+    let (code, msg) = run(&[n as i64], &ws32, &[1, 3]).unwrap_err();
+    assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
+    assert!(msg.contains("workspace") && msg.contains("expected shape (B, 4)"), "{msg}");
+    // And a good one runs.
+    run(&[n as i64], &ws32, &[1, n as i64]).unwrap();
+}
+
 // ---- behaviour, from the stand-in's call log, each in a fresh process ----
 
 /// Runs test `name` of this binary in a child process with `env`, and returns its

@@ -58,7 +58,8 @@ enum Stage {
 }
 
 struct Options {
-    target: LitStr,
+    /// The target: its own literal, or `op`'s.
+    target: Target,
     host: bool,
     stage: Stage,
     traits: Option<Expr>,
@@ -75,10 +76,38 @@ struct Options {
     linear: Option<(LitStr, Vec<String>)>,
     /// The transpose target.
     transpose: Option<LitStr>,
+    /// The trailing results outside `op`'s rules (`scratch = "workspace"`), with the literal.
+    scratch: Option<(LitStr, Vec<String>)>,
+}
+
+/// Where the target and the rules come from.
+enum Target {
+    /// `target = "..."` and the rule keys of this attribute.
+    Own(LitStr),
+    /// `op = PATH`: the declaration of the handler descriptor at `PATH`.
+    Op(syn::Path),
+}
+
+impl Target {
+    /// The target name, as a constant expression.
+    fn tokens(&self) -> TokenStream2 {
+        match self {
+            Target::Own(s) => quote!(#s),
+            Target::Op(p) => quote!(#p.declaration.target),
+        }
+    }
+
+    /// The target, for the descriptor's doc comment.
+    fn describe(&self) -> String {
+        match self {
+            Target::Own(s) => format!("target `{}`", s.value()),
+            Target::Op(p) => format!("the target of `{}`", quote!(#p).to_string().replace(' ', "")),
+        }
+    }
 }
 
 const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate, \
-                       shapes, dtypes, linear, transpose";
+                       shapes, dtypes, linear, transpose, op, scratch";
 
 /// The prefix of every default exported symbol: `xla_ffi_handler__<function name>`.
 /// No C library uses it, so a handler's name cannot replace another function.
@@ -137,6 +166,10 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
     let mut dtypes = None;
     let mut linear = None;
     let mut transpose = None;
+    let mut op: Option<syn::Path> = None;
+    let mut scratch = None;
+    // The keys that `op` replaces, where they were given.
+    let mut own_keys: Vec<(String, Span)> = Vec::new();
     for meta in metas {
         if let Meta::List(list) = &meta {
             if list.path.is_ident("unsafe") {
@@ -165,7 +198,32 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 Ok(())
             }
         };
+        if ["target", "shapes", "dtypes", "linear", "transpose"].contains(&key.as_str()) {
+            own_keys.push((key.clone(), nv.path.span()));
+        }
         match key.as_str() {
+            "op" => {
+                dup(op.is_some())?;
+                match &nv.value {
+                    Expr::Path(p) => op = Some(p.path.clone()),
+                    other => {
+                        return Err(Error::new(
+                            other.span(),
+                            "`op` takes the path of another handler's descriptor: op = super::cpu::MY_OP_CPU",
+                        ))
+                    }
+                }
+            }
+            "scratch" => {
+                dup(scratch.is_some())?;
+                let s = str_value(nv, "scratch")?;
+                let names: Vec<String> =
+                    s.value().split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
+                if names.is_empty() {
+                    return Err(Error::new(s.span(), "`scratch` names trailing results: scratch = \"workspace\""));
+                }
+                scratch = Some((s, names));
+            }
             "target" => {
                 dup(target.is_some())?;
                 let s = str_value(nv, "target")?;
@@ -268,14 +326,39 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
             }
         }
     }
-    let Some(target) = target else {
-        return Err(Error::new(
-            Span::call_site(),
-            "missing `target`: #[handler(target = \"my_project.my_op\")] names the FFI target",
-        ));
+    let target = match (op, target) {
+        (Some(p), _) => {
+            if let Some((key, span)) = own_keys.first() {
+                return Err(Error::new(
+                    *span,
+                    format!(
+                        "`{key}` cannot be given beside `op`: the target and the rules (`target`, `shapes`, \
+                         `dtypes`, `linear`, `transpose`) come from the declaration `op` refers to; write them \
+                         there, once"
+                    ),
+                ));
+            }
+            Target::Op(p)
+        }
+        (None, Some(t)) => Target::Own(t),
+        (None, None) => {
+            return Err(Error::new(
+                Span::call_site(),
+                "missing `target`: #[handler(target = \"my_project.my_op\")] names the FFI target (or \
+                 `op = OTHER_DESCRIPTOR` takes the target and rules of another handler)",
+            ))
+        }
     };
+    if let (Target::Own(_), Some((s, _))) = (&target, &scratch) {
+        return Err(Error::new(
+            s.span(),
+            "`scratch` goes with `op`: it names this handler's trailing results that the referenced declaration \
+             does not have",
+        ));
+    }
     Ok(Options {
         target,
+        scratch,
         host: host.unwrap_or(true),
         stage: stage.unwrap_or(Stage::Execute),
         traits,
@@ -427,7 +510,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         None => quote!(),
     };
     let desc = opts.descriptor.clone().unwrap_or_else(|| format_ident!("{}", fn_str.to_uppercase()));
-    let target = &opts.target;
+    let target = opts.target.tokens();
     let host = opts.host;
     let traits = match &opts.traits {
         Some(t) => quote!(#t),
@@ -465,14 +548,16 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     });
     let all_names = quote!(&[ #(#names),* ]);
     let decl = declaration(&opts, &params)?;
-    let has_rules = opts.shapes.is_some() || opts.dtypes.is_some();
+    let has_rules = opts.shapes.is_some() || opts.dtypes.is_some() || matches!(opts.target, Target::Op(_));
     let check_rules = if has_rules {
         quote! {
             // The rules are parsed on the first call only (they were checked at compile time).
             static __XLA_FFI_RULES: ::std::sync::OnceLock<
                 ::core::result::Result<#krate::decl::Rules, ::std::string::String>,
             > = ::std::sync::OnceLock::new();
-            __call.check_rules(&__XLA_FFI_DECL, &__XLA_FFI_RULES)?;
+            if __XLA_FFI_DECL.shapes.is_some() || __XLA_FFI_DECL.dtypes.is_some() {
+                __call.check_rules(&__XLA_FFI_DECL, &__XLA_FFI_RULES)?;
+            }
         }
     } else {
         quote!()
@@ -527,8 +612,8 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         }
     };
     let doc = format!(
-        "The descriptor of the handler [`{fn_str}`]: target `{}`, exported as the C symbol `{}`.",
-        target.value(),
+        "The descriptor of the handler [`{fn_str}`]: {}, exported as the C symbol `{}`.",
+        opts.target.describe(),
         symbol.value()
     );
     // The shim is the function's one caller in production: let the optimizer inline
@@ -585,9 +670,26 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
 /// `linear` names against the operands.
 fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
     let krate = &opts.krate;
-    let target = &opts.target;
-    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
-    let stys: Vec<Type> = params
+    let target = opts.target.tokens();
+    let all_names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let scratch: Vec<&str> = opts.scratch.iter().flat_map(|(_, l)| l).map(|n| n.as_str()).collect();
+    if let Some((lit, _)) = &opts.scratch {
+        for n in &scratch {
+            if !all_names.contains(n) {
+                return Err(Error::new(
+                    lit.span(),
+                    format!(
+                        "`scratch` names `{n}`, which is not a parameter; the parameters are {}",
+                        all_names.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    // The declared parameters: all but the scratch results.
+    let declared: Vec<&Param> = params.iter().filter(|p| !scratch.contains(&p.name.as_str())).collect();
+    let names: Vec<&str> = declared.iter().map(|p| p.name.as_str()).collect();
+    let stys: Vec<Type> = declared
         .iter()
         .map(|p| {
             let mut t = p.ty.clone();
@@ -599,10 +701,23 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
         Some(s) => quote!(::core::option::Option::Some(#s)),
         None => quote!(::core::option::Option::None),
     };
-    let shapes = opt(opts.shapes.as_ref().map(|(s, _)| s));
-    let dtypes = opt(opts.dtypes.as_ref().map(|(s, _)| s));
-    let transpose = opt(opts.transpose.as_ref());
     let linear: Vec<&String> = opts.linear.iter().flat_map(|(_, l)| l).collect();
+    let (shapes, dtypes, transpose, linear, reference) = match &opts.target {
+        Target::Own(_) => (
+            opt(opts.shapes.as_ref().map(|(s, _)| s)),
+            opt(opts.dtypes.as_ref().map(|(s, _)| s)),
+            opt(opts.transpose.as_ref()),
+            quote!(&[ #(#linear),* ]),
+            quote!(),
+        ),
+        Target::Op(path) => (
+            quote!(__XLA_FFI_REF.shapes),
+            quote!(__XLA_FFI_REF.dtypes),
+            quote!(__XLA_FFI_REF.transpose),
+            quote!(__XLA_FFI_REF.linear),
+            op_checks(krate, path, params, &declared, &scratch, opts.scratch.as_ref().map(|(l, _)| l.span())),
+        ),
+    };
     let mut checks = Vec::new();
     let n_args = quote!(0usize #(+ <#stys as #krate::Decode<'static>>::ARGS)*);
     let mut count_check = |lit: &LitStr, what: &str, n_ops: usize, n_res: usize| {
@@ -662,9 +777,122 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
             params: __XLA_FFI_PARAMS,
             shapes: #shapes,
             dtypes: #dtypes,
-            linear: &[ #(#linear),* ],
+            linear: #linear,
             transpose: #transpose,
         };
+        #reference
         #(#checks)*
     })
+}
+
+/// For `op = PATH`: the `__XLA_FFI_REF` const (the declaration at `PATH`) and the
+/// compile-time checks that this handler's operands, results and attributes are
+/// that declaration's, same names in the same order, and that the `scratch`
+/// results are trailing results. The referenced rules were checked against the
+/// referenced handler's parameters when it compiled, so they fit these too.
+fn op_checks(
+    krate: &syn::Path,
+    path: &syn::Path,
+    all: &[Param],
+    declared: &[&Param],
+    scratch: &[&str],
+    scratch_span: Option<Span>,
+) -> TokenStream2 {
+    let op = quote!(#path).to_string().replace(' ', "");
+    let names: Vec<&str> = declared.iter().map(|p| p.name.as_str()).collect();
+    let list = names.join(", ");
+    let counts = ["operands (`Buffer` parameters)", "results (`ResultBuffer` parameters)", "attributes"]
+        .iter()
+        .enumerate()
+        .map(|(k, what)| {
+            let k = k as u8;
+            let msg = format!(
+                "`op = {op}`: this handler and the declaration it refers to have different numbers of {what}; \
+                 the parameters here are ({list}){}: they must be the referenced handler's, same names in the \
+                 same order",
+                if scratch.is_empty() { String::new() } else { format!(" besides the scratch ({})", scratch.join(", ")) },
+            );
+            quote_spanned! {path.span()=>
+                if #krate::Declaration::__count(__XLA_FFI_PARAMS, #k) != #krate::Declaration::__count(__XLA_FFI_REF.params, #k) {
+                    ::core::panic!(#msg);
+                }
+            }
+        });
+    let places = declared.iter().enumerate().map(|(i, p)| {
+        let msg = format!(
+            "`op = {op}`: parameter `{}` is not named like the parameter at its place in the declaration it \
+             refers to: the operands, results and attributes must be the referenced handler's, same names in \
+             the same order",
+            p.name
+        );
+        quote_spanned! {p.span=>
+            if !#krate::Declaration::__same_place(__XLA_FFI_PARAMS, __XLA_FFI_REF.params, #i) {
+                ::core::panic!(#msg);
+            }
+        }
+    });
+    // Every scratch name is a result, and no declared result follows the first one.
+    let all_stys: Vec<Type> = all
+        .iter()
+        .map(|p| {
+            let mut t = p.ty.clone();
+            StaticLifetimes.visit_type_mut(&mut t);
+            t
+        })
+        .collect();
+    let all_names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+    let first = all.iter().position(|p| scratch.contains(&p.name.as_str()));
+    let scratch_checks = scratch.iter().map(|n| {
+        let msg = format!("`scratch` names `{n}`, which is not a result (a `ResultBuffer` parameter)");
+        quote_spanned! {scratch_span.unwrap_or_else(|| path.span())=>
+            if #krate::Declaration::__kind_of(__XLA_FFI_ALL_PARAMS, #n) != 1 {
+                ::core::panic!(#msg);
+            }
+        }
+    });
+    let trailing = all
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| first.is_some_and(|f| *i > f) && !scratch.contains(&p.name.as_str()))
+        .map(|(_, p)| {
+            let n = &p.name;
+            let msg = format!(
+                "result `{n}` follows a scratch result: the results named in `scratch` must come after all the others"
+            );
+            quote_spanned! {p.span=>
+                if #krate::Declaration::__kind_of(__XLA_FFI_ALL_PARAMS, #n) == 1 {
+                    ::core::panic!(#msg);
+                }
+            }
+        });
+    let all_params = if scratch.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            const __XLA_FFI_ALL_PARAMS: &[(&::core::primitive::str, #krate::decl::ParamDecl)] =
+                &[ #( (#all_names, <#all_stys as #krate::Decode<'static>>::DECL) ),* ];
+        }
+    };
+    let n_args = quote!(0usize #(+ <#all_stys as #krate::Decode<'static>>::ARGS)*);
+    let n_rets = quote!(0usize #(+ <#all_stys as #krate::Decode<'static>>::RETS)*);
+    let n_scratch = scratch.len();
+    let only = format!(
+        "`op = {op}`: every operand and result must be a `Buffer` or `ResultBuffer` parameter (not \
+         `RemainingArgs` or a custom decoder), as the declared rules say which buffer is which"
+    );
+    quote! {
+        const __XLA_FFI_REF: &#krate::Declaration = #path.declaration;
+        #all_params
+        const _: () = {
+            #(#counts)*
+            #(#places)*
+            #(#scratch_checks)*
+            #(#trailing)*
+            if #n_args != #krate::Declaration::__count(__XLA_FFI_PARAMS, 0)
+                || #n_rets != #krate::Declaration::__count(__XLA_FFI_PARAMS, 1) + #n_scratch
+            {
+                ::core::panic!(#only);
+            }
+        };
+    }
 }

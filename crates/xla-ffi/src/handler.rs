@@ -66,7 +66,7 @@
 ///
 /// | option | meaning |
 /// |---|---|
-/// | `target = "name"` | required: the FFI target name, in every error message |
+/// | `target = "name"` | required (unless `op`): the FFI target name, in every error message |
 /// | `platform = host` / `device` | host (CPU) buffers (default), or device (GPU) buffers that are only addresses |
 /// | `stage = execute` / `instantiate` / `prepare` / `initialize` | the stage this symbol serves (default `execute`) |
 /// | `traits = expr` | [`Traits`](crate::Traits) reported to XLA, e.g. `Traits::COMMAND_BUFFER_COMPATIBLE` |
@@ -77,6 +77,8 @@
 /// | `dtypes = "..."` | the dtype rule, checked before the body |
 /// | `linear = "x, y"` | the operands the op is linear in |
 /// | `transpose = "target"` | the target computing the transpose of the linear operands |
+/// | `op = PATH` | take the target and all rules from the descriptor at `PATH` (see [below](#one-op-several-handlers)) |
+/// | `scratch = "ws"` | with `op`: trailing results outside the referenced rules |
 ///
 /// # Declaring the op
 ///
@@ -156,6 +158,51 @@
 /// cotangents of this op's results followed by this op's non-linear operands, in
 /// order, and its results are the cotangents of the linear operands.
 ///
+/// # One op, several handlers
+///
+/// A CUDA handler of an op declared by its CPU handler writes nothing twice:
+/// `op = PATH` takes the target, `shapes`, `dtypes`, `linear` and `transpose` from
+/// the declaration of the descriptor at `PATH` (giving any of those keys beside `op`
+/// is a compile error). The handler must have that declaration's operands, results
+/// and attributes, with the same names in the same order; the macro checks it at
+/// compile time (so the referenced rules, checked against the referenced
+/// parameters, fit these too), and the shim enforces the rules on every call, with
+/// the same messages. `scratch = "ws, ..."` names trailing results the referenced op
+/// does not have (a workspace): they are left out of the declaration and of the
+/// rules, and the body checks them.
+///
+/// ```
+/// use xla_ffi::{handler, AnyFloat, Attr, Buffer, Result, ResultBuffer};
+///
+/// mod cpu {
+///     use xla_ffi::{handler, AnyFloat, Attr, Buffer, Result, ResultBuffer};
+///     #[handler(target = "demo.norm", descriptor = NORM_CPU,
+///               shapes = "...b ...n, ...n -> ...b ...n", dtypes = "X, W -> promote(X, W)")]
+///     pub fn norm_cpu(x: Buffer<AnyFloat>, weight: Buffer<AnyFloat>, y: ResultBuffer<AnyFloat>,
+///                     eps: Attr<f64>) -> Result<()> {
+///         let _ = (x, weight, y, eps);
+///         Ok(())
+///     }
+/// }
+///
+/// // Same target and rules; `workspace` is outside them.
+/// #[handler(op = cpu::NORM_CPU, scratch = "workspace", platform = device, descriptor = NORM_CUDA)]
+/// fn norm_cuda(x: Buffer<AnyFloat>, weight: Buffer<AnyFloat>, y: ResultBuffer<AnyFloat>,
+///              eps: Attr<f64>, workspace: ResultBuffer<f32, 2>) -> Result<()> {
+///     let _ = (x, weight, y, eps, workspace);
+///     Ok(())
+/// }
+///
+/// assert_eq!(NORM_CUDA.target, "demo.norm");
+/// assert_eq!(NORM_CUDA.declaration.shapes, cpu::NORM_CPU.declaration.shapes);
+/// assert_eq!(NORM_CUDA.declaration.results().count(), 1);
+/// ```
+///
+/// A parameter named differently from the one at its place in the referenced
+/// declaration, a different number of operands, results or attributes, a `scratch`
+/// that is not a result or is followed by a declared result: each is a compile error
+/// naming `op` and the parameter.
+///
 /// # Parameters and return type
 ///
 /// Each parameter's type says what it takes from the call, in order:
@@ -217,8 +264,9 @@
 /// `unsafe fn`, `async fn`, `extern "C" fn`, type parameters, `self`, patterns as
 /// parameter names, unknown or repeated options, a missing `target`, an instantiate
 /// handler without a state, a return value at the execute stage, a raw `symbol`
-/// without `unsafe`, a rule that does not parse or does not fit the parameters, and
-/// `linear` naming anything but an operand are all refused with a message that says
+/// without `unsafe`, a rule that does not parse or does not fit the parameters,
+/// `linear` naming anything but an operand, rule keys beside `op` and a signature
+/// that differs from `op`'s declaration are all refused with a message that says
 /// what to write instead.
 ///
 /// A handler must be a free function (in a module or a block): on an associated

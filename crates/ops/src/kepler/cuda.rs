@@ -2,7 +2,8 @@
 //! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`; the kernels are
 //! in `crates/ops/src/kepler/kepler.cu`, their instantiations in [`crate::kernels`].
 //!
-//! Same operands, results, checks and error messages as the CPU handlers. The
+//! Same operands, results, checks and error messages as the CPU handlers: each
+//! takes its target and rules from its CPU twin (`op = super::cpu::...`). The
 //! solver (Markley's starter plus a fixed number of fifth-order corrections) runs
 //! one element per thread, grid-stride; nothing is allocated and the launch depends
 //! only on the shape, so the handler is command-buffer compatible.
@@ -34,12 +35,10 @@ pub fn launch_config(n: u64) -> LaunchConfig {
 /// `float64`; results `(sin_E, cos_E)` of that shape and dtype. An eccentricity
 /// outside `[0, 1)`, or a NaN, gives NaN for that element.
 #[handler(
-    target = "xla_ffi_rs.kepler",
+    op = super::cpu::CPU,
     platform = device,
     traits = Traits::COMMAND_BUFFER_COMPATIBLE,
-    descriptor = CUDA,
-    shapes = "...b, ...b -> ...b, ...b",
-    dtypes = "T, T -> T, T"
+    descriptor = CUDA
 )]
 pub fn xla_ffi_rs_kepler_cuda(
     ctx: Context,
@@ -88,14 +87,10 @@ fn launch_derivative(
 /// operands `(d_mean_anomaly, d_eccentricity, eccentricity, sin_e, cos_e)`,
 /// results `(d_sin_e, d_cos_e)` and checks.
 #[handler(
-    target = "xla_ffi_rs.kepler_tangent",
+    op = super::cpu::TANGENT_CPU,
     platform = device,
     traits = Traits::COMMAND_BUFFER_COMPATIBLE,
-    descriptor = TANGENT_CUDA,
-    shapes = "...b, ...b, ...b, ...b, ...b -> ...b, ...b",
-    dtypes = "T, T, T, T, T -> T, T",
-    linear = "d_mean_anomaly, d_eccentricity",
-    transpose = "xla_ffi_rs.kepler_cotangent"
+    descriptor = TANGENT_CUDA
 )]
 pub fn xla_ffi_rs_kepler_tangent_cuda(
     ctx: Context,
@@ -115,14 +110,10 @@ pub fn xla_ffi_rs_kepler_tangent_cuda(
 /// operands `(ct_sin_e, ct_cos_e, eccentricity, sin_e, cos_e)`, results
 /// `(ct_mean_anomaly, ct_eccentricity)` and checks.
 #[handler(
-    target = "xla_ffi_rs.kepler_cotangent",
+    op = super::cpu::COTANGENT_CPU,
     platform = device,
     traits = Traits::COMMAND_BUFFER_COMPATIBLE,
-    descriptor = COTANGENT_CUDA,
-    shapes = "...b, ...b, ...b, ...b, ...b -> ...b, ...b",
-    dtypes = "T, T, T, T, T -> T, T",
-    linear = "ct_sin_e, ct_cos_e",
-    transpose = "xla_ffi_rs.kepler_tangent"
+    descriptor = COTANGENT_CUDA
 )]
 pub fn xla_ffi_rs_kepler_cotangent_cuda(
     ctx: Context,

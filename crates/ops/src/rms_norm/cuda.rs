@@ -1,9 +1,10 @@
 //! The `xla_ffi_rs.rms_norm_fwd` and `xla_ffi_rs.rms_norm_bwd` handlers for CUDA; the
 //! kernels are `crates/ops/src/rms_norm/rms_norm.cu`.
 //!
-//! Shapes, dtypes and error messages are those of the CPU handlers (the same
-//! declared rules; the backward pass checks its shapes by hand, [`check_bwd_shapes`],
-//! because of its workspace). Each dtype combination of `(x, weight)` is its own
+//! Shapes, dtypes and error messages are those of the CPU handlers: each handler
+//! takes its target and rules from its CPU twin (`op = super::cpu::...`); the
+//! backward's extra trailing result, the workspace, is outside those rules
+//! (`scratch = "workspace"`) and checked by hand. Each dtype combination of `(x, weight)` is its own
 //! NVRTC module (the kernel templates instantiated for it, as [`crate::kernels`]
 //! declares), compiled once per CUDA context at first use. The launch configurations are the plain functions
 //! [`fwd_launch_config`], [`bwd_launch_config`] and [`dweight_launch_config`], which
@@ -33,7 +34,7 @@
 use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, AnyFloat, Attr, Buffer, Context, Result, ResultBuffer, Traits};
 
-use super::shapes::{bwd_workspace_rows, check_bwd_shapes, check_eps, rows};
+use super::shapes::{bwd_workspace_rows, check_eps, rows};
 use crate::kernels::{RMS_NORM_BWD, RMS_NORM_DWEIGHT, RMS_NORM_FWD};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype combination.
@@ -89,12 +90,10 @@ fn to_u32(v: usize, what: &str, target: &str) -> Result<u32> {
 /// `result_type(x, weight)`; `inv_rms` of shape `x.shape[:-weight.ndim]`, float32
 /// (float64 when `x` or `weight` is). `y` may alias `x`.
 #[handler(
-    target = "xla_ffi_rs.rms_norm_fwd",
+    op = super::cpu::FWD_CPU,
     platform = device,
     traits = Traits::COMMAND_BUFFER_COMPATIBLE,
-    descriptor = FWD_CUDA,
-    shapes = "...b ...n, ...n -> ...b ...n, ...b",
-    dtypes = "X, W -> promote(X, W), acc(X, W)"
+    descriptor = FWD_CUDA
 )]
 pub fn xla_ffi_rs_rms_norm_fwd_cuda(
     ctx: Context,
@@ -133,11 +132,11 @@ pub fn xla_ffi_rs_rms_norm_fwd_cuda(
 /// dtype of `inv_rms` (see the module docs; discard it). `dweight` sums over the
 /// leading axes in a fixed order: the result is the same on every run.
 #[handler(
-    target = "xla_ffi_rs.rms_norm_bwd",
+    op = super::cpu::BWD_CPU,
+    scratch = "workspace",
     platform = device,
     traits = Traits::COMMAND_BUFFER_COMPATIBLE,
-    descriptor = BWD_CUDA,
-    dtypes = "promote(X, W), X, W, acc(X, W) -> X, W, acc(X, W)"
+    descriptor = BWD_CUDA
 )]
 pub fn xla_ffi_rs_rms_norm_bwd_cuda(
     ctx: Context,
@@ -150,7 +149,15 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
     mut workspace: ResultBuffer<AnyFloat, 2>,
 ) -> Result<()> {
     let target = ctx.target();
-    let shape = check_bwd_shapes(&dy, &x, &weight, &inv_rms, &dx, &dweight)?;
+    // The CPU twin's rules checked every buffer but the workspace, which is outside them.
+    let shape = rows(&x, &weight);
+    if workspace.dtype() != inv_rms.dtype() {
+        return Err(workspace.error(format!(
+            "expected dtype {} (the dtype of operand 3, inv_rms), got {}",
+            inv_rms.dtype(),
+            workspace.dtype()
+        )));
+    }
     let ws = workspace.dims();
     if ws[0] < 1 || ws[1] != shape.n as i64 {
         return Err(workspace.error(format!(

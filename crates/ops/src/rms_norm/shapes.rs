@@ -1,7 +1,5 @@
 //! Shape and dtype rules of the rms_norm targets, shared by the CPU and CUDA handlers.
 
-#[cfg(feature = "cuda")]
-use xla_ffi::ResultBuffer;
 use xla_ffi::{AnyFloat, Buffer, Result};
 
 /// The workspace row count `B` of the CUDA `rms_norm_bwd` for `rows` rows (the
@@ -34,27 +32,4 @@ pub fn check_eps(eps: f64) -> Result<()> {
         return Ok(());
     }
     Err(xla_ffi::Error::invalid_argument(format!("attribute `eps`: expected a finite value >= 0, got {eps}")))
-}
-
-/// Checks the shapes of the CUDA `rms_norm_bwd(dy, x, weight, inv_rms) -> (dx,
-/// dweight, workspace)` by hand (the workspace's row count is not a shape rule's).
-#[cfg(feature = "cuda")]
-pub fn check_bwd_shapes(
-    dy: &Buffer<'_, AnyFloat>,
-    x: &Buffer<'_, AnyFloat>,
-    w: &Buffer<'_, AnyFloat>,
-    inv: &Buffer<'_, AnyFloat>,
-    dx: &ResultBuffer<'_, AnyFloat>,
-    dw: &ResultBuffer<'_, AnyFloat>,
-) -> Result<Rows> {
-    let (xd, wd) = (x.dims(), w.dims());
-    if wd.len() > xd.len() || xd[xd.len() - wd.len()..] != *wd {
-        return Err(w.error(format!("expected shape the trailing axes of operand 1 (x), shape {xd:?}, got {wd:?}")));
-    }
-    let lead = &xd[..xd.len() - wd.len()];
-    dy.expect_dims(xd, "...b ...n of operand 1 (x)")?;
-    inv.expect_dims(lead, "...b of operand 1 (x)")?;
-    dx.expect_dims(xd, "...b ...n of operand 1 (x)")?;
-    dw.expect_dims(wd, "...n of operand 2 (weight)")?;
-    Ok(rows(x, w))
 }

@@ -114,18 +114,58 @@ impl Declaration {
         let mut i = 0;
         let mut n = 0;
         while i < params.len() {
-            let k = match params[i].1 {
-                ParamDecl::Operand(_) => 0,
-                ParamDecl::Result(_) => 1,
-                ParamDecl::Attribute { .. } => 2,
-                ParamDecl::Other => 3,
-            };
-            if k == kind {
+            if self::kind(&params[i].1) == kind {
                 n += 1;
             }
             i += 1;
         }
         n
+    }
+
+    /// The kind of parameter `name` (0 operand, 1 result, 2 attribute, 3 other, 4 no
+    /// such parameter): for the macro's check of `scratch`.
+    #[doc(hidden)]
+    pub const fn __kind_of(params: &[(&str, ParamDecl)], name: &str) -> u8 {
+        let mut i = 0;
+        while i < params.len() {
+            if str_eq(params[i].0, name) {
+                return kind(&params[i].1);
+            }
+            i += 1;
+        }
+        4
+    }
+
+    /// Whether parameter `i` of `own` has the name of the parameter at the same place
+    /// in `reference`: the `j`-th operand (result, attribute) of `own` is named like
+    /// the `j`-th operand (result, attribute) of `reference`. Other parameters
+    /// (context, state) match anything. For the macro's check of `op = ...`.
+    #[doc(hidden)]
+    pub const fn __same_place(own: &[(&str, ParamDecl)], reference: &[(&str, ParamDecl)], i: usize) -> bool {
+        let k = kind(&own[i].1);
+        if k == 3 {
+            return true;
+        }
+        // j: how many parameters of kind k come before parameter i.
+        let mut j = 0;
+        let mut p = 0;
+        while p < i {
+            if kind(&own[p].1) == k {
+                j += 1;
+            }
+            p += 1;
+        }
+        let mut q = 0;
+        while q < reference.len() {
+            if kind(&reference[q].1) == k {
+                if j == 0 {
+                    return str_eq(reference[q].0, own[i].0);
+                }
+                j -= 1;
+            }
+            q += 1;
+        }
+        false
     }
 
     /// Whether parameter `name` is an operand: for the macro's check of `linear`.
@@ -139,6 +179,16 @@ impl Declaration {
             i += 1;
         }
         false
+    }
+}
+
+/// 0 operand, 1 result, 2 attribute, 3 other.
+const fn kind(p: &ParamDecl) -> u8 {
+    match p {
+        ParamDecl::Operand(_) => 0,
+        ParamDecl::Result(_) => 1,
+        ParamDecl::Attribute { .. } => 2,
+        ParamDecl::Other => 3,
     }
 }
 
