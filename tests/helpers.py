@@ -123,3 +123,14 @@ def assert_ffi_error(call: Callable[[], Any], target: str, words: tuple[str, ...
     assert target + ":" in message, message
     for word in words:
         assert word in message, (word, message)
+
+
+class Calls:
+    """A function that records the positional arguments of each call in ``args``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.args = fn, []  # type: ignore[var-annotated]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.args.append(args)
+        return self.fn(*args, **kwargs)

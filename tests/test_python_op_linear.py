@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+from helpers import Calls
 from xla_ffi_rs import linear_op, multilinear_op
 
 RNG = np.random.default_rng(3)
@@ -23,17 +24,6 @@ A = RNG.standard_normal((3, 4))
 
 def shaped(shape, like):
     return jax.ShapeDtypeStruct(shape, like.dtype)
-
-
-class Calls:
-    """A function that records the arguments it was called with."""
-
-    def __init__(self, fn):
-        self.fn, self.args = fn, []
-
-    def __call__(self, *args, **kwargs):
-        self.args.append(args)
-        return self.fn(*args, **kwargs)
 
 
 def matvec_op():

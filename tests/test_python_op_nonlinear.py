@@ -14,16 +14,8 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+from helpers import Calls
 from xla_ffi_rs import nonlinear_op
-
-
-class Calls:
-    def __init__(self, fn):
-        self.fn, self.args = fn, []
-
-    def __call__(self, *args, **kwargs):
-        self.args.append(args)
-        return self.fn(*args, **kwargs)
 
 
 def zero_if_none(a):
