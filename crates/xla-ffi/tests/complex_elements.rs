@@ -5,6 +5,7 @@
 mod common;
 
 use common::{expect_err, expect_ok};
+use xla_ffi::decl::{infer, ProblemKind};
 use xla_ffi::num_complex::Complex;
 use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
 use xla_ffi::{
@@ -256,4 +257,42 @@ fn complex_element_codes_and_dispatch() {
     assert_eq!(width(DataType::F32), None);
     assert_eq!(DataType::C64.byte_width(), Some(8));
     assert_eq!(DataType::C128.byte_width(), Some(16));
+}
+
+/// A declared op over complex buffers: a shared variable and a fixed complex dtype.
+#[handler(target = "cx.decl", shapes = "...b n, n -> ...b", dtypes = "T, T -> complex128")]
+fn cx_decl(a: Buffer<AnyComplex>, b: Buffer<AnyComplex>, out: ResultBuffer<C64>) -> Result<()> {
+    let _ = (a, b, out);
+    Ok(())
+}
+
+#[test]
+fn declared_rules_over_complex_dtypes() {
+    let d = CX_DECL.declaration;
+    let (_, accepts) = d.operands().next().unwrap();
+    assert!(accepts(DataType::C64) && accepts(DataType::C128) && !accepts(DataType::F32));
+    let (_, accepts) = d.results().next().unwrap();
+    assert!(accepts(DataType::C128) && !accepts(DataType::C64));
+
+    let sig = d.signature();
+    let out = infer(&sig, &[vec![5, 3], vec![3]], &[DataType::C64, DataType::C64]).unwrap();
+    assert_eq!(out.results, [(vec![5], DataType::C128)]);
+    let e = infer(&sig, &[vec![5, 3], vec![3]], &[DataType::C64, DataType::C128]).unwrap_err();
+    assert_eq!(e.kind, ProblemKind::Dtype);
+
+    let mut call = CallBuilder::new()
+        .arg(Arg::zeros::<C32>(&[5, 3]))
+        .arg(Arg::zeros::<C64>(&[3]))
+        .ret(Arg::zeros::<C64>(&[5]));
+    let msg = expect_err(
+        call.run(CX_DECL),
+        ErrorCode::InvalidArgument,
+        &["cx.decl: operand 1 (b): expected dtype complex64 (T, the dtype of operand 0 (a)), got complex128"],
+    );
+    assert_eq!(msg, e.message);
+    let mut call = CallBuilder::new()
+        .arg(Arg::zeros::<C32>(&[5, 3]))
+        .arg(Arg::zeros::<C32>(&[3]))
+        .ret(Arg::zeros::<C64>(&[5]));
+    expect_ok(call.run(CX_DECL));
 }
