@@ -138,7 +138,9 @@ pub mod python;
 pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
-pub use buffer::{AnyComplex, AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES};
+pub use buffer::{
+    AnyComplex, AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES,
+};
 pub use call::{Call, Decode};
 pub use context::{Context, Scratch, Stream};
 pub use decl::Declaration;

@@ -35,10 +35,8 @@ fn cx_mul(x: Buffer<C32>, w: Buffer<C32, 1>, mut out: ResultBuffer<C32>) -> Resu
 fn complex64_typed_operands_and_result() {
     let x = [C32::new(1.0, 2.0), C32::new(-0.5, 3.0), C32::new(0.0, -1.0)];
     let w = [C32::new(2.0, -1.0), C32::new(4.0, 0.25), C32::new(-1.0, 0.0)];
-    let mut call = CallBuilder::new()
-        .arg(Arg::from_slice(&x, &[3]))
-        .arg(Arg::from_slice(&w, &[3]))
-        .ret(Arg::zeros::<C32>(&[3]));
+    let mut call =
+        CallBuilder::new().arg(Arg::from_slice(&x, &[3])).arg(Arg::from_slice(&w, &[3])).ret(Arg::zeros::<C32>(&[3]));
     expect_ok(call.run(CX_MUL));
     let got = call.ret_as::<C32>(0);
     for ((g, a), b) in got.iter().zip(x).zip(w) {
@@ -97,9 +95,8 @@ fn typed_with_the_other_complex_width_is_an_error() {
 
 #[test]
 fn misaligned_complex128_is_an_error_but_complex64_needs_only_4_bytes() {
-    let mut call = CallBuilder::new()
-        .arg(Arg::from_slice(&[C64::new(1.0, 2.0)], &[1]).misaligned(4))
-        .ret(Arg::zeros::<C64>(&[1]));
+    let mut call =
+        CallBuilder::new().arg(Arg::from_slice(&[C64::new(1.0, 2.0)], &[1]).misaligned(4)).ret(Arg::zeros::<C64>(&[1]));
     expect_err(call.run(CX_ROT), ErrorCode::InvalidArgument, &["cx.rot", "operand 0", "not aligned to 8 bytes"]);
     let x = [C32::new(1.0, 2.0), C32::new(3.0, 4.0)];
     let mut call = CallBuilder::new()
@@ -280,19 +277,15 @@ fn declared_rules_over_complex_dtypes() {
     let e = infer(&sig, &[vec![5, 3], vec![3]], &[DataType::C64, DataType::C128]).unwrap_err();
     assert_eq!(e.kind, ProblemKind::Dtype);
 
-    let mut call = CallBuilder::new()
-        .arg(Arg::zeros::<C32>(&[5, 3]))
-        .arg(Arg::zeros::<C64>(&[3]))
-        .ret(Arg::zeros::<C64>(&[5]));
+    let mut call =
+        CallBuilder::new().arg(Arg::zeros::<C32>(&[5, 3])).arg(Arg::zeros::<C64>(&[3])).ret(Arg::zeros::<C64>(&[5]));
     let msg = expect_err(
         call.run(CX_DECL),
         ErrorCode::InvalidArgument,
         &["cx.decl: operand 1 (b): expected dtype complex64 (T, the dtype of operand 0 (a)), got complex128"],
     );
     assert_eq!(msg, e.message);
-    let mut call = CallBuilder::new()
-        .arg(Arg::zeros::<C32>(&[5, 3]))
-        .arg(Arg::zeros::<C32>(&[3]))
-        .ret(Arg::zeros::<C64>(&[5]));
+    let mut call =
+        CallBuilder::new().arg(Arg::zeros::<C32>(&[5, 3])).arg(Arg::zeros::<C32>(&[3])).ret(Arg::zeros::<C64>(&[5]));
     expect_ok(call.run(CX_DECL));
 }
