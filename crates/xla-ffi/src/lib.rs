@@ -124,6 +124,7 @@ mod raw;
 mod remaining;
 mod site;
 mod state;
+mod token;
 
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
@@ -153,6 +154,7 @@ pub use pool::{Parts, ThreadPool};
 pub use remaining::{RemainingArgs, RemainingRets};
 pub use site::{Role, Site};
 pub use state::{State, StateType, TypeRegistration};
+pub use token::{ResultToken, Token, TokenSpec};
 
 /// The `half` crate (`f16`, `bf16`), re-exported for [`dispatch_float!`].
 pub use half;
