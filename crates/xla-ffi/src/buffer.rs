@@ -29,7 +29,7 @@ use crate::site::{Role, Site};
 pub const ANY_RANK: usize = usize::MAX;
 
 /// What element types a buffer parameter accepts: one [`Element`] type (checked at
-/// decode time), [`AnyFloat`], or [`AnyType`].
+/// decode time), [`AnyFloat`], [`AnyComplex`], or [`AnyType`].
 pub trait ElementSpec: 'static {
     /// Whether a buffer of this dtype is accepted.
     fn accepts(dtype: DataType) -> bool;
@@ -56,6 +56,20 @@ impl ElementSpec for AnyFloat {
     }
     fn describe() -> String {
         "float16, bfloat16, float32 or float64".into()
+    }
+}
+
+/// Accepts `complex64` and `complex128`; pair it with
+/// [`dispatch_complex!`](crate::dispatch_complex) to run one generic function over
+/// `Complex<f32>` and `Complex<f64>`.
+pub struct AnyComplex;
+
+impl ElementSpec for AnyComplex {
+    fn accepts(dtype: DataType) -> bool {
+        dtype.is_complex()
+    }
+    fn describe() -> String {
+        "complex64 or complex128".into()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Element types: XLA's `XLA_FFI_DataType` codes, the Rust types that match them
-//! ([`Element`]), and [`dispatch_float!`](crate::dispatch_float) from a float code to
-//! its Rust type.
+//! ([`Element`]), and [`dispatch_float!`](crate::dispatch_float) and
+//! [`dispatch_complex!`](crate::dispatch_complex) from a float or complex code to its
+//! Rust type.
 //!
 //! Arithmetic over those types (widening, accumulators) is the kernels' business, not
 //! the FFI's: `xla-ffi-rs-ops` has its own `Float` trait, and a plugin can use
@@ -8,6 +9,7 @@
 
 use core::fmt;
 use half::{bf16, f16};
+use num_complex::Complex;
 use xla_ffi_sys as sys;
 
 /// An XLA element type, as the runtime reports it for a buffer or attribute.
@@ -113,6 +115,13 @@ impl DataType {
     pub fn is_float(self) -> bool {
         matches!(self, Self::F16 | Self::BF16 | Self::F32 | Self::F64)
     }
+
+    /// Whether this is one of the complex types [`AnyComplex`](crate::AnyComplex)
+    /// accepts: `complex64`, `complex128`.
+    #[inline]
+    pub fn is_complex(self) -> bool {
+        matches!(self, Self::C64 | Self::C128)
+    }
 }
 
 impl fmt::Display for DataType {
@@ -186,9 +195,16 @@ impl fmt::Debug for Pred {
 /// A Rust type whose values can be viewed directly in an XLA buffer.
 ///
 /// Implemented for [`Pred`] (PRED), the signed and unsigned integers, `f16`, `bf16`,
-/// `f32` and `f64`: types for which every bit pattern is a valid value, since XLA
-/// hands over whatever bytes the buffer holds. Not for `bool`. Sealed: the set is
-/// XLA's, not ours to extend.
+/// `f32`, `f64`, and [`Complex<f32>`](num_complex::Complex) (complex64) and
+/// `Complex<f64>` (complex128): plain types without padding, of the size XLA gives
+/// the dtype, for which every bit pattern is a valid value, since XLA hands over
+/// whatever bytes the buffer holds. Not for `bool`. Sealed: the set is XLA's, not
+/// ours to extend.
+///
+/// `num_complex::Complex<T>` is `#[repr(C)] { re: T, im: T }`, the layout of C's
+/// `float _Complex` and C++'s `std::complex<float>` that XLA stores (real part
+/// first), with the alignment of `T`; the crate is re-exported as
+/// [`xla_ffi::num_complex`](crate::num_complex).
 pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// The XLA type code of `Self`.
     const DTYPE: DataType;
@@ -202,7 +218,15 @@ macro_rules! elements {
 }
 elements!(Pred => PRED, i8 => S8, i16 => S16, i32 => S32, i64 => S64,
           u8 => U8, u16 => U16, u32 => U32, u64 => U64,
-          f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+          f16 => F16, bf16 => BF16, f32 => F32, f64 => F64,
+          Complex<f32> => C64, Complex<f64> => C128);
+
+// The buffer views make `&[T]` of `len * byte_width` bytes: the Rust type must be
+// exactly the dtype's width, with no padding, for every `Element`.
+const _: () = {
+    assert!(core::mem::size_of::<Complex<f32>>() == 8 && core::mem::align_of::<Complex<f32>>() == 4);
+    assert!(core::mem::size_of::<Complex<f64>>() == 16 && core::mem::align_of::<Complex<f64>>() == 8);
+};
 
 /// Calls a generic function with the Rust type that matches a float [`DataType`].
 ///
@@ -233,6 +257,68 @@ macro_rules! dispatch_float {
             }
             $crate::DataType::BF16 => {
                 type $T = $crate::half::bf16;
+                $body
+            }
+            $d => $other,
+        }
+    };
+}
+
+/// Calls a generic function with the Rust type that matches a complex [`DataType`].
+///
+/// `$T` is bound to `Complex<f32>` (complex64) or `Complex<f64>` (complex128) in
+/// turn, and the body is monomorphised for each; pair it with
+/// [`AnyComplex`](crate::AnyComplex). Any other dtype evaluates the `else` arm.
+///
+/// ```
+/// use xla_ffi::num_complex::Complex;
+/// use xla_ffi::testing::{Arg, CallBuilder};
+/// use xla_ffi::{dispatch_complex, handler, AnyComplex, Buffer, Element, InOut, Result, ResultBuffer, ANY_RANK};
+///
+/// trait Conj: Element {
+///     fn conj(self) -> Self;
+/// }
+/// impl Conj for Complex<f32> {
+///     fn conj(self) -> Self { Complex::conj(&self) }
+/// }
+/// impl Conj for Complex<f64> {
+///     fn conj(self) -> Self { Complex::conj(&self) }
+/// }
+///
+/// fn conj<T: Conj>(x: &Buffer<AnyComplex>, y: &mut ResultBuffer<AnyComplex>) -> Result<()> {
+///     match y.with_input::<T, _, ANY_RANK>(x)? {
+///         InOut::Separate { input, output } => {
+///             for (o, &v) in output.iter_mut().zip(input) {
+///                 o.write(v.conj());
+///             }
+///         }
+///         InOut::InPlace(xy) => xy.iter_mut().for_each(|v| *v = v.conj()),
+///     }
+///     Ok(())
+/// }
+///
+/// /// y = conj(x), in complex64 or complex128; in place when XLA aliases y to x.
+/// #[handler(target = "demo.conj", dtypes = "T -> T")]
+/// fn demo_conj(x: Buffer<AnyComplex>, mut y: ResultBuffer<AnyComplex>) -> Result<()> {
+///     y.expect_dims(x.dims(), "the shape of x")?;
+///     dispatch_complex!(x.dtype(), T => conj::<T>(&x, &mut y), else d => Err(x.error(format!("unexpected {d}"))))
+/// }
+///
+/// let x = [Complex::new(1.0f64, 2.0), Complex::new(-3.0, 0.5)];
+/// let mut call = CallBuilder::new().arg(Arg::from_slice(&x, &[2])).ret(Arg::zeros::<Complex<f64>>(&[2]));
+/// call.run(DEMO_CONJ).unwrap();
+/// assert_eq!(call.ret_as::<Complex<f64>>(0), vec![Complex::new(1.0, -2.0), Complex::new(-3.0, -0.5)]);
+/// ```
+#[macro_export]
+macro_rules! dispatch_complex {
+    ($dtype:expr, $T:ident => $body:expr, else $d:ident => $other:expr) => {
+        match $dtype {
+            $crate::DataType::C64 => {
+                type $T = $crate::num_complex::Complex<::core::primitive::f32>;
+                $body
+            }
+            $crate::DataType::C128 => {
+                type $T = $crate::num_complex::Complex<::core::primitive::f64>;
                 $body
             }
             $d => $other,

@@ -76,7 +76,7 @@ pub enum Stage {
     Initialize,
     /// Every run.
     Execute,
-    /// Command-buffer recording (API 0.5).
+    /// Command-buffer recording (API 0.4).
     Record,
 }
 

@@ -15,7 +15,8 @@
 //!   (with the names of every operand, result and attribute) to Python. See
 //!   [`handler`](crate::handler#declaring-the-op).
 //! * **Checked decoding.** Operand and result counts, element types (static, or any
-//!   float through [`AnyFloat`] + [`dispatch_float!`]), ranks and attributes are
+//!   float through [`AnyFloat`] + [`dispatch_float!`], any complex through
+//!   [`AnyComplex`] + [`dispatch_complex!`]), ranks and attributes are
 //!   checked before the body runs; every problem is reported in one
 //!   `INVALID_ARGUMENT` error that names the target, the operand, what was expected
 //!   and what was got. Pointers are checked for alignment before a slice is made.
@@ -123,6 +124,7 @@ mod raw;
 mod remaining;
 mod site;
 mod state;
+mod token;
 
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
@@ -137,7 +139,9 @@ pub mod python;
 pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
-pub use buffer::{AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES};
+pub use buffer::{
+    AnyComplex, AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES,
+};
 pub use call::{Call, Decode};
 pub use context::{Context, Scratch, Stream};
 pub use decl::Declaration;
@@ -150,9 +154,13 @@ pub use pool::{Parts, ThreadPool};
 pub use remaining::{RemainingArgs, RemainingRets};
 pub use site::{Role, Site};
 pub use state::{State, StateType, TypeRegistration};
+pub use token::{ResultToken, Token, TokenSpec};
 
 /// The `half` crate (`f16`, `bf16`), re-exported for [`dispatch_float!`].
 pub use half;
+/// The `num-complex` crate: `Complex<f32>` and `Complex<f64>` are the [`Element`]
+/// types of complex64 and complex128, re-exported for [`dispatch_complex!`].
+pub use num_complex;
 /// The raw bindings, re-exported for generated code.
 pub use xla_ffi_sys as sys;
 

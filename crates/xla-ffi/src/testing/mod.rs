@@ -383,6 +383,11 @@ impl Arg {
         );
         Self::with_bytes(T::DTYPE, dims, &as_bytes(values), core::mem::size_of_val(values))
     }
+    /// A token (operand or result): a rank-0 buffer of dtype `TOKEN`, no data, as
+    /// XLA passes one.
+    pub fn token() -> Self {
+        Self::raw(DataType::TOKEN, &[], 0)
+    }
     /// A zero-filled buffer (for results).
     pub fn zeros<T: Element>(dims: &[i64]) -> Self {
         Self::raw(T::DTYPE, dims, core::mem::size_of::<T>())
