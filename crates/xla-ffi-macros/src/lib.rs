@@ -34,6 +34,17 @@ mod dtype_rule;
 #[path = "rules/shape_rule.rs"]
 mod shape_rule;
 
+mod attr_enum;
+
+/// Decodes a fieldless enum from an integer or string attribute; see `xla_ffi::AttrEnum`.
+#[proc_macro_derive(AttrEnum, attributes(attr_enum))]
+pub fn derive_attr_enum(item: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(item).and_then(attr_enum::expand) {
+        Ok(out) => out.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
 /// Turns an ordinary function into an XLA FFI handler; see `xla_ffi::handler`.
 #[proc_macro_attribute]
 pub fn handler(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -21,6 +21,8 @@ use core::marker::PhantomData;
 
 use half::{bf16, f16};
 
+#[doc(hidden)]
+pub use crate::attr_enum::{enum_expected, enum_index};
 use crate::dtype::{DataType, Element};
 use crate::raw::{RawAttr, RawDict};
 
@@ -241,8 +243,8 @@ impl<'f> Dict<'f> {
 ///
 /// Implemented for `bool`, all integer types, `f32`, `f64`, `String`, `&'f str`,
 /// `&'f [T]` (exact element type), `Vec<T>` (numeric, converted like scalars),
-/// [`Dict`], `Option<T>` (absent → `None`), and structs made with
-/// [`attributes!`](crate::attributes).
+/// [`Dict`], `Option<T>` (absent → `None`), structs made with
+/// [`attributes!`](crate::attributes), and enums with `#[derive(`[`AttrEnum`](crate::AttrEnum)`)]`.
 pub trait FromAttr<'f>: Sized {
     /// What is expected, for messages: `"a float scalar"`.
     fn expected() -> String;
@@ -264,7 +266,7 @@ fn mismatch<T>(expected: String, got: &AttrValue<'_>) -> Result<T, String> {
 }
 
 /// The single number in a scalar or a one-element array.
-fn single_number(v: &AttrValue<'_>) -> Option<Number> {
+pub(crate) fn single_number(v: &AttrValue<'_>) -> Option<Number> {
     match v {
         AttrValue::Scalar(s) => s.number(),
         AttrValue::Array(a) if a.len() == 1 => a.number(0),

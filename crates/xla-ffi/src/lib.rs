@@ -108,6 +108,7 @@ extern crate self as xla_ffi;
 //    `__private` for the macro's generated code; `cuda`, `python`, `testing` on top.
 mod alias;
 pub mod attr;
+mod attr_enum;
 mod buffer;
 mod call;
 mod context;
@@ -139,6 +140,7 @@ pub mod python;
 pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
+pub use attr_enum::AttrEnum;
 pub use buffer::{
     AnyComplex, AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES,
 };
