@@ -1,5 +1,5 @@
 //! `#[derive(AttrEnum)]`: a fieldless enum decoded from an integer or string attribute.
-//! The code it generates only names the variants and calls `xla_ffi::attr::enum_index`,
+//! The code it generates only names the variants and calls `xla_ffi::__private::enum_index`,
 //! which does the decoding (and the messages) at run time.
 
 use proc_macro2::TokenStream as TokenStream2;
@@ -61,7 +61,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     Ok(quote! {
         impl<'f> #krate::FromAttr<'f> for #name {
             fn expected() -> #krate::__private::String {
-                #krate::attr::enum_expected(#enum_name, &[ #( (#strs, #name::#idents as ::core::primitive::i128) ),* ])
+                #krate::__private::enum_expected(#enum_name, &[ #( (#strs, #name::#idents as ::core::primitive::i128) ),* ])
             }
             fn type_name() -> #krate::__private::String {
                 #krate::__private::String::from("i64")
@@ -71,7 +71,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             ) -> ::core::result::Result<Self, #krate::__private::String> {
                 const VARIANTS: &[(&::core::primitive::str, ::core::primitive::i128)] =
                     &[ #( (#strs, #name::#idents as ::core::primitive::i128) ),* ];
-                match #krate::attr::enum_index(#enum_name, VARIANTS, value)? {
+                match #krate::__private::enum_index(#enum_name, VARIANTS, value)? {
                     #( #idx => ::core::result::Result::Ok(#name::#head), )*
                     _ => ::core::result::Result::Ok(#name::#last),
                 }

@@ -560,6 +560,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let all_names = quote!(&[ #(#names),* ]);
     let decl = declaration(&opts, &params)?;
     let has_rules = opts.shapes.is_some() || opts.dtypes.is_some() || matches!(opts.target, Target::Op(_));
+    let arity = arity(krate, &params, has_rules);
     let check_rules = if has_rules {
         quote! {
             // The rules are parsed on the first call only (they were checked at compile time).
@@ -606,6 +607,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             n_rets: 0 #(+ <#tys as #krate::Decode<'_>>::RETS)*,
             variadic_args: false #(|| <#tys as #krate::Decode<'_>>::VARIADIC_ARGS)*,
             variadic_rets: false #(|| <#tys as #krate::Decode<'_>>::VARIADIC_RETS)*,
+            arity: __XLA_FFI_ARITY,
             state_type_id: __xla_ffi_state_type_id,
             attr_names: __xla_ffi_attr_names,
         }
@@ -652,6 +654,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         #vis const #desc: #krate::HandlerDescriptor = {
             #unsafe_marker
             #decl
+            #arity
             fn __xla_ffi_state_type_id() -> ::core::primitive::i64 {
                 #state_type_id
             }
@@ -674,6 +677,70 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             }, &__XLA_FFI_DECL)
         };
     })
+}
+
+/// The `__XLA_FFI_ARITY` const (what each parameter takes from the frame, for the
+/// count checks), and the compile-time checks of optional operands and results:
+/// trailing only, not beside `RemainingArgs`/`RemainingRets`, not under rules.
+fn arity(krate: &syn::Path, params: &[Param], has_rules: bool) -> TokenStream2 {
+    let mut entries = Vec::new();
+    let mut checks = Vec::new();
+    for p in params {
+        let mut t = p.ty.clone();
+        StaticLifetimes.visit_type_mut(&mut t);
+        let name = &p.name;
+        let d = quote!(<#t as #krate::Decode<'static>>);
+        entries.push(quote! {
+            #krate::__private::Arity {
+                name: #name,
+                args: #d::ARGS,
+                rets: #d::RETS,
+                optional_args: #d::OPTIONAL_ARGS,
+                optional_rets: #d::OPTIONAL_RETS,
+            }
+        });
+        let order = |what: &str, rest: &str| {
+            format!(
+                "parameter `{name}`: optional {what}s must come last: after an optional {what} every {what} must be \
+                 optional, and `{rest}` cannot share a handler with optional {what}s"
+            )
+        };
+        let (args_msg, rets_msg) = (order("operand", "RemainingArgs"), order("result", "RemainingRets"));
+        let rules_msg = format!(
+            "parameter `{name}` is optional: optional operands and results cannot be used with `shapes`, `dtypes` \
+             or `op`, whose rules count every operand and result"
+        );
+        let rules_check = if has_rules {
+            quote! { if #d::OPTIONAL_ARGS + #d::OPTIONAL_RETS > 0 { ::core::panic!(#rules_msg); } }
+        } else {
+            quote!()
+        };
+        checks.push(quote_spanned! {p.span=>
+            {
+                let (a, oa, va) = (#d::ARGS, #d::OPTIONAL_ARGS, #d::VARIADIC_ARGS);
+                if (opt_args && (a > oa || va)) || (var_args && oa > 0) {
+                    ::core::panic!(#args_msg);
+                }
+                let (r, or, vr) = (#d::RETS, #d::OPTIONAL_RETS, #d::VARIADIC_RETS);
+                if (opt_rets && (r > or || vr)) || (var_rets && or > 0) {
+                    ::core::panic!(#rets_msg);
+                }
+                #rules_check
+                opt_args |= oa > 0;
+                var_args |= va;
+                opt_rets |= or > 0;
+                var_rets |= vr;
+            }
+        });
+    }
+    quote! {
+        const __XLA_FFI_ARITY: &[#krate::__private::Arity] = &[ #(#entries),* ];
+        #[allow(unused_assignments, unused_mut, unused_variables)]
+        const _: () = {
+            let (mut opt_args, mut var_args, mut opt_rets, mut var_rets) = (false, false, false, false);
+            #(#checks)*
+        };
+    }
 }
 
 /// The `__XLA_FFI_DECL` const (an `xla_ffi::Declaration`) and the compile-time checks

@@ -21,8 +21,6 @@ use core::marker::PhantomData;
 
 use half::{bf16, f16};
 
-#[doc(hidden)]
-pub use crate::attr_enum::{enum_expected, enum_index};
 use crate::dtype::{DataType, Element};
 use crate::raw::{RawAttr, RawDict};
 

@@ -11,7 +11,7 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::frame::Slot;
 use crate::frame::{Frame, HandlerInfo};
-use crate::site::Role;
+use crate::site::{Arity, Role};
 
 /// One call of a handler, being decoded.
 ///
@@ -60,15 +60,27 @@ impl<'f> Call<'f> {
             return Ok(());
         }
         let mut msg = Vec::new();
-        if self.info.variadic_args && na < ea {
-            msg.push(format!("expected at least {ea} operand{}, got {na}", plural(ea)));
-        } else if !self.info.variadic_args && na != ea {
-            msg.push(format!("expected {ea} operand{}, got {na}", plural(ea)));
-        }
-        if self.info.variadic_rets && nr < er {
-            msg.push(format!("expected at least {er} result{}, got {nr}", plural(er)));
-        } else if !self.info.variadic_rets && nr != er {
-            msg.push(format!("expected {er} result{}, got {nr}", plural(er)));
+        let (arity, variadic) = (self.info.arity, [self.info.variadic_args, self.info.variadic_rets]);
+        for (role, got, max, variadic) in [(Role::Operand, na, ea, variadic[0]), (Role::Result, nr, er, variadic[1])] {
+            let optional = optional_count(arity, role);
+            let min = max - optional.min(max);
+            let what = if role == Role::Operand { "operand" } else { "result" };
+            if variadic && got < max {
+                msg.push(format!(
+                    "expected at least {max} {what}{}, got {got}{}",
+                    plural(max),
+                    missing(arity, role, got, min)
+                ));
+            } else if !variadic && optional > 0 && !(min..=max).contains(&got) {
+                msg.push(format!(
+                    "expected {min} to {max} {what}s ({} {} optional), got {got}{}",
+                    names(arity, role, min, max),
+                    if optional == 1 { "is" } else { "are" },
+                    missing(arity, role, got, min)
+                ));
+            } else if !variadic && optional == 0 && got != max {
+                msg.push(format!("expected {max} {what}{}, got {got}{}", plural(max), missing(arity, role, got, min)));
+            }
         }
         if msg.is_empty() {
             Ok(())
@@ -262,6 +274,37 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// How many operands (results) may be absent.
+fn optional_count(arity: &[Arity], role: Role) -> usize {
+    arity.iter().map(|a| a.takes(role).1).sum()
+}
+
+/// The names of the parameters that take positions `from..to` of `role`, quoted:
+/// "`y`, `z`".
+fn names(arity: &[Arity], role: Role, from: usize, to: usize) -> String {
+    let mut pos = 0;
+    let mut out: Vec<String> = Vec::new();
+    for a in arity {
+        let (n, _) = a.takes(role);
+        if n > 0 && pos < to && pos + n > from {
+            out.push(format!("`{}`", a.name));
+        }
+        pos += n;
+    }
+    out.join(", ")
+}
+
+/// " (missing `y`, `z`)" when `got` is below `min`, the required count.
+fn missing(arity: &[Arity], role: Role, got: usize, min: usize) -> String {
+    if got >= min {
+        return String::new();
+    }
+    match names(arity, role, got, min) {
+        n if n.is_empty() => String::new(),
+        n => format!(" (missing {n})"),
+    }
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -279,20 +322,27 @@ fn plural(n: usize) -> &'static str {
 /// with [`Call::next_arg`]/[`Call::next_ret`] (or through the types it wraps).
 ///
 /// Implemented by [`Buffer`](crate::Buffer), [`ResultBuffer`](crate::ResultBuffer),
+/// `Option` of either (optional operands and results, see
+/// [`OptionalBuffer`](crate::OptionalBuffer)),
 /// [`Attr`](crate::Attr), [`Attrs`](crate::Attrs), [`Context`](crate::Context) and
 /// [`State`](crate::State). `decode` returns `None` after recording a problem with
 /// [`Call::problem`].
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a handler parameter",
     label = "not decodable from an XLA call frame",
-    note = "handler parameters are Buffer, ResultBuffer, RemainingArgs, RemainingRets, Attr<T>, Attrs<T>, \
-            Context, State<S>, or a type implementing xla_ffi::Decode"
+    note = "handler parameters are Buffer, ResultBuffer, Option<Buffer>, Option<ResultBuffer>, RemainingArgs, \
+            RemainingRets, Attr<T>, Attrs<T>, Context, State<S>, or a type implementing xla_ffi::Decode"
 )]
 pub trait Decode<'f>: Sized {
     /// How many operands this parameter consumes.
     const ARGS: usize = 0;
     /// How many results this parameter consumes.
     const RETS: usize = 0;
+    /// How many of its [`ARGS`](Decode::ARGS) may be absent (an optional operand,
+    /// `Option<Buffer<..>>`): the call may then pass fewer operands.
+    const OPTIONAL_ARGS: usize = 0;
+    /// How many of its [`RETS`](Decode::RETS) may be absent (`Option<ResultBuffer<..>>`).
+    const OPTIONAL_RETS: usize = 0;
     /// Whether it takes every remaining operand (then the count is a minimum).
     const VARIADIC_ARGS: bool = false;
     /// Whether it takes every remaining result.

@@ -125,6 +125,8 @@ pub struct HandlerInfo {
     pub variadic_args: bool,
     /// `n_rets` is a minimum (a `RemainingRets` parameter).
     pub variadic_rets: bool,
+    /// What each parameter takes (optional operands and results; names for messages).
+    pub arity: &'static [crate::site::Arity],
     /// The type id of the handler's state, read at metadata time (0 if stateless).
     pub state_type_id: fn() -> i64,
     /// Calls its argument with the name of each attribute the parameters declare

@@ -119,6 +119,7 @@ mod dtype;
 mod error;
 mod frame;
 mod handler;
+mod optional;
 mod panic;
 mod pool;
 mod raw;
@@ -152,6 +153,7 @@ pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
 pub use handler::handler;
+pub use optional::OptionalBuffer;
 pub use pool::{Parts, ThreadPool};
 pub use remaining::{RemainingArgs, RemainingRets};
 pub use site::{Role, Site};
@@ -168,9 +170,11 @@ pub use xla_ffi_sys as sys;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::attr_enum::{enum_expected, enum_index};
     pub use crate::descriptor::{assert_execute_return, undecoded, ExecuteReturn, HandlerReturn};
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;
+    pub use crate::site::Arity;
     pub use crate::state::dispatch_instantiate;
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).
     pub use std::format;

@@ -23,6 +23,32 @@ impl fmt::Display for Role {
     }
 }
 
+/// What one handler parameter takes from the frame, for the count checks and
+/// their messages: the macro emits one per parameter, in order.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Arity {
+    /// The parameter's name.
+    pub name: &'static str,
+    /// [`Decode::ARGS`](crate::Decode::ARGS).
+    pub args: usize,
+    /// [`Decode::RETS`](crate::Decode::RETS).
+    pub rets: usize,
+    /// [`Decode::OPTIONAL_ARGS`](crate::Decode::OPTIONAL_ARGS).
+    pub optional_args: usize,
+    /// [`Decode::OPTIONAL_RETS`](crate::Decode::OPTIONAL_RETS).
+    pub optional_rets: usize,
+}
+
+impl Arity {
+    pub(crate) fn takes(&self, role: Role) -> (usize, usize) {
+        match role {
+            Role::Operand => (self.args, self.optional_args),
+            Role::Result => (self.rets, self.optional_rets),
+        }
+    }
+}
+
 /// Where an item of the call sits, for diagnostics: `operand 1 (weight)`.
 #[derive(Clone, Copy, Debug)]
 pub struct Site {
