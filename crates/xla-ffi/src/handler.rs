@@ -207,10 +207,13 @@
 ///
 /// Each parameter's type says what it takes from the call, in order:
 /// [`Buffer`](crate::Buffer) (the next operand), [`ResultBuffer`](crate::ResultBuffer)
-/// (the next result), [`RemainingArgs`](crate::RemainingArgs) /
+/// (the next result), `Option<Buffer<..>>` / `Option<ResultBuffer<..>>` (the next
+/// operand or result if the call has one more: trailing optional ones, see
+/// [`OptionalBuffer`](crate::OptionalBuffer)), [`RemainingArgs`](crate::RemainingArgs) /
 /// [`RemainingRets`](crate::RemainingRets) (all the operands or results left),
 /// [`Attr<T>`](crate::Attr) (the attribute named like the parameter;
-/// `Attr<Option<T>>` when it may be absent), [`Attrs<T>`](crate::Attrs) (all attributes
+/// `Attr<Option<T>>` when it may be absent; an enum with
+/// [`#[derive(AttrEnum)]`](crate::AttrEnum) as `T`), [`Attrs<T>`](crate::Attrs) (all attributes
 /// as a struct), [`Context`](crate::Context), [`State<S>`](crate::State), or any type
 /// implementing [`Decode`](crate::Decode). Parameters may be `mut`. Operand and result
 /// counts, dtypes, ranks and attributes are checked before the function runs, and
