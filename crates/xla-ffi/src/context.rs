@@ -229,7 +229,10 @@ impl<'f> Context<'f> {
     /// }
     ///
     /// let mut call = CallBuilder::new().custom_option("verbose", AttrArg::bool(true));
+    /// # // A build on the API 0.3 header (bindgen's, from jaxlib 0.10) has no such slot.
+    /// # if xla_ffi::sys::compat::HAS_CUSTOM_OPTIONS {
     /// call.run(DEMO_OPTIONS).unwrap();
+    /// # }
     /// // An API 0.3 runtime (jaxlib 0.10) has no custom options: a clear error.
     /// let (code, msg) = CallBuilder::new().api(FakeApi::new(3).with_struct_size(192)).run(DEMO_OPTIONS).unwrap_err();
     /// assert_eq!(code, ErrorCode::Unimplemented);
