@@ -299,5 +299,11 @@ fn structs_that_changed_after_api_0_3() {
         // 0.3: `ExecutionContext_Get_Args` is the later `InvokeContext_Get_Args`.
         same_layout!(XLA_FFI_InvokeContext_Get_Args { struct_size, extension_start, ctx, type_id, data }
             as XLA_FFI_ExecutionContext_Get_Args);
+        // 0.3 has no custom options; `compat` declares their args struct as 0.5 does.
+        type Co = crate::compat::CustomOptionsGetArgs;
+        type CoAbi = abi::XLA_FFI_CustomOptions_Get_Args;
+        assert_eq!((size_of::<Co>(), align_of::<Co>()), (size_of::<CoAbi>(), align_of::<CoAbi>()));
+        assert_eq!(offset_of!(Co, ctx), offset_of!(CoAbi, ctx));
+        assert_eq!(offset_of!(Co, attrs), offset_of!(CoAbi, attrs));
     }
 }

@@ -67,6 +67,131 @@ pub mod compat {
     #[cfg(not(xla_ffi_header_legacy))]
     pub use super::XLA_FFI_InvokeContext;
 
+    #[cfg(xla_ffi_header_legacy)]
+    pub use super::XLA_FFI_ExecutionContext_Get_Args as XLA_FFI_InvokeContext_Get_Args;
+    #[cfg(xla_ffi_header_legacy)]
+    pub use super::XLA_FFI_ExecutionContext_Get_Args_STRUCT_SIZE as XLA_FFI_InvokeContext_Get_Args_STRUCT_SIZE;
+    #[cfg(not(xla_ffi_header_legacy))]
+    pub use super::{XLA_FFI_InvokeContext_Get_Args, XLA_FFI_InvokeContext_Get_Args_STRUCT_SIZE};
+
+    /// The type of the user data slot (`InvokeContext_Get`, 0.3: `ExecutionContext_Get`).
+    pub type InvokeContextGetFn =
+        unsafe extern "C" fn(*mut XLA_FFI_InvokeContext_Get_Args) -> *mut super::XLA_FFI_Error;
+
+    /// Puts `f` into the user data slot (for fake API tables in tests).
+    pub fn set_invoke_context_get_fn(api: &mut super::XLA_FFI_Api, f: InvokeContextGetFn) {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            api.XLA_FFI_InvokeContext_Get = Some(f);
+        }
+        #[cfg(xla_ffi_header_legacy)]
+        {
+            api.XLA_FFI_ExecutionContext_Get = Some(f);
+        }
+    }
+
+    /// Calls the user data slot (`InvokeContext_Get`, 0.3: `ExecutionContext_Get`)
+    /// with `args`. `None` when the runtime's table ends before the slot or it is
+    /// empty; otherwise the error the runtime returned (NULL on success).
+    ///
+    /// # Safety
+    /// `api` must point to a runtime's API table of `struct_size` readable bytes, and
+    /// `args` must be fully initialised for a call in progress on it.
+    pub unsafe fn invoke_context_get(
+        api: *const super::XLA_FFI_Api,
+        args: &mut XLA_FFI_InvokeContext_Get_Args,
+    ) -> Option<*mut super::XLA_FFI_Error> {
+        #[cfg(not(xla_ffi_header_legacy))]
+        let (offset, slot) = (core::mem::offset_of!(super::XLA_FFI_Api, XLA_FFI_InvokeContext_Get), {
+            // SAFETY: only the field's address is taken here, not read.
+            unsafe { core::ptr::addr_of!((*api).XLA_FFI_InvokeContext_Get) }
+        });
+        #[cfg(xla_ffi_header_legacy)]
+        let (offset, slot) = (core::mem::offset_of!(super::XLA_FFI_Api, XLA_FFI_ExecutionContext_Get), {
+            // SAFETY: only the field's address is taken here, not read.
+            unsafe { core::ptr::addr_of!((*api).XLA_FFI_ExecutionContext_Get) }
+        });
+        // SAFETY: `struct_size` is the first field of every table (caller's promise).
+        if unsafe { core::ptr::addr_of!((*api).struct_size).read() } < offset + core::mem::size_of::<usize>() {
+            return None;
+        }
+        // SAFETY: the slot ends within the table's `struct_size` bytes.
+        let f = unsafe { slot.read() }?;
+        // SAFETY: the runtime's own function with the caller's initialised args.
+        Some(unsafe { f(args) })
+    }
+
+    /// Whether this header declares `XLA_FFI_CustomOptions_Get` (0.5 headers).
+    pub const HAS_CUSTOM_OPTIONS: bool = cfg!(not(xla_ffi_header_legacy));
+
+    /// The type of the custom options slot (API 0.5).
+    pub type CustomOptionsGetFn = unsafe extern "C" fn(*mut CustomOptionsGetArgs) -> *mut super::XLA_FFI_Error;
+
+    /// `XLA_FFI_CustomOptions_Get_Args` (declared here too for 0.3 headers, which
+    /// lack it; the slot is then never called).
+    #[cfg(not(xla_ffi_header_legacy))]
+    pub use super::XLA_FFI_CustomOptions_Get_Args as CustomOptionsGetArgs;
+    #[cfg(xla_ffi_header_legacy)]
+    #[repr(C)]
+    #[derive(Debug, Copy, Clone)]
+    pub struct CustomOptionsGetArgs {
+        pub struct_size: usize,
+        pub extension_start: *mut XLA_FFI_InternalExtension,
+        pub ctx: *mut XLA_FFI_InvokeContext,
+        pub attrs: *const super::XLA_FFI_Attrs,
+    }
+
+    /// Puts `f` into the custom options slot where this header has one (for fake
+    /// API tables in tests; a 0.3 header's table ends before it).
+    pub fn set_custom_options_get_fn(api: &mut super::XLA_FFI_Api, f: CustomOptionsGetFn) {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            api.XLA_FFI_CustomOptions_Get = Some(f);
+        }
+        let _ = (api, f);
+    }
+
+    /// Calls `XLA_FFI_CustomOptions_Get` (API 0.5) for `ctx`.
+    ///
+    /// `None` when the slot is absent: this header predates it, or the runtime's
+    /// table (by its `struct_size`) ends before it, or it is empty. Otherwise the
+    /// error the runtime returned (NULL on success) and the dictionary it gave.
+    ///
+    /// # Safety
+    /// `api` must point to a runtime's API table of `struct_size` readable bytes, and
+    /// `ctx` must be the invoke context of a call in progress on it.
+    pub unsafe fn custom_options(
+        api: *const super::XLA_FFI_Api,
+        ctx: *mut XLA_FFI_InvokeContext,
+    ) -> Option<(*mut super::XLA_FFI_Error, *const super::XLA_FFI_Attrs)> {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            let end =
+                core::mem::offset_of!(super::XLA_FFI_Api, XLA_FFI_CustomOptions_Get) + core::mem::size_of::<usize>();
+            // SAFETY: `struct_size` is the first field of every table (caller's promise).
+            if unsafe { core::ptr::addr_of!((*api).struct_size).read() } < end {
+                return None;
+            }
+            // SAFETY: the slot ends within the table's `struct_size` bytes.
+            let f = unsafe { core::ptr::addr_of!((*api).XLA_FFI_CustomOptions_Get).read() }?;
+            let mut args = CustomOptionsGetArgs {
+                struct_size: super::XLA_FFI_CustomOptions_Get_Args_STRUCT_SIZE as usize,
+                extension_start: core::ptr::null_mut(),
+                ctx,
+                attrs: core::ptr::null(),
+            };
+            // SAFETY: the runtime's own function, with fully initialised args of the
+            // header's struct size and the call's context.
+            let err = unsafe { f(&mut args) };
+            Some((err, args.attrs))
+        }
+        #[cfg(xla_ffi_header_legacy)]
+        {
+            let _ = (api, ctx);
+            None
+        }
+    }
+
     /// The type of API slot 1 (`Error_GetDetails`, or `Error_GetMessage` in 0.3).
     pub type ErrorDetailsFn = unsafe extern "C" fn(*mut XLA_FFI_Error_GetDetails_Args);
 

@@ -1,15 +1,22 @@
 //! The execution context: device ordinal, run id, the platform stream, scratch device
-//! memory, XLA's CPU thread pool and per-handler state.
+//! memory, XLA's CPU thread pool, per-execution custom options, and the raw reads of
+//! per-handler state and user data.
 
 use core::ffi::c_void;
 use core::marker::PhantomData;
 
 use xla_ffi_sys as sys;
 
+use crate::attr::Dict;
 use crate::call::{Call, Decode};
 use crate::error::{Error, Result};
 use crate::frame::{api_slot, Frame, Stage};
 use crate::pool::ThreadPool;
+use crate::raw::RawDict;
+
+/// The first FFI API version with per-execution custom options
+/// (`XLA_FFI_CustomOptions_Get`): jaxlib 0.12.
+pub(crate) const CUSTOM_OPTIONS_SINCE: (i32, i32) = (0, 5);
 
 /// A handler parameter giving access to XLA's execution context: device ordinal,
 /// run id, stream, scratch memory and XLA's CPU thread pool.
@@ -198,6 +205,92 @@ impl<'f> Context<'f> {
     /// XLA's intra-op CPU thread pool.
     pub fn thread_pool(&self) -> ThreadPool<'f> {
         ThreadPool::new(self.frame, self.target)
+    }
+
+    /// The per-execution custom options (FFI API 0.5, `ffi.h`'s `CustomOptions`): a
+    /// dictionary the caller of the executable passes with each run, separate from
+    /// the op's attributes, read with the same [`Dict`] methods. Empty when the run
+    /// was given none (JAX passes none: on jaxlib 0.12's CPU runtime it is empty).
+    ///
+    /// On an older runtime (jaxlib 0.10 has FFI API 0.3) this is an `UNIMPLEMENTED`
+    /// error naming the target and the API version needed and found; errors the
+    /// runtime returns come back with its code, prefixed by the target.
+    ///
+    /// ```
+    /// use xla_ffi::testing::{AttrArg, CallBuilder, FakeApi};
+    /// use xla_ffi::{handler, Context, Error, ErrorCode, Result};
+    ///
+    /// #[handler(target = "demo.options")]
+    /// fn demo_options(ctx: Context) -> Result<()> {
+    ///     let options = ctx.custom_options()?;
+    ///     let verbose: Option<bool> = options.get("verbose").map_err(Error::invalid_argument)?;
+    ///     assert_eq!(verbose, Some(true));
+    ///     Ok(())
+    /// }
+    ///
+    /// let mut call = CallBuilder::new().custom_option("verbose", AttrArg::bool(true));
+    /// # // A build on the API 0.3 header (bindgen's, from jaxlib 0.10) has no such slot.
+    /// # if xla_ffi::sys::compat::HAS_CUSTOM_OPTIONS {
+    /// call.run(DEMO_OPTIONS).unwrap();
+    /// # }
+    /// // An API 0.3 runtime (jaxlib 0.10) has no custom options: a clear error.
+    /// let (code, msg) = CallBuilder::new().api(FakeApi::new(3).with_struct_size(192)).run(DEMO_OPTIONS).unwrap_err();
+    /// assert_eq!(code, ErrorCode::Unimplemented);
+    /// assert!(msg.contains("demo.options: custom options need XLA FFI API 0.5"));
+    /// ```
+    pub fn custom_options(&self) -> Result<Dict<'f>> {
+        let api = self.frame.api;
+        let (major, minor) = api.version();
+        let missing = |why: &str| {
+            Error::unimplemented(format!(
+                "{}: custom options need XLA FFI API 0.5 or newer (jaxlib 0.12); {why}",
+                self.target
+            ))
+        };
+        if (major, minor) < CUSTOM_OPTIONS_SINCE {
+            return Err(missing(&format!("this XLA runtime has FFI API {major}.{minor}")));
+        }
+        // SAFETY: the frame's table holds `struct_size` bytes (see `ApiTable`) and
+        // `ctx` is this call's context; `custom_options` checks the size first.
+        let Some((err, attrs)) = (unsafe { sys::compat::custom_options(api.ptr(), self.frame.ctx) }) else {
+            return Err(missing(&if sys::compat::HAS_CUSTOM_OPTIONS {
+                format!("this XLA runtime (FFI API {major}.{minor}) has no XLA_FFI_CustomOptions_Get")
+            } else {
+                "this build's XLA FFI header (API 0.3) has no XLA_FFI_CustomOptions_Get".to_string()
+            }));
+        };
+        api.take_error(err).map_err(|e| e.context(self.target))?;
+        if attrs.is_null() {
+            return Ok(Dict::new(RawDict::EMPTY));
+        }
+        // SAFETY: XLA returns a dictionary (with its names and values) that lives for
+        // the execution, so for the call; one of a smaller struct size reads as empty.
+        Ok(Dict::new(unsafe { RawDict::from_raw(&*attrs) }))
+    }
+
+    /// Reads the user data stored under `type_id` in the execution context.
+    pub(crate) fn user_data_ptr(&self, type_id: i64) -> Result<*mut c_void> {
+        let api = self.frame.api;
+        let mut tid = sys::XLA_FFI_TypeId { type_id };
+        let mut args = sys::compat::XLA_FFI_InvokeContext_Get_Args {
+            struct_size: sys::compat::XLA_FFI_InvokeContext_Get_Args_STRUCT_SIZE as usize,
+            extension_start: core::ptr::null_mut(),
+            ctx: self.frame.ctx,
+            type_id: &mut tid,
+            data: core::ptr::null_mut(),
+        };
+        // SAFETY: the frame's table holds `struct_size` bytes (see `ApiTable`), which
+        // `invoke_context_get` checks first; `args` is fully initialised for this call.
+        let Some(err) = (unsafe { sys::compat::invoke_context_get(api.ptr(), &mut args) }) else {
+            return Err(Error::unimplemented(format!(
+                "{}: this XLA runtime (FFI API {}.{}) has no XLA_FFI_InvokeContext_Get (user data)",
+                self.target,
+                api.version().0,
+                api.version().1
+            )));
+        };
+        api.take_error(err).map_err(|e| e.context(self.target))?;
+        Ok(args.data)
     }
 
     /// Reads the state that the instantiate stage stored for this call site.

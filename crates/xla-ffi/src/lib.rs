@@ -104,7 +104,7 @@ extern crate self as xla_ffi;
 // 4. views and decoding: `attr`, then `call` (`Call`, `Decode`), then the views that
 //    implement `Decode`: `buffer`, `pool` and `context`, `remaining`;
 // 5. `dispatch` (what every exported symbol calls: catch_unwind, host guard);
-// 6. `state` (its instantiate stage wraps `dispatch`), `descriptor`, `handler`, and
+// 6. `state` (its instantiate stage wraps `dispatch`), `user_data`, `descriptor`, `handler`, and
 //    `__private` for the macro's generated code; `cuda`, `python`, `testing` on top.
 mod alias;
 pub mod attr;
@@ -127,6 +127,7 @@ mod remaining;
 mod site;
 mod state;
 mod token;
+mod user_data;
 
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
@@ -159,6 +160,7 @@ pub use remaining::{RemainingArgs, RemainingRets};
 pub use site::{Role, Site};
 pub use state::{State, StateType, TypeRegistration};
 pub use token::{ResultToken, Token, TokenSpec};
+pub use user_data::UserData;
 
 /// The `half` crate (`f16`, `bf16`), re-exported for [`dispatch_float!`].
 pub use half;

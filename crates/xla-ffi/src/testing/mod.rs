@@ -49,6 +49,41 @@ struct FakeCtx {
     states: Mutex<HashMap<i64, StatePtr>>,
     scheduled: Mutex<usize>,
     stream: usize,
+    /// User data by type id, as an embedder's `ExecutionContext` holds it; freed
+    /// when the context is dropped.
+    user_data: Vec<UserDataEntry>,
+    /// What `CustomOptions_Get` returns (NULL: a NULL dictionary pointer).
+    custom_options: OptionsPtr,
+}
+
+/// One value of user data: its type id, the leaked `Box<T>` and the function that
+/// frees it.
+struct UserDataEntry {
+    id: i64,
+    data: *mut c_void,
+    drop: unsafe fn(*mut c_void),
+}
+// SAFETY: user data types are `Send + Sync` (`StateType` requires it), and the
+// entry only hands out the pointer for shared reads.
+unsafe impl Send for UserDataEntry {}
+// SAFETY: as above.
+unsafe impl Sync for UserDataEntry {}
+
+/// The custom options dictionary of one synthetic call (built by `run`, alive for
+/// the call, never written through).
+struct OptionsPtr(*const sys::XLA_FFI_Attrs);
+// SAFETY: only read, by the call's handler, while `run` keeps the dictionary alive.
+unsafe impl Send for OptionsPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OptionsPtr {}
+
+/// Frees a `Box<T>` leaked by [`CallBuilder::user_data`].
+///
+/// # Safety
+/// `p` must come from `Box::<T>::into_raw` and be freed once.
+unsafe fn drop_box<T>(p: *mut c_void) {
+    // SAFETY: guaranteed by the caller.
+    drop(unsafe { Box::from_raw(p as *mut T) });
 }
 
 /// A state pointer XLA holds (kept as a pointer, with its provenance).
@@ -72,6 +107,11 @@ impl Drop for FakeCtx {
                 unsafe { delete(p) };
             }
         }
+        for e in core::mem::take(&mut self.user_data) {
+            // SAFETY: `data` is the `Box<T>` `CallBuilder::user_data` leaked, with
+            // `drop_box::<T>`; this is the one place it is freed, once.
+            unsafe { (e.drop)(e.data) };
+        }
     }
 }
 
@@ -84,6 +124,8 @@ impl FakeCtx {
             states: Mutex::new(HashMap::new()),
             scheduled: Mutex::new(0),
             stream: 0x1000,
+            user_data: Vec::new(),
+            custom_options: OptionsPtr(core::ptr::null()),
         }
     }
 }
@@ -115,6 +157,16 @@ unsafe extern "C" fn error_get_details(args: *mut sys::compat::XLA_FFI_Error_Get
     let e = unsafe { &*(args.error as *const FakeError) };
     args.message = e.message.as_ptr() as *const c_char;
     sys::compat::set_error_details_code(args, e.code);
+}
+
+/// `Error_GetMessage` of an API 0.3 runtime: the message only; `errc` (which a 0.3
+/// args struct does not have) is left alone, as jaxlib 0.10 does.
+unsafe extern "C" fn error_get_message_0_3(args: *mut sys::compat::XLA_FFI_Error_GetDetails_Args) {
+    // SAFETY: valid args holding an error from `error_create`.
+    let args = unsafe { &mut *args };
+    // SAFETY: as above.
+    let e = unsafe { &*(args.error as *const FakeError) };
+    args.message = e.message.as_ptr() as *const c_char;
 }
 
 unsafe extern "C" fn error_destroy(args: *mut sys::XLA_FFI_Error_Destroy_Args) {
@@ -217,6 +269,33 @@ unsafe extern "C" fn state_get(args: *mut sys::XLA_FFI_State_Get_Args) -> *mut s
     }
 }
 
+unsafe extern "C" fn invoke_context_get(
+    args: *mut sys::compat::XLA_FFI_InvokeContext_Get_Args,
+) -> *mut sys::XLA_FFI_Error {
+    // SAFETY: valid args from the crate under test.
+    let args = unsafe { &mut *args };
+    if args.struct_size < sys::compat::XLA_FFI_InvokeContext_Get_Args_STRUCT_SIZE as usize {
+        return fake_error(ErrorCode::InvalidArgument, "Unexpected XLA_FFI_InvokeContext_Get size");
+    }
+    // SAFETY: type_id points to a valid id.
+    let id = unsafe { (*args.type_id).type_id };
+    match ctx(args.ctx).user_data.iter().rev().find(|e| e.id == id) {
+        Some(e) => {
+            args.data = e.data;
+            core::ptr::null_mut()
+        }
+        // XLA's own words (`ExecutionContext::LookupUserData`).
+        None => fake_error(ErrorCode::NotFound, &format!("User data with type id {id} not found")),
+    }
+}
+
+unsafe extern "C" fn custom_options_get(args: *mut sys::compat::CustomOptionsGetArgs) -> *mut sys::XLA_FFI_Error {
+    // SAFETY: valid args from the crate under test.
+    let args = unsafe { &mut *args };
+    args.attrs = ctx(args.ctx).custom_options.0;
+    core::ptr::null_mut()
+}
+
 /// A fake API table. `struct_size` can be shrunk to emulate an older runtime.
 ///
 /// Tables are leaked (a few hundred bytes each), never freed: a real runtime's table
@@ -259,7 +338,8 @@ impl FakeApi {
         t.api_version.major_version = 0;
         t.api_version.minor_version = minor;
         t.XLA_FFI_Error_Create = Some(error_create);
-        sys::compat::set_error_details_fn(t, error_get_details);
+        // Before API 0.4 the slot is `Error_GetMessage`, which gives no code.
+        sys::compat::set_error_details_fn(t, if minor < 4 { error_get_message_0_3 } else { error_get_details });
         t.XLA_FFI_Error_Destroy = Some(error_destroy);
         t.XLA_FFI_Stream_Get = Some(stream_get);
         t.XLA_FFI_State_Set = Some(state_set);
@@ -268,6 +348,8 @@ impl FakeApi {
         t.XLA_FFI_ThreadPool_NumThreads = Some(num_threads);
         t.XLA_FFI_RunId_Get = Some(run_id_get);
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
+        sys::compat::set_invoke_context_get_fn(t, invoke_context_get);
+        sys::compat::set_custom_options_get_fn(t, custom_options_get);
         FakeApi { table: keep_table(t), device: false }
     }
 
@@ -619,6 +701,8 @@ pub struct CallBuilder {
     /// correct crate: see `arg_data_address`).
     data_addrs: Vec<(usize, usize)>,
     frame_size: Option<usize>,
+    /// The per-execution custom options (`CustomOptions_Get`).
+    custom_options: Vec<(String, AttrArg)>,
     ctx: Box<FakeCtx>,
 }
 
@@ -643,6 +727,7 @@ impl CallBuilder {
             data_entries: Vec::new(),
             data_addrs: Vec::new(),
             frame_size: None,
+            custom_options: Vec::new(),
             ctx: Box::new(FakeCtx::new(2)),
         }
     }
@@ -717,6 +802,30 @@ impl CallBuilder {
     pub fn set_stage(&mut self, stage: crate::Stage) {
         self.stage = stage.to_raw();
     }
+    /// Adds a per-execution custom option, which the handler reads through
+    /// [`Context::custom_options`](crate::Context::custom_options) (the dictionary is
+    /// empty, as on XLA:CPU, when none is added).
+    pub fn custom_option(mut self, name: &str, v: AttrArg) -> Self {
+        self.custom_options.push((name.to_string(), v));
+        self
+    }
+    /// Puts `value` into the run's execution context as user data of type `T`, under
+    /// `T`'s registered type id, as an embedder of XLA does; handlers read it with
+    /// [`UserData<T>`](crate::UserData). It is dropped with the builder.
+    ///
+    /// # Panics
+    /// If `T` is not registered ([`register_state_type`]): its id would be 0.
+    pub fn user_data<T: crate::StateType>(mut self, value: T) -> Self {
+        let id = T::registration().type_id();
+        assert!(
+            id != 0,
+            "CallBuilder::user_data: `{}` is not registered; call testing::register_state_type first",
+            core::any::type_name::<T>()
+        );
+        let data = Box::into_raw(Box::new(value)) as *mut c_void;
+        self.ctx.user_data.push(UserDataEntry { id, data, drop: drop_box::<T> });
+        self
+    }
     /// Sets the fake pool's thread count.
     pub fn threads(mut self, n: i64) -> Self {
         self.threads = n;
@@ -756,6 +865,8 @@ impl CallBuilder {
         );
         let mut store = AttrStore::default();
         let attrs = store.dict(&self.attrs);
+        let options = store.dict(&self.custom_options);
+        self.ctx.custom_options = OptionsPtr(&options);
         let mut arg_ptrs: Vec<*mut c_void> = self.args.iter_mut().map(Arg::ptr).collect();
         for &(a, addr) in &self.data_addrs {
             arg_ptrs[a] = core::ptr::without_provenance_mut(addr);
@@ -823,6 +934,7 @@ impl CallBuilder {
         }
         // SAFETY: the frame and everything it points to live until after the call.
         let err = unsafe { handler(&mut frame) };
+        self.ctx.custom_options = OptionsPtr(core::ptr::null());
         let result = self.take(err);
         // Aliased results: copy what was written in place back into the result.
         for &(a, r) in &self.alias {
