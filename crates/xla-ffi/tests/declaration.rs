@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use common::{expect_err, expect_ok};
 use xla_ffi::decl::{infer, ProblemKind};
@@ -12,7 +12,11 @@ use xla_ffi::half::{bf16, f16};
 use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
 use xla_ffi::{handler, AnyFloat, Attr, Buffer, DataType, ErrorCode, Result, ResultBuffer};
 
-static NORM_BODY_RUNS: AtomicUsize = AtomicUsize::new(0);
+// Per thread: tests run in parallel threads, and each call runs its body on the
+// calling thread, so a test sees only its own runs.
+thread_local! {
+    static NORM_BODY_RUNS: Cell<usize> = const { Cell::new(0) };
+}
 
 /// A declared rms_norm-like op; the body only counts its runs.
 #[handler(
@@ -28,7 +32,7 @@ fn decl_norm(
     eps: Attr<f64>,
 ) -> Result<()> {
     let _ = (x, weight, y, inv_rms, eps);
-    NORM_BODY_RUNS.fetch_add(1, Ordering::SeqCst);
+    NORM_BODY_RUNS.with(|n| n.set(n.get() + 1));
     Ok(())
 }
 
@@ -38,7 +42,7 @@ fn norm_call(x: Arg, w: Arg, y: Arg, inv: Arg) -> CallBuilder {
 
 #[test]
 fn a_call_that_fits_runs_the_body() {
-    let before = NORM_BODY_RUNS.load(Ordering::SeqCst);
+    let before = NORM_BODY_RUNS.with(Cell::get);
     let mut call = norm_call(
         Arg::zeros::<f32>(&[2, 3, 4]),
         Arg::zeros::<f32>(&[4]),
@@ -58,7 +62,7 @@ fn a_call_that_fits_runs_the_body() {
     let mut call =
         norm_call(Arg::zeros::<f64>(&[4]), Arg::zeros::<f64>(&[4]), Arg::zeros::<f64>(&[4]), Arg::zeros::<f64>(&[]));
     expect_ok(call.run(DECL_NORM));
-    assert_eq!(NORM_BODY_RUNS.load(Ordering::SeqCst), before + 3);
+    assert_eq!(NORM_BODY_RUNS.with(Cell::get), before + 3);
 }
 
 #[test]
@@ -131,7 +135,7 @@ fn a_result_of_the_wrong_dtype() {
 
 #[test]
 fn the_body_does_not_run_when_a_rule_fails() {
-    let before = NORM_BODY_RUNS.load(Ordering::SeqCst);
+    let before = NORM_BODY_RUNS.with(Cell::get);
     let mut call = norm_call(
         Arg::zeros::<f32>(&[2, 4]),
         Arg::zeros::<f32>(&[3]),
@@ -139,12 +143,10 @@ fn the_body_does_not_run_when_a_rule_fails() {
         Arg::zeros::<f32>(&[2]),
     );
     assert!(call.run(DECL_NORM).is_err());
-    // Other tests run concurrently and may add; this call must not have. Run a
-    // failing call many times so a leak would show.
     for _ in 0..50 {
         assert!(call.run(DECL_NORM).is_err());
     }
-    assert!(NORM_BODY_RUNS.load(Ordering::SeqCst) < before + 50);
+    assert_eq!(NORM_BODY_RUNS.with(Cell::get), before, "the body must not run");
 }
 
 /// Same variable twice: both operands must have one dtype; a literal and a fixed dtype.

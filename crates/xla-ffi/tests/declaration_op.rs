@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use common::{expect_err, expect_ok};
 use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
@@ -29,7 +29,11 @@ fn decl_op_norm(
     Ok(())
 }
 
-static TWIN_BODY_RUNS: AtomicUsize = AtomicUsize::new(0);
+// Per thread: tests run in parallel threads, and each call runs its body on the
+// calling thread, so a test sees only its own runs.
+thread_local! {
+    static TWIN_BODY_RUNS: Cell<usize> = const { Cell::new(0) };
+}
 
 /// A twin that refers to it, with one trailing scratch result; the body counts its
 /// runs and reports the scratch's shape it was given.
@@ -43,7 +47,7 @@ fn decl_op_twin(
     ws: ResultBuffer<AnyFloat>,
 ) -> Result<()> {
     let _ = (x, weight, y, inv_rms, eps, ws);
-    TWIN_BODY_RUNS.fetch_add(1, Ordering::SeqCst);
+    TWIN_BODY_RUNS.with(|n| n.set(n.get() + 1));
     Ok(())
 }
 
@@ -66,7 +70,7 @@ fn the_twin_declares_the_referenced_op() {
 
 #[test]
 fn the_referenced_shape_rule_is_enforced_before_the_body() {
-    let before = TWIN_BODY_RUNS.load(Ordering::SeqCst);
+    let before = TWIN_BODY_RUNS.with(Cell::get);
     let mut call = twin_call(
         Arg::zeros::<f32>(&[2, 4]),
         Arg::zeros::<f32>(&[5]),
@@ -91,12 +95,12 @@ fn the_referenced_shape_rule_is_enforced_before_the_body() {
         ErrorCode::InvalidArgument,
         &["decl_op.norm: result 1 (inv_rms): expected shape [2, 3] (...b of operand 0 (x)), got [2]"],
     );
-    assert_eq!(TWIN_BODY_RUNS.load(Ordering::SeqCst), before, "the body must not run");
+    assert_eq!(TWIN_BODY_RUNS.with(Cell::get), before, "the body must not run");
 }
 
 #[test]
 fn the_referenced_dtype_rule_is_enforced_before_the_body() {
-    let before = TWIN_BODY_RUNS.load(Ordering::SeqCst);
+    let before = TWIN_BODY_RUNS.with(Cell::get);
     let mut call = twin_call(
         Arg::zeros::<f32>(&[2, 4]),
         Arg::zeros::<f64>(&[4]),
@@ -109,12 +113,12 @@ fn the_referenced_dtype_rule_is_enforced_before_the_body() {
         ErrorCode::InvalidArgument,
         &["decl_op.norm: result 1 (inv_rms): expected dtype float64 (acc(X, W)", "got float32"],
     );
-    assert_eq!(TWIN_BODY_RUNS.load(Ordering::SeqCst), before, "the body must not run");
+    assert_eq!(TWIN_BODY_RUNS.with(Cell::get), before, "the body must not run");
 }
 
 #[test]
 fn the_scratch_result_is_outside_the_rules() {
-    let before = TWIN_BODY_RUNS.load(Ordering::SeqCst);
+    let before = TWIN_BODY_RUNS.with(Cell::get);
     // A scratch of any shape and dtype: the body checks it, not the rules.
     for ws in [Arg::zeros::<f64>(&[3, 7]), Arg::zeros::<f32>(&[])] {
         let mut call = twin_call(
@@ -126,5 +130,5 @@ fn the_scratch_result_is_outside_the_rules() {
         );
         expect_ok(call.run(DECL_OP_TWIN));
     }
-    assert_eq!(TWIN_BODY_RUNS.load(Ordering::SeqCst), before + 2);
+    assert_eq!(TWIN_BODY_RUNS.with(Cell::get), before + 2);
 }
