@@ -41,6 +41,11 @@ fi
 unset XLA_FFI_INCLUDE_DIR
 
 log "cargo package (each crate builds from its .crate file)"
+# Cargo unpacks the packaged crates under $CARGO_HOME/registry/src/-<hash of the
+# temporary registry's path>/ and reuses an unpacked copy of the same name and
+# version: a run from a checkout at the same path as an earlier one would verify the
+# earlier run's sources. Remove those copies first (they are only ever ours).
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/xla-ffi-*
 # Packaged together, so that crates not yet on crates.io resolve to each other's
 # .crate files (cargo >= 1.90).
 LIBCLANG_PATH=/nonexistent cargo package --allow-dirty \
