@@ -473,3 +473,72 @@ unsafe fn answer_metadata(
     }
     Ok(())
 }
+
+/// The parts of a call frame that outlive the handler call of an async handler:
+/// XLA keeps the call's operands, results and attributes (the arrays
+/// `XLA_FFI_Args`, `XLA_FFI_Rets` and `XLA_FFI_Attrs` point to, and what those
+/// point to) alive and untouched until the call's future completes. The
+/// `XLA_FFI_CallFrame` struct itself and the invoke context belong to the handler
+/// call only, so neither is kept: the attributes struct is copied, and the context
+/// is left out (a frame rebuilt by [`Detached::frame`] has a null `ctx`, which the
+/// context-reading parameters refuse).
+pub(crate) struct Detached {
+    api: *const sys::XLA_FFI_Api,
+    stage: u32,
+    args: (*const *mut c_void, *const u32, i64),
+    rets: (*const *mut c_void, *const u32, i64),
+    attrs: sys::XLA_FFI_Attrs,
+    host: bool,
+}
+
+impl Frame<'_> {
+    /// What an async handler's asynchronous part needs of this frame (see [`Detached`]).
+    pub(crate) fn detach(&self) -> Detached {
+        let len = |s: &[*mut c_void]| s.len() as i64;
+        Detached {
+            api: self.api.ptr(),
+            stage: self.stage,
+            args: (self.args.as_ptr(), self.arg_types.as_ptr(), len(self.args)),
+            rets: (self.rets.as_ptr(), self.ret_types.as_ptr(), len(self.rets)),
+            attrs: *self.attrs,
+            host: self.host,
+        }
+    }
+}
+
+impl Detached {
+    /// The frame again, for decoding in the asynchronous part, with no context.
+    ///
+    /// # Safety
+    /// The call's future must not have completed yet: until then XLA keeps the
+    /// operands, results and attributes this points to alive (and the API table
+    /// lives for the process). The slices were checked by `open` when the call began.
+    pub(crate) unsafe fn frame(&self) -> Frame<'_> {
+        // SAFETY: as `open` read them (same pointers and sizes), alive until the future
+        // completes (guaranteed by the caller).
+        let (args, arg_types, rets, ret_types) = unsafe {
+            (
+                c_slice(self.args.0, self.args.2),
+                c_slice(self.args.1, self.args.2),
+                c_slice(self.rets.0, self.rets.2),
+                c_slice(self.rets.1, self.rets.2),
+            )
+        };
+        Frame {
+            api: ApiTable { raw: self.api, _life: core::marker::PhantomData },
+            ctx: core::ptr::null_mut(),
+            stage: self.stage,
+            args,
+            arg_types,
+            rets,
+            ret_types,
+            attrs: &self.attrs,
+            host: self.host,
+        }
+    }
+
+    /// The API table (it lives for the process).
+    pub(crate) fn api(&self) -> ApiTable<'static> {
+        ApiTable { raw: self.api, _life: core::marker::PhantomData }
+    }
+}

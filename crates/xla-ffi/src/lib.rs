@@ -118,6 +118,7 @@ mod dispatch;
 mod dtype;
 mod error;
 mod frame;
+mod future;
 mod handler;
 mod optional;
 mod panic;
@@ -153,6 +154,7 @@ pub use descriptor::{bundles, Bundle, Handler, HandlerDescriptor, HandlerFn, Pla
 pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
+pub use future::{spawn_thread, AsyncCall};
 pub use handler::handler;
 pub use optional::OptionalBuffer;
 pub use pool::{Parts, ThreadPool};
@@ -176,6 +178,7 @@ pub mod __private {
     pub use crate::descriptor::{assert_execute_return, undecoded, ExecuteReturn, HandlerReturn};
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;
+    pub use crate::future::dispatch_async;
     pub use crate::site::Arity;
     pub use crate::state::dispatch_instantiate;
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).

@@ -38,6 +38,7 @@ struct FakeError {
 }
 
 pub mod raw;
+mod future;
 
 /// The fake invoke context that `ctx` points to.
 struct FakeCtx {
@@ -350,6 +351,9 @@ impl FakeApi {
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
         sys::compat::set_invoke_context_get_fn(t, invoke_context_get);
         sys::compat::set_custom_options_get_fn(t, custom_options_get);
+        t.XLA_FFI_Future_Create = Some(future::future_create);
+        t.XLA_FFI_Future_SetAvailable = Some(future::future_set_available);
+        t.XLA_FFI_Future_SetError = Some(future::future_set_error);
         FakeApi { table: keep_table(t), device: false }
     }
 
@@ -704,6 +708,9 @@ pub struct CallBuilder {
     /// The per-execution custom options (`CustomOptions_Get`).
     custom_options: Vec<(String, AttrArg)>,
     ctx: Box<FakeCtx>,
+    /// Whether the last run's future was still pending when its handler returned
+    /// (`None`: the handler returned no future).
+    pending_at_return: Option<bool>,
 }
 
 impl Default for CallBuilder {
@@ -729,6 +736,7 @@ impl CallBuilder {
             frame_size: None,
             custom_options: Vec::new(),
             ctx: Box::new(FakeCtx::new(2)),
+            pending_at_return: None,
         }
     }
     /// Uses this API table.
@@ -935,7 +943,10 @@ impl CallBuilder {
         // SAFETY: the frame and everything it points to live until after the call.
         let err = unsafe { handler(&mut frame) };
         self.ctx.custom_options = OptionsPtr(core::ptr::null());
-        let result = self.take(err);
+        // An async handler left a future: wait for it, as XLA does, while everything
+        // the frame points to stays alive.
+        let (result, pending) = future::finish(frame.future, err);
+        self.pending_at_return = pending;
         // Aliased results: copy what was written in place back into the result.
         for &(a, r) in &self.alias {
             let data = self.args[a].data.clone();
@@ -970,6 +981,14 @@ impl CallBuilder {
         let err = unsafe { handler(&mut frame) };
         self.take(err)?;
         Ok((md.api_version.major_version, md.api_version.minor_version, md.traits, md.state_type_id.type_id))
+    }
+
+    /// For the last [`run`](Self::run): `None` if the handler returned no future (a
+    /// synchronous call, or an error before its asynchronous part), else whether the
+    /// future was still pending when the handler returned (`run` waits for it, as XLA
+    /// does, before returning its outcome).
+    pub fn pending_at_return(&self) -> Option<bool> {
+        self.pending_at_return
     }
 
     /// Result `i` read back as `T`s.
