@@ -474,71 +474,52 @@ unsafe fn answer_metadata(
     Ok(())
 }
 
-/// The parts of a call frame that outlive the handler call of an async handler:
-/// XLA keeps the call's operands, results and attributes (the arrays
-/// `XLA_FFI_Args`, `XLA_FFI_Rets` and `XLA_FFI_Attrs` point to, and what those
-/// point to) alive and untouched until the call's future completes. The
-/// `XLA_FFI_CallFrame` struct itself and the invoke context belong to the handler
-/// call only, so neither is kept: the attributes struct is copied, and the context
-/// is left out (a frame rebuilt by [`Detached::frame`] has a null `ctx`, which the
-/// context-reading parameters refuse).
-pub(crate) struct Detached {
-    api: *const sys::XLA_FFI_Api,
-    stage: u32,
-    args: (*const *mut c_void, *const u32, i64),
-    rets: (*const *mut c_void, *const u32, i64),
-    attrs: sys::XLA_FFI_Attrs,
-    host: bool,
-}
-
-impl Frame<'_> {
-    /// What an async handler's asynchronous part needs of this frame (see [`Detached`]).
-    pub(crate) fn detach(&self) -> Detached {
-        let len = |s: &[*mut c_void]| s.len() as i64;
-        Detached {
-            api: self.api.ptr(),
-            stage: self.stage,
-            args: (self.args.as_ptr(), self.arg_types.as_ptr(), len(self.args)),
-            rets: (self.rets.as_ptr(), self.ret_types.as_ptr(), len(self.rets)),
-            attrs: *self.attrs,
-            host: self.host,
+impl<'f> Frame<'f> {
+    /// The operand or result entries (pointers and kinds), as `open` read them.
+    pub(crate) fn entries(&self, role: Role) -> (&'f [*mut c_void], &'f [u32]) {
+        match role {
+            Role::Operand => (self.args, self.arg_types),
+            Role::Result => (self.rets, self.ret_types),
         }
     }
-}
 
-impl Detached {
-    /// The frame again, for decoding in the asynchronous part, with no context.
+    /// The call's raw attributes struct (its size checked by `open`).
+    pub(crate) fn raw_attrs(&self) -> &'f sys::XLA_FFI_Attrs {
+        self.attrs
+    }
+
+    /// A frame over copies of a call's entries and attributes, with no invoke
+    /// context (`ctx` is null: the context-reading parameters refuse it). For an
+    /// async handler's asynchronous part (`snapshot.rs`).
     ///
     /// # Safety
-    /// The call's future must not have completed yet: until then XLA keeps the
-    /// operands, results and attributes this points to alive (and the API table
-    /// lives for the process). The slices were checked by `open` when the call began.
-    pub(crate) unsafe fn frame(&self) -> Frame<'_> {
-        // SAFETY: as `open` read them (same pointers and sizes), alive until the future
-        // completes (guaranteed by the caller).
-        let (args, arg_types, rets, ret_types) = unsafe {
-            (
-                c_slice(self.args.0, self.args.2),
-                c_slice(self.args.1, self.args.2),
-                c_slice(self.rets.0, self.rets.2),
-                c_slice(self.rets.1, self.rets.2),
-            )
-        };
+    /// The entries and attributes must be as `open` would accept them (each BUFFER
+    /// entry NULL or a valid `XLA_FFI_Buffer`, the attributes a valid dictionary),
+    /// alive for `'f`, and `api` a runtime's API table that passed `open`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn from_copies(
+        api: *const sys::XLA_FFI_Api,
+        stage: u32,
+        host: bool,
+        args: (&'f [*mut c_void], &'f [u32]),
+        rets: (&'f [*mut c_void], &'f [u32]),
+        attrs: &'f sys::XLA_FFI_Attrs,
+    ) -> Frame<'f> {
         Frame {
-            api: ApiTable { raw: self.api, _life: core::marker::PhantomData },
+            api: ApiTable { raw: api, _life: core::marker::PhantomData },
             ctx: core::ptr::null_mut(),
-            stage: self.stage,
-            args,
-            arg_types,
-            rets,
-            ret_types,
-            attrs: &self.attrs,
-            host: self.host,
+            stage,
+            args: args.0,
+            arg_types: args.1,
+            rets: rets.0,
+            ret_types: rets.1,
+            attrs,
+            host,
         }
     }
 
-    /// The API table (it lives for the process).
-    pub(crate) fn api(&self) -> ApiTable<'static> {
-        ApiTable { raw: self.api, _life: core::marker::PhantomData }
+    /// The API table, which lives for the process.
+    pub(crate) fn api_static(&self) -> ApiTable<'static> {
+        ApiTable { raw: self.api.raw, _life: core::marker::PhantomData }
     }
 }

@@ -5,18 +5,21 @@
 //! (`XLA_FFI_Future_Create`), stores it in `call_frame->future`, returns no error,
 //! and completes the future afterwards, from any thread, with
 //! `XLA_FFI_Future_SetAvailable` or `XLA_FFI_Future_SetError` (which takes the
-//! error's ownership). Until then XLA keeps the call's operands, results and
-//! attributes alive and reads or writes none of its results; the call frame struct
-//! and the invoke context end when the handler returns.
+//! error's ownership). Until then XLA keeps the call's buffers alive and reads or
+//! writes none of its results. The structures that *describe* the call (the call
+//! frame, its `XLA_FFI_Buffer`s and dims, the attribute dictionary) and the invoke
+//! context end when the handler returns: XLA:CPU frees them, or reuses them for the
+//! next execution of the op, then.
 //!
 //! The shim of an async handler ([`dispatch_async`]):
 //! 1. decodes and checks every parameter, as a synchronous handler does (through
 //!    `dispatch`): a bad call is refused at once, with no future;
-//! 2. creates the future and stores it in the frame;
-//! 3. hands an [`AsyncCall`] (the future, and the parts of the frame that outlive the
-//!    handler call) to the handler's spawner, and returns.
+//! 2. copies the operand and result entries and the attributes (`snapshot.rs`);
+//! 3. creates the future and stores it in the frame;
+//! 4. hands an [`AsyncCall`] (the future and the copies) to the handler's spawner,
+//!    and returns.
 //!
-//! [`AsyncCall::run`] decodes the parameters again, from the kept parts, with a
+//! [`AsyncCall::run`] decodes the parameters again, from the copies, with a
 //! lifetime that ends inside `run`, calls the handler function, and completes the
 //! future with its outcome. Completing consumes the `AsyncCall`, so nothing decoded
 //! from it can be touched afterwards.
@@ -30,8 +33,9 @@ use crate::alias::Aliases;
 use crate::call::Call;
 use crate::dispatch::dispatch;
 use crate::error::{Error, Result};
-use crate::frame::{api_slot, ApiTable, Detached, HandlerInfo};
+use crate::frame::{api_slot, ApiTable, HandlerInfo};
 use crate::panic::{drop_payload, panic_message};
+use crate::snapshot::Snapshot;
 
 /// The decoding and the call of the handler function, as the macro generates them.
 type Body = for<'a, 'f> fn(&'a mut Call<'f>) -> Result<()>;
@@ -97,7 +101,9 @@ pub struct AsyncCall {
     target: &'static str,
     /// Owned until completed: completing hands it back to XLA, which frees it.
     future: *mut sys::XLA_FFI_Future,
-    frame: Detached,
+    /// Copies of the call's entries and attributes (XLA frees its own when the
+    /// handler returns); their data pointers address XLA's buffers.
+    frame: Snapshot,
     info: fn() -> HandlerInfo,
     body: Body,
     completed: bool,
@@ -132,7 +138,7 @@ impl AsyncCall {
         let frame = &self.frame;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the future is not completed before `complete` below, so XLA
-            // keeps what the detached frame points to alive.
+            // keeps the buffers the copied entries address alive, and untouched.
             let frame = unsafe { frame.frame() };
             let aliases = Aliases::new();
             let info = info();
@@ -273,6 +279,7 @@ pub unsafe fn dispatch_async(
     let target = handler_info.target;
     let start = move |call: &mut Call<'_>| -> Result<()> {
         check(call)?;
+        let snapshot = Snapshot::of(call.frame)?;
         let future = create_future(call.frame.api, target)?;
         // SAFETY: `raw` is XLA's call frame (the caller's promise), and `open` (in
         // `dispatch`) checked it is at least `XLA_FFI_CallFrame_STRUCT_SIZE` bytes.
@@ -280,7 +287,7 @@ pub unsafe fn dispatch_async(
         // the runtime's struct has the field, and XLA reads it after the handler
         // returns (it is how an async result is returned, since API 0.1).
         unsafe { core::ptr::addr_of_mut!((*raw).future).write(future) };
-        let call = AsyncCall { target, future, frame: call.frame.detach(), info, body, completed: false };
+        let call = AsyncCall { target, future, frame: snapshot, info, body, completed: false };
         // From here on the call's outcome goes through the future: the handler returns
         // no error. A panic in the spawner drops the `AsyncCall`, which completes it.
         if let Err(payload) = catch_unwind(AssertUnwindSafe(move || spawn(call))) {

@@ -99,7 +99,8 @@ extern crate self as xla_ffi;
 // checked by `tests/layering.rs`):
 // 1. `error`, `dtype`, `panic` (payload handling), `site` (`Role`, `Site`), `decl`
 //    (declarations and their rules: data and checks over dims and dtypes);
-// 2. raw: `raw` (XLA's buffer and attribute structs), `frame` (API table, call frame);
+// 2. raw: `raw` (XLA's buffer and attribute structs), `frame` (API table, call frame),
+//    `snapshot` (owned copies of a frame's entries and attributes, for async handlers);
 // 3. `alias` (which buffers share memory);
 // 4. views and decoding: `attr`, then `call` (`Call`, `Decode`), then the views that
 //    implement `Decode`: `buffer`, `pool` and `context`, `remaining`;
@@ -126,6 +127,7 @@ mod pool;
 mod raw;
 mod remaining;
 mod site;
+mod snapshot;
 mod state;
 mod token;
 mod user_data;

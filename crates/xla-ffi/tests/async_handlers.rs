@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use common::{expect_err, expect_ok, quiet_deliberate_panics};
 use xla_ffi::testing::{Arg, AttrArg, CallBuilder, FakeApi};
-use xla_ffi::{
-    handler, AsyncCall, Attr, Buffer, Call, Context, Decode, Error, ErrorCode, InOut, Result, ResultBuffer,
-};
+use xla_ffi::{handler, AsyncCall, Attr, Buffer, Call, Context, Decode, Error, ErrorCode, InOut, Result, ResultBuffer};
 
 /// y = 2x on a thread of its own (the default spawner).
 #[handler(target = "async.double", async)]
@@ -132,7 +130,11 @@ fn fail_completes_with_the_given_error() {
 #[test]
 fn a_bad_call_is_refused_synchronously_without_a_future() {
     let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f64], &[1])).ret(Arg::zeros::<f32>(&[1]));
-    expect_err(call.run(ASYNC_DOUBLE), ErrorCode::InvalidArgument, &["operand 0 (x)", "expected dtype float32, got float64"]);
+    expect_err(
+        call.run(ASYNC_DOUBLE),
+        ErrorCode::InvalidArgument,
+        &["operand 0 (x)", "expected dtype float32, got float64"],
+    );
     assert_eq!(call.pending_at_return(), None);
     // A problem only the body sees goes through the future.
     let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).ret(Arg::zeros::<f32>(&[2]));
@@ -224,4 +226,62 @@ fn many_calls_at_once() {
     for (i, t) in threads.into_iter().enumerate() {
         assert_eq!(t.join().unwrap(), vec![2.0 * i as f32, 2.0]);
     }
+}
+
+/// Reads attributes of every kind in the asynchronous part, after the fake runtime
+/// (as XLA:CPU) freed the call's own attribute structures: they come from the copy
+/// the synchronous part made.
+#[handler(target = "async.attrs", async = later)]
+fn async_attrs(
+    mut out: ResultBuffer<f64>,
+    scale: Attr<f64>,
+    offsets: Attr<&[i64]>,
+    label: Attr<&str>,
+    nested: Attr<xla_ffi::Dict>,
+) -> Result<()> {
+    let inner: f32 = nested.get("k").map_err(Error::invalid_argument)?;
+    let tag: &str = nested.get("tag").map_err(Error::invalid_argument)?;
+    let v = [*scale, offsets.iter().sum::<i64>() as f64, label.len() as f64, inner as f64, tag.len() as f64];
+    for (o, x) in out.as_uninit()?.iter_mut().zip(v) {
+        o.write(x);
+    }
+    Ok(())
+}
+
+#[test]
+fn attributes_of_every_kind_are_kept_for_the_asynchronous_part() {
+    let nested =
+        AttrArg::Dict(vec![("k".into(), AttrArg::scalar(1.5f32)), ("tag".into(), AttrArg::Str("abcd".into()))]);
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[5]))
+        .attr("scale", AttrArg::scalar(2.5f64))
+        .attr("offsets", AttrArg::array(&[1i64, 2, 3]))
+        .attr("label", AttrArg::Str("hello".into()))
+        .attr("nested", nested);
+    expect_ok(call.run(ASYNC_ATTRS));
+    assert_eq!(call.pending_at_return(), Some(true));
+    assert_eq!(call.ret_as::<f64>(0), vec![2.5, 6.0, 5.0, 1.5, 4.0]);
+}
+
+/// Operands and results of several ranks, read after the call's own buffer
+/// descriptions were freed.
+#[handler(target = "async.shapes", async = later)]
+fn async_shapes(a: Buffer<f32, 2>, b: Buffer<i32, 0>, mut out: ResultBuffer<f32, 2>) -> Result<()> {
+    out.expect_dims(a.dims(), "the shape of a")?;
+    let k = b.as_slice()?[0] as f32;
+    for (o, &v) in out.as_uninit()?.iter_mut().zip(a.as_slice()?) {
+        o.write(v * k);
+    }
+    Ok(())
+}
+
+#[test]
+fn buffer_shapes_are_kept_for_the_asynchronous_part() {
+    let mut call = CallBuilder::new()
+        .arg(Arg::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]))
+        .arg(Arg::from_slice(&[3i32], &[]))
+        .ret(Arg::zeros::<f32>(&[2, 3]));
+    expect_ok(call.run(ASYNC_SHAPES));
+    assert_eq!(call.pending_at_return(), Some(true));
+    assert_eq!(call.ret_as::<f32>(0), vec![3.0, 6.0, 9.0, 12.0, 15.0, 18.0]);
 }

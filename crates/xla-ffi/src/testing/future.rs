@@ -61,7 +61,9 @@ pub(super) unsafe extern "C" fn future_set_available(
     complete(unsafe { (*args).future }, Ok(()))
 }
 
-pub(super) unsafe extern "C" fn future_set_error(args: *mut sys::XLA_FFI_Future_SetError_Args) -> *mut sys::XLA_FFI_Error {
+pub(super) unsafe extern "C" fn future_set_error(
+    args: *mut sys::XLA_FFI_Future_SetError_Args,
+) -> *mut sys::XLA_FFI_Error {
     // SAFETY: the crate passes valid args.
     let (future, error) = unsafe { ((*args).future, (*args).error) };
     let result = match take_error(error) {

@@ -37,8 +37,8 @@ struct FakeError {
     message: CString,
 }
 
-pub mod raw;
 mod future;
+pub mod raw;
 
 /// The fake invoke context that `ctx` points to.
 struct FakeCtx {
@@ -617,6 +617,17 @@ fn keep<T>(store: &mut Vec<Vec<T>>, mut v: Vec<T>) -> *mut T {
 }
 
 impl AttrStore {
+    /// Overwrites every structure and payload (an async handler must not read them
+    /// after its handler call: XLA frees them then).
+    pub(crate) fn scribble(&mut self) {
+        self.spans.iter_mut().flatten().for_each(|s| *s = sys::XLA_FFI_ByteSpan { ptr: core::ptr::null(), len: 0 });
+        self.ptrs.iter_mut().flatten().for_each(|p| *p = core::ptr::null_mut());
+        self.types.iter_mut().flatten().for_each(|t| *t = 0xdead);
+        self.scalars.iter_mut().flatten().for_each(|s| s.value = core::ptr::null_mut());
+        self.arrays.iter_mut().flatten().for_each(|a| a.data = core::ptr::null_mut());
+        self.dicts.iter_mut().flatten().for_each(|d| d.size = -1);
+        self.bytes.iter_mut().flatten().for_each(|b| *b = 0xdead_dead_dead_dead);
+    }
     pub(crate) fn span(&mut self, s: &[u8]) -> *mut sys::XLA_FFI_ByteSpan {
         let ptr = self.payload(s) as *const c_char;
         keep(&mut self.spans, vec![sys::XLA_FFI_ByteSpan { ptr, len: s.len() }])
@@ -884,20 +895,22 @@ impl CallBuilder {
             ret_ptrs[r] = arg_ptrs[a];
         }
         let mut bufs: Vec<sys::XLA_FFI_Buffer> = Vec::new();
+        // The dims are this call's own copies, as XLA's are (freed with the frame).
+        let dims: Vec<Vec<i64>> = self.args.iter().chain(&self.rets).map(|a| a.dims.clone()).collect();
         let all: Vec<(&Arg, *mut c_void)> = self
             .args
             .iter()
             .zip(arg_ptrs.iter().copied())
             .chain(self.rets.iter().zip(ret_ptrs.iter().copied()))
             .collect();
-        for (a, p) in &all {
+        for ((a, p), d) in all.iter().zip(&dims) {
             bufs.push(sys::XLA_FFI_Buffer {
                 struct_size: sys::XLA_FFI_Buffer_STRUCT_SIZE as usize,
                 extension_start: core::ptr::null_mut(),
                 dtype: a.dtype.0,
                 data: *p,
-                rank: a.dims.len() as i64,
-                dims: a.dims.as_ptr() as *mut i64,
+                rank: d.len() as i64,
+                dims: d.as_ptr() as *mut i64,
             });
         }
         let mut buf_ptrs: Vec<*mut c_void> = bufs.iter_mut().map(|b| b as *mut _ as *mut c_void).collect();
@@ -943,8 +956,28 @@ impl CallBuilder {
         // SAFETY: the frame and everything it points to live until after the call.
         let err = unsafe { handler(&mut frame) };
         self.ctx.custom_options = OptionsPtr(core::ptr::null());
-        // An async handler left a future: wait for it, as XLA does, while everything
-        // the frame points to stays alive.
+        // An async handler left a future. As XLA:CPU does, free the structures that
+        // describe the call now (the `XLA_FFI_Buffer`s, dims, entry arrays and
+        // attributes; scribbled over first, so a use shows without Miri too), keep the
+        // buffers' memory, and wait for the future.
+        if !frame.future.is_null() {
+            for b in &mut bufs {
+                b.data = core::ptr::null_mut();
+                b.rank = -1;
+            }
+            arg_types.fill(0xdead);
+            ret_types.fill(0xdead);
+            store.scribble();
+            frame.args.size = -1;
+            frame.rets.size = -1;
+            frame.attrs.size = -1;
+            drop(arg_types);
+            drop(ret_types);
+            drop(buf_ptrs);
+            drop(bufs);
+            drop(dims);
+            store = AttrStore::default();
+        }
         let (result, pending) = future::finish(frame.future, err);
         self.pending_at_return = pending;
         // Aliased results: copy what was written in place back into the result.
