@@ -33,15 +33,17 @@ def scale(x: Any) -> Any:
 X = np.arange(64, dtype=np.float32).reshape(16, 4) / 3.0
 
 
+def mesh() -> jax.sharding.Mesh:
+    return jax.make_mesh((8,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
+
+
 def test_async_call_in_shard_map_over_8_devices() -> None:
-    mesh = jax.make_mesh((8,), ("d",))
-    f = jax.jit(shard_map()(scale, mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+    f = jax.jit(shard_map()(scale, mesh=mesh(), in_specs=P("d"), out_specs=P("d")))
     y = f(X)
     np.testing.assert_array_equal(np.asarray(y), 2 * X)
     assert len(y.sharding.device_set) == 8
 
 
 def test_async_call_under_jit_with_a_sharded_input() -> None:
-    mesh = jax.make_mesh((8,), ("d",))
-    x = jax.device_put(X, NamedSharding(mesh, P("d")))
+    x = jax.device_put(X, NamedSharding(mesh(), P("d")))
     np.testing.assert_array_equal(np.asarray(jax.jit(scale)(x)), 2 * X)
