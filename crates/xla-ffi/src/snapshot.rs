@@ -292,10 +292,11 @@ impl OwnedDict {
             vals.push(val);
         }
         // Every vector is complete: now the pointers into them.
-        let text_ptr = |k: usize| d.text[k].as_ptr() as *const core::ffi::c_char;
-        for k in 0..n {
-            let t = name_text[k];
-            d.names.push(sys::XLA_FFI_ByteSpan { ptr: text_ptr(t), len: d.text[t].len() });
+        for &t in &name_text {
+            d.names.push(sys::XLA_FFI_ByteSpan {
+                ptr: d.text[t].as_ptr() as *const core::ffi::c_char,
+                len: d.text[t].len(),
+            });
         }
         let payload = &mut d.payload;
         let mut payload_ptr =
