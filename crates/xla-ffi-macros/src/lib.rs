@@ -447,7 +447,7 @@ fn check_signature(f: &ItemFn) -> syn::Result<()> {
         );
     }
     if let Some(t) = &sig.asyncness {
-        return no(t.span(), "a handler cannot be `async`: XLA calls it synchronously");
+        return no(t.span(), "a handler cannot be an `async fn`: write a plain `fn` with `#[handler(async)]` to finish the call later, on a thread of its own");
     }
     if let Some(t) = &sig.constness {
         return no(t.span(), "a handler cannot be `const fn`");
