@@ -20,6 +20,7 @@
 //! tables: Python registers it only when asked (`xla_ffi_rs.examples.register()`).
 #![forbid(unsafe_code)]
 
+pub mod async_demo;
 mod float;
 pub mod kepler;
 pub mod kernels;

@@ -3,7 +3,8 @@
 //! Python calls `targets(platform)` and registers each entry with
 //! `jax.ffi.register_ffi_target`. The example targets are separate:
 //! `example_targets(platform)`, and `state_types()` gives their state types, to
-//! register first with `jax.ffi.register_ffi_type`.
+//! register first with `jax.ffi.register_ffi_type`; `async_demo_targets(platform)`
+//! gives the async handler demos (tests and benchmarks).
 //! The CPU targets include `xla_ffi_rs.python_call`, which runs Python functions
 //! registered with `register(fn, name)` (see `python_call`).
 //! `declarations()` gives every op's declaration and `infer(declaration, shapes,
@@ -49,6 +50,20 @@ fn example_targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, 
     }
 }
 
+/// `async_demo_targets(platform) -> dict[str, capsule]`: the async demo targets
+/// (`xla_ffi_rs.demo.*`, for tests and benchmarks; not registered at import), for
+/// "cpu" or "cuda" (none).
+#[pyfunction]
+fn async_demo_targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, PyDict>> {
+    match platform {
+        "cpu" => xla_ffi::python::targets(py, xla_ffi_rs_ops::async_demo::ASYNC_DEMO_CPU_HANDLERS, "cpu"),
+        "cuda" => Ok(PyDict::new(py)),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown platform {other:?}; expected \"cpu\" or \"cuda\""
+        ))),
+    }
+}
+
 /// `state_types() -> dict[str, dict]`: the `register_ffi_type` arguments of each state type.
 #[pyfunction]
 fn state_types<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -81,6 +96,7 @@ fn min_api_version() -> (i32, i32) {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(targets, m)?)?;
     m.add_function(wrap_pyfunction!(example_targets, m)?)?;
+    m.add_function(wrap_pyfunction!(async_demo_targets, m)?)?;
     m.add_function(wrap_pyfunction!(state_types, m)?)?;
     m.add_function(wrap_pyfunction!(min_api_version, m)?)?;
     m.add_function(wrap_pyfunction!(promotion_table, m)?)?;

@@ -34,6 +34,7 @@ mod dtype_rule;
 #[path = "rules/shape_rule.rs"]
 mod shape_rule;
 
+mod async_handler;
 mod attr_enum;
 
 /// Decodes a fieldless enum from an integer or string attribute; see `xla_ffi::AttrEnum`.
@@ -89,6 +90,8 @@ struct Options {
     transpose: Option<LitStr>,
     /// The trailing results outside `op`'s rules (`scratch = "workspace"`), with the literal.
     scratch: Option<(LitStr, Vec<String>)>,
+    /// `async` / `async = spawner`: an async handler.
+    asynchronous: Option<async_handler::AsyncOption>,
 }
 
 /// Where the target and the rules come from.
@@ -118,7 +121,7 @@ impl Target {
 }
 
 const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate, \
-                       shapes, dtypes, linear, transpose, op, scratch";
+                       shapes, dtypes, linear, transpose, op, scratch, async";
 
 /// The prefix of every default exported symbol: `xla_ffi_handler__<function name>`.
 /// No C library uses it, so a handler's name cannot replace another function.
@@ -165,6 +168,7 @@ fn str_value(meta: &syn::MetaNameValue, what: &str) -> syn::Result<LitStr> {
 }
 
 fn parse_options(args: TokenStream2) -> syn::Result<Options> {
+    let args = async_handler::rename_keyword(args);
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args.clone())?;
     let mut target = None;
     let mut host = None;
@@ -179,6 +183,7 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
     let mut transpose = None;
     let mut op: Option<syn::Path> = None;
     let mut scratch = None;
+    let mut asynchronous: Option<async_handler::AsyncOption> = None;
     // The keys that `op` replaces, where they were given.
     let mut own_keys: Vec<(String, Span)> = Vec::new();
     for meta in metas {
@@ -191,6 +196,13 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 symbol = Some((unsafe_symbol(list)?, unsafe_span));
                 continue;
             }
+        }
+        if let Some(a) = async_handler::parse(&meta)? {
+            if asynchronous.is_some() {
+                return Err(Error::new(a.span, "option `async` is given twice"));
+            }
+            asynchronous = Some(a);
+            continue;
         }
         let Meta::NameValue(nv) = &meta else {
             return Err(Error::new(
@@ -367,9 +379,24 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
              does not have",
         ));
     }
+    if let (Some(a), Some(s)) = (&asynchronous, stage) {
+        if s != Stage::Execute {
+            return Err(Error::new(
+                a.span,
+                "`async` is for the execute stage: XLA completes only execute calls through a future",
+            ));
+        }
+    }
+    if let (Some(a), Some(false)) = (&asynchronous, host) {
+        return Err(Error::new(
+            a.span,
+            "`async` handlers are host (CPU) handlers: a device handler enqueues its work on the stream instead",
+        ));
+    }
     Ok(Options {
         target,
         scratch,
+        asynchronous,
         host: host.unwrap_or(true),
         stage: stage.unwrap_or(Stage::Execute),
         traits,
@@ -420,7 +447,7 @@ fn check_signature(f: &ItemFn) -> syn::Result<()> {
         );
     }
     if let Some(t) = &sig.asyncness {
-        return no(t.span(), "a handler cannot be `async`: XLA calls it synchronously");
+        return no(t.span(), "a handler cannot be an `async fn`: write a plain `fn` with `#[handler(async)]` to finish the call later, on a thread of its own");
     }
     if let Some(t) = &sig.constness {
         return no(t.span(), "a handler cannot be `const fn`");
@@ -553,10 +580,15 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let tys: Vec<&Type> = params.iter().map(|p| &p.ty).collect();
     let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
     let vars: Vec<Ident> = (0..params.len()).map(|i| format_ident!("__xla_ffi_p{}", i)).collect();
-    let decodes = params.iter().zip(&vars).map(|(p, v)| {
-        let (ty, name) = (&p.ty, &p.name);
-        quote_spanned! {p.span=> let #v = <#ty as #krate::Decode<'_>>::decode(__call, #name); }
-    });
+    let decodes: Vec<TokenStream2> = params
+        .iter()
+        .zip(&vars)
+        .map(|(p, v)| {
+            let (ty, name) = (&p.ty, &p.name);
+            quote_spanned! {p.span=> let #v = <#ty as #krate::Decode<'_>>::decode(__call, #name); }
+        })
+        .collect();
+    let decodes_again = decodes.clone();
     let all_names = quote!(&[ #(#names),* ]);
     let decl = declaration(&opts, &params)?;
     let has_rules = opts.shapes.is_some() || opts.dtypes.is_some() || matches!(opts.target, Target::Op(_));
@@ -618,11 +650,29 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         },
         _ => {
             let check = quote_spanned! {ret_span=> #krate::__private::assert_execute_return::<#ret_ty>(); };
-            quote! {
-                #check
-                #krate::__private::dispatch(__frame, &__info, |__call| { #run })
+            match &opts.asynchronous {
+                None => quote! {
+                    #check
+                    #krate::__private::dispatch(__frame, &__info, |__call| { #run })
+                },
+                Some(a) => {
+                    let decode_only = quote! {
+                        #(#decodes_again)*
+                        __call.finish()?;
+                        #check_rules
+                    };
+                    let body = async_handler::shim_body(krate, a, &info, &decode_only, &run);
+                    quote! {
+                        #check
+                        #body
+                    }
+                }
             }
         }
+    };
+    let context_checks = match &opts.asynchronous {
+        Some(_) => async_handler::context_checks(krate, &params),
+        None => quote!(),
     };
     let doc = format!(
         "The descriptor of the handler [`{fn_str}`]: {}, exported as the C symbol `{}`.",
@@ -655,6 +705,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             #unsafe_marker
             #decl
             #arity
+            #context_checks
             fn __xla_ffi_state_type_id() -> ::core::primitive::i64 {
                 #state_type_id
             }

@@ -347,6 +347,12 @@ pub trait Decode<'f>: Sized {
     const VARIADIC_ARGS: bool = false;
     /// Whether it takes every remaining result.
     const VARIADIC_RETS: bool = false;
+    /// Whether the parameter reads XLA's invoke context ([`Context`](crate::Context),
+    /// [`State`](crate::State), [`UserData`](crate::UserData)). The context ends when
+    /// the handler call returns, so an async handler (`#[handler(async)]`) cannot take
+    /// such a parameter: a compile error, and, for a decoder that reads the context
+    /// without saying so, a decoding error in the asynchronous part.
+    const NEEDS_CONTEXT: bool = false;
     /// What the parameter is in the op's [`Declaration`]: an operand, a result, an
     /// attribute, or nothing ([`ParamDecl::Other`], the default).
     const DECL: ParamDecl = ParamDecl::Other;

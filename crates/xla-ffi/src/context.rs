@@ -58,7 +58,25 @@ pub struct Context<'f> {
 }
 
 impl<'f> Decode<'f> for Context<'f> {
-    fn decode(call: &mut Call<'f>, _name: &'static str) -> Option<Self> {
+    const NEEDS_CONTEXT: bool = true;
+    fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        Context::of(call, name)
+    }
+}
+
+impl<'f> Context<'f> {
+    /// The call's context, for the parameter `name`; `None` (with the problem
+    /// recorded) in an async handler's asynchronous part, where XLA's invoke context
+    /// no longer exists (the frame's `ctx` is null there).
+    pub(crate) fn of(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        if call.frame.ctx.is_null() {
+            call.problem(format!(
+                "{}: parameter `{name}` reads XLA's execution context, which ends when the handler call \
+                 returns: an async handler cannot take it",
+                call.target()
+            ));
+            return None;
+        }
         Some(Context { frame: call.frame, target: call.target() })
     }
 }

@@ -473,3 +473,53 @@ unsafe fn answer_metadata(
     }
     Ok(())
 }
+
+impl<'f> Frame<'f> {
+    /// The operand or result entries (pointers and kinds), as `open` read them.
+    pub(crate) fn entries(&self, role: Role) -> (&'f [*mut c_void], &'f [u32]) {
+        match role {
+            Role::Operand => (self.args, self.arg_types),
+            Role::Result => (self.rets, self.ret_types),
+        }
+    }
+
+    /// The call's raw attributes struct (its size checked by `open`).
+    pub(crate) fn raw_attrs(&self) -> &'f sys::XLA_FFI_Attrs {
+        self.attrs
+    }
+
+    /// A frame over copies of a call's entries and attributes, with no invoke
+    /// context (`ctx` is null: the context-reading parameters refuse it). For an
+    /// async handler's asynchronous part (`snapshot.rs`).
+    ///
+    /// # Safety
+    /// The entries and attributes must be as `open` would accept them (each BUFFER
+    /// entry NULL or a valid `XLA_FFI_Buffer`, the attributes a valid dictionary),
+    /// alive for `'f`, and `api` a runtime's API table that passed `open`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn from_copies(
+        api: *const sys::XLA_FFI_Api,
+        stage: u32,
+        host: bool,
+        args: (&'f [*mut c_void], &'f [u32]),
+        rets: (&'f [*mut c_void], &'f [u32]),
+        attrs: &'f sys::XLA_FFI_Attrs,
+    ) -> Frame<'f> {
+        Frame {
+            api: ApiTable { raw: api, _life: core::marker::PhantomData },
+            ctx: core::ptr::null_mut(),
+            stage,
+            args: args.0,
+            arg_types: args.1,
+            rets: rets.0,
+            ret_types: rets.1,
+            attrs,
+            host,
+        }
+    }
+
+    /// The API table, which lives for the process.
+    pub(crate) fn api_static(&self) -> ApiTable<'static> {
+        ApiTable { raw: self.api.raw, _life: core::marker::PhantomData }
+    }
+}

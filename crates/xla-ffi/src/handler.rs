@@ -79,6 +79,7 @@
 /// | `transpose = "target"` | the target computing the transpose of the linear operands |
 /// | `op = PATH` | take the target and all rules from the descriptor at `PATH` (see [below](#one-op-several-handlers)) |
 /// | `scratch = "ws"` | with `op`: trailing results outside the referenced rules |
+/// | `async` / `async = spawner` | run the function later, on a thread of its own (or the spawner's), completing XLA's future (see [below](#async-handlers)) |
 ///
 /// # Declaring the op
 ///
@@ -225,6 +226,54 @@
 /// nothing. An instantiate handler returns `Result<S>` where `S` is its
 /// [`StateType`](crate::StateType); XLA keeps the state, and execute handlers read it
 /// as [`State<S>`](crate::State).
+///
+/// # Async handlers
+///
+/// With `async`, the shim decodes and checks the call as usual (a bad call is
+/// refused at once), copies the descriptions of the call's buffers and its
+/// attributes, creates XLA's future and returns: XLA's thread is free, and XLA runs
+/// the ops that do not depend on this one. The function itself runs later, on a new
+/// thread ([`spawn_thread`](crate::spawn_thread)), or wherever `async = spawner`
+/// puts the [`AsyncCall`](crate::AsyncCall) it is given (`spawner` is any
+/// `FnOnce(AsyncCall)`: a pool, a callback of an I/O library). The call completes
+/// when the function returns: `Ok` completes it, an `Err` (with its code) or a panic
+/// (`INTERNAL`) becomes the call's error, and an `AsyncCall` dropped without running
+/// is the error "`<target>`: the asynchronous part ended without completing (promise
+/// dropped)", never a hang.
+///
+/// ```
+/// use std::time::Duration;
+/// use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+/// use xla_ffi::{handler, Attr, Buffer, Result, ResultBuffer};
+///
+/// /// y = 2x, written after `delay_ms` on a thread of its own.
+/// #[handler(target = "demo.slow_double", async)]
+/// fn demo_slow_double(x: Buffer<f32>, mut y: ResultBuffer<f32>, delay_ms: Attr<u64>) -> Result<()> {
+///     std::thread::sleep(Duration::from_millis(*delay_ms));
+///     for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+///         o.write(2.0 * v);
+///     }
+///     Ok(())
+/// }
+///
+/// let mut call = CallBuilder::new()
+///     .arg(Arg::from_slice(&[1.0f32, 2.0], &[2]))
+///     .ret(Arg::zeros::<f32>(&[2]))
+///     .attr("delay_ms", AttrArg::scalar(10u64));
+/// call.run(DEMO_SLOW_DOUBLE).unwrap();
+/// assert_eq!(call.pending_at_return(), Some(true)); // it finished after the handler returned
+/// assert_eq!(call.ret_as::<f32>(0), vec![2.0, 4.0]);
+/// ```
+///
+/// Why it is sound: XLA keeps the buffers alive, and touches none of the results,
+/// until the future completes, which happens only after the function returned. The
+/// function is generic over the lifetime of its views, so it can neither keep one
+/// (in a static, in state) nor hand one to a thread that outlives the call; both are
+/// compile errors. The structures that describe the call (XLA frees or reuses them
+/// when the handler returns) are read from the shim's own copies. Parameters that
+/// read XLA's execution context ([`Context`](crate::Context), [`State`](crate::State),
+/// [`UserData`](crate::UserData)) are refused: that context ends with the handler
+/// call. `async` is for host (CPU) handlers at the execute stage.
 ///
 /// # Attribute policy
 ///

@@ -99,7 +99,8 @@ extern crate self as xla_ffi;
 // checked by `tests/layering.rs`):
 // 1. `error`, `dtype`, `panic` (payload handling), `site` (`Role`, `Site`), `decl`
 //    (declarations and their rules: data and checks over dims and dtypes);
-// 2. raw: `raw` (XLA's buffer and attribute structs), `frame` (API table, call frame);
+// 2. raw: `raw` (XLA's buffer and attribute structs), `frame` (API table, call frame),
+//    `snapshot` (owned copies of a frame's entries and attributes, for async handlers);
 // 3. `alias` (which buffers share memory);
 // 4. views and decoding: `attr`, then `call` (`Call`, `Decode`), then the views that
 //    implement `Decode`: `buffer`, `pool` and `context`, `remaining`;
@@ -118,6 +119,7 @@ mod dispatch;
 mod dtype;
 mod error;
 mod frame;
+mod future;
 mod handler;
 mod optional;
 mod panic;
@@ -125,6 +127,7 @@ mod pool;
 mod raw;
 mod remaining;
 mod site;
+mod snapshot;
 mod state;
 mod token;
 mod user_data;
@@ -153,6 +156,7 @@ pub use descriptor::{bundles, Bundle, Handler, HandlerDescriptor, HandlerFn, Pla
 pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
+pub use future::{spawn_thread, AsyncCall};
 pub use handler::handler;
 pub use optional::OptionalBuffer;
 pub use pool::{Parts, ThreadPool};
@@ -176,6 +180,7 @@ pub mod __private {
     pub use crate::descriptor::{assert_execute_return, undecoded, ExecuteReturn, HandlerReturn};
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;
+    pub use crate::future::dispatch_async;
     pub use crate::site::Arity;
     pub use crate::state::dispatch_instantiate;
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).

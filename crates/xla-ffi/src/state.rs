@@ -144,10 +144,11 @@ impl<S: StateType> core::ops::Deref for State<'_, S> {
 }
 
 impl<'f, S: StateType> Decode<'f> for State<'f, S> {
+    const NEEDS_CONTEXT: bool = true;
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         // The attribute policy: see `Call::accept_unbound_attrs`.
         call.accept_unbound_attrs();
-        let ctx = Context { frame: call.frame, target: call.target() };
+        let ctx = Context::of(call, name)?;
         let id = S::registration().type_id();
         if id == 0 {
             call.problem(format!(

@@ -87,8 +87,9 @@ impl<'f> Context<'f> {
 }
 
 impl<'f, T: StateType> Decode<'f> for UserData<'f, T> {
+    const NEEDS_CONTEXT: bool = true;
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
-        let ctx = Context { frame: call.frame, target: call.target() };
+        let ctx = Context::of(call, name)?;
         match ctx.user_data::<T>() {
             Ok(data) => Some(UserData { data }),
             Err(e) => {

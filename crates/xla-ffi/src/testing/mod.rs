@@ -37,6 +37,7 @@ struct FakeError {
     message: CString,
 }
 
+mod future;
 pub mod raw;
 
 /// The fake invoke context that `ctx` points to.
@@ -350,6 +351,9 @@ impl FakeApi {
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
         sys::compat::set_invoke_context_get_fn(t, invoke_context_get);
         sys::compat::set_custom_options_get_fn(t, custom_options_get);
+        t.XLA_FFI_Future_Create = Some(future::future_create);
+        t.XLA_FFI_Future_SetAvailable = Some(future::future_set_available);
+        t.XLA_FFI_Future_SetError = Some(future::future_set_error);
         FakeApi { table: keep_table(t), device: false }
     }
 
@@ -613,6 +617,17 @@ fn keep<T>(store: &mut Vec<Vec<T>>, mut v: Vec<T>) -> *mut T {
 }
 
 impl AttrStore {
+    /// Overwrites every structure and payload (an async handler must not read them
+    /// after its handler call: XLA frees them then).
+    pub(crate) fn scribble(&mut self) {
+        self.spans.iter_mut().flatten().for_each(|s| *s = sys::XLA_FFI_ByteSpan { ptr: core::ptr::null(), len: 0 });
+        self.ptrs.iter_mut().flatten().for_each(|p| *p = core::ptr::null_mut());
+        self.types.iter_mut().flatten().for_each(|t| *t = 0xdead);
+        self.scalars.iter_mut().flatten().for_each(|s| s.value = core::ptr::null_mut());
+        self.arrays.iter_mut().flatten().for_each(|a| a.data = core::ptr::null_mut());
+        self.dicts.iter_mut().flatten().for_each(|d| d.size = -1);
+        self.bytes.iter_mut().flatten().for_each(|b| *b = 0xdead_dead_dead_dead);
+    }
     pub(crate) fn span(&mut self, s: &[u8]) -> *mut sys::XLA_FFI_ByteSpan {
         let ptr = self.payload(s) as *const c_char;
         keep(&mut self.spans, vec![sys::XLA_FFI_ByteSpan { ptr, len: s.len() }])
@@ -704,6 +719,9 @@ pub struct CallBuilder {
     /// The per-execution custom options (`CustomOptions_Get`).
     custom_options: Vec<(String, AttrArg)>,
     ctx: Box<FakeCtx>,
+    /// Whether the last run's future was still pending when its handler returned
+    /// (`None`: the handler returned no future).
+    pending_at_return: Option<bool>,
 }
 
 impl Default for CallBuilder {
@@ -729,6 +747,7 @@ impl CallBuilder {
             frame_size: None,
             custom_options: Vec::new(),
             ctx: Box::new(FakeCtx::new(2)),
+            pending_at_return: None,
         }
     }
     /// Uses this API table.
@@ -876,20 +895,22 @@ impl CallBuilder {
             ret_ptrs[r] = arg_ptrs[a];
         }
         let mut bufs: Vec<sys::XLA_FFI_Buffer> = Vec::new();
+        // The dims are this call's own copies, as XLA's are (freed with the frame).
+        let dims: Vec<Vec<i64>> = self.args.iter().chain(&self.rets).map(|a| a.dims.clone()).collect();
         let all: Vec<(&Arg, *mut c_void)> = self
             .args
             .iter()
             .zip(arg_ptrs.iter().copied())
             .chain(self.rets.iter().zip(ret_ptrs.iter().copied()))
             .collect();
-        for (a, p) in &all {
+        for ((a, p), d) in all.iter().zip(&dims) {
             bufs.push(sys::XLA_FFI_Buffer {
                 struct_size: sys::XLA_FFI_Buffer_STRUCT_SIZE as usize,
                 extension_start: core::ptr::null_mut(),
                 dtype: a.dtype.0,
                 data: *p,
-                rank: a.dims.len() as i64,
-                dims: a.dims.as_ptr() as *mut i64,
+                rank: d.len() as i64,
+                dims: d.as_ptr() as *mut i64,
             });
         }
         let mut buf_ptrs: Vec<*mut c_void> = bufs.iter_mut().map(|b| b as *mut _ as *mut c_void).collect();
@@ -935,7 +956,30 @@ impl CallBuilder {
         // SAFETY: the frame and everything it points to live until after the call.
         let err = unsafe { handler(&mut frame) };
         self.ctx.custom_options = OptionsPtr(core::ptr::null());
-        let result = self.take(err);
+        // An async handler left a future. As XLA:CPU does, free the structures that
+        // describe the call now (the `XLA_FFI_Buffer`s, dims, entry arrays and
+        // attributes; scribbled over first, so a use shows without Miri too), keep the
+        // buffers' memory, and wait for the future.
+        if !frame.future.is_null() {
+            for b in &mut bufs {
+                b.data = core::ptr::null_mut();
+                b.rank = -1;
+            }
+            arg_types.fill(0xdead);
+            ret_types.fill(0xdead);
+            store.scribble();
+            frame.args.size = -1;
+            frame.rets.size = -1;
+            frame.attrs.size = -1;
+            drop(arg_types);
+            drop(ret_types);
+            drop(buf_ptrs);
+            drop(bufs);
+            drop(dims);
+            store = AttrStore::default();
+        }
+        let (result, pending) = future::finish(frame.future, err);
+        self.pending_at_return = pending;
         // Aliased results: copy what was written in place back into the result.
         for &(a, r) in &self.alias {
             let data = self.args[a].data.clone();
@@ -970,6 +1014,14 @@ impl CallBuilder {
         let err = unsafe { handler(&mut frame) };
         self.take(err)?;
         Ok((md.api_version.major_version, md.api_version.minor_version, md.traits, md.state_type_id.type_id))
+    }
+
+    /// For the last [`run`](Self::run): `None` if the handler returned no future (a
+    /// synchronous call, or an error before its asynchronous part), else whether the
+    /// future was still pending when the handler returned (`run` waits for it, as XLA
+    /// does, before returning its outcome).
+    pub fn pending_at_return(&self) -> Option<bool> {
+        self.pending_at_return
     }
 
     /// Result `i` read back as `T`s.
