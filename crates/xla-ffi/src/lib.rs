@@ -125,6 +125,7 @@ mod pool;
 mod raw;
 mod remaining;
 mod site;
+pub mod stage;
 mod state;
 mod token;
 mod user_data;
@@ -158,7 +159,7 @@ pub use optional::OptionalBuffer;
 pub use pool::{Parts, ThreadPool};
 pub use remaining::{RemainingArgs, RemainingRets};
 pub use site::{Role, Site};
-pub use state::{State, StateType, TypeRegistration};
+pub use state::{Initialized, Prepared, State, StateType, TypeRegistration};
 pub use token::{ResultToken, Token, TokenSpec};
 pub use user_data::UserData;
 
@@ -177,7 +178,8 @@ pub mod __private {
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;
     pub use crate::site::Arity;
-    pub use crate::state::dispatch_instantiate;
+    pub use crate::stage::state_readable;
+    pub use crate::state::{dispatch_instantiate, dispatch_stage, StageOutput};
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).
     pub use std::format;
     pub use std::string::String;

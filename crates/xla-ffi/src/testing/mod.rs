@@ -44,9 +44,11 @@ struct FakeCtx {
     threads: i64,
     device_ordinal: i32,
     run_id: i64,
-    /// The states set at instantiate, by type id; freed with the type's deleter
-    /// when the context is dropped, as XLA frees them when the executable dies.
-    states: Mutex<HashMap<i64, StatePtr>>,
+    /// The states set at the instantiate, prepare and initialize stages, by
+    /// (stage, type id), as XLA keeps one state store per stage; freed with the
+    /// type's deleter when the context is dropped, as XLA frees them when the
+    /// executable dies.
+    states: Mutex<HashMap<(u32, i64), StatePtr>>,
     scheduled: Mutex<usize>,
     stream: usize,
     /// User data by type id, as an embedder's `ExecutionContext` holds it; freed
@@ -100,7 +102,7 @@ impl Drop for FakeCtx {
     fn drop(&mut self) {
         let states = core::mem::take(self.states.get_mut().unwrap_or_else(|e| e.into_inner()));
         let deleters = REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for (id, StatePtr(p)) in states {
+        for ((_, id), StatePtr(p)) in states {
             if let Some(&(_, _, delete)) = deleters.iter().rev().find(|(i, _, _)| *i == id) {
                 // SAFETY: `p` is the state the instantiate stage handed over for type
                 // `id`, and this is the one place it is freed, once.
@@ -242,16 +244,36 @@ unsafe extern "C" fn schedule(args: *mut sys::XLA_FFI_ThreadPool_Schedule_Args) 
     core::ptr::null_mut()
 }
 
+/// XLA keeps state for the instantiate, prepare and initialize stages only; its
+/// runtime dereferences a null store for any other stage. The fake API answers
+/// with an error that names this (the crate must never ask).
+fn state_stage(stage: u32) -> Result<u32, *mut sys::XLA_FFI_Error> {
+    let ok = [
+        sys::XLA_FFI_ExecutionStage_INSTANTIATE,
+        sys::XLA_FFI_ExecutionStage_PREPARE,
+        sys::XLA_FFI_ExecutionStage_INITIALIZE,
+    ];
+    if ok.contains(&stage) {
+        Ok(stage)
+    } else {
+        Err(fake_error(ErrorCode::Internal, &format!("fake XLA: no state store for stage {stage} (XLA would crash)")))
+    }
+}
+
 unsafe extern "C" fn state_set(args: *mut sys::XLA_FFI_State_Set_Args) -> *mut sys::XLA_FFI_Error {
     // SAFETY: valid args from the crate under test.
     let args = unsafe { &*args };
     // SAFETY: type_id points to a valid id.
     let id = unsafe { (*args.type_id).type_id };
+    let key = match state_stage(args.stage) {
+        Ok(stage) => (stage, id),
+        Err(e) => return e,
+    };
     let mut states = ctx(args.ctx).states.lock().unwrap();
-    if states.contains_key(&id) {
+    if states.contains_key(&key) {
         return fake_error(ErrorCode::AlreadyExists, "state already set");
     }
-    states.insert(id, StatePtr(args.state));
+    states.insert(key, StatePtr(args.state));
     core::ptr::null_mut()
 }
 
@@ -260,7 +282,11 @@ unsafe extern "C" fn state_get(args: *mut sys::XLA_FFI_State_Get_Args) -> *mut s
     let args = unsafe { &mut *args };
     // SAFETY: type_id points to a valid id.
     let id = unsafe { (*args.type_id).type_id };
-    match ctx(args.ctx).states.lock().unwrap().get(&id) {
+    let key = match state_stage(args.stage) {
+        Ok(stage) => (stage, id),
+        Err(e) => return e,
+    };
+    match ctx(args.ctx).states.lock().unwrap().get(&key) {
         Some(p) => {
             args.state = p.0;
             core::ptr::null_mut()
