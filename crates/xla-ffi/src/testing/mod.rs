@@ -56,6 +56,8 @@ struct FakeCtx {
     user_data: Vec<UserDataEntry>,
     /// What `CustomOptions_Get` returns (NULL: a NULL dictionary pointer).
     custom_options: OptionsPtr,
+    /// The public extensions attached to the context (`CallBuilder::extension`).
+    extensions: Vec<UserDataEntry>,
 }
 
 /// One value of user data: its type id, the leaked `Box<T>` and the function that
@@ -109,9 +111,10 @@ impl Drop for FakeCtx {
                 unsafe { delete(p) };
             }
         }
-        for e in core::mem::take(&mut self.user_data) {
-            // SAFETY: `data` is the `Box<T>` `CallBuilder::user_data` leaked, with
-            // `drop_box::<T>`; this is the one place it is freed, once.
+        for e in core::mem::take(&mut self.user_data).into_iter().chain(core::mem::take(&mut self.extensions)) {
+            // SAFETY: `data` is the `Box<T>` `CallBuilder::user_data` (or
+            // `extension`) leaked, with `drop_box::<T>`; this is the one place it
+            // is freed, once.
             unsafe { (e.drop)(e.data) };
         }
     }
@@ -128,6 +131,7 @@ impl FakeCtx {
             stream: 0x1000,
             user_data: Vec::new(),
             custom_options: OptionsPtr(core::ptr::null()),
+            extensions: Vec::new(),
         }
     }
 }
@@ -322,6 +326,79 @@ unsafe extern "C" fn custom_options_get(args: *mut sys::compat::CustomOptionsGet
     core::ptr::null_mut()
 }
 
+unsafe extern "C" fn find_extension(args: *mut sys::compat::FindExtensionArgs) -> *mut sys::XLA_FFI_Error {
+    // SAFETY: valid args from the crate under test.
+    let args = unsafe { &mut *args };
+    if args.struct_size < sys::compat::FindExtensionArgs_STRUCT_SIZE as usize {
+        return fake_error(ErrorCode::InvalidArgument, "Unexpected XLA_FFI_InvokeContext_FindExtension size");
+    }
+    // As XLA does: the first extension of that id, or NULL (no error) when none.
+    args.extension = ctx(args.ctx)
+        .extensions
+        .iter()
+        .map(|e| e.data as *const sys::compat::ExtensionHeader)
+        // SAFETY: every entry is a live `Box<E>` whose layout starts with the header
+        // (`Extension`'s contract).
+        .find(|&h| unsafe { (*h).id.extension_type } == args.extension_type)
+        .unwrap_or(core::ptr::null());
+    core::ptr::null_mut()
+}
+
+/// A public extension for tests and examples, of id [`DemoExtension::ID`] and
+/// version 1.2: the `XLA_FFI_Extension` header and one value. Attach one to a
+/// synthetic call with [`CallBuilder::extension`]; handlers find it with
+/// [`Context::find_extension`](crate::Context::find_extension).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DemoExtension {
+    header: sys::compat::ExtensionHeader,
+    /// The payload.
+    pub value: i64,
+}
+
+// SAFETY: the header's `next` pointer is never followed through this type, and
+// `value` is plain data.
+unsafe impl Send for DemoExtension {}
+// SAFETY: as above.
+unsafe impl Sync for DemoExtension {}
+
+// SAFETY: `#[repr(C)]`, starts with the extension header, then an `i64`; every bit
+// pattern is valid for both; the fake runtime stores it with this id and version.
+unsafe impl crate::Extension for DemoExtension {
+    const TYPE: i64 = DemoExtension::ID;
+    const NAME: &'static str = "demo";
+    const VERSION: (i32, i32) = (1, 2);
+}
+
+impl DemoExtension {
+    /// Its id (no XLA extension uses it).
+    pub const ID: i64 = 0x7e57;
+
+    /// Version 1.2, with a header of its true size.
+    pub fn new(value: i64) -> Self {
+        DemoExtension {
+            header: sys::compat::ExtensionHeader {
+                struct_size: core::mem::size_of::<Self>(),
+                id: sys::compat::ExtensionId { extension_type: Self::ID, major_version: 1, minor_version: 2 },
+                next: core::ptr::null(),
+            },
+            value,
+        }
+    }
+    /// Claims another version in the header (to test the version check).
+    pub fn with_version(mut self, major: i32, minor: i32) -> Self {
+        self.header.id.major_version = major;
+        self.header.id.minor_version = minor;
+        self
+    }
+    /// Claims another struct size in the header (to test the size checks; the
+    /// crate reads no further than the header says and this type holds).
+    pub fn with_struct_size(mut self, size: usize) -> Self {
+        self.header.struct_size = size;
+        self
+    }
+}
+
 /// A fake API table. `struct_size` can be shrunk to emulate an older runtime.
 ///
 /// Tables are leaked (a few hundred bytes each), never freed: a real runtime's table
@@ -376,6 +453,7 @@ impl FakeApi {
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
         sys::compat::set_invoke_context_get_fn(t, invoke_context_get);
         sys::compat::set_custom_options_get_fn(t, custom_options_get);
+        sys::compat::set_find_extension_fn(t, find_extension);
         FakeApi { table: keep_table(t), device: false }
     }
 
@@ -850,6 +928,15 @@ impl CallBuilder {
         );
         let data = Box::into_raw(Box::new(value)) as *mut c_void;
         self.ctx.user_data.push(UserDataEntry { id, data, drop: drop_box::<T> });
+        self
+    }
+    /// Attaches a public extension to the call's invoke context, as XLA:GPU
+    /// attaches its record and collectives extensions; handlers find it with
+    /// [`Context::find_extension`](crate::Context::find_extension). It is dropped
+    /// with the builder.
+    pub fn extension<E: crate::Extension>(mut self, value: E) -> Self {
+        let data = Box::into_raw(Box::new(value)) as *mut c_void;
+        self.ctx.extensions.push(UserDataEntry { id: E::TYPE, data, drop: drop_box::<E> });
         self
     }
     /// Sets the fake pool's thread count.
