@@ -109,6 +109,7 @@ extern crate self as xla_ffi;
 mod alias;
 pub mod attr;
 mod attr_enum;
+mod attr_scalars;
 mod buffer;
 mod call;
 mod context;
@@ -145,6 +146,7 @@ pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
 pub use attr_enum::AttrEnum;
+pub use attr_scalars::Pointer;
 pub use buffer::{
     AnyComplex, AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES,
 };
