@@ -19,7 +19,11 @@
 //!   `XLA_FFI_Stream_Get`), `context.rs` (device ordinal, run id, stream, scratch
 //!   memory, `XLA_FFI_State_Get`/`Set`, which `state.rs` uses through
 //!   [`Context`](crate::Context)) and `pool.rs` (`XLA_FFI_ThreadPool_NumThreads`,
-//!   `XLA_FFI_ThreadPool_Schedule`).
+//!   `XLA_FFI_ThreadPool_Schedule`). The slots that the API 0.3 header lacks or
+//!   names otherwise (`InvokeContext_Get`, `CustomOptions_Get`,
+//!   `InvokeContext_FindExtension`, used by `user_data.rs`, `context.rs` and
+//!   `extension.rs`) are reached through `xla_ffi_sys::compat`, which checks the
+//!   table's `struct_size` the same way.
 //!
 //! What every handler symbol does with it is in `dispatch.rs`.
 

@@ -1,6 +1,8 @@
-//! Per-handler state: created once per call site at the instantiate stage, owned
-//! by XLA (freed through the type's deleter when the executable dies), and read as
-//! `&S` by every execution, from any number of threads at once.
+//! Per-handler state: created for a call site at the instantiate stage (or, on
+//! GPU, at the prepare or initialize stage), owned by XLA (freed through the type's
+//! deleter when the executable dies), and read as `&S` by the later stages, from
+//! any number of threads at once. The stage is in the parameter's type:
+//! `State<S>`, `Prepared<S>`, `Initialized<S>` (see [`State`]).
 //!
 //! 1. Declare the type: `xla_ffi::state_type!(MyState);` (it must be `Send + Sync`).
 //! 2. Register it with XLA from Python before the handlers, with the capsules from
