@@ -192,6 +192,111 @@ pub mod compat {
         }
     }
 
+    /// Whether this header declares `XLA_FFI_InvokeContext_FindExtension` and the
+    /// public extension structs (0.4+ headers).
+    pub const HAS_FIND_EXTENSION: bool = cfg!(not(xla_ffi_header_legacy));
+
+    #[cfg(not(xla_ffi_header_legacy))]
+    pub use super::{
+        XLA_FFI_Extension as ExtensionHeader, XLA_FFI_ExtensionId as ExtensionId,
+        XLA_FFI_InvokeContext_FindExtension_Args as FindExtensionArgs,
+        XLA_FFI_InvokeContext_FindExtension_Args_STRUCT_SIZE as FindExtensionArgs_STRUCT_SIZE,
+    };
+
+    /// `XLA_FFI_ExtensionId` (declared here too for 0.3 headers, which lack it).
+    #[cfg(xla_ffi_header_legacy)]
+    #[repr(C)]
+    #[derive(Debug, Copy, Clone)]
+    pub struct ExtensionId {
+        pub extension_type: i64,
+        pub major_version: i32,
+        pub minor_version: i32,
+    }
+
+    /// `XLA_FFI_Extension`, the header of a public extension (declared here too
+    /// for 0.3 headers, which lack it).
+    #[cfg(xla_ffi_header_legacy)]
+    #[repr(C)]
+    #[derive(Debug, Copy, Clone)]
+    pub struct ExtensionHeader {
+        pub struct_size: usize,
+        pub id: ExtensionId,
+        pub next: *const ExtensionHeader,
+    }
+
+    /// `XLA_FFI_InvokeContext_FindExtension_Args` (declared here too for 0.3
+    /// headers, which lack it; the slot is then never called).
+    #[cfg(xla_ffi_header_legacy)]
+    #[repr(C)]
+    #[derive(Debug, Copy, Clone)]
+    pub struct FindExtensionArgs {
+        pub struct_size: usize,
+        pub extension_start: *mut XLA_FFI_InternalExtension,
+        pub ctx: *mut XLA_FFI_InvokeContext,
+        pub extension_type: i64,
+        pub extension: *const ExtensionHeader,
+    }
+    #[cfg(xla_ffi_header_legacy)]
+    pub const FindExtensionArgs_STRUCT_SIZE: usize = 40;
+
+    /// The type of the extension lookup slot (API 0.4).
+    pub type FindExtensionFn = unsafe extern "C" fn(*mut FindExtensionArgs) -> *mut super::XLA_FFI_Error;
+
+    /// Puts `f` into the extension lookup slot where this header has one (for fake
+    /// API tables in tests; a 0.3 header's table ends before it).
+    pub fn set_find_extension_fn(api: &mut super::XLA_FFI_Api, f: FindExtensionFn) {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            api.XLA_FFI_InvokeContext_FindExtension = Some(f);
+        }
+        let _ = (api, f);
+    }
+
+    /// Calls `XLA_FFI_InvokeContext_FindExtension` (API 0.4) for `ctx` and
+    /// `extension_type`.
+    ///
+    /// `None` when the slot is absent: this header predates it, or the runtime's
+    /// table (by its `struct_size`) ends before it, or it is empty. Otherwise the
+    /// error the runtime returned (NULL on success) and the extension it found
+    /// (NULL when there is none).
+    ///
+    /// # Safety
+    /// `api` must point to a runtime's API table of `struct_size` readable bytes, and
+    /// `ctx` must be the invoke context of a call in progress on it.
+    pub unsafe fn find_extension(
+        api: *const super::XLA_FFI_Api,
+        ctx: *mut XLA_FFI_InvokeContext,
+        extension_type: i64,
+    ) -> Option<(*mut super::XLA_FFI_Error, *const ExtensionHeader)> {
+        #[cfg(not(xla_ffi_header_legacy))]
+        {
+            let end = core::mem::offset_of!(super::XLA_FFI_Api, XLA_FFI_InvokeContext_FindExtension)
+                + core::mem::size_of::<usize>();
+            // SAFETY: `struct_size` is the first field of every table (caller's promise).
+            if unsafe { core::ptr::addr_of!((*api).struct_size).read() } < end {
+                return None;
+            }
+            // SAFETY: the slot ends within the table's `struct_size` bytes.
+            let f = unsafe { core::ptr::addr_of!((*api).XLA_FFI_InvokeContext_FindExtension).read() }?;
+            let mut args = FindExtensionArgs {
+                struct_size: FindExtensionArgs_STRUCT_SIZE as usize,
+                extension_start: core::ptr::null_mut(),
+                ctx,
+                extension_type,
+                extension: core::ptr::null(),
+            };
+            // SAFETY: the runtime's own function, with fully initialised args of the
+            // header's struct size and the call's context.
+            let err = unsafe { f(&mut args) };
+            Some((err, args.extension))
+        }
+        #[cfg(xla_ffi_header_legacy)]
+        {
+            let _ = (api, ctx, extension_type);
+            None
+        }
+    }
+
     /// The type of API slot 1 (`Error_GetDetails`, or `Error_GetMessage` in 0.3).
     pub type ErrorDetailsFn = unsafe extern "C" fn(*mut XLA_FFI_Error_GetDetails_Args);
 

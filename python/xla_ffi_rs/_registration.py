@@ -20,8 +20,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -86,6 +89,9 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
     Raises:
         TypeError: for ``handlers`` that is not a mapping of str, or a ``platform``
             that is not a str.
+        ValueError: for a bundle with a ``"record"`` stage on a jaxlib whose XLA
+            FFI API is older than 0.4 (jaxlib 0.10 has 0.3 and would silently
+            ignore the entry), before anything is registered.
 
     Example:
         >>> import xla_ffi_rs
@@ -95,11 +101,39 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
     if not isinstance(platform, str):
         raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
+    recorded = [name for name, h in handlers.items() if isinstance(h, Mapping) and "record" in h]
+    api = runtime_ffi_api()
+    if recorded and api is not None and api < (0, 4):
+        raise ValueError(
+            f"register_targets: {recorded[0]}: a record-stage handler needs XLA FFI API 0.4 or newer; this jaxlib "
+            f"has FFI API {api[0]}.{api[1]}, which ignores the record entry of a bundle (drop it, or use a newer jaxlib)"
+        )
     register_all()
     with _lock:
         for name, handler in handlers.items():
             jax.ffi.register_ffi_target(name, handler, platform=platform)
         _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
+
+
+@functools.cache
+def runtime_ffi_api() -> tuple[int, int] | None:
+    """The XLA FFI API version (major, minor) of the installed jaxlib, read from the
+    C header it ships (``jax.ffi.include_dir()``), which describes that runtime; None
+    when the header cannot be read.
+
+    Example:
+        >>> from xla_ffi_rs._registration import runtime_ffi_api
+        >>> runtime_ffi_api() in {(0, 3), (0, 5)}
+        True
+    """
+    try:
+        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+    except OSError:
+        return None
+    found = [re.search(rf"#define XLA_FFI_API_{part} (\d+)", text) for part in ("MAJOR", "MINOR")]
+    if found[0] is None or found[1] is None:
+        return None
+    return int(found[0].group(1)), int(found[1].group(1))
 
 
 def handlers(platform: str) -> dict[str, object]:

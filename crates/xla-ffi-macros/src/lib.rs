@@ -36,6 +36,7 @@ mod shape_rule;
 
 mod async_handler;
 mod attr_enum;
+mod stages;
 
 /// Decodes a fieldless enum from an integer or string attribute; see `xla_ffi::AttrEnum`.
 #[proc_macro_derive(AttrEnum, attributes(attr_enum))]
@@ -67,6 +68,7 @@ enum Stage {
     Prepare,
     Initialize,
     Execute,
+    Record,
 }
 
 struct Options {
@@ -275,10 +277,12 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                     Some("prepare") => Stage::Prepare,
                     Some("initialize") => Stage::Initialize,
                     Some("execute") => Stage::Execute,
+                    Some("record") => Stage::Record,
                     _ => {
                         return Err(Error::new(
                             nv.value.span(),
-                            "`stage` is one of `instantiate`, `prepare`, `initialize`, `execute` (the default)",
+                            "`stage` is one of `instantiate`, `prepare`, `initialize`, `execute` (the default), \
+                             `record`",
                         ))
                     }
                 });
@@ -559,6 +563,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         Stage::Prepare => quote!(#krate::Stage::Prepare),
         Stage::Initialize => quote!(#krate::Stage::Initialize),
         Stage::Execute => quote!(#krate::Stage::Execute),
+        Stage::Record => quote!(#krate::Stage::Record),
     };
     let platform = if host { quote!(#krate::Platform::Host) } else { quote!(#krate::Platform::Device) };
 
@@ -619,16 +624,8 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         )*
         #krate::__private::HandlerReturn::into_result(#fn_name( #(#vars),* ))
     };
-    let state_type_id = match opts.stage {
-        Stage::Instantiate => quote! {
-            <<#ret_ty as #krate::__private::HandlerReturn>::Output as #krate::StateType>::registration().type_id()
-        },
-        _ => quote! {{
-            let mut __id: ::core::primitive::i64 = 0;
-            #( let __t = <#tys as #krate::Decode<'_>>::state_type_id(); if __t != 0 { __id = __t; } )*
-            __id
-        }},
-    };
+    let state_type_id = stages::state_type_id(krate, opts.stage, &ret_ty, &tys);
+    let state_checks = stages::state_checks(krate, &stage, &params);
     let info = quote! {
         #krate::__private::HandlerInfo {
             target: #target,
@@ -645,9 +642,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         }
     };
     let body = match opts.stage {
-        Stage::Instantiate => quote! {
-            #krate::__private::dispatch_instantiate(__frame, &__info, |__call| { #run })
-        },
+        Stage::Instantiate | Stage::Prepare | Stage::Initialize => stages::stage_body(krate, opts.stage, &run),
         _ => {
             let check = quote_spanned! {ret_span=> #krate::__private::assert_execute_return::<#ret_ty>(); };
             match &opts.asynchronous {
@@ -706,6 +701,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             #decl
             #arity
             #context_checks
+            #state_checks
             fn __xla_ffi_state_type_id() -> ::core::primitive::i64 {
                 #state_type_id
             }

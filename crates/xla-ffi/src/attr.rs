@@ -116,6 +116,11 @@ impl<'f> Scalar<'f> {
     pub fn dtype(&self) -> DataType {
         self.dtype
     }
+    /// The address of the value (one element of [`dtype`](Self::dtype), alive for
+    /// the call; NULL when XLA passed none).
+    pub(crate) fn value_ptr(&self) -> *const c_void {
+        self.value
+    }
     /// The value, if it is a number or a bool.
     pub fn number(&self) -> Option<Number> {
         if self.value.is_null() {

@@ -331,7 +331,7 @@ fn plural(n: usize) -> &'static str {
     message = "`{Self}` cannot be a handler parameter",
     label = "not decodable from an XLA call frame",
     note = "handler parameters are Buffer, ResultBuffer, Option<Buffer>, Option<ResultBuffer>, RemainingArgs, \
-            RemainingRets, Attr<T>, Attrs<T>, Context, State<S>, or a type implementing xla_ffi::Decode"
+            RemainingRets, Attr<T>, Attrs<T>, Context, State<S> (Prepared<S>, Initialized<S>), UserData<T>, or a type implementing xla_ffi::Decode"
 )]
 pub trait Decode<'f>: Sized {
     /// How many operands this parameter consumes.
@@ -356,6 +356,11 @@ pub trait Decode<'f>: Sized {
     /// What the parameter is in the op's [`Declaration`]: an operand, a result, an
     /// attribute, or nothing ([`ParamDecl::Other`], the default).
     const DECL: ParamDecl = ParamDecl::Other;
+    /// The stage whose state the parameter reads ([`State<S, At>`](crate::State)
+    /// sets it to `At`'s stage), or `None`. The [`handler`](crate::handler) macro
+    /// refuses, at compile time, a parameter that reads the state of a stage that
+    /// does not run before the handler's own ([`Stage::reads_state_of`](crate::Stage::reads_state_of)).
+    const STATE_STAGE: Option<crate::Stage> = None;
     /// Decodes the parameter called `name`.
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self>;
     /// The XLA type id of the state this parameter reads, or 0.

@@ -18,6 +18,11 @@ use crate::raw::RawDict;
 /// (`XLA_FFI_CustomOptions_Get`): jaxlib 0.12.
 pub(crate) const CUSTOM_OPTIONS_SINCE: (i32, i32) = (0, 5);
 
+/// The first FFI API version whose `XLA_FFI_State_Set/Get_Args` name the stage
+/// (state at the prepare and initialize stages): jaxlib 0.10. An older runtime
+/// reads those args with another layout.
+pub(crate) const STAGED_STATE_SINCE: (i32, i32) = (0, 3);
+
 /// A handler parameter giving access to XLA's execution context: device ordinal,
 /// run id, stream, scratch memory and XLA's CPU thread pool.
 ///
@@ -311,14 +316,33 @@ impl<'f> Context<'f> {
         Ok(args.data)
     }
 
-    /// Reads the state that the instantiate stage stored for this call site.
-    pub(crate) fn state_ptr(&self, type_id: i64) -> Result<*mut c_void> {
+    /// Checks that this runtime keeps state for `stage` (instantiate, prepare or
+    /// initialize; the stage in `XLA_FFI_State_Set/Get_Args` is API 0.3).
+    pub(crate) fn check_state_stage(&self, stage: Stage) -> Result<()> {
+        let (major, minor) = self.api_version();
+        if (major, minor) < STAGED_STATE_SINCE {
+            return Err(Error::unimplemented(format!(
+                "{}: {} state needs XLA FFI API 0.3 or newer (jaxlib 0.10); this XLA runtime has FFI API {major}.{minor}",
+                self.target,
+                stage.name()
+            )));
+        }
+        if !stage.creates_state() {
+            // XLA keeps no state for these stages; asking it is undefined there.
+            return Err(Error::internal(format!("{}: XLA keeps no state for the {} stage", self.target, stage.name())));
+        }
+        Ok(())
+    }
+
+    /// Reads the state that `stage` stored for this call site.
+    pub(crate) fn state_ptr(&self, type_id: i64, stage: Stage) -> Result<*mut c_void> {
+        self.check_state_stage(stage)?;
         let mut tid = sys::XLA_FFI_TypeId { type_id };
         let mut args = sys::XLA_FFI_State_Get_Args {
             struct_size: sys::XLA_FFI_State_Get_Args_STRUCT_SIZE as usize,
             extension_start: core::ptr::null_mut(),
             ctx: self.frame.ctx,
-            stage: Stage::Instantiate.to_raw(),
+            stage: stage.to_raw(),
             type_id: &mut tid,
             state: core::ptr::null_mut(),
         };
@@ -326,14 +350,16 @@ impl<'f> Context<'f> {
         Ok(args.state)
     }
 
-    /// Hands `state` (a leaked box) to XLA, which frees it with the type's deleter.
-    pub(crate) fn set_state(&self, type_id: i64, state: *mut c_void) -> Result<()> {
+    /// Hands `state` (a leaked box) to XLA as `stage`'s state; XLA frees it with
+    /// the type's deleter.
+    pub(crate) fn set_state(&self, type_id: i64, stage: Stage, state: *mut c_void) -> Result<()> {
+        self.check_state_stage(stage)?;
         let mut tid = sys::XLA_FFI_TypeId { type_id };
         let mut args = sys::XLA_FFI_State_Set_Args {
             struct_size: sys::XLA_FFI_State_Set_Args_STRUCT_SIZE as usize,
             extension_start: core::ptr::null_mut(),
             ctx: self.frame.ctx,
-            stage: Stage::Instantiate.to_raw(),
+            stage: stage.to_raw(),
             type_id: &mut tid,
             state,
         };

@@ -19,7 +19,11 @@
 //!   `XLA_FFI_Stream_Get`), `context.rs` (device ordinal, run id, stream, scratch
 //!   memory, `XLA_FFI_State_Get`/`Set`, which `state.rs` uses through
 //!   [`Context`](crate::Context)) and `pool.rs` (`XLA_FFI_ThreadPool_NumThreads`,
-//!   `XLA_FFI_ThreadPool_Schedule`).
+//!   `XLA_FFI_ThreadPool_Schedule`). The slots that the API 0.3 header lacks or
+//!   names otherwise (`InvokeContext_Get`, `CustomOptions_Get`,
+//!   `InvokeContext_FindExtension`, used by `user_data.rs`, `context.rs` and
+//!   `extension.rs`) are reached through `xla_ffi_sys::compat`, which checks the
+//!   table's `struct_size` the same way.
 //!
 //! What every handler symbol does with it is in `dispatch.rs`.
 
@@ -68,15 +72,18 @@ impl core::ops::BitOr for Traits {
 /// The stage of a handler's life at which XLA calls it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// Once per call site, when the executable is built: creates state.
+    /// Once per call site, when the executable is built: may create state.
     Instantiate,
-    /// Before execution (GPU only).
+    /// Before execution (GPU only: XLA:CPU never runs it): may create state.
     Prepare,
-    /// Before execution (GPU only).
+    /// Before execution, after prepare (GPU only: XLA:CPU never runs it): may
+    /// create state.
     Initialize,
     /// Every run.
     Execute,
-    /// Command-buffer recording (API 0.4).
+    /// Command-buffer recording, in place of execute when XLA:GPU captures the op
+    /// into a command buffer (a CUDA graph). API 0.4 (the record stage is not in
+    /// jaxlib 0.10's API 0.3); GPU only.
     Record,
 }
 
@@ -381,6 +388,14 @@ pub(crate) unsafe fn open<'f>(
         let e = Error::internal(format!("{}: unknown execution stage {}", info.target, frame.stage));
         return Err((Some(api), e));
     };
+    if stage == Stage::Record && api.version() < RECORD_SINCE {
+        let (major, minor) = api.version();
+        let e = Error::unimplemented(format!(
+            "{}: the record stage needs XLA FFI API 0.4 or newer; this XLA runtime has FFI API {major}.{minor}",
+            info.target
+        ));
+        return Err((Some(api), e));
+    }
     if stage != info.stage {
         let e = Error::internal(format!(
             "{}: this symbol handles the {} stage but was called at the {} stage; \
@@ -421,6 +436,10 @@ pub(crate) unsafe fn open<'f>(
     }))
 }
 
+/// The first FFI API version with the record stage (`XLA_FFI_ExecutionStage_RECORD`,
+/// the bundle's `record` entry): the 0.4 header.
+pub(crate) const RECORD_SINCE: (i32, i32) = (0, 4);
+
 /// The lowest runtime API version known to read `XLA_FFI_Metadata::state_type_id`
 /// (the field lies past `XLA_FFI_Metadata_STRUCT_SIZE`, so its size check cannot
 /// say): both the 0.3 and 0.5 headers declare it and both runtimes read it.
@@ -446,6 +465,13 @@ unsafe fn answer_metadata(
         return Err(Error::failed_precondition(format!(
             "{t}: this XLA runtime has FFI API {}.{}; these handlers need {}.{} or newer (jaxlib 0.10 or later)",
             runtime.0, runtime.1, MIN_API_VERSION.0, MIN_API_VERSION.1
+        )));
+    }
+    if info.stage == Stage::Record && runtime < RECORD_SINCE {
+        return Err(Error::unimplemented(format!(
+            "{t}: a record-stage handler needs XLA FFI API 0.4 or newer; this XLA runtime has FFI API {}.{} \
+             (register it only with a newer jaxlib)",
+            runtime.0, runtime.1
         )));
     }
     // User code (`StateType::registration`, `Decode::state_type_id`) may panic:

@@ -68,7 +68,7 @@
 /// |---|---|
 /// | `target = "name"` | required (unless `op`): the FFI target name, in every error message |
 /// | `platform = host` / `device` | host (CPU) buffers (default), or device (GPU) buffers that are only addresses |
-/// | `stage = execute` / `instantiate` / `prepare` / `initialize` | the stage this symbol serves (default `execute`) |
+/// | `stage = execute` / `instantiate` / `prepare` / `initialize` / `record` | the stage this symbol serves (default `execute`; `prepare`, `initialize` and `record` run on GPU only, `record` needs FFI API 0.4) |
 /// | `traits = expr` | [`Traits`](crate::Traits) reported to XLA, e.g. `Traits::COMMAND_BUFFER_COMPATIBLE` |
 /// | `unsafe(symbol = "c_name")` | a raw exported symbol name (default: `xla_ffi_handler__<function name>`); see above |
 /// | `descriptor = NAME` | the descriptor const's name (default: the function's name in upper case) |
@@ -215,17 +215,23 @@
 /// [`Attr<T>`](crate::Attr) (the attribute named like the parameter;
 /// `Attr<Option<T>>` when it may be absent; an enum with
 /// [`#[derive(AttrEnum)]`](crate::AttrEnum) as `T`), [`Attrs<T>`](crate::Attrs) (all attributes
-/// as a struct), [`Context`](crate::Context), [`State<S>`](crate::State), or any type
+/// as a struct), [`Context`](crate::Context), [`State<S>`](crate::State) /
+/// [`Prepared<S>`](crate::Prepared) / [`Initialized<S>`](crate::Initialized) (the state
+/// an earlier stage created; a later stage's is a compile error),
+/// [`UserData<T>`](crate::UserData), or any type
 /// implementing [`Decode`](crate::Decode). Parameters may be `mut`. Operand and result
 /// counts, dtypes, ranks and attributes are checked before the function runs, and
 /// every problem is reported in one `INVALID_ARGUMENT` error naming the target and
 /// the operand.
 ///
-/// An execute (prepare, initialize) handler returns `Result<()>` (any path:
+/// An execute (or record) handler returns `Result<()>` (any path:
 /// `xla_ffi::Result<()>`, `core::result::Result<(), E>` with `E: Into<Error>`) or
 /// nothing. An instantiate handler returns `Result<S>` where `S` is its
-/// [`StateType`](crate::StateType); XLA keeps the state, and execute handlers read it
-/// as [`State<S>`](crate::State).
+/// [`StateType`](crate::StateType); XLA keeps the state, and later stages read it
+/// as [`State<S>`](crate::State). A prepare or initialize handler returns
+/// `Result<S>` (a state XLA keeps for that stage, read as
+/// [`Prepared<S>`](crate::Prepared) or [`Initialized<S>`](crate::Initialized)) or
+/// `Result<()>`.
 ///
 /// # Async handlers
 ///

@@ -110,6 +110,7 @@ extern crate self as xla_ffi;
 mod alias;
 pub mod attr;
 mod attr_enum;
+mod attr_scalars;
 mod buffer;
 mod call;
 mod context;
@@ -118,6 +119,7 @@ mod descriptor;
 mod dispatch;
 mod dtype;
 mod error;
+pub mod extension;
 mod frame;
 mod future;
 mod handler;
@@ -128,6 +130,7 @@ mod raw;
 mod remaining;
 mod site;
 mod snapshot;
+pub mod stage;
 mod state;
 mod token;
 mod user_data;
@@ -146,6 +149,7 @@ pub mod testing;
 
 pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
 pub use attr_enum::AttrEnum;
+pub use attr_scalars::Pointer;
 pub use buffer::{
     AnyComplex, AnyFloat, AnyType, Buffer, ElementSpec, InOut, ResultBuffer, ANY_RANK, HUGE_PAGE_MIN_BYTES,
 };
@@ -155,6 +159,7 @@ pub use decl::Declaration;
 pub use descriptor::{bundles, Bundle, Handler, HandlerDescriptor, HandlerFn, Platform};
 pub use dtype::{DataType, Element, Pred};
 pub use error::{Error, ErrorCode, Result};
+pub use extension::{Extension, ExtensionId};
 pub use frame::{Stage, Traits, MIN_API_VERSION};
 pub use future::{spawn_thread, AsyncCall};
 pub use handler::handler;
@@ -162,7 +167,7 @@ pub use optional::OptionalBuffer;
 pub use pool::{Parts, ThreadPool};
 pub use remaining::{RemainingArgs, RemainingRets};
 pub use site::{Role, Site};
-pub use state::{State, StateType, TypeRegistration};
+pub use state::{Initialized, Prepared, State, StateType, TypeRegistration};
 pub use token::{ResultToken, Token, TokenSpec};
 pub use user_data::UserData;
 
@@ -182,7 +187,8 @@ pub mod __private {
     pub use crate::frame::HandlerInfo;
     pub use crate::future::dispatch_async;
     pub use crate::site::Arity;
-    pub use crate::state::dispatch_instantiate;
+    pub use crate::stage::state_readable;
+    pub use crate::state::{dispatch_instantiate, dispatch_stage, StageOutput};
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).
     pub use std::format;
     pub use std::string::String;

@@ -94,7 +94,9 @@ pub fn type_registration<S: StateType>(py: Python<'_>) -> PyResult<Bound<'_, PyD
 /// `jax.ffi.register_ffi_target(name, value, platform=platform)`.
 ///
 /// A target served only by an execute handler maps to its capsule; one with more
-/// stages maps to a bundle dictionary keyed by stage (`"instantiate"`, `"execute"`).
+/// stages maps to a bundle dictionary keyed by stage (`"instantiate"`, `"prepare"`,
+/// `"initialize"`, `"execute"`, `"record"`: [`Stage::key`](crate::Stage::key)). XLA:CPU
+/// runs only the instantiate and execute entries; jaxlib 0.10 ignores `"record"`.
 /// Raises `ValueError` if a target has no execute handler or two for one stage.
 pub fn targets<'py>(py: Python<'py>, handlers: &[&HandlerDescriptor], platform: &str) -> PyResult<Bound<'py, PyDict>> {
     let groups = bundles(handlers, platform).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;

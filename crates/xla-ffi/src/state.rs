@@ -1,6 +1,8 @@
-//! Per-handler state: created once per call site at the instantiate stage, owned
-//! by XLA (freed through the type's deleter when the executable dies), and read as
-//! `&S` by every execution, from any number of threads at once.
+//! Per-handler state: created for a call site at the instantiate stage (or, on
+//! GPU, at the prepare or initialize stage), owned by XLA (freed through the type's
+//! deleter when the executable dies), and read as `&S` by the later stages, from
+//! any number of threads at once. The stage is in the parameter's type:
+//! `State<S>`, `Prepared<S>`, `Initialized<S>` (see [`State`]).
 //!
 //! 1. Declare the type: `xla_ffi::state_type!(MyState);` (it must be `Send + Sync`).
 //! 2. Register it with XLA from Python before the handlers, with the capsules from
@@ -21,7 +23,8 @@ use crate::call::{Call, Decode};
 use crate::context::Context;
 use crate::dispatch::dispatch;
 use crate::error::{Error, Result};
-use crate::frame::HandlerInfo;
+use crate::frame::{HandlerInfo, Stage};
+use crate::stage::{Initialize, Instantiate, Prepare, StateStage};
 
 /// The registration record XLA needs for state type `S`: an `XLA_FFI_TypeId` that XLA
 /// fills in when the type is registered, and an `XLA_FFI_TypeInfo` whose deleter
@@ -131,45 +134,124 @@ macro_rules! state_type {
     };
 }
 
-/// A handler parameter: the state the instantiate stage created, as `&S`.
-pub struct State<'f, S: StateType> {
+/// A handler parameter: the state that stage `At` created for this call site, as
+/// `&S` (`ffi.h`'s `State<T>`, `Prepared<T>`, `Initialized<T>`).
+///
+/// `At` is [`stage::Instantiate`](crate::stage::Instantiate) (the default),
+/// [`stage::Prepare`](crate::stage::Prepare) or
+/// [`stage::Initialize`](crate::stage::Initialize); [`Prepared<S>`] and
+/// [`Initialized<S>`] are short for the last two. A handler may read only the
+/// state of an earlier stage: the [`handler`](crate::handler) macro refuses, at
+/// compile time, a prepare handler that takes `State<S, Initialize>` or an
+/// instantiate handler that takes any state, and the decoder checks the stage of
+/// the call again at run time.
+///
+/// XLA:CPU runs only the instantiate and execute stages, so on the CPU only
+/// `State<S>` exists: a host handler (`platform = host`, the default) that takes
+/// prepare or initialize state gets an `INVALID_ARGUMENT` error naming the
+/// parameter, without asking XLA (whose CPU runtime keeps no such state).
+///
+/// A GPU bundle whose prepare stage creates a workspace description that the
+/// execute stage reads (run here on synthetic frames):
+///
+/// ```
+/// use xla_ffi::testing::{register_state_type, CallBuilder, FakeApi};
+/// use xla_ffi::{handler, state_type, Prepared, Result, Stage};
+///
+/// struct Plan { bytes: usize }
+/// state_type!(Plan);
+///
+/// #[handler(target = "demo.plan", stage = prepare, platform = device)]
+/// fn demo_plan_prepare() -> Result<Plan> {
+///     Ok(Plan { bytes: 1 << 20 })
+/// }
+///
+/// #[handler(target = "demo.plan", platform = device)]
+/// fn demo_plan(plan: Prepared<Plan>) -> Result<()> {
+///     assert_eq!(plan.bytes, 1 << 20);
+///     Ok(())
+/// }
+///
+/// register_state_type::<Plan>(51); // as jax.ffi.register_ffi_type does
+/// let mut call = CallBuilder::new().api(FakeApi::device_like(5)).stage(Stage::Prepare);
+/// call.run(DEMO_PLAN_PREPARE).unwrap();
+/// call.set_stage(Stage::Execute);
+/// call.run(DEMO_PLAN).unwrap();
+/// ```
+pub struct State<'f, S: StateType, At: StateStage = Instantiate> {
     state: &'f S,
+    _stage: PhantomData<At>,
 }
 
-impl<S: StateType> core::ops::Deref for State<'_, S> {
+/// The state a prepare handler created: `State<S, stage::Prepare>` (`ffi.h`'s
+/// `Prepared<T>`). GPU only: XLA:CPU never runs the prepare stage.
+pub type Prepared<'f, S> = State<'f, S, Prepare>;
+
+/// The state an initialize handler created: `State<S, stage::Initialize>`
+/// (`ffi.h`'s `Initialized<T>`). GPU only: XLA:CPU never runs the initialize stage.
+pub type Initialized<'f, S> = State<'f, S, Initialize>;
+
+impl<S: StateType, At: StateStage> core::ops::Deref for State<'_, S, At> {
     type Target = S;
     fn deref(&self) -> &S {
         self.state
     }
 }
 
-impl<'f, S: StateType> Decode<'f> for State<'f, S> {
+impl<'f, S: StateType, At: StateStage> Decode<'f> for State<'f, S, At> {
+    const STATE_STAGE: Option<Stage> = Some(At::STAGE);
     const NEEDS_CONTEXT: bool = true;
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         // The attribute policy: see `Call::accept_unbound_attrs`.
         call.accept_unbound_attrs();
+        let target = call.target();
+        let at = At::STAGE;
         let ctx = Context::of(call, name)?;
-        let id = S::registration().type_id();
-        if id == 0 {
+        // The macro checks the stage at compile time; a `Decode` of another type
+        // that wraps this one is checked here. XLA is never asked for a stage's
+        // state before that stage ran (its runtime may not keep it yet).
+        match ctx.stage() {
+            Some(now) if now.reads_state_of(at) => {}
+            now => {
+                call.problem(format!(
+                    "{target}: state `{name}`: a handler at the {} stage cannot read the state of the {} stage \
+                     (only a later stage can)",
+                    now.map_or("unknown", Stage::name),
+                    at.name()
+                ));
+                return None;
+            }
+        }
+        if at != Stage::Instantiate && call.frame.host {
             call.problem(format!(
-                "{}: state `{name}`: its type is not registered with XLA (call jax.ffi.register_ffi_type first)",
-                call.target()
+                "{target}: state `{name}`: {} state exists only on GPU: XLA:CPU never runs the {} stage; \
+                 take `State<S>` (instantiate state) in a CPU handler",
+                at.name(),
+                at.name()
             ));
             return None;
         }
-        match ctx.state_ptr(id) {
+        let id = S::registration().type_id();
+        if id == 0 {
+            call.problem(format!(
+                "{target}: state `{name}`: its type is not registered with XLA (call jax.ffi.register_ffi_type first)"
+            ));
+            return None;
+        }
+        match ctx.state_ptr(id, at) {
             Ok(p) if !p.is_null() => Some(State {
-                // SAFETY: XLA returns the pointer stored at instantiate for this type id,
-                // a `Box<S>` it keeps alive until the executable dies, so beyond this call;
-                // only shared references are ever made (S: Sync).
+                // SAFETY: XLA returns the pointer stored at stage `at` for this type
+                // id, a `Box<S>` (only `S`'s record carries the id) that it keeps
+                // alive until the executable dies, so beyond this call; only shared
+                // references are ever made (S: Sync).
                 state: unsafe { &*(p as *const S) },
+                _stage: PhantomData,
             }),
             Ok(_) => {
-                call.problem(format!("{}: state `{name}`: none was created at instantiate", call.target()));
+                call.problem(format!("{target}: state `{name}`: none was created at {}", at.name()));
                 None
             }
             Err(e) => {
-                let target = call.target();
                 let why = e.message().strip_prefix(target).unwrap_or(e.message()).trim_start_matches(": ");
                 call.problem(format!("{target}: state `{name}`: {why}"));
                 None
@@ -179,6 +261,87 @@ impl<'f, S: StateType> Decode<'f> for State<'f, S> {
     fn state_type_id() -> i64 {
         S::registration().type_id()
     }
+}
+
+/// What a handler at a stage that creates state (instantiate, prepare,
+/// initialize) returns in its `Result`: a state type, which XLA then keeps for
+/// the call site at that stage, or `()` (prepare and initialize handlers that
+/// keep none).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a prepare or initialize handler returns `xla_ffi::Result<S>` with `S` a state type, or `Result<()>`, not `Result<{Self}>`",
+    label = "not a state type",
+    note = "declare the state with `xla_ffi::state_type!(S);`"
+)]
+pub trait StageOutput: Sized {
+    /// The type id reported to XLA's metadata query (0 for `()`).
+    fn state_type_id() -> i64;
+    /// Checks, before the body runs, that a value could be stored.
+    fn check(ctx: &Context<'_>, stage: Stage) -> Result<()>;
+    /// Hands the value to XLA as the state of the frame's stage.
+    fn store(self, ctx: &Context<'_>, stage: Stage) -> Result<()>;
+}
+
+impl StageOutput for () {
+    fn state_type_id() -> i64 {
+        0
+    }
+    fn check(_ctx: &Context<'_>, _stage: Stage) -> Result<()> {
+        Ok(())
+    }
+    fn store(self, _ctx: &Context<'_>, _stage: Stage) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<S: StateType> StageOutput for S {
+    fn state_type_id() -> i64 {
+        S::registration().type_id()
+    }
+    fn check(ctx: &Context<'_>, stage: Stage) -> Result<()> {
+        if S::registration().type_id() == 0 {
+            return Err(Error::failed_precondition(format!(
+                "{}: the state type is not registered with XLA; call jax.ffi.register_ffi_type \
+                 before registering the handler",
+                ctx.target
+            )));
+        }
+        ctx.check_state_stage(stage)
+    }
+    fn store(self, ctx: &Context<'_>, stage: Stage) -> Result<()> {
+        let id = S::registration().type_id();
+        let ptr = Box::into_raw(Box::new(self)) as *mut c_void;
+        if let Err(e) = ctx.set_state(id, stage, ptr) {
+            // XLA did not take it: free it ourselves.
+            // SAFETY: `ptr` came from Box::into_raw above and XLA did not keep it.
+            drop(unsafe { Box::from_raw(ptr as *mut S) });
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// Runs the body of a handler at a stage that creates state (instantiate,
+/// prepare, initialize) and hands what it returns to XLA as that stage's state.
+///
+/// # Safety
+/// `raw` must be the call frame XLA passed to the handler.
+#[doc(hidden)]
+pub unsafe fn dispatch_stage<O: StageOutput>(
+    raw: *mut sys::XLA_FFI_CallFrame,
+    info: &HandlerInfo,
+    body: impl for<'f> FnOnce(&mut Call<'f>) -> Result<O>,
+) -> *mut sys::XLA_FFI_Error {
+    let stage = info.stage;
+    let run = |call: &mut Call<'_>| -> Result<()> {
+        // Checked before the body runs: no work is done for a state XLA cannot keep.
+        O::check(&Context { frame: call.frame, target: call.target() }, stage)?;
+        let state = body(call)?;
+        let ctx = Context { frame: call.frame, target: call.target() };
+        state.store(&ctx, stage)
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { dispatch(raw, info, run) }
 }
 
 /// Runs an instantiate body and hands its state to XLA.
@@ -191,26 +354,6 @@ pub unsafe fn dispatch_instantiate<S: StateType>(
     info: &HandlerInfo,
     body: impl for<'f> FnOnce(&mut Call<'f>) -> Result<S>,
 ) -> *mut sys::XLA_FFI_Error {
-    let run = |call: &mut Call<'_>| -> Result<()> {
-        let id = S::registration().type_id();
-        if id == 0 {
-            return Err(Error::failed_precondition(format!(
-                "{}: the state type is not registered with XLA; call jax.ffi.register_ffi_type \
-                 before registering the handler",
-                call.target()
-            )));
-        }
-        let state = body(call)?;
-        let ptr = Box::into_raw(Box::new(state)) as *mut c_void;
-        let ctx = Context { frame: call.frame, target: call.target() };
-        if let Err(e) = ctx.set_state(id, ptr) {
-            // XLA did not take it: free it ourselves.
-            // SAFETY: `ptr` came from Box::into_raw above and XLA did not keep it.
-            drop(unsafe { Box::from_raw(ptr as *mut S) });
-            return Err(e);
-        }
-        Ok(())
-    };
     // SAFETY: forwarded from the caller.
-    unsafe { dispatch(raw, info, run) }
+    unsafe { dispatch_stage::<S>(raw, info, body) }
 }

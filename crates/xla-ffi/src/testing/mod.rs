@@ -45,9 +45,11 @@ struct FakeCtx {
     threads: i64,
     device_ordinal: i32,
     run_id: i64,
-    /// The states set at instantiate, by type id; freed with the type's deleter
-    /// when the context is dropped, as XLA frees them when the executable dies.
-    states: Mutex<HashMap<i64, StatePtr>>,
+    /// The states set at the instantiate, prepare and initialize stages, by
+    /// (stage, type id), as XLA keeps one state store per stage; freed with the
+    /// type's deleter when the context is dropped, as XLA frees them when the
+    /// executable dies.
+    states: Mutex<HashMap<(u32, i64), StatePtr>>,
     scheduled: Mutex<usize>,
     stream: usize,
     /// User data by type id, as an embedder's `ExecutionContext` holds it; freed
@@ -55,6 +57,8 @@ struct FakeCtx {
     user_data: Vec<UserDataEntry>,
     /// What `CustomOptions_Get` returns (NULL: a NULL dictionary pointer).
     custom_options: OptionsPtr,
+    /// The public extensions attached to the context (`CallBuilder::extension`).
+    extensions: Vec<UserDataEntry>,
 }
 
 /// One value of user data: its type id, the leaked `Box<T>` and the function that
@@ -101,16 +105,17 @@ impl Drop for FakeCtx {
     fn drop(&mut self) {
         let states = core::mem::take(self.states.get_mut().unwrap_or_else(|e| e.into_inner()));
         let deleters = REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for (id, StatePtr(p)) in states {
+        for ((_, id), StatePtr(p)) in states {
             if let Some(&(_, _, delete)) = deleters.iter().rev().find(|(i, _, _)| *i == id) {
                 // SAFETY: `p` is the state the instantiate stage handed over for type
                 // `id`, and this is the one place it is freed, once.
                 unsafe { delete(p) };
             }
         }
-        for e in core::mem::take(&mut self.user_data) {
-            // SAFETY: `data` is the `Box<T>` `CallBuilder::user_data` leaked, with
-            // `drop_box::<T>`; this is the one place it is freed, once.
+        for e in core::mem::take(&mut self.user_data).into_iter().chain(core::mem::take(&mut self.extensions)) {
+            // SAFETY: `data` is the `Box<T>` `CallBuilder::user_data` (or
+            // `extension`) leaked, with `drop_box::<T>`; this is the one place it
+            // is freed, once.
             unsafe { (e.drop)(e.data) };
         }
     }
@@ -127,6 +132,7 @@ impl FakeCtx {
             stream: 0x1000,
             user_data: Vec::new(),
             custom_options: OptionsPtr(core::ptr::null()),
+            extensions: Vec::new(),
         }
     }
 }
@@ -243,16 +249,36 @@ unsafe extern "C" fn schedule(args: *mut sys::XLA_FFI_ThreadPool_Schedule_Args) 
     core::ptr::null_mut()
 }
 
+/// XLA keeps state for the instantiate, prepare and initialize stages only; its
+/// runtime dereferences a null store for any other stage. The fake API answers
+/// with an error that names this (the crate must never ask).
+fn state_stage(stage: u32) -> Result<u32, *mut sys::XLA_FFI_Error> {
+    let ok = [
+        sys::XLA_FFI_ExecutionStage_INSTANTIATE,
+        sys::XLA_FFI_ExecutionStage_PREPARE,
+        sys::XLA_FFI_ExecutionStage_INITIALIZE,
+    ];
+    if ok.contains(&stage) {
+        Ok(stage)
+    } else {
+        Err(fake_error(ErrorCode::Internal, &format!("fake XLA: no state store for stage {stage} (XLA would crash)")))
+    }
+}
+
 unsafe extern "C" fn state_set(args: *mut sys::XLA_FFI_State_Set_Args) -> *mut sys::XLA_FFI_Error {
     // SAFETY: valid args from the crate under test.
     let args = unsafe { &*args };
     // SAFETY: type_id points to a valid id.
     let id = unsafe { (*args.type_id).type_id };
+    let key = match state_stage(args.stage) {
+        Ok(stage) => (stage, id),
+        Err(e) => return e,
+    };
     let mut states = ctx(args.ctx).states.lock().unwrap();
-    if states.contains_key(&id) {
+    if states.contains_key(&key) {
         return fake_error(ErrorCode::AlreadyExists, "state already set");
     }
-    states.insert(id, StatePtr(args.state));
+    states.insert(key, StatePtr(args.state));
     core::ptr::null_mut()
 }
 
@@ -261,7 +287,11 @@ unsafe extern "C" fn state_get(args: *mut sys::XLA_FFI_State_Get_Args) -> *mut s
     let args = unsafe { &mut *args };
     // SAFETY: type_id points to a valid id.
     let id = unsafe { (*args.type_id).type_id };
-    match ctx(args.ctx).states.lock().unwrap().get(&id) {
+    let key = match state_stage(args.stage) {
+        Ok(stage) => (stage, id),
+        Err(e) => return e,
+    };
+    match ctx(args.ctx).states.lock().unwrap().get(&key) {
         Some(p) => {
             args.state = p.0;
             core::ptr::null_mut()
@@ -295,6 +325,79 @@ unsafe extern "C" fn custom_options_get(args: *mut sys::compat::CustomOptionsGet
     let args = unsafe { &mut *args };
     args.attrs = ctx(args.ctx).custom_options.0;
     core::ptr::null_mut()
+}
+
+unsafe extern "C" fn find_extension(args: *mut sys::compat::FindExtensionArgs) -> *mut sys::XLA_FFI_Error {
+    // SAFETY: valid args from the crate under test.
+    let args = unsafe { &mut *args };
+    if args.struct_size < sys::compat::FindExtensionArgs_STRUCT_SIZE as usize {
+        return fake_error(ErrorCode::InvalidArgument, "Unexpected XLA_FFI_InvokeContext_FindExtension size");
+    }
+    // As XLA does: the first extension of that id, or NULL (no error) when none.
+    args.extension = ctx(args.ctx)
+        .extensions
+        .iter()
+        .map(|e| e.data as *const sys::compat::ExtensionHeader)
+        // SAFETY: every entry is a live `Box<E>` whose layout starts with the header
+        // (`Extension`'s contract).
+        .find(|&h| unsafe { (*h).id.extension_type } == args.extension_type)
+        .unwrap_or(core::ptr::null());
+    core::ptr::null_mut()
+}
+
+/// A public extension for tests and examples, of id [`DemoExtension::ID`] and
+/// version 1.2: the `XLA_FFI_Extension` header and one value. Attach one to a
+/// synthetic call with [`CallBuilder::extension`]; handlers find it with
+/// [`Context::find_extension`](crate::Context::find_extension).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DemoExtension {
+    header: sys::compat::ExtensionHeader,
+    /// The payload.
+    pub value: i64,
+}
+
+// SAFETY: the header's `next` pointer is never followed through this type, and
+// `value` is plain data.
+unsafe impl Send for DemoExtension {}
+// SAFETY: as above.
+unsafe impl Sync for DemoExtension {}
+
+// SAFETY: `#[repr(C)]`, starts with the extension header, then an `i64`; every bit
+// pattern is valid for both; the fake runtime stores it with this id and version.
+unsafe impl crate::Extension for DemoExtension {
+    const TYPE: i64 = DemoExtension::ID;
+    const NAME: &'static str = "demo";
+    const VERSION: (i32, i32) = (1, 2);
+}
+
+impl DemoExtension {
+    /// Its id (no XLA extension uses it).
+    pub const ID: i64 = 0x7e57;
+
+    /// Version 1.2, with a header of its true size.
+    pub fn new(value: i64) -> Self {
+        DemoExtension {
+            header: sys::compat::ExtensionHeader {
+                struct_size: core::mem::size_of::<Self>(),
+                id: sys::compat::ExtensionId { extension_type: Self::ID, major_version: 1, minor_version: 2 },
+                next: core::ptr::null(),
+            },
+            value,
+        }
+    }
+    /// Claims another version in the header (to test the version check).
+    pub fn with_version(mut self, major: i32, minor: i32) -> Self {
+        self.header.id.major_version = major;
+        self.header.id.minor_version = minor;
+        self
+    }
+    /// Claims another struct size in the header (to test the size checks; the
+    /// crate reads no further than the header says and this type holds).
+    pub fn with_struct_size(mut self, size: usize) -> Self {
+        self.header.struct_size = size;
+        self
+    }
 }
 
 /// A fake API table. `struct_size` can be shrunk to emulate an older runtime.
@@ -354,6 +457,7 @@ impl FakeApi {
         t.XLA_FFI_Future_Create = Some(future::future_create);
         t.XLA_FFI_Future_SetAvailable = Some(future::future_set_available);
         t.XLA_FFI_Future_SetError = Some(future::future_set_error);
+        sys::compat::set_find_extension_fn(t, find_extension);
         FakeApi { table: keep_table(t), device: false }
     }
 
@@ -843,6 +947,15 @@ impl CallBuilder {
         );
         let data = Box::into_raw(Box::new(value)) as *mut c_void;
         self.ctx.user_data.push(UserDataEntry { id, data, drop: drop_box::<T> });
+        self
+    }
+    /// Attaches a public extension to the call's invoke context, as XLA:GPU
+    /// attaches its record and collectives extensions; handlers find it with
+    /// [`Context::find_extension`](crate::Context::find_extension). It is dropped
+    /// with the builder.
+    pub fn extension<E: crate::Extension>(mut self, value: E) -> Self {
+        let data = Box::into_raw(Box::new(value)) as *mut c_void;
+        self.ctx.extensions.push(UserDataEntry { id: E::TYPE, data, drop: drop_box::<E> });
         self
     }
     /// Sets the fake pool's thread count.
