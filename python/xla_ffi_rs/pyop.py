@@ -331,10 +331,23 @@ class PythonOp(Op):
             outputs = self.takes_outputs or _is_ufunc(self.fn, params)
             # A ufunc gets output arrays only where it writes into them (`_ufunc_into`).
             min_elements = 0 if self.takes_outputs else _UFUNC_INTO_MIN_SIZE
-            key = _native.register(_invoker(self, params, ranks), self.name, outputs, min_elements)
+            key = _native.register(
+                _invoker(self, params, ranks), self.name, outputs, min_elements, self._direct(params, ranks)
+            )
             self._key_list.append(key)
             self._keys[frozen] = key
         return key
+
+    def _direct(
+        self, params: dict[str, Any], ranks: tuple[int, ...] | None
+    ) -> tuple[Callable[..., Any], Callable[..., Any], bool] | None:
+        """``(fn, settle, single)`` for the handler to call ``fn(*operands)`` itself,
+        with no Python frame around it, when nothing needs one: no static parameters,
+        no output arrays, no sharding unit axes to drop (None otherwise)."""
+        if params or self.takes_outputs or (self.num_batch_dims is not None and ranks is not None):
+            return None
+        single = self._single.get(_freeze(params), True)
+        return getattr(self.fn, "_xla_ffi_rs_plain", self.fn), _settler(self.name, single), single
 
     # -- transformation rules ---------------------------------------------
 
@@ -470,6 +483,31 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
     return invoke
 
 
+def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
+    """What the handler calls when a directly called function (see
+    :meth:`PythonOp._direct`) raised (``kind`` 1: ``value`` is the exception,
+    ``extra`` is ``(specs, traceback)``) or returned something other than exactly
+    the arrays XLA expects (``kind`` 0: ``value`` is what it returned, ``extra`` the
+    specs): ``(0, arrays)`` or ``(error_code, message)``, as :func:`_invoker`'s
+    ``invoke`` returns."""
+
+    def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
+        try:
+            if kind:
+                _, tb = extra
+                if tb is not None and value.__traceback__ is None:
+                    value = value.with_traceback(tb)
+                return _UNKNOWN, _exception_message(name, value, skip=0)
+            specs = extra
+            if single and len(specs) == 1:
+                value = (value,)
+            return _checked(name, value, [s for s, _ in specs], specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return _UNKNOWN, _exception_message(name, e)
+
+    return settle
+
+
 def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
     """Whether ``fn`` is a NumPy ufunc called without parameters (run by
     :func:`_ufunc_into` into output arrays when it can)."""
@@ -540,15 +578,16 @@ def _type_name(x: Any) -> str:
         return "<unnamed type>"
 
 
-def _exception_message(name: str, e: BaseException) -> str:
+def _exception_message(name: str, e: BaseException, skip: int = 1) -> str:
     """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
-    code), whatever the exception's ``__str__`` or class does."""
+    code, after the ``skip`` frames of our own), whatever the exception's
+    ``__str__`` or class does."""
     try:
         text = str(e)
     except BaseException:
         text = "<exception str() failed>"
     try:
-        frames = traceback.extract_tb(e.__traceback__)[1:]  # drop invoke's own frame
+        frames = traceback.extract_tb(e.__traceback__)[skip:]  # drop invoke's own frame
         tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
     except BaseException:
         frames, tail = [], ""
