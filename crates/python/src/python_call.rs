@@ -66,9 +66,9 @@ struct Entry {
 /// unit axes. Its result is checked and copied here when it is exactly what XLA
 /// expects (exact `numpy.ndarray`s of the results' dtypes and shapes); anything
 /// else (a list, a scalar, a wrong shape) and any exception go to
-/// `settle(kind, value, specs)`, which returns what the registered callable would
-/// have (`kind` 0: `value` is what the function returned; 1: `value` is the
-/// exception and `specs` is followed by its traceback).
+/// `settle(kind, value, extra)`, which returns what the registered callable would
+/// have (`kind` 0: `value` is what the function returned and `extra` the results'
+/// specs; 1: `value` is the exception and `extra` is `(specs, traceback)`).
 struct Direct {
     function: Py<PyAny>,
     settle: Py<PyAny>,
