@@ -139,6 +139,16 @@ def _pair_ratio(times: dict[str, list[tuple[float, float]]], a: str, b: str, col
     return statistics.median(ta[column] / tb[column] for ta, tb in zip(times[a], times[b], strict=True))
 
 
+def _pair_quartiles(times: dict[str, list[tuple[float, float]]], a: str, b: str, column: int) -> tuple[float, float]:
+    """The first and third quartiles over rounds of a / b within the same round: the
+    noise of the median ratio on this machine."""
+    ratios = [ta[column] / tb[column] for ta, tb in zip(times[a], times[b], strict=True)]
+    if len(ratios) < 2:
+        return ratios[0], ratios[0]
+    q = statistics.quantiles(ratios, n=4)
+    return q[0], q[2]
+
+
 def main() -> None:
     rows, cpu_rows, targets = [], [], []
     for n in SIZES:
@@ -162,6 +172,9 @@ def main() -> None:
                 ("linear_op", "jaxbind linear"),
             ):
                 cpu_row[f"{ours} / {theirs} (cpu)"] = _pair_ratio(times, ours, theirs, 1)
+                q1, q3 = _pair_quartiles(times, ours, theirs, 1)
+                cpu_row[f"{ours} / {theirs} (cpu) q1"] = q1
+                cpu_row[f"{ours} / {theirs} (cpu) q3"] = q3
         cpu_rows.append(cpu_row)
         row["python_op / numpy"] = med["python_op"] / med["numpy"]
         row["python_op out / numpy"] = med["python_op out"] / med["numpy"]
@@ -205,7 +218,10 @@ def main() -> None:
             f"median over {ROUNDS[1]} (N = 1) and {ROUNDS_LARGE} (N = {SIZES[-1]:g}) interleaved rounds; "
             "function np.sin on float64; every JAX call is jitted and blocked on"
         ),
-        "targets use wall time; the cpu table (this thread's CPU time) is less disturbed by other load",
+        (
+            "targets use wall time; the cpu table (this thread's CPU time) is less disturbed by other load; "
+            "its q1 and q3 columns are the quartiles of the per-round ratios (the noise of the median)"
+        ),
         "jaxbind: pip install jaxbind (bench venv only)" if "jaxbind us" not in rows[0] else "jaxbind installed",
     ]
     report("python_call", {"per-call cost (wall)": rows, "per-call cost (cpu)": cpu_rows}, targets, notes)

@@ -41,6 +41,12 @@ Rules:
   the tangent computation), plus ``transpose=`` for an op that is *linear* in
   some operands (an FFT, say), so that reverse mode can call it. Rules are
   ordinary functions of jax arrays: jnp code, other python ops, or this op.
+  A tangent or cotangent JAX knows to be zero reaches a rule as ``None`` (so it
+  can skip the work), and a rule may return ``None`` for a zero one.
+* fixed operands: ``fixed=(0,)`` declares operands not differentiable;
+  differentiating (``jvp``, ``grad``, ``vjp``) or transposing
+  (``linear_transpose``) with respect to one raises ``ValueError`` naming the op
+  and the operand.
 * ``vmap``: with ``vectorized=True`` the function is called once on the batched
   arrays, every operand carrying the batch axes in front (unbatched operands
   are broadcast), and must return results with the same leading axes;
@@ -109,7 +115,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _native
+from xla_ffi_rs import _native, pyop_rules
 from xla_ffi_rs._compat import ShapedArray, ad
 from xla_ffi_rs._op import _weak_method
 from xla_ffi_rs.binding import (
@@ -182,6 +188,7 @@ class PythonOp(Op):
         takes_outputs: bool,
         num_batch_dims: int | None,
         batched: tuple[Sequence[bool], Sequence[bool]] | None,
+        fixed: tuple[int, ...] = (),
     ) -> None:
         if not callable(fn):
             raise TypeError(f"python_op: fn must be callable, got {type(fn).__name__}")
@@ -199,6 +206,8 @@ class PythonOp(Op):
         ):
             raise TypeError(f"python_op: batched must be (operand flags, result flags) of bools, got {batched!r}")
         self.fn = fn
+        #: Indices of the operands that are not differentiable (``fixed=``).
+        self.fixed = fixed
         self.num_batch_dims = num_batch_dims
         self.vectorized = vectorized
         self.takes_outputs = takes_outputs
@@ -220,6 +229,12 @@ class PythonOp(Op):
             batched=batched,
         )
         super().def_batching(_weak_method(ref, name, "_sequential_or_vectorized"))
+        if fixed:  # differentiating with respect to a fixed operand names it, with rules or without
+            names = pyop_rules.names_of(fn)
+            ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(None, name, names, fixed, _vmap_levels, _user)
+            ad.primitive_transposes[self.primitive] = pyop_rules.transpose_rule(
+                None, name, names, fixed, lambda *a: [], lambda params: True
+            )
         # What eager calls put in the `_OP` parameter: their jitted programs live in
         # the op (`_eager`), so a strong reference there would make a cycle, which
         # jaxlib 0.10 frees only partly when the garbage collector breaks it.
@@ -236,6 +251,11 @@ class PythonOp(Op):
                 raise TypeError(
                     f"{self.name}: static parameter {key!r} must be hashable, got {type(value).__name__}"
                 ) from None
+        if self.fixed and self.fixed[-1] >= len(operands):
+            raise ValueError(
+                f"{self.name}: fixed={self.fixed!r} names operand {self.fixed[-1]}, "
+                f"but the op is called with {len(operands)} operands"
+            )
         if self._batched is not None and len(self._batched[0]) != len(operands):
             raise ValueError(
                 f"{self.name}: batched gives flags for {len(self._batched[0])} operands, called with {len(operands)}"
@@ -311,10 +331,23 @@ class PythonOp(Op):
             outputs = self.takes_outputs or _is_ufunc(self.fn, params)
             # A ufunc gets output arrays only where it writes into them (`_ufunc_into`).
             min_elements = 0 if self.takes_outputs else _UFUNC_INTO_MIN_SIZE
-            key = _native.register(_invoker(self, params, ranks), self.name, outputs, min_elements)
+            key = _native.register(
+                _invoker(self, params, ranks), self.name, outputs, min_elements, self._direct(params, ranks)
+            )
             self._key_list.append(key)
             self._keys[frozen] = key
         return key
+
+    def _direct(
+        self, params: dict[str, Any], ranks: tuple[int, ...] | None
+    ) -> tuple[Callable[..., Any], Callable[..., Any], bool] | None:
+        """``(fn, settle, single)`` for the handler to call ``fn(*operands)`` itself,
+        with no Python frame around it, when nothing needs one: no static parameters,
+        no output arrays, no sharding unit axes to drop (None otherwise)."""
+        if params or self.takes_outputs or (self.num_batch_dims is not None and ranks is not None):
+            return None
+        single = self._single.get(_freeze(params), True)
+        return getattr(self.fn, "_xla_ffi_rs_plain", self.fn), _settler(self.name, single), single
 
     # -- transformation rules ---------------------------------------------
 
@@ -322,45 +355,41 @@ class PythonOp(Op):
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
 
         ``out`` and ``tangent_out`` are one array or a tuple, like the op's result.
-        Usable as a decorator.
+        A tangent JAX knows to be zero (an operand not differentiated) arrives as
+        ``None``, and the rule may return ``None`` for a zero tangent out. A
+        non-zero tangent for a ``fixed`` operand raises ``ValueError`` before the
+        rule runs. Usable as a decorator.
         """
-
-        name = self.name
-
-        def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...], **params: Any) -> tuple[Any, Any]:
-            batch, user = params.get(_BATCH, ()), _user(params)
-
-            def one(p: tuple[Any, ...], t: tuple[Any, ...]) -> tuple[Any, Any]:
-                return _checked_jvp(rule, name, p, t, **user)
-
-            f: Callable[..., Any] = one
-            for _ in batch:
-                f = jax.vmap(f)
-            out, t_out = f(primals, tangents)
-            return _as_list(out), _as_list(t_out)
-
-        self.def_jvp(jvp)
+        ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
+            rule, self.name, pyop_rules.names_of(self.fn), self.fixed, _vmap_levels, _user
+        )
         return rule
 
     def def_transpose_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(cotangents, *operands, **params) -> cotangent per operand``.
 
         For an op linear in the operands for which :func:`~xla_ffi_rs.binding.is_linear_input`
-        is true; ``cotangents`` is one array or a tuple, like the op's result, and
-        the rule returns ``None`` for the other operands. Usable as a decorator.
+        is true; ``cotangents`` is one array or a tuple, like the op's result, with
+        ``None`` for a cotangent JAX knows to be zero (when all are, the rule is not
+        called), and the rule returns ``None`` for the other operands (or a zero
+        cotangent). Transposing with respect to a ``fixed`` operand raises
+        ``ValueError``. Usable as a decorator.
         """
-
         ref = weakref.ref(self)
 
-        def transpose(cts: tuple[Any, ...], *operands: Any, **params: Any) -> list[Any]:
+        def call(ct: Any, operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
             batch = params.get(_BATCH, ())
-            op = ref()
-            ct = cts[0] if len(cts) == 1 and (op is None or op._is_single(params)) else tuple(cts)
             if not batch:
                 return list(rule(ct, *operands, **_user(params)))
             return _batched_transpose(rule, len(batch), ct, operands, _user(params))
 
-        self.def_transpose(transpose)
+        def single(params: dict[str, Any]) -> bool:
+            op = ref()
+            return op is None or op._is_single(params)
+
+        ad.primitive_transposes[self.primitive] = pyop_rules.transpose_rule(
+            rule, self.name, pyop_rules.names_of(self.fn), self.fixed, call, single
+        )
         return rule
 
     def def_batching(self, rule: BatchRule) -> BatchRule:
@@ -454,6 +483,31 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
     return invoke
 
 
+def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
+    """What the handler calls when a directly called function (see
+    :meth:`PythonOp._direct`) raised (``kind`` 1: ``value`` is the exception,
+    ``extra`` is ``(specs, traceback)``) or returned something other than exactly
+    the arrays XLA expects (``kind`` 0: ``value`` is what it returned, ``extra`` the
+    specs): ``(0, arrays)`` or ``(error_code, message)``, as :func:`_invoker`'s
+    ``invoke`` returns."""
+
+    def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
+        try:
+            if kind:
+                _, tb = extra
+                if tb is not None and value.__traceback__ is None:
+                    value = value.with_traceback(tb)
+                return _UNKNOWN, _exception_message(name, value, skip=0)
+            specs = extra
+            if single and len(specs) == 1:
+                value = (value,)
+            return _checked(name, value, [s for s, _ in specs], specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return _UNKNOWN, _exception_message(name, e)
+
+    return settle
+
+
 def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
     """Whether ``fn`` is a NumPy ufunc called without parameters (run by
     :func:`_ufunc_into` into output arrays when it can)."""
@@ -524,15 +578,16 @@ def _type_name(x: Any) -> str:
         return "<unnamed type>"
 
 
-def _exception_message(name: str, e: BaseException) -> str:
+def _exception_message(name: str, e: BaseException, skip: int = 1) -> str:
     """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
-    code), whatever the exception's ``__str__`` or class does."""
+    code, after the ``skip`` frames of our own), whatever the exception's
+    ``__str__`` or class does."""
     try:
         text = str(e)
     except BaseException:
         text = "<exception str() failed>"
     try:
-        frames = traceback.extract_tb(e.__traceback__)[1:]  # drop invoke's own frame
+        frames = traceback.extract_tb(e.__traceback__)[skip:]  # drop invoke's own frame
         tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
     except BaseException:
         frames, tail = [], ""
@@ -542,13 +597,9 @@ def _exception_message(name: str, e: BaseException) -> str:
     return _text(message)
 
 
-def _checked_jvp(rule: Callable[..., Any], name: str, primals: Any, tangents: Any, **params: Any) -> tuple[Any, Any]:
-    """``rule(primals, tangents, **params)``, which must give ``(out, tangent_out)``."""
-    res = rule(primals, tangents, **params)
-    if not isinstance(res, (tuple, list)) or len(res) != 2:
-        got = f"a {type(res).__name__} of length {len(res)}" if isinstance(res, (tuple, list)) else type(res).__name__
-        raise TypeError(f"{name}: the jvp rule must return a pair (primal_out, tangent_out), got {got}")
-    return res[0], res[1]
+def _vmap_levels(params: dict[str, Any]) -> int:
+    """How many vmap levels a vectorized call carries (its rules run vmapped)."""
+    return len(params.get(_BATCH, ()))
 
 
 def _are(returned: Any, results: Sequence[np.ndarray]) -> bool:
@@ -631,6 +682,7 @@ def python_op(
     takes_outputs: bool = False,
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    fixed: Sequence[int] = (),
     name: str | None = None,
 ) -> PythonOp: ...
 
@@ -647,6 +699,7 @@ def python_op(
     takes_outputs: bool = False,
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    fixed: Sequence[int] = (),
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], PythonOp]: ...
 
@@ -662,6 +715,7 @@ def python_op(
     takes_outputs: bool = False,
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    fixed: Sequence[int] = (),
     name: str | None = None,
 ) -> PythonOp | Callable[[Callable[..., Any]], PythonOp]:
     """Make a JAX operation that runs the Python function ``fn`` on CPU.
@@ -677,9 +731,11 @@ def python_op(
         ``np.sin(x, out=out)`` does).
       abstract_eval: ``(*avals, **params) -> aval or tuple of avals``: the
         results' shapes and dtypes (anything with ``.shape`` and ``.dtype``).
-      jvp: ``(primals, tangents, **params) -> (out, tangent_out)`` in jax code.
+      jvp: ``(primals, tangents, **params) -> (out, tangent_out)`` in jax code;
+        a tangent JAX knows to be zero is ``None`` (see :meth:`PythonOp.def_jvp_rule`).
       transpose: ``(cotangents, *operands, **params) -> cotangent per operand``
-        for an op linear in some operands (see :meth:`PythonOp.def_transpose_rule`).
+        for an op linear in some operands, ``None`` for a zero cotangent (see
+        :meth:`PythonOp.def_transpose_rule`).
       batching: a :class:`~xla_ffi_rs.binding.BatchRule` replacing the default.
       vectorized: ``fn`` accepts leading batch axes on every operand and returns
         them on every result, so ``vmap`` makes one call; otherwise one call per
@@ -690,6 +746,10 @@ def python_op(
         enables per-shard execution under sharding.
       batched: ``(operands, results)`` flags: which carry those batch axes
         (default: all).
+      fixed: indices of operands that are not differentiable (a grid, a
+        configuration): a non-zero tangent for one, or transposing with respect to
+        one, raises ``ValueError`` naming the op and the operand (the rules never
+        see a tangent for it: it is ``None``).
       name: the primitive's name (default ``python_op[<fn's qualified name>]``).
 
     Calling ``python_op`` again with the same arguments returns the same op (while
@@ -706,6 +766,7 @@ def python_op(
             takes_outputs=takes_outputs,
             num_batch_dims=num_batch_dims,
             batched=batched,
+            fixed=fixed,
             name=name,
         )
         return cast("Callable[[Callable[..., Any]], PythonOp]", decorator)
@@ -719,6 +780,7 @@ def python_op(
             raise TypeError(f"python_op: batched must be (operand flags, result flags), got {batched!r}") from None
     name = name or f"python_op[{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', type(fn).__name__)}]"
     frozen_batched = None if batched is None else (tuple(batched[0]), tuple(batched[1]))
+    fixed_ = pyop_rules.fixed_indices("python_op", fixed)
     cache_key = (
         fn,
         abstract_eval,
@@ -729,6 +791,7 @@ def python_op(
         takes_outputs,
         num_batch_dims,
         frozen_batched,
+        fixed_,
         name,
     )
     memoize = True
@@ -746,6 +809,7 @@ def python_op(
         takes_outputs=takes_outputs,
         num_batch_dims=num_batch_dims,
         batched=frozen_batched,
+        fixed=fixed_,
     )
     if jvp is not None:
         op.def_jvp_rule(jvp)

@@ -418,6 +418,8 @@ def _strip(fn: Callable[..., Any], batch_axes: bool) -> Callable[..., Any]:
         return fn(*_merge(list(arrays), absent, _none), **params)
 
     call.__qualname__ = getattr(fn, "__qualname__", "fn")
+    if not batch_axes:  # what the handler may call itself when there are no params
+        call._xla_ffi_rs_plain = fn  # type: ignore[attr-defined]
     return call
 
 

@@ -14,7 +14,11 @@
 //!   (also `()` when the first result has fewer elements than the registration's
 //!   `outputs_min_elements`: a ufunc computes small results itself);
 //!
-//! with the shapes XLA gives (per shard under sharding). No Python code ever sees
+//! with the shapes XLA gives (per shard under sharding). An op that needs no Python
+//! wrapper (no static parameters, output arrays or sharding) registers its function
+//! as `direct` too, and the handler calls `function(*operands)` itself, checking and
+//! copying exact arrays here (see [`Direct`]): one Python frame less per call, and
+//! no tuples to build and take apart. No Python code ever sees
 //! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
 //! taken from a pool and given back after the call unless something the function
 //! kept still refers to them (a fresh allocation that large is an `mmap`, and
@@ -34,7 +38,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -47,17 +51,34 @@ pub const TARGET: &str = "xla_ffi_rs.python_call";
 /// One registered function: the callable and the op's name (for errors).
 struct Entry {
     callable: Py<PyAny>,
-    name: String,
+    name: Arc<str>,
     /// Whether the callable takes output arrays (`takes_outputs=True`).
     outputs: bool,
     /// Output arrays are given only when the first result has at least this many
     /// elements (0: always); smaller calls get none (a ufunc computes those itself).
     outputs_min_elements: u64,
+    /// The function to call directly, when the op needs no Python wrapper.
+    direct: Option<Direct>,
+}
+
+/// A function the handler calls itself, `function(*operands)`, with no Python
+/// frame around it: an op without static parameters, output arrays or sharding
+/// unit axes. Its result is checked and copied here when it is exactly what XLA
+/// expects (exact `numpy.ndarray`s of the results' dtypes and shapes); anything
+/// else (a list, a scalar, a wrong shape) and any exception go to
+/// `settle(kind, value, extra)`, which returns what the registered callable would
+/// have (`kind` 0: `value` is what the function returned and `extra` the results'
+/// specs; 1: `value` is the exception and `extra` is `(specs, traceback)`).
+struct Direct {
+    function: Py<PyAny>,
+    settle: Py<PyAny>,
+    /// Whether the function returns one array (else a tuple, one per result).
+    single: bool,
 }
 
 /// Key -> function; keys are `process_tag << 32 | n` for n = 1, 2, ...
 struct Registry {
-    entries: HashMap<i64, Entry>,
+    entries: HashMap<i64, Arc<Entry>>,
     next: i64,
 }
 
@@ -82,27 +103,48 @@ fn process_tag() -> i64 {
     })
 }
 
-/// `register(fn, name, outputs=False, outputs_min_elements=0) -> int`: a new key
-/// under which the handler calls `fn`; `name` is the op's name, for error messages;
-/// with `outputs`, `fn` gets output arrays to fill when the first result has at
-/// least `outputs_min_elements` elements (else an empty tuple).
+/// `register(fn, name, outputs=False, outputs_min_elements=0, direct=None) -> int`:
+/// a new key under which the handler calls `fn`; `name` is the op's name, for error
+/// messages; with `outputs`, `fn` gets output arrays to fill when the first result
+/// has at least `outputs_min_elements` elements (else an empty tuple). `direct`,
+/// `(function, settle, single)`, makes calls that get no output arrays call
+/// `function(*operands)` instead (see [`Direct`]).
 #[pyfunction]
-#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0))]
-pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool, outputs_min_elements: u64) -> PyResult<i64> {
-    if !callable.is_callable() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "python_call.register expects a callable, got {}",
-            callable.get_type().name()?
-        )));
-    }
+#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0, direct = None))]
+pub fn register(
+    callable: Bound<'_, PyAny>,
+    name: String,
+    outputs: bool,
+    outputs_min_elements: u64,
+    direct: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>, bool)>,
+) -> PyResult<i64> {
+    let not_callable = |what: &str, obj: &Bound<'_, PyAny>| -> PyResult<()> {
+        if obj.is_callable() {
+            return Ok(());
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "python_call.register expects {what} to be callable, got {}",
+            obj.get_type().name()?
+        )))
+    };
+    not_callable("the function", &callable)?;
+    let direct = match direct {
+        Some((function, settle, single)) => {
+            not_callable("direct's function", &function)?;
+            not_callable("direct's settle", &settle)?;
+            Some(Direct { function: function.unbind(), settle: settle.unbind(), single })
+        }
+        None => None,
+    };
     let callable = callable.unbind();
+    let name: Arc<str> = name.into();
     with_registry(|reg| {
         if reg.next > u32::MAX as i64 {
             return Err(pyo3::exceptions::PyOverflowError::new_err("python_call.register: out of keys"));
         }
         let key = process_tag() << 32 | reg.next;
         reg.next += 1;
-        reg.entries.insert(key, Entry { callable, name, outputs, outputs_min_elements });
+        reg.entries.insert(key, Arc::new(Entry { callable, name, outputs, outputs_min_elements, direct }));
         Ok(key)
     })
 }
@@ -112,7 +154,7 @@ pub fn register(callable: Bound<'_, PyAny>, name: String, outputs: bool, outputs
 pub fn unregister(keys: Vec<i64>) {
     // Drop the callables after the lock is released: dropping one may run Python
     // code (a `__del__`) that calls an op, which takes the lock again.
-    let removed: Vec<Entry> = with_registry(|reg| keys.iter().filter_map(|k| reg.entries.remove(k)).collect());
+    let removed: Vec<Arc<Entry>> = with_registry(|reg| keys.iter().filter_map(|k| reg.entries.remove(k)).collect());
     drop(removed);
 }
 
@@ -122,11 +164,10 @@ pub fn registered() -> usize {
     with_registry(|reg| reg.entries.len())
 }
 
-fn lookup(py: Python<'_>, key: i64) -> Result<(Py<PyAny>, String, bool, u64)> {
-    with_registry(|reg| {
-        reg.entries.get(&key).map(|e| (e.callable.clone_ref(py), e.name.clone(), e.outputs, e.outputs_min_elements))
-    })
-    .ok_or_else(|| {
+/// The entry under `key` (shared: an `unregister` during the call leaves it alive,
+/// and it is dropped with the GIL held, here or there).
+fn lookup(key: i64) -> Result<Arc<Entry>> {
+    with_registry(|reg| reg.entries.get(&key).cloned()).ok_or_else(|| {
         let why = if key >> 32 == process_tag() {
             "its op was garbage collected"
         } else {
@@ -252,10 +293,18 @@ fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
     })
 }
 
-fn np_dtype<'py>(py: Python<'py>, np: &NumPy, op: &str, what: &str, dtype: DataType) -> Result<Bound<'py, PyAny>> {
+/// The NumPy dtype of `role` `i` ("operand", "result"), or an error naming it.
+fn np_dtype<'py>(
+    py: Python<'py>,
+    np: &NumPy,
+    op: &str,
+    role: &str,
+    i: usize,
+    dtype: DataType,
+) -> Result<Bound<'py, PyAny>> {
     np.dtypes.iter().find(|(t, _)| *t == dtype).map(|(_, d)| d.bind(py).clone()).ok_or_else(|| {
         Error::invalid_argument(format!(
-            "{TARGET}: op {op:?}: {what} has element type {dtype}, which python_op does not support \
+            "{TARGET}: op {op:?}: {role} {i} has element type {dtype}, which python_op does not support \
              (NumPy has no such dtype, or it is packed below one byte per element)"
         ))
     })
@@ -276,10 +325,11 @@ fn call_attached(
     operands: &RemainingArgs<'_>,
     results: &mut RemainingRets<'_>,
 ) -> Result<()> {
-    let (callable, op, outputs, outputs_min_elements) = lookup(py, key)?;
-    let outputs = outputs
+    let entry = lookup(key)?;
+    let op: &str = &entry.name;
+    let outputs = entry.outputs
         && results.iter().next().is_none_or(|b| {
-            b.dims().iter().map(|&d| u64::try_from(d).unwrap_or(0)).product::<u64>() >= outputs_min_elements
+            b.dims().iter().map(|&d| u64::try_from(d).unwrap_or(0)).product::<u64>() >= entry.outputs_min_elements
         });
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let np = numpy(py).map_err(internal)?;
@@ -288,12 +338,12 @@ fn call_attached(
     let mut flats = Vec::new();
     let mut args = Vec::with_capacity(operands.len());
     for (i, b) in operands.iter().enumerate() {
-        let dtype = np_dtype(py, np, &op, &format!("operand {i}"), b.dtype())?;
+        let dtype = np_dtype(py, np, op, "operand", i, b.dtype())?;
         let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
         let bytes = b.as_bytes()?;
         let arg = if bytes.len() >= POOLED_MIN_BYTES {
             let flat = flat_array(py, np, bytes.len()).map_err(internal)?;
-            xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(&op, e))?;
+            xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(op, e))?;
             let arr = flat
                 .call_method1(pyo3::intern!(py, "view"), (dtype,))
                 .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (dims,)))
@@ -307,34 +357,165 @@ fn call_attached(
         };
         args.push(arg);
     }
-    let mut specs = Vec::with_capacity(results.len());
-    let mut outs = Vec::new();
-    for (i, b) in results.iter().enumerate() {
-        let dtype = np_dtype(py, np, &op, &format!("result {i}"), b.dtype())?;
-        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
-        if outputs {
-            let n = b.size_bytes();
-            let flat = flat_array(py, np, n).map_err(internal)?;
-            let arr = flat
-                .call_method1(pyo3::intern!(py, "view"), (&dtype,))
-                .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (&dims,)))
-                .map_err(internal)?;
-            flats.push(flat);
-            outs.push(arr);
+    let stored = match &entry.direct {
+        Some(direct) if !outputs => {
+            let dtypes = (results.iter().enumerate())
+                .map(|(i, b)| np_dtype(py, np, op, "result", i, b.dtype()))
+                .collect::<Result<Vec<_>>>()?;
+            let args = PyTuple::new(py, args).map_err(internal)?;
+            call_direct(py, np, op, direct, args, &dtypes, results)
         }
-        specs.push(PyTuple::new(py, [dims.into_any(), dtype]).map_err(internal)?);
-    }
-    let args = PyTuple::new(py, args).map_err(internal)?;
-    let specs = PyTuple::new(py, specs).map_err(internal)?;
-    let outs = PyTuple::new(py, outs).map_err(internal)?;
-    let returned = callable.bind(py).call1((args, specs, outs)).map_err(internal)?;
-    // `call1` consumed our references to the arrays (and `store` consumes `returned`):
-    // what still refers to a flat array after this is what the function kept.
-    let stored = store(py, np, &op, returned, results);
+        _ => {
+            let specs = result_specs(py, np, op, results)?;
+            let mut outs = Vec::new();
+            if outputs {
+                for (spec, b) in specs.iter().zip(results.iter()) {
+                    let (dims, dtype): (Bound<'_, PyAny>, Bound<'_, PyAny>) = spec.extract().map_err(internal)?;
+                    let flat = flat_array(py, np, b.size_bytes()).map_err(internal)?;
+                    let arr = flat
+                        .call_method1(pyo3::intern!(py, "view"), (dtype,))
+                        .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (dims,)))
+                        .map_err(internal)?;
+                    flats.push(flat);
+                    outs.push(arr);
+                }
+            }
+            let args = PyTuple::new(py, args).map_err(internal)?;
+            let outs = PyTuple::new(py, outs).map_err(internal)?;
+            let returned = entry.callable.bind(py).call1((args, specs, outs)).map_err(internal)?;
+            store(py, np, op, returned, results)
+        }
+    };
+    // The calls consumed our references to the arrays (and `store` consumes what
+    // was returned): what still refers to a flat array now is what the function kept.
     for flat in flats {
         recycle(py, flat);
     }
     stored
+}
+
+/// `((dims, dtype), ...)`, the results XLA expects.
+fn result_specs<'py>(
+    py: Python<'py>,
+    np: &NumPy,
+    op: &str,
+    results: &RemainingRets<'_>,
+) -> Result<Bound<'py, PyTuple>> {
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
+    let mut specs = Vec::with_capacity(results.len());
+    for (i, b) in results.iter().enumerate() {
+        let dtype = np_dtype(py, np, op, "result", i, b.dtype())?;
+        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
+        specs.push(PyTuple::new(py, [dims.into_any(), dtype]).map_err(internal)?);
+    }
+    PyTuple::new(py, specs).map_err(internal)
+}
+
+/// Calls `direct.function(*args)` and stores what it returns (see [`Direct`]).
+fn call_direct(
+    py: Python<'_>,
+    np: &NumPy,
+    op: &str,
+    direct: &Direct,
+    args: Bound<'_, PyTuple>,
+    dtypes: &[Bound<'_, PyAny>],
+    results: &mut RemainingRets<'_>,
+) -> Result<()> {
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
+    let settled = match direct.function.bind(py).call1(args) {
+        Ok(value) => {
+            if store_exact(py, np, op, direct.single, &value, dtypes, results)? {
+                return Ok(());
+            }
+            let specs = result_specs(py, np, op, results)?;
+            direct.settle.bind(py).call1((0, value, specs))
+        }
+        Err(e) => {
+            let specs = result_specs(py, np, op, results)?;
+            direct.settle.bind(py).call1((1, e.value(py), (specs, e.traceback(py))))
+        }
+    };
+    store(py, np, op, settled.map_err(internal)?, results)
+}
+
+/// Copies `value` (`single`: one array, else a tuple of them) into the results if
+/// it is exactly what XLA expects: exact `numpy.ndarray`s of the results' dtypes
+/// (`dtypes`, by identity) and shapes. Returns false, having copied nothing, for
+/// anything else.
+fn store_exact(
+    py: Python<'_>,
+    np: &NumPy,
+    op: &str,
+    single: bool,
+    value: &Bound<'_, PyAny>,
+    dtypes: &[Bound<'_, PyAny>],
+    results: &mut RemainingRets<'_>,
+) -> Result<bool> {
+    let n = results.len();
+    let values: Vec<Bound<'_, PyAny>> = if single {
+        if n != 1 {
+            return Ok(false);
+        }
+        vec![value.clone()]
+    } else {
+        match value.cast_exact::<PyTuple>() {
+            Ok(t) if t.len() == n => t.iter().collect(),
+            _ => return Ok(false),
+        }
+    };
+    let ndarray = np.ndarray.bind(py);
+    for ((v, dtype), r) in values.iter().zip(dtypes).zip(results.iter()) {
+        if !v.get_type().is(ndarray) || !v.getattr(pyo3::intern!(py, "dtype")).is_ok_and(|d| d.is(dtype)) {
+            return Ok(false);
+        }
+        let same_shape = v
+            .getattr(pyo3::intern!(py, "shape"))
+            .and_then(|s| s.extract::<Vec<i64>>())
+            .is_ok_and(|s| s.as_slice() == r.dims());
+        if !same_shape {
+            return Ok(false);
+        }
+    }
+    for (v, r) in values.iter().zip(results.as_mut_slice()) {
+        copy_array(py, np, op, v, r)?;
+    }
+    Ok(true)
+}
+
+/// Copies the bytes of `value`, an exact `numpy.ndarray` of the result's dtype and
+/// shape, into the result: small ones through `tobytes()` (one call), large ones
+/// as flat bytes through a memoryview (one memcpy, no temporary).
+fn copy_array(
+    py: Python<'_>,
+    np: &NumPy,
+    op: &str,
+    value: &Bound<'_, PyAny>,
+    result: &mut xla_ffi::ResultBuffer<'_, xla_ffi::AnyType>,
+) -> Result<()> {
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
+    if result.size_bytes() >= POOLED_MIN_BYTES {
+        // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
+        result.advise_huge_pages();
+        let flat = value
+            .call_method1(pyo3::intern!(py, "reshape"), (-1,))
+            .and_then(|f| f.call_method1(pyo3::intern!(py, "view"), (np.uint8.bind(py),)))
+            .map_err(internal)?;
+        return xla_ffi::python::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e));
+    }
+    let bytes = value.call_method0(pyo3::intern!(py, "tobytes")).map_err(internal)?;
+    let bytes = bytes.cast::<PyBytes>().map_err(|e| internal(e.into()))?.as_bytes();
+    let dst = result.as_uninit_bytes()?;
+    if bytes.len() != dst.len() {
+        return Err(Error::invalid_argument(format!(
+            "{TARGET}: op {op:?}: expected {} bytes for a result, got {}",
+            dst.len(),
+            bytes.len()
+        )));
+    }
+    for (d, s) in dst.iter_mut().zip(bytes) {
+        d.write(*s);
+    }
+    Ok(())
 }
 
 /// Copies the function's returned arrays into the results.
@@ -362,11 +543,7 @@ fn store(
             results.len()
         ))));
     }
-    let (ndarray, uint8) = (np.ndarray.bind(py), np.uint8.bind(py));
-    // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
-    for r in results.as_mut_slice() {
-        r.advise_huge_pages();
-    }
+    let ndarray = np.ndarray.bind(py);
     for (value, result) in values.iter().zip(results.as_mut_slice()) {
         // Only exact ndarrays (no subclass hooks); viewed as flat bytes, which any dtype allows.
         if !value.get_type().is(ndarray) {
@@ -375,11 +552,7 @@ fn store(
                 value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
             ))));
         }
-        let flat = value
-            .call_method1(pyo3::intern!(py, "reshape"), (-1,))
-            .and_then(|f| f.call_method1(pyo3::intern!(py, "view"), (uint8,)))
-            .map_err(internal)?;
-        xla_ffi::python::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e))?;
+        copy_array(py, np, op, value, result)?;
     }
     Ok(())
 }

@@ -1,0 +1,157 @@
+"""The JVP and transpose rules of :class:`~xla_ffi_rs.pyop.PythonOp`: symbolic zeros
+and fixed operands.
+
+A rule given to :meth:`PythonOp.def_jvp_rule` or :meth:`PythonOp.def_transpose_rule`
+sees ``None`` for each tangent or cotangent that JAX knows to be zero (an operand
+that is not differentiated, a result whose cotangent does not matter), so it can
+skip the work, and may return ``None`` for a zero tangent or cotangent itself. The
+rules are registered in JAX's tables directly (not through
+:meth:`xla_ffi_rs.binding.Op.def_jvp`, which instantiates zeros).
+
+Operands declared ``fixed=`` are not differentiable: a non-zero tangent for one, or
+transposing with respect to one, raises a ``ValueError`` naming the op and the
+operand, before anything is lowered.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from xla_ffi_rs._compat import ad
+
+
+def is_zero(t: Any) -> bool:
+    """Whether ``t`` is JAX's symbolic zero."""
+    return type(t) is ad.Zero
+
+
+def zero_like(x: Any) -> Any:
+    """The symbolic zero tangent of a value like ``x``."""
+    return ad.Zero(jax.typeof(x).to_tangent_aval())
+
+
+def names_of(fn: Callable[..., Any]) -> list[str]:
+    """The names of ``fn``'s positional parameters (for error messages)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in kinds]
+
+
+def describe_operand(names: Sequence[str], i: int) -> str:
+    return f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
+
+
+def fixed_indices(what: str, fixed: Any) -> tuple[int, ...]:
+    """``fixed=`` as sorted distinct non-negative operand indices (else TypeError or
+    ValueError naming ``what``)."""
+    try:
+        indices = tuple(fixed)
+    except TypeError:
+        raise TypeError(f"{what}: fixed must be a sequence of operand indices, got {fixed!r}") from None
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) or len(set(indices)) != len(
+        indices
+    ):
+        raise ValueError(f"{what}: fixed must hold distinct non-negative operand indices, got {fixed!r}")
+    return tuple(sorted(indices))
+
+
+def check_fixed(
+    name: str, names: Sequence[str], fixed: Sequence[int], n: int, varying: Sequence[int], what: str
+) -> None:
+    """Raises ``ValueError`` if a fixed operand index is out of range for ``n``
+    operands, or if one of the ``varying`` operands (a non-zero tangent, a linear
+    input) is fixed; ``what`` is "differentiate" or "transpose"."""
+    if fixed and max(fixed) >= n:
+        raise ValueError(f"{name}: fixed={tuple(fixed)!r} names operand {max(fixed)}, but the op has {n} operands")
+    for i in varying:
+        if i in fixed:
+            raise ValueError(
+                f"{name}: cannot {what} with respect to {describe_operand(names, i)}: it is declared fixed "
+                f"(fixed={tuple(fixed)!r}): not differentiable; pass it as a constant (functools.partial, "
+                "jax.lax.stop_gradient) or differentiate with respect to the other operands"
+            )
+
+
+def as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def jvp_rule(
+    rule: Callable[..., Any] | None,
+    name: str,
+    names: Sequence[str],
+    fixed: tuple[int, ...],
+    vmap_levels: Callable[[dict[str, Any]], int],
+    user: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Callable[..., tuple[list[Any], list[Any]]]:
+    """The JVP rule for JAX's table: ``rule(primals, tangents, **params)`` with None
+    for symbolic zero tangents, called once per ``vmap_levels(params)`` vmapped
+    (a vectorized op's batched call); None tangents out become symbolic zeros.
+    ``rule=None`` gives a rule that only checks the fixed operands, then says the
+    op has no JVP rule."""
+
+    def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+        nonzero = [i for i, t in enumerate(tangents) if not is_zero(t)]
+        check_fixed(name, names, fixed, len(primals), nonzero, "differentiate")
+        if rule is None:
+            raise NotImplementedError(f"{name}: no JVP rule (python_op's jvp=, or def_jvp_rule)")
+        kw = user(params)
+        ts = tuple(None if is_zero(t) else t for t in tangents)
+
+        def one(p: tuple[Any, ...], t: tuple[Any, ...]) -> tuple[Any, Any]:
+            res = rule(p, t, **kw)
+            if not isinstance(res, (tuple, list)) or len(res) != 2:
+                got = (
+                    f"a {type(res).__name__} of length {len(res)}"
+                    if isinstance(res, (tuple, list))
+                    else type(res).__name__
+                )
+                raise TypeError(f"{name}: the jvp rule must return a pair (primal_out, tangent_out), got {got}")
+            return res[0], res[1]
+
+        f: Callable[..., Any] = one
+        for _ in range(vmap_levels(params)):
+            f = jax.vmap(f)
+        out, t_out = f(tuple(primals), ts)
+        outs = as_list(out)
+        t_outs = [None] * len(outs) if t_out is None else as_list(t_out)
+        if len(t_outs) != len(outs):
+            raise TypeError(f"{name}: the jvp rule gave {len(outs)} results but {len(t_outs)} tangents")
+        return outs, [zero_like(o) if t is None else t for o, t in zip(outs, t_outs, strict=True)]
+
+    return jvp
+
+
+def transpose_rule(
+    rule: Callable[..., Any] | None,
+    name: str,
+    names: Sequence[str],
+    fixed: tuple[int, ...],
+    call: Callable[[Any, Sequence[Any], dict[str, Any]], list[Any]],
+    single: Callable[[dict[str, Any]], bool],
+) -> Callable[..., list[Any]]:
+    """The transpose rule for JAX's table. Cotangents that are symbolic zeros reach
+    the rule as None (when all are, the rule is not called: every operand's
+    cotangent is zero); ``call(ct, operands, params)`` runs the rule (vmapped for a
+    vectorized op's batched call). ``rule=None`` gives a rule that only checks the
+    fixed operands, then says the op has no transpose rule."""
+
+    def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
+        linear = [i for i, x in enumerate(operands) if ad.is_undefined_primal(x)]
+        check_fixed(name, names, fixed, len(operands), linear, "transpose")
+        if rule is None:
+            raise NotImplementedError(f"{name}: no transpose rule (python_op's transpose=, or def_transpose_rule)")
+        cs = [None if is_zero(c) else c for c in cts]
+        if all(c is None for c in cs):
+            return [None] * len(operands)
+        ct = cs[0] if len(cs) == 1 and single(params) else tuple(cs)
+        return list(call(ct, operands, params))
+
+    return transpose
