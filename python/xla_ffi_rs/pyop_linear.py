@@ -45,7 +45,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xla_ffi_rs.pyop import PythonOp
-from xla_ffi_rs.pyop_roles import Role, names_of
+from xla_ffi_rs.pyop_roles import Role
+from xla_ffi_rs.pyop_rules import names_of
 
 __all__ = ["linear_op", "multilinear_op", "nonlinear_op"]
 

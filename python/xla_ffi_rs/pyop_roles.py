@@ -11,7 +11,6 @@ its shape) and reaches the user's function as ``None``.
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,16 +37,6 @@ def _is_zero(t: Any) -> bool:
 
 def _zero_like(x: Any) -> Any:
     return ad.Zero(jax.typeof(x).to_tangent_aval())
-
-
-def names_of(fn: Callable[..., Any]) -> list[str]:
-    """The names of ``fn``'s positional parameters (for error messages)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p.name for p in params if p.kind in kinds]
 
 
 def _describe_operand(names: Sequence[str], i: int) -> str:
