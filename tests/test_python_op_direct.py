@@ -118,3 +118,14 @@ def test_the_direct_path_is_used_only_without_params_outputs_or_sharding() -> No
     assert op._direct({}, (1,)) is None
     with_params = python_op(f, abstract_eval=lambda x, **params: x)
     assert jnp.array_equal(jax.jit(lambda x: with_params(x, k=2))(jnp.ones(2)), jnp.ones(2))
+
+
+@pytest.mark.parametrize("shape", SIZES)
+def test_a_result_in_the_other_byte_order_is_converted(shape) -> None:
+    x = np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape)
+    swapped = python_op(lambda x: np.sin(x).astype(">f8"), abstract_eval=like, name="big_endian")
+    np.testing.assert_array_equal(jax.jit(swapped)(x), np.sin(x))
+    # A different dtype stays an error that names both, even in the other byte order.
+    wrong = python_op(lambda x: x.astype(">f4"), abstract_eval=like, name="big_endian_f32")
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"result 0: expected float64\[.*got float32"):
+        jax.jit(wrong)(x).block_until_ready()

@@ -551,6 +551,8 @@ def _checked(
     arrays = []
     for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
         arr = np.asarray(value)
+        if arr.dtype != dtype and arr.dtype.newbyteorder("=") == dtype:
+            arr = arr.astype(dtype)  # the same values in the other byte order
         if arr.shape != tuple(shape) or arr.dtype != dtype:
             return _INVALID_ARGUMENT, _text(
                 f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_describe(arr.shape, arr.dtype)}"
