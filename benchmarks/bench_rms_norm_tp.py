@@ -21,19 +21,19 @@ import os
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
-import math  # noqa: E402
-import re  # noqa: E402
-from typing import Any  # noqa: E402
+import math
+import re
+from typing import Any
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import xla_ffi_rs as xr  # noqa: E402
-from common import QUICK  # noqa: E402
-from reporting import report, target  # noqa: E402
-from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_op  # noqa: E402
+import xla_ffi_rs as xr
+from common import QUICK
+from reporting import report, target
+from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_op
 
 EPS = 1e-5
 COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
@@ -92,7 +92,7 @@ def main() -> None:
                 ):
                     b_tp, b_ga = compiled_bytes(tp, *args), compiled_bytes(ga, *args)
                     moved_x = b_tp["all-gather"] + b_tp["all-to-all"] + b_tp["collective-permute"]
-                    row = {
+                    row: dict[str, Any] = {
                         "partitioner": partitioner,
                         "x": "x".join(map(str, shape)) + " f32",
                         "split": layout,
@@ -121,8 +121,11 @@ def main() -> None:
         {"bytes moved by collectives per call, per device (from the compiled HLO)": rows},
         targets,
         notes=[
-            "TP: x split along hidden, one all-reduce of one f32 per row (forward; grad adds the backward's per-row dots"
-            " and, with batch split, dweight's all-reduce; a replicated weight's gradient is all-gathered, never x)",
+            (
+                "TP: x split along hidden, one all-reduce of one f32 per row (forward; grad adds the backward's per-row"
+                " dots and, with batch split, dweight's all-reduce; a replicated weight's gradient is all-gathered,"
+                " never x)"
+            ),
             "gather: the kernel path, which gathers x's hidden axis before the call",
             "compiled only, not run: forced CPU devices share the cores, so no times are reported",
         ],

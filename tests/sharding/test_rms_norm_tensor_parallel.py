@@ -164,7 +164,9 @@ def test_tensor_parallel_rms_norm(
         assert all(s == w.shape for s in gathered), f"all-gathers of {gathered}: only dweight {w.shape} may be"
     else:
         assert not gathered, f"all-gathers of {gathered}"
-    moved = [line.strip() for line in hlo.splitlines() if any(re.search(rf"\s{c}(-start)?\(", line) for c in MOVES_DATA[1:])]
+    moved = [
+        line.strip() for line in hlo.splitlines() if any(re.search(rf"\s{c}(-start)?\(", line) for c in MOVES_DATA[1:])
+    ]
     assert not moved, "the compiled program moves data:\n" + "\n".join(moved)
     rows = math.prod(n // split_count(m, e) for n, e in zip(shape[:-1], spec[:-1], strict=True))
     rows *= 2 if transform == "vmap" else 1

@@ -338,7 +338,7 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
     if tensor_parallel_axes(x, weight.ndim) is not None:
-        _FWD.infer(jax.typeof(x), jax.typeof(weight))  # the handler's dtype and shape checks
+        _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks
         return rms_norm_tensor_parallel(x, weight, eps=eps)
     y, _ = rms_norm_fwd_op(x, weight, eps=eps)  # dtypes and shapes: the handler's checks
     return y

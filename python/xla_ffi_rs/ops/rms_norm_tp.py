@@ -115,7 +115,7 @@ def rms_norm_tensor_parallel(x: jax.Array, weight: jax.Array, *, eps: float) -> 
     body = partial(_local_rms_norm, eps=eps, axes=axes, size=math.prod(weight.shape))
     shard_map = jax.shard_map if hasattr(jax, "shard_map") else _experimental_shard_map()
     fn = shard_map(body, mesh=mesh, in_specs=(x_spec, w_spec), out_specs=x_spec)
-    return fn(x, weight)  # type: ignore[no-any-return]
+    return fn(x, weight)
 
 
 def _experimental_shard_map() -> Any:
