@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding
@@ -27,6 +28,7 @@ from jax.sharding import PartitionSpec as P
 
 import xla_ffi_rs as xr
 from helpers import RMS_FWD, rms_norm_bwd_np, rms_norm_np
+from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp
 
 EPS = 1e-5
 SCALE = 2.0
@@ -211,3 +213,36 @@ def test_bad_input_on_a_tensor_parallel_x_raises_before_lowering() -> None:
     assert "32" in str(err.value) and "8" in str(err.value), err.value
     with pytest.raises(TypeError, match=r"rms_norm"):
         xr.rms_norm(jax.device_put(np.ones((8, 32), np.int32), xs), np.ones(32))
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_eagerly_second_order_and_vmap_over_a_split_axis(
+    partitioner: str, use_partitioner: Callable[[str], None]
+) -> None:
+    """Without jit (a weight on one device), grad of grad under jit, and vmap over
+    an axis split over the mesh: same values as the unsharded jnp formula."""
+    use_partitioner(partitioner)
+    m = mesh("2x4")
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((8, 32)), rng.uniform(0.5, 1.5, 32)
+    xd = jax.device_put(x, NamedSharding(m, P("a", "b")))
+    close(norm(xd, w), norm_np(x, w), "eager forward")
+
+    def ref(x: jax.Array, w: jax.Array) -> jax.Array:
+        return SCALE * rms_norm_fwd_jnp(x, w, eps=EPS)[0] + x
+
+    def second(f: Callable[..., jax.Array]) -> Callable[..., Any]:
+        def dw_norm(x: jax.Array, w: jax.Array) -> jax.Array:
+            return jnp.sum(jax.grad(lambda x, w: jnp.sum(jnp.sin(f(x, w))), (0, 1))(x, w)[1] ** 2)
+
+        return jax.grad(dw_norm, (0, 1))
+
+    for g, r, what in zip(jax.jit(second(norm))(xd, w), second(ref)(x, w), ("x", "w"), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-10, atol=1e-12, err_msg=f"second order {what}")
+    xv = np.stack([x, 2 * x - 1])
+    fn = jax.jit(jax.vmap(norm, in_axes=(0, None)))
+    args = (jax.device_put(xv, NamedSharding(m, P("a", None, "b"))), w)
+    close(fn(*args), np.stack([norm_np(v, w) for v in xv]), "vmap over an axis split over 'a'")
+    hlo = str(fn.lower(*args).compile().as_text())
+    assert not any(collective_shapes(hlo, c) for c in MOVES_DATA), "vmap over a split axis moved data"
+    assert {math.prod(s) for s in collective_shapes(hlo, "all-reduce")} == {8}, "one value per local row (1 x 8)"

@@ -106,6 +106,15 @@ def rms_norm_tensor_parallel(x: jax.Array, weight: jax.Array, *, eps: float) -> 
             f"rms_norm_tensor_parallel: weight.shape must equal the trailing axes of x.shape, "
             f"got x {tuple(x.shape)} and weight {tuple(weight.shape)}"
         )
+    return _tensor_parallel(x, weight, eps=eps)
+
+
+@partial(jax.jit, static_argnames="eps")
+def _tensor_parallel(x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Array:
+    """Traced under ``jit`` always, so that an eager call on a sharded ``x`` with a
+    weight on one device lays the weight out on the mesh as a traced call does."""
+    axes, spec = tensor_parallel_axes(x, weight.ndim), _spec(x)
+    assert axes is not None and spec is not None
     mesh = jax.typeof(x).sharding.mesh
     x_spec, w_spec = P(*spec), P(*spec[x.ndim - weight.ndim :])
     if _spec(weight) != (tuple(w_spec) if _axes(tuple(w_spec)) else None):
