@@ -19,12 +19,14 @@ all-reduce of one value per row, and the weight's gradient, when x's batch axes
 are split too, with the usual all-reduce over those. ``jvp`` and ``vmap`` are
 ``shard_map``'s own rules over the same per-shard function.
 
-Why jnp in the per-shard function and not the Rust kernels: the all-reduce sits
-between the reduction and the normalization, so any implementation reads the
-local block twice (once for the partial sum, once to normalize, with the sum of
-the other shards in between); XLA fuses each of the two passes, so a pair of
-kernels (partial sum of squares, normalize with a given ``inv_rms``) could only
-win on code generation, not on memory traffic.
+The per-shard function is jnp, not the Rust kernels: the all-reduce sits between
+the reduction and the normalization, so any implementation makes two passes over
+the local block (the partial sums, then the normalization), and XLA fuses each
+pass. The passes are not as fast as the kernel, though: on one device, XLA's
+forward on a (8192, 512) f32 block takes about twice the kernel's time (best of
+interleaved runs, 2-core AVX2). A pair of targets (partial sums of squares;
+normalize with a given ``inv_rms``), and a per-row dot for the gradient, would
+close that; the communication, the point of this path, would not change.
 
 Example (on a mesh with explicit axes; see docs/sharding.md):
     >>> tensor_parallel_axes(jax.ShapeDtypeStruct((4, 8), jnp.float32), 1) is None
