@@ -33,6 +33,7 @@ from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp
 EPS = 1e-5
 SCALE = 2.0
 MOVES_DATA = ("all-gather", "all-to-all", "collective-permute")
+OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 12)
 
 #: name -> (mesh shape, mesh axis names)
 MESHES = {"1d": ((8,), ("h",)), "2x4": ((2, 4), ("a", "b"))}
@@ -244,5 +245,10 @@ def test_eagerly_second_order_and_vmap_over_a_split_axis(
     args = (jax.device_put(xv, NamedSharding(m, P("a", None, "b"))), w)
     close(fn(*args), np.stack([norm_np(v, w) for v in xv]), "vmap over an axis split over 'a'")
     hlo = str(fn.lower(*args).compile().as_text())
-    assert not any(collective_shapes(hlo, c) for c in MOVES_DATA), "vmap over a split axis moved data"
+    if partitioner == "shardy" and OLD_JAX:
+        # jax 0.10's shard_map under vmap, lowered for Shardy, gathers the vmapped
+        # axis (not the hidden one) around the call; jax 0.12 keeps it split.
+        assert all(s == (2, 8, 8) for c in MOVES_DATA for s in collective_shapes(hlo, c)), hlo
+    else:
+        assert not any(collective_shapes(hlo, c) for c in MOVES_DATA), "vmap over a split axis moved data"
     assert {math.prod(s) for s in collective_shapes(hlo, "all-reduce")} == {8}, "one value per local row (1 x 8)"
