@@ -65,7 +65,7 @@ for PY in "${pys[@]}"; do
             || echo "warning: jaxbind not installed; bench_python_call.py skips it" >&2
     fi
     cd "$here"
-    for suite in bench_kepler.py bench_accuracy.py bench_overhead.py bench_rms_norm.py bench_threads.py bench_alloc.py bench_python_call.py bench_async.py; do
+    for suite in bench_kepler.py bench_accuracy.py bench_overhead.py bench_rms_norm.py bench_rms_norm_tp.py bench_threads.py bench_alloc.py bench_python_call.py bench_async.py; do
         echo; echo "==> jax $ver: $suite ${args[*]:-}"
         start=$SECONDS
         if ! "$PY" "$suite" "${args[@]}"; then

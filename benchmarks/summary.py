@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-ORDER = ["kepler", "accuracy", "overhead", "rms_norm", "threads", "alloc", "python_call", "async"]
+ORDER = ["kepler", "accuracy", "overhead", "rms_norm", "rms_norm_tp", "threads", "alloc", "python_call", "async"]
 
 
 def load(results: Path) -> dict[str, dict]:

@@ -47,6 +47,9 @@ def reference() -> dict[str, np.ndarray]:
         "ty": ty,
         "tgx": tgx,
         "tgw": tgw,
+        "tp_y": ty,  # tensor parallel: the same values
+        "tp_gx": tgx,
+        "tp_gw": tgw,
     }
 
 

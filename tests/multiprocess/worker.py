@@ -53,6 +53,9 @@ def main() -> None:
     m_g, e_g = global_array(m, sh2), global_array(e, sh2)
     x_g, w_g = global_array(x, sh3), global_array(w, rep)
     t_g = global_array(t, NamedSharding(mesh, P(("proc", "dev"), None)))
+    # Tensor parallel: the hidden axis split over both processes' devices, so the
+    # per-row all-reduce crosses processes.
+    t_tp = global_array(t, NamedSharding(mesh, P(None, ("proc", "dev"))))
 
     sin_e, cos_e = jax.jit(xr.kepler)(m_g, e_g)
     y = jax.jit(lambda x, w: xr.rms_norm(x, w, eps=1e-5))(x_g, w_g)
@@ -60,8 +63,11 @@ def main() -> None:
     gx, gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(x_g, w_g)
     ty = jax.jit(lambda t, w: xr.rms_norm(t, w, eps=1e-5))(t_g, w_g)
     tgx, tgw = jax.jit(jax.grad(loss, argnums=(0, 1)))(t_g, w_g)
+    tp_y = jax.jit(lambda t, w: xr.rms_norm(t, w, eps=1e-5))(t_tp, w_g)
+    tp_gx, tp_gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(t_tp, w_g)
 
     outs = {"sin_e": sin_e, "cos_e": cos_e, "y": y, "gx": gx, "gw": gw, "ty": ty, "tgx": tgx, "tgw": tgw}
+    outs |= {"tp_y": tp_y, "tp_gx": tp_gx, "tp_gw": tp_gw}
     results = {name: np.asarray(multihost_utils.process_allgather(v, tiled=True)) for name, v in outs.items()}
     np.savez(os.path.join(out, f"proc{pid}.npz"), **results)  # type: ignore[arg-type]
     jax.distributed.shutdown()

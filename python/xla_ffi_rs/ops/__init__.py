@@ -6,6 +6,8 @@ reference formulas (``*_jnp``, what platforms without the target lower) and the
 public function, which the package re-exports: ``xla_ffi_rs.kepler``,
 ``xla_ffi_rs.rms_norm``, ``xla_ffi_rs.rms_norm_inplace``. This package itself
 defines no names, so ``xla_ffi_rs.ops.kepler`` is always the module.
+:mod:`xla_ffi_rs.ops.rms_norm_tp` holds rms_norm's tensor-parallel path (x split
+along its normalized axes), which ``xla_ffi_rs.rms_norm`` takes by itself.
 
 Example:
     >>> import xla_ffi_rs.ops.kepler as m

@@ -48,6 +48,7 @@ from xla_ffi_rs.binding import (
     vmap_batching,
 )
 from xla_ffi_rs.dtypes import accumulation_dtype, result_dtype
+from xla_ffi_rs.ops.rms_norm_tp import rms_norm_tensor_parallel, tensor_parallel_axes
 
 __all__ = [
     "bwd_workspace_aval",
@@ -324,6 +325,11 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     Works under ``jit``, ``vmap``, ``jvp`` (dedicated forward path), ``grad``
     (``rms_norm_bwd`` kernel) and second order.
 
+    Tensor parallel: when ``x``'s type splits a normalized axis over mesh axes (a
+    mesh with explicit axes), each shard sums the squares of its block of each
+    row, one all-reduce of one value per row adds them, and each shard normalizes
+    its block; ``x`` is never gathered (:mod:`xla_ffi_rs.ops.rms_norm_tp`).
+
     >>> import jax.numpy as jnp
     >>> [round(v, 3) for v in rms_norm(jnp.array([3.0, 4.0]), jnp.ones(2), eps=0.0).tolist()]
     [0.849, 1.131]
@@ -331,5 +337,8 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
+    if tensor_parallel_axes(x, weight.ndim) is not None:
+        _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks
+        return rms_norm_tensor_parallel(x, weight, eps=eps)
     y, _ = rms_norm_fwd_op(x, weight, eps=eps)  # dtypes and shapes: the handler's checks
     return y
