@@ -135,9 +135,11 @@ class Op:
         """Bind the op; params must be hashable. Returns one array per result.
 
         A declared op (:func:`op`) checks its params against the declared
-        attributes first (TypeError/ValueError naming the target and attribute)."""
+        attributes first (TypeError/ValueError naming the target and attribute),
+        and leaves out trailing optional operands passed as None (or not passed)."""
         if self.declaration is not None:
             params = self.declaration.params(params)
+            operands = self.declaration.present(operands)
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
 
     def __repr__(self) -> str:
@@ -215,7 +217,8 @@ class Op:
     def batched(self, n_in: int, n_out: int) -> tuple[list[bool], list[bool]]:
         """Which operands and results carry the batch axes (see ``batched``)."""
         batched_in, batched_out = self._batched or ([True] * n_in, [True] * n_out)
-        return list(batched_in), [b and i not in self.reductions for i, b in enumerate(batched_out)]
+        # A call without its optional operands binds fewer than the declaration has.
+        return list(batched_in)[:n_in], [b and i not in self.reductions for i, b in enumerate(batched_out)]
 
     def def_lowering(self, platform: str, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Replace the lowering for one platform (e.g. a target with an extra result)."""
