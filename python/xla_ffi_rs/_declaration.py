@@ -51,8 +51,24 @@ class Declaration:
             raise ValueError(f"binding.op: declaration: missing key(s) {', '.join(missing)}")
         self.raw = dict(declaration)
         self.target: str = str(declaration["target"])
-        self.operands: list[dict[str, Any]] = [dict(o) for o in declaration["operands"]]
-        self.results: list[dict[str, Any]] = [dict(r) for r in declaration["results"]]
+        operands = [dict(o) for o in declaration["operands"]]
+        results = [dict(r) for r in declaration["results"]]
+        #: Where the token operand and result are in the call (``Token``,
+        #: ``ResultToken``: dtype ``token``), or None. They are not the op's: the
+        #: lowering threads JAX's ordered-effect token through them.
+        self.tokens: tuple[int, int] | None = None
+        token_in = [i for i, o in enumerate(operands) if _is_token(o)]
+        token_out = [i for i, r in enumerate(results) if _is_token(r)]
+        if token_in or token_out:
+            if len(token_in) != 1 or len(token_out) != 1:
+                raise ValueError(
+                    f"binding.op: {declaration['target']}: a token op takes one Token operand and returns one "
+                    f"ResultToken result, got {len(token_in)} and {len(token_out)}"
+                )
+            self.tokens = (token_in[0], token_out[0])
+        #: The op's operands and results (the token ones left out).
+        self.operands: list[dict[str, Any]] = [o for o in operands if not _is_token(o)]
+        self.results: list[dict[str, Any]] = [r for r in results if not _is_token(r)]
         self.attributes: list[dict[str, Any]] = [dict(a) for a in declaration["attributes"]]
         self.batch: str | None = declaration.get("batch")
         self.linear: list[str] = list(declaration.get("linear") or [])
@@ -107,8 +123,14 @@ class Declaration:
                 else f"{self.required} to {len(self.operands)}"
             )
             raise TypeError(f"{self.target}: expected {count} operands ({names}), got {len(avals)}")
-        shapes = [tuple(int(d) for d in a.shape) for a in avals]
-        results, batch = _native.infer(self.raw, shapes, [np.dtype(a.dtype).name for a in avals])
+        shapes: list[tuple[int, ...]] = [tuple(int(d) for d in a.shape) for a in avals]
+        dtypes = [np.dtype(a.dtype).name for a in avals]
+        if self.tokens is not None:
+            shapes.insert(self.tokens[0], ())
+            dtypes.insert(self.tokens[0], "token")
+        results, batch = _native.infer(self.raw, shapes, dtypes)
+        if self.tokens is not None:
+            del results[self.tokens[1]]
         return [ShapedArray(tuple(s), np.dtype(_dtype(d))) for s, d in results], int(batch)
 
     # -- attributes -----------------------------------------------------------
@@ -143,6 +165,10 @@ class Declaration:
         types; an optional attribute that is None is left out."""
         types = {a["name"]: a["type"] for a in self.attributes}
         return {k: _lowered(types[k], v) for k, v in params.items() if v is not None and k in types}
+
+
+def _is_token(spec: Mapping[str, Any]) -> bool:
+    return list(spec.get("dtypes") or ()) == ["token"]
 
 
 def _dtype(name: str) -> Any:

@@ -175,9 +175,10 @@ const fn float_rank(d: DataType) -> u8 {
     }
 }
 
-/// The dtype of a NumPy name the notation knows (`float32`, `bfloat16`, ...).
+/// The dtype of a NumPy name the notation knows (`float32`, `bfloat16`, ...), or of
+/// `token`.
 pub fn dtype_by_name(name: &str) -> Option<DataType> {
-    const ALL: [DataType; 15] = [
+    const ALL: [DataType; 16] = [
         DataType::PRED,
         DataType::S8,
         DataType::S16,
@@ -193,6 +194,7 @@ pub fn dtype_by_name(name: &str) -> Option<DataType> {
         DataType::F64,
         DataType::C64,
         DataType::C128,
+        DataType::TOKEN,
     ];
     ALL.iter().copied().find(|d| d.name() == name)
 }

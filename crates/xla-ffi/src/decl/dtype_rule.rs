@@ -12,7 +12,8 @@
 //! operand 0 against them. A trailing `?` marks an optional operand or result
 //! (`"T, T? -> T"`): the call may leave it out, and the rule must hold without it.
 
-/// The dtype names of the notation, as NumPy (and `DataType::name`) spell them.
+/// The dtype names of the notation, as NumPy (and `DataType::name`) spell them, and
+/// `token`: the dtype of a `Token` operand or result (`xla_ffi::Token`).
 pub const DTYPE_NAMES: &[&str] = &[
     "bool",
     "int8",
@@ -29,6 +30,7 @@ pub const DTYPE_NAMES: &[&str] = &[
     "float64",
     "complex64",
     "complex128",
+    "token",
 ];
 
 /// Variables per rule at most (the runtime check binds them in a fixed-size array).
