@@ -5,6 +5,8 @@ native checker (`binding.infer`) with and without the optional operand."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,6 +51,10 @@ REDUCE = {
     "transpose": None,
 }
 
+#: None where an operand goes (an optional one left out); typed Any for mypy,
+#: as binding.Op's operands are typed as arrays.
+NONE: Any = None
+
 SEEN: list[tuple] = []
 
 
@@ -81,11 +87,11 @@ def test_an_optional_operand_left_out_or_none_is_not_bound():
     SEEN.clear()
     np.testing.assert_array_equal(jax.jit(lambda x, b: ADD_BIAS(x, b)[0])(x, b), x + b)
     np.testing.assert_array_equal(jax.jit(lambda x: ADD_BIAS(x)[0])(x), x)
-    np.testing.assert_array_equal(jax.jit(lambda x: ADD_BIAS(x, None)[0])(x), x)
+    np.testing.assert_array_equal(jax.jit(lambda x: ADD_BIAS(x, NONE)[0])(x), x)
     assert SEEN == [("add_bias", 2), ("add_bias", 1), ("add_bias", 1)]
     # The primitive binds one operand without the bias.
-    assert "add_bias" in str(jax.make_jaxpr(lambda x: ADD_BIAS(x, None))(x))
-    assert len(jax.make_jaxpr(lambda x: ADD_BIAS(x, None))(x).eqns[0].invars) == 1
+    assert "add_bias" in str(jax.make_jaxpr(lambda x: ADD_BIAS(x, NONE))(x))
+    assert len(jax.make_jaxpr(lambda x: ADD_BIAS(x, NONE))(x).eqns[0].invars) == 1
     # vmap, with and without the bias.
     np.testing.assert_array_equal(jax.vmap(lambda r: ADD_BIAS(r, b)[0])(x), x + b)
     np.testing.assert_array_equal(jax.vmap(lambda r: ADD_BIAS(r)[0])(x), x)
@@ -93,7 +99,7 @@ def test_an_optional_operand_left_out_or_none_is_not_bound():
 
 def test_none_in_place_of_a_required_operand_raises_type_error():
     with pytest.raises(TypeError, match=r"demo.add_bias: operand 0 \(x\) is None, but it is not optional"):
-        ADD_BIAS(None, np.ones(3, np.float32))
+        ADD_BIAS(NONE, np.ones(3, np.float32))
     with pytest.raises(TypeError, match=r"demo.add_bias: expected 1 to 2 operands \(x, bias\?\), got 0"):
         ADD_BIAS()
     with pytest.raises(ValueError, match=r"demo.add_bias: operand 1 \(bias\): expected shape \[3\]"):
@@ -107,8 +113,10 @@ def test_enum_attribute_by_integer_or_name():
         np.testing.assert_allclose(REDUCE_OP(x, mode=mode)[0], [want])
     # The name passed on as its integer: "Mean" reuses the compiled call of np.int8(7).
     assert [s[1] for s in SEEN] == [0, 1, 7]
-    assert REDUCE_OP.declaration.params({"mode": "Sum", "wide": "High"}) == {"mode": 0, "wide": 2**64 - 1}
-    lowered = REDUCE_OP.declaration.lowering_attributes({"mode": 1, "wide": 2**64 - 1})
+    decl = REDUCE_OP.declaration
+    assert decl is not None
+    assert decl.params({"mode": "Sum", "wide": "High"}) == {"mode": 0, "wide": 2**64 - 1}
+    lowered = decl.lowering_attributes({"mode": 1, "wide": 2**64 - 1})
     assert lowered["mode"].dtype == np.int64 and lowered["wide"].dtype == np.uint64
 
 

@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import shutil
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +24,10 @@ from xla_ffi_rs import binding
 
 jax.config.update("jax_enable_x64", True)
 JAX = tuple(int(p) for p in jax.__version__.split(".")[:2])
+
+#: None where an operand goes (an optional one left out); typed Any for mypy,
+#: as binding.Op's operands are typed as arrays.
+NONE: Any = None
 
 FEATURES = ("features.conj_scale", "features.add_bias", "features.reduce", "features.log_append", "features.user_data")
 
@@ -77,7 +82,9 @@ def test_conj_scale_matches_numpy_and_aliases(decls, dtype):
 
 def test_conj_scale_refuses_a_float_before_lowering(decls):
     op = binding.op(decls["features.conj_scale"])
-    with pytest.raises(TypeError, match=r"features.conj_scale: operand 0 \(x\): expected dtype complex64 or complex128, got float32"):
+    with pytest.raises(
+        TypeError, match=r"features.conj_scale: operand 0 \(x\): expected dtype complex64 or complex128, got float32"
+    ):
         jax.jit(lambda x: op(x, k=1.0))(np.ones(3, np.float32))
 
 
@@ -91,10 +98,12 @@ def test_add_bias_with_and_without_the_optional_bias(decls, dtype):
     bias = np.array([10, 20, 30, 40], dtype=dtype)
     np.testing.assert_array_equal(np.asarray(jax.jit(lambda x, b: op(x, b)[0])(x, bias)), x + bias)
     # Left out, or passed as None: the custom call has one operand.
-    for f in (lambda x: op(x)[0], lambda x: op(x, None)[0]):
+    for f in (lambda x: op(x)[0], lambda x: op(x, NONE)[0]):
         np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), x)
         assert re.search(r": \(tensor<3x4x(f32|f64)>\) -> tensor<3x4x\1>$", _call_line(f, x, "features.add_bias"))
-    assert re.search(r": \(tensor<3x4x(f..)>, tensor<4x\1>\) -> ", _call_line(lambda x: op(x, bias), x, "features.add_bias"))
+    assert re.search(
+        r": \(tensor<3x4x(f..)>, tensor<4x\1>\) -> ", _call_line(lambda x: op(x, bias), x, "features.add_bias")
+    )
     # vmap with and without the bias (the bias shared by every row).
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda r: op(r, bias)[0])(x)), x + bias)
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda r: op(r)[0])(x)), x)
@@ -108,7 +117,7 @@ def test_add_bias_checks_a_present_bias_before_lowering(decls):
     with pytest.raises(TypeError, match=r"operand 1 \(bias\): expected dtype float32 .*got float64"):
         jax.jit(lambda x, b: op(x, b))(x, np.ones(4, np.float64))
     with pytest.raises(TypeError, match=r"features.add_bias: operand 0 \(x\) is None, but it is not optional"):
-        op(None)
+        op(NONE)
 
 
 # ---- enum attribute ----------------------------------------------------------------
@@ -148,7 +157,9 @@ def test_a_runtime_error_carries_the_runtimes_message(native):
     # XLA's own message, with its code where the runtime gives one (API 0.4+,
     # jaxlib 0.12); API 0.3's errors carry none and read as INTERNAL.
     code = "NOT_FOUND" if JAX >= (0, 12) else "INTERNAL"
-    assert re.search(rf"{code}: features.user_data: User data with type id \d+ not found in execution context", str(e.value))
+    assert re.search(
+        rf"{code}: features.user_data: User data with type id \d+ not found in execution context", str(e.value)
+    )
 
 
 # ---- tokens ------------------------------------------------------------------------
@@ -187,7 +198,8 @@ def test_tokens_order_side_effects_in_program_order(native, decls):
 
 def test_a_token_op_refuses_bad_input_before_lowering(decls):
     op = binding.op(decls["features.log_append"])
-    assert [o["name"] for o in op.declaration.operands] == ["x"]  # the token is not the caller's
+    # The token is not the caller's.
+    assert op.declaration is not None and [o["name"] for o in op.declaration.operands] == ["x"]
     with pytest.raises(TypeError, match=r"features.log_append: operand 1 \(x\): expected dtype float32, got float64"):
         op(np.float64(1.0))
     with pytest.raises(ValueError, match=r"features.log_append: operand 1 \(x\): expected shape \[\]"):

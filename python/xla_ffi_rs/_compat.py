@@ -46,7 +46,7 @@ def _ffi_side_effect() -> object:
 FFI_SIDE_EFFECT: object = _ffi_side_effect()
 
 
-def ordered_effect() -> object:
+def ordered_effect() -> Any:
     """JAX's ordered IO effect: what ``io_callback(..., ordered=True)`` declares. A
     primitive with it gets a ``!stablehlo.token`` in its lowering context
     (``ctx.tokens_in``), threaded through every op with the same effect in program
@@ -60,7 +60,8 @@ def ordered_effect() -> object:
     return _ORDERED_EFFECT
 
 
-_ORDERED_EFFECT: object | None = None
+_ORDERED_EFFECT: Any = None
+
 
 def abstract_token() -> Any:
     """The abstract value of a token: ``jax.ffi.abstract_token`` (jax 0.12); jax

@@ -348,13 +348,11 @@ def _token_call(
     args.insert(at_in, ctx.tokens_in.get(effect))
     aliases = lowering_args.pop("operand_output_aliases", {})
     if aliases:  # the indices of the call, which has the token besides
-        lowering_args["operand_output_aliases"] = {
-            i + (i >= at_in): o + (o >= at_out) for i, o in aliases.items()
-        }
+        lowering_args["operand_output_aliases"] = {i + (i >= at_in): o + (o >= at_out) for i, o in aliases.items()}
     lowering_args["has_side_effect"] = True
     sub = call_ctx.replace(avals_in=avals_in, avals_out=avals_out)
     outs = list(jax.ffi.ffi_lowering(target, **lowering_args)(sub, *args, **attributes))
-    token = outs.pop(at_out)
+    token: Any = outs.pop(at_out)
     ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
     return outs
 
