@@ -22,7 +22,7 @@ CARGO_TARGET_DIR=target/python cargo build --release --features python
 export PLUGIN_CTYPES_LIB="$PWD/target/release/libxla_ffi_plugin_example.so"
 export PLUGIN_PYO3_LIB="$PWD/target/python/release/libxla_ffi_plugin_example.so"
 for py in "$XFR_PY312" "$XFR_PY311"; do
-    "$py" -m pytest -q -p no:cacheprovider test_plugin.py
+    "$py" -m pytest -q -p no:cacheprovider test_plugin.py test_features.py
     # The docs' blocks that register this plugin (docs/handlers.md), as written.
     XFR_DOCS_PLUGIN=1 "$py" -m pytest -q -p no:cacheprovider ../../tests/test_docs.py -k plugin
 done

@@ -28,11 +28,13 @@ def test_rms_norm_fwd_declaration_contents() -> None:
     assert d["target"] == RMS_FWD
     assert [o["name"] for o in d["operands"]] == ["x", "weight"]
     assert [r["name"] for r in d["results"]] == ["y", "inv_rms"]
-    assert d["operands"][0] == {"name": "x", "dtypes": FLOATS, "dims": ["...b", "...n"], "dtype": "X"}
+    x = {"name": "x", "optional": False, "dtypes": FLOATS, "dims": ["...b", "...n"], "dtype": "X"}
+    assert d["operands"][0] == x
     assert d["operands"][1]["dims"] == ["...n"]
     assert d["results"][0]["dtype"] == "promote(X, W)"
-    assert d["results"][1] == {"name": "inv_rms", "dtypes": FLOATS, "dims": ["...b"], "dtype": "acc(X, W)"}
-    assert d["attributes"] == [{"name": "eps", "type": "f64", "optional": False}]
+    inv_rms = {"name": "inv_rms", "optional": False, "dtypes": FLOATS, "dims": ["...b"], "dtype": "acc(X, W)"}
+    assert d["results"][1] == inv_rms
+    assert d["attributes"] == [{"name": "eps", "type": "f64", "optional": False, "enum": None}]
     assert d["shapes"] == "...b ...n, ...n -> ...b ...n, ...b"
     assert d["dtypes"] == "X, W -> promote(X, W), acc(X, W)"
     assert d["batch"] == "b"
@@ -56,7 +58,7 @@ def test_kepler_declarations_name_their_transposes() -> None:
 def test_the_stateful_example_merges_its_stages() -> None:
     d = decl("xla_ffi_rs.examples.scale")
     assert [o["name"] for o in d["operands"]] == ["x"]
-    assert d["attributes"] == [{"name": "factor", "type": "f32", "optional": False}]
+    assert d["attributes"] == [{"name": "factor", "type": "f32", "optional": False, "enum": None}]
     assert d["linear"] == ["x"] and d["transpose"] == "xla_ffi_rs.examples.scale"
     assert d["dtypes"] is None and d["results"][0]["dtypes"] == ["float32"]
 

@@ -46,6 +46,33 @@ def _ffi_side_effect() -> object:
 FFI_SIDE_EFFECT: object = _ffi_side_effect()
 
 
+def ordered_effect() -> Any:
+    """JAX's ordered IO effect: what ``io_callback(..., ordered=True)`` declares. A
+    primitive with it gets a ``!stablehlo.token`` in its lowering context
+    (``ctx.tokens_in``), threaded through every op with the same effect in program
+    order. Read off a traced ``io_callback``, as JAX has no public name for it;
+    nothing is called."""
+    global _ORDERED_EFFECT
+    if _ORDERED_EFFECT is None:
+        from jax.experimental import io_callback
+
+        (_ORDERED_EFFECT,) = jax.make_jaxpr(lambda: io_callback(lambda: None, None, ordered=True))().effects
+    return _ORDERED_EFFECT
+
+
+_ORDERED_EFFECT: Any = None
+
+
+def abstract_token() -> Any:
+    """The abstract value of a token: ``jax.ffi.abstract_token`` (jax 0.12); jax
+    0.10 has it only as the deprecated ``jax.core.abstract_token``, read here from
+    its home in ``jax._src.core`` (on first use) without the warning."""
+    token = getattr(jax.ffi, "abstract_token", None)
+    if token is None:
+        from jax._src.core import abstract_token as token
+    return token
+
+
 def sdy_sharding_rule(text: str, replicated: Sequence[str], types_in: Sequence[Any], types_out: Sequence[Any]) -> Any:
     """The ``sdy.sharding_rule`` attribute (an MLIR attribute) of a custom call
     whose operands and results have the MLIR types ``types_in``/``types_out``, from
@@ -70,8 +97,10 @@ __all__ = [
     "Primitive",
     "ShapedArray",
     "Tracer",
+    "abstract_token",
     "ad",
     "batching",
     "mlir",
+    "ordered_effect",
     "sdy_sharding_rule",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,12 +51,31 @@ class Declaration:
             raise ValueError(f"binding.op: declaration: missing key(s) {', '.join(missing)}")
         self.raw = dict(declaration)
         self.target: str = str(declaration["target"])
-        self.operands: list[dict[str, Any]] = [dict(o) for o in declaration["operands"]]
-        self.results: list[dict[str, Any]] = [dict(r) for r in declaration["results"]]
+        operands = [dict(o) for o in declaration["operands"]]
+        results = [dict(r) for r in declaration["results"]]
+        #: Where the token operand and result are in the call (``Token``,
+        #: ``ResultToken``: dtype ``token``), or None. They are not the op's: the
+        #: lowering threads JAX's ordered-effect token through them.
+        self.tokens: tuple[int, int] | None = None
+        token_in = [i for i, o in enumerate(operands) if _is_token(o)]
+        token_out = [i for i, r in enumerate(results) if _is_token(r)]
+        if token_in or token_out:
+            if len(token_in) != 1 or len(token_out) != 1:
+                raise ValueError(
+                    f"binding.op: {declaration['target']}: a token op takes one Token operand and returns one "
+                    f"ResultToken result, got {len(token_in)} and {len(token_out)}"
+                )
+            self.tokens = (token_in[0], token_out[0])
+        #: The op's operands and results (the token ones left out).
+        self.operands: list[dict[str, Any]] = [o for o in operands if not _is_token(o)]
+        self.results: list[dict[str, Any]] = [r for r in results if not _is_token(r)]
         self.attributes: list[dict[str, Any]] = [dict(a) for a in declaration["attributes"]]
         self.batch: str | None = declaration.get("batch")
         self.linear: list[str] = list(declaration.get("linear") or [])
         self.transpose: str | None = declaration.get("transpose")
+        #: How many operands the call must have: the optional ones (``Option<Buffer>``
+        #: in Rust, a ``?`` spec in the rules) are the last ones.
+        self.required = sum(1 for o in self.operands if not o.get("optional"))
         if declaration.get("shapes") is None or any(s.get("dims") is None for s in self.operands + self.results):
             raise ValueError(f"binding.op: {self.target}: the declaration has no shape rule (`shapes = ...`)")
         names = [o["name"] for o in self.operands]
@@ -75,13 +94,43 @@ class Declaration:
 
     # -- shapes and dtypes ----------------------------------------------------
 
+    def present(self, operands: Sequence[Any]) -> tuple[Any, ...]:
+        """The operands of a call, trailing optional ones passed as None left out;
+        TypeError for None in place of a required operand, or for an optional
+        operand left out (None) before one that is given."""
+        n = len(operands)
+        while n > self.required and operands[n - 1] is None:
+            n -= 1
+        for i, x in enumerate(operands[:n]):
+            if x is None:
+                name = self.operands[i]["name"] if i < len(self.operands) else "?"
+                why = (
+                    "it is not optional"
+                    if i < self.required
+                    else f"operand {n - 1} ({self.operands[n - 1]['name']}) is given, and optional operands are "
+                    "left out from the end only"
+                )
+                raise TypeError(f"{self.target}: operand {i} ({name}) is None, but {why}")
+        return tuple(operands[:n])
+
     def infer(self, *avals: ShapedArray) -> tuple[list[ShapedArray], int]:
         """Result avals and batch rank, or the handler's TypeError/ValueError."""
-        if len(avals) != len(self.operands):
-            names = ", ".join(o["name"] for o in self.operands)
-            raise TypeError(f"{self.target}: expected {len(self.operands)} operands ({names}), got {len(avals)}")
-        shapes = [tuple(int(d) for d in a.shape) for a in avals]
-        results, batch = _native.infer(self.raw, shapes, [np.dtype(a.dtype).name for a in avals])
+        if not self.required <= len(avals) <= len(self.operands):
+            names = ", ".join(o["name"] + ("?" if o.get("optional") else "") for o in self.operands)
+            count = (
+                str(len(self.operands))
+                if self.required == len(self.operands)
+                else f"{self.required} to {len(self.operands)}"
+            )
+            raise TypeError(f"{self.target}: expected {count} operands ({names}), got {len(avals)}")
+        shapes: list[tuple[int, ...]] = [tuple(int(d) for d in a.shape) for a in avals]
+        dtypes = [np.dtype(a.dtype).name for a in avals]
+        if self.tokens is not None:
+            shapes.insert(self.tokens[0], ())
+            dtypes.insert(self.tokens[0], "token")
+        results, batch = _native.infer(self.raw, shapes, dtypes)
+        if self.tokens is not None:
+            del results[self.tokens[1]]
         return [ShapedArray(tuple(s), np.dtype(_dtype(d))) for s, d in results], int(batch)
 
     # -- attributes -----------------------------------------------------------
@@ -105,7 +154,10 @@ class Declaration:
                     raise TypeError(f"{self.target}: attribute {name!r} ({a['type']}) is missing")
                 out[name] = None
                 continue
-            out[name] = _convert(self.target, name, a["type"], value)
+            if a.get("enum"):
+                out[name] = _enum(self.target, name, a["enum"], value)
+            else:
+                out[name] = _convert(self.target, name, a["type"], value)
         return out
 
     def lowering_attributes(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,6 +165,10 @@ class Declaration:
         types; an optional attribute that is None is left out."""
         types = {a["name"]: a["type"] for a in self.attributes}
         return {k: _lowered(types[k], v) for k, v in params.items() if v is not None and k in types}
+
+
+def _is_token(spec: Mapping[str, Any]) -> bool:
+    return list(spec.get("dtypes") or ()) == ["token"]
 
 
 def _dtype(name: str) -> Any:
@@ -169,10 +225,38 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
     raise TypeError(f"{where}: attribute type {kind!r} is not supported by binding.op")
 
 
+def _enum(target: str, name: str, enum: Mapping[str, Any], value: Any) -> int:
+    """An enum attribute's value (a variant's integer or name) as the variant's
+    integer; TypeError for another type, ValueError for a value no variant has."""
+    where = f"{target}: attribute {name!r}"
+    if isinstance(value, Tracer):
+        raise TypeError(f"{where} (enum {enum['name']}) is traced ({_what(value)}); it must be a Python value")
+    variants = [(str(n), int(v)) for n, v in enum["values"]]
+    listed = ", ".join(f"{n} = {v}" for n, v in variants)
+    if isinstance(value, str):
+        found = [v for n, v in variants if n == value]
+        got = repr(value)
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        found = [v for _, v in variants if v == int(value)]
+        got = str(int(value))
+    else:
+        raise TypeError(
+            f"{where}: expected enum {enum['name']}, one of {listed} (the integer or the name as a string), "
+            f"got {_what(value)}"
+        )
+    if not found:
+        raise ValueError(
+            f"{where}: expected enum {enum['name']}, one of {listed} (the integer or the name as a string), got {got}"
+        )
+    return found[0]
+
+
 def _lowered(kind: str, value: Any) -> Any:
     if kind.startswith("array<"):
         inner = kind[6:-1]
         return np.asarray(value, dtype=_scalar_type(inner))
+    if kind == "i64" and isinstance(value, int) and value > np.iinfo(np.int64).max:
+        return np.uint64(value)  # an enum discriminant beyond int64 (`#[repr(u64)]`)
     return _scalar_type(kind)(value) if kind not in ("str",) else value
 
 

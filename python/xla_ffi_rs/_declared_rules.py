@@ -45,10 +45,11 @@ def batching_rule(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[BatchD
     def rule(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[list[Any], list[int]]:
         size = _size(operands, dims)
         vmapped = [d is not NOT_MAPPED for d in dims]
-        if not decl.one_call or any(v and not b for v, b in zip(vmapped, decl.batched_in, strict=True)):
+        batched_in = decl.batched_in[: len(operands)]  # absent optional operands are not bound
+        if not decl.one_call or any(v and not b for v, b in zip(vmapped, batched_in, strict=True)):
             return _mapped(op, operands, dims, params), [0] * len(decl.results)
         moved = []
-        for x, d, batched in zip(operands, dims, decl.batched_in, strict=True):
+        for x, d, batched in zip(operands, dims, batched_in, strict=True):
             if d is not NOT_MAPPED:
                 x = jnp.moveaxis(x, d, 0)
             elif batched:

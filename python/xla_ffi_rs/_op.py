@@ -18,7 +18,16 @@ import jax
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import sharding as _sharding
-from xla_ffi_rs._compat import FFI_SIDE_EFFECT, Primitive, ShapedArray, ad, batching, mlir
+from xla_ffi_rs._compat import (
+    FFI_SIDE_EFFECT,
+    Primitive,
+    ShapedArray,
+    abstract_token,
+    ad,
+    batching,
+    mlir,
+    ordered_effect,
+)
 from xla_ffi_rs._declaration import Declaration
 
 __all__ = ["AbstractEval", "BatchDim", "BatchRule", "JvpRule", "Op", "Params", "TargetNames", "TransposeRule"]
@@ -82,6 +91,12 @@ class Op:
         an output that aliases an input (``xla_ffi``'s in-place buffers).
       has_side_effect: the call has effects beyond its results, so XLA keeps
         it even when its results are unused.
+      tokens: ``(operand index, result index)`` of the target's token operand
+        and token result (``Token``/``ResultToken`` in Rust), which the op's
+        callers do not see: the op has JAX's ordered effect (that of
+        ``io_callback(..., ordered=True)``), and the lowering passes the effect's
+        token in and takes the new one out, so such calls (and ordered
+        callbacks) run in program order.
     """
 
     #: Whether JAX's rule tables hold the op weakly (see ``__init__``).
@@ -101,8 +116,10 @@ class Op:
         extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
         input_output_aliases: Mapping[int, int] | None = None,
         has_side_effect: bool = False,
+        tokens: tuple[int, int] | None = None,
     ) -> None:
         self.name = name
+        self.tokens = tokens
         self.input_output_aliases: dict[int, int] = dict(input_output_aliases or {})
         self.has_side_effect = bool(has_side_effect)
         self.targets: dict[str, str] = dict(targets or {})
@@ -125,7 +142,10 @@ class Op:
         self.primitive.multiple_results = True
         self.primitive.def_impl(_weak_method(self._ref, name, "_eager_impl"))
         typed = self._typed_abstract_eval(abstract_eval)
-        if self.has_side_effect:
+        if tokens is not None:
+            effect = ordered_effect()
+            self.primitive.def_effectful_abstract_eval(lambda *a, **p: (typed(*a, **p), {effect}))
+        elif self.has_side_effect:
             self.primitive.def_effectful_abstract_eval(lambda *a, **p: (typed(*a, **p), {FFI_SIDE_EFFECT}))
         else:
             self.primitive.def_abstract_eval(typed)
@@ -135,9 +155,11 @@ class Op:
         """Bind the op; params must be hashable. Returns one array per result.
 
         A declared op (:func:`op`) checks its params against the declared
-        attributes first (TypeError/ValueError naming the target and attribute)."""
+        attributes first (TypeError/ValueError naming the target and attribute),
+        and leaves out trailing optional operands passed as None (or not passed)."""
         if self.declaration is not None:
             params = self.declaration.params(params)
+            operands = self.declaration.present(operands)
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
 
     def __repr__(self) -> str:
@@ -193,6 +215,8 @@ class Op:
             extra = extra_avals(*ctx.avals_in, **params)
             call_ctx = ctx.replace(avals_out=[*ctx.avals_out, *extra])
             n_out = len(ctx.avals_out)
+            if op.tokens is not None:
+                return _token_call(call_ctx, ctx, target, op.tokens, operands, attributes, lowering_args)[:n_out]
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
                 return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
             batched_in, batched_out = op.batched(len(ctx.avals_in), n_out)
@@ -215,7 +239,8 @@ class Op:
     def batched(self, n_in: int, n_out: int) -> tuple[list[bool], list[bool]]:
         """Which operands and results carry the batch axes (see ``batched``)."""
         batched_in, batched_out = self._batched or ([True] * n_in, [True] * n_out)
-        return list(batched_in), [b and i not in self.reductions for i, b in enumerate(batched_out)]
+        # A call without its optional operands binds fewer than the declaration has.
+        return list(batched_in)[:n_in], [b and i not in self.reductions for i, b in enumerate(batched_out)]
 
     def def_lowering(self, platform: str, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Replace the lowering for one platform (e.g. a target with an extra result)."""
@@ -302,6 +327,34 @@ class Op:
     def batch_dims(self, *avals: ShapedArray, **params: Any) -> int:
         """Number of leading axes the op treats independently (0 if undeclared)."""
         return 0 if self._num_batch_dims is None else self._num_batch_dims(*avals, **params)
+
+
+def _token_call(
+    call_ctx: Any,
+    ctx: Any,
+    target: str,
+    tokens: tuple[int, int],
+    operands: Sequence[Any],
+    attributes: Mapping[str, Any],
+    lowering_args: dict[str, Any],
+) -> list[Any]:
+    """The custom call of a token target: the ordered effect's token inserted as
+    operand ``tokens[0]``, its result ``tokens[1]`` handed on as the new token."""
+    at_in, at_out = tokens
+    effect = ordered_effect()
+    avals_in, avals_out, args = [*call_ctx.avals_in], [*call_ctx.avals_out], [*operands]
+    avals_in.insert(at_in, abstract_token())
+    avals_out.insert(at_out, abstract_token())
+    args.insert(at_in, ctx.tokens_in.get(effect))
+    aliases = lowering_args.pop("operand_output_aliases", {})
+    if aliases:  # the indices of the call, which has the token besides
+        lowering_args["operand_output_aliases"] = {i + (i >= at_in): o + (o >= at_out) for i, o in aliases.items()}
+    lowering_args["has_side_effect"] = True
+    sub = call_ctx.replace(avals_in=avals_in, avals_out=avals_out)
+    outs = list(jax.ffi.ffi_lowering(target, **lowering_args)(sub, *args, **attributes))
+    token: Any = outs.pop(at_out)
+    ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
+    return outs
 
 
 def _no_results(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:

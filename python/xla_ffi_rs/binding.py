@@ -231,7 +231,15 @@ def op(
       shape) before anything is lowered;
     * params: checked against the declared attributes and converted to their
       types in the call (``f32`` -> ``np.float32``, ``i64`` -> ``np.int64``, ...); an
-      optional attribute passed as None (or left out) is not in the call;
+      optional attribute passed as None (or left out) is not in the call; an enum
+      attribute (``#[derive(AttrEnum)]``) takes a variant's integer or name and
+      raises ValueError naming the valid values for anything else;
+    * operands: an optional operand (``Option<Buffer<..>>``, a ``?`` spec) passed
+      as None (or left out) is not in the call; optional results are always
+      requested;
+    * tokens: a handler with one ``Token`` operand and one ``ResultToken`` result
+      becomes an op without them, with JAX's ordered effect: its calls run in
+      program order (see ``docs/binding.md``, "Tokens");
     * vmap: one call, the vmapped axis entering the batch ellipsis (the one that
       starts the first operand's spec); see :mod:`xla_ffi_rs._declared_rules`;
     * sharding: the operands and results that start with the batch ellipsis are
@@ -341,6 +349,7 @@ def _build(
         reductions=reductions,
         extra_results=extra_results,
         input_output_aliases=aliases,
+        tokens=decl.tokens,
     )
     result.declaration = decl
     result.def_batching(_declared_rules.batching_rule(result))

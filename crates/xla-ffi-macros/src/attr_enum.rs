@@ -66,6 +66,11 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             fn type_name() -> #krate::__private::String {
                 #krate::__private::String::from("i64")
             }
+            fn enum_values() -> ::core::option::Option<#krate::EnumValues> {
+                const VARIANTS: &[(&::core::primitive::str, ::core::primitive::i128)] =
+                    &[ #( (#strs, #name::#idents as ::core::primitive::i128) ),* ];
+                ::core::option::Option::Some(#krate::EnumValues { name: #enum_name, variants: VARIANTS })
+            }
             fn from_attr(
                 value: &#krate::AttrValue<'f>,
             ) -> ::core::result::Result<Self, #krate::__private::String> {

@@ -597,7 +597,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let all_names = quote!(&[ #(#names),* ]);
     let decl = declaration(&opts, &params)?;
     let has_rules = opts.shapes.is_some() || opts.dtypes.is_some() || matches!(opts.target, Target::Op(_));
-    let arity = arity(krate, &params, has_rules);
+    let arity = arity(krate, &params);
     let check_rules = if has_rules {
         quote! {
             // The rules are parsed on the first call only (they were checked at compile time).
@@ -728,8 +728,9 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
 
 /// The `__XLA_FFI_ARITY` const (what each parameter takes from the frame, for the
 /// count checks), and the compile-time checks of optional operands and results:
-/// trailing only, not beside `RemainingArgs`/`RemainingRets`, not under rules.
-fn arity(krate: &syn::Path, params: &[Param], has_rules: bool) -> TokenStream2 {
+/// trailing only, not beside `RemainingArgs`/`RemainingRets` (the rules' `?` marks
+/// are checked in [`declaration`]).
+fn arity(krate: &syn::Path, params: &[Param]) -> TokenStream2 {
     let mut entries = Vec::new();
     let mut checks = Vec::new();
     for p in params {
@@ -753,15 +754,6 @@ fn arity(krate: &syn::Path, params: &[Param], has_rules: bool) -> TokenStream2 {
             )
         };
         let (args_msg, rets_msg) = (order("operand", "RemainingArgs"), order("result", "RemainingRets"));
-        let rules_msg = format!(
-            "parameter `{name}` is optional: optional operands and results cannot be used with `shapes`, `dtypes` \
-             or `op`, whose rules count every operand and result"
-        );
-        let rules_check = if has_rules {
-            quote! { if #d::OPTIONAL_ARGS + #d::OPTIONAL_RETS > 0 { ::core::panic!(#rules_msg); } }
-        } else {
-            quote!()
-        };
         checks.push(quote_spanned! {p.span=>
             {
                 let (a, oa, va) = (#d::ARGS, #d::OPTIONAL_ARGS, #d::VARIADIC_ARGS);
@@ -772,7 +764,6 @@ fn arity(krate: &syn::Path, params: &[Param], has_rules: bool) -> TokenStream2 {
                 if (opt_rets && (r > or || vr)) || (var_rets && or > 0) {
                     ::core::panic!(#rets_msg);
                 }
-                #rules_check
                 opt_args |= oa > 0;
                 var_args |= va;
                 opt_rets |= or > 0;
@@ -845,7 +836,7 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
     };
     let mut checks = Vec::new();
     let n_args = quote!(0usize #(+ <#stys as #krate::Decode<'static>>::ARGS)*);
-    let mut count_check = |lit: &LitStr, what: &str, n_ops: usize, n_res: usize| {
+    let mut count_check = |lit: &LitStr, what: &str, n_ops: usize, n_res: usize, opt: (usize, usize)| {
         let msg = format!(
             "the {what} rule `{}` has {n_ops} operand and {n_res} result entries: the handler must take exactly \
              {n_ops} operand{} (`Buffer` parameters) and {n_res} result{} (`ResultBuffer` parameters)",
@@ -857,6 +848,15 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
             "the {what} rule `{}` needs every operand to be a `Buffer` parameter (not `RemainingArgs` or a custom decoder)",
             lit.value()
         );
+        let (oa, or) = opt;
+        let marks = format!(
+            "the {what} rule `{}` marks {oa} operand{} and {or} result{} optional (`?`): the handler must have as \
+             many optional operands (`Option<Buffer>` parameters) and results (`Option<ResultBuffer>` parameters), \
+             in the same places",
+            lit.value(),
+            if oa == 1 { "" } else { "s" },
+            if or == 1 { "" } else { "s" },
+        );
         checks.push(quote_spanned! {lit.span()=>
             const _: () = {
                 if #krate::Declaration::__count(__XLA_FFI_PARAMS, 0) != #n_ops
@@ -867,14 +867,21 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
                 if #n_args != #n_ops {
                     ::core::panic!(#only);
                 }
+                if #krate::Declaration::__count_optional(__XLA_FFI_PARAMS, 0) != #oa
+                    || #krate::Declaration::__count_optional(__XLA_FFI_PARAMS, 1) != #or
+                {
+                    ::core::panic!(#marks);
+                }
             };
         });
     };
     if let Some((lit, rule)) = &opts.shapes {
-        count_check(lit, "shape", rule.operands.len(), rule.results.len());
+        let opt = (rule.optional_operands, rule.optional_results);
+        count_check(lit, "shape", rule.operands.len(), rule.results.len(), opt);
     }
     if let Some((lit, rule)) = &opts.dtypes {
-        count_check(lit, "dtype", rule.operands.len(), rule.results.len());
+        let opt = (rule.optional_operands, rule.optional_results);
+        count_check(lit, "dtype", rule.operands.len(), rule.results.len(), opt);
     }
     if let Some((lit, list)) = &opts.linear {
         for n in list {
@@ -937,9 +944,18 @@ fn op_checks(
                  same order",
                 if scratch.is_empty() { String::new() } else { format!(" besides the scratch ({})", scratch.join(", ")) },
             );
+            let opt_msg = format!(
+                "`op = {op}`: this handler and the declaration it refers to have different numbers of optional \
+                 {what}: an `Option<..>` parameter here must be one there, and the other way round"
+            );
             quote_spanned! {path.span()=>
                 if #krate::Declaration::__count(__XLA_FFI_PARAMS, #k) != #krate::Declaration::__count(__XLA_FFI_REF.params, #k) {
                     ::core::panic!(#msg);
+                }
+                if #krate::Declaration::__count_optional(__XLA_FFI_PARAMS, #k)
+                    != #krate::Declaration::__count_optional(__XLA_FFI_REF.params, #k)
+                {
+                    ::core::panic!(#opt_msg);
                 }
             }
         });

@@ -242,6 +242,17 @@ impl<'f> Dict<'f> {
     }
 }
 
+/// An enum attribute's valid values: the enum's name and each variant's name and
+/// discriminant, in declaration order (what `#[derive(AttrEnum)]` gives
+/// [`FromAttr::enum_values`](crate::FromAttr::enum_values)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnumValues {
+    /// The enum's Rust name: `Mode`.
+    pub name: &'static str,
+    /// Each variant's name and discriminant: `[("Sum", 0), ("Max", 1)]`.
+    pub variants: &'static [(&'static str, i128)],
+}
+
 /// A type an attribute value decodes into.
 ///
 /// Implemented for `bool`, all integer types, `f32`, `f64`, `String`, `&'f str`,
@@ -261,6 +272,12 @@ pub trait FromAttr<'f>: Sized {
     /// `array<f64>`, `dict` (`other` by default).
     fn type_name() -> String {
         "other".into()
+    }
+    /// The enum's name and variants, for an enum attribute
+    /// (`#[derive(`[`AttrEnum`](crate::AttrEnum)`)]`); `None` for other types. An op's
+    /// declaration carries them, so Python checks the value before lowering.
+    fn enum_values() -> Option<EnumValues> {
+        None
     }
 }
 
@@ -455,6 +472,9 @@ impl<'f, T: FromAttr<'f>> FromAttr<'f> for Option<T> {
     }
     fn type_name() -> String {
         T::type_name()
+    }
+    fn enum_values() -> Option<EnumValues> {
+        T::enum_values()
     }
 }
 

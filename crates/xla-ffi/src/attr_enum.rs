@@ -16,8 +16,12 @@ use crate::attr::{single_number, AttrValue, Number};
 /// `demo.reduce: attribute `mode`: expected enum Mode, one of Sum = 0, Max = 1,
 /// Mean = 7 (the integer or the name as a string), got int64 scalar 3`.
 ///
-/// In a declaration (`binding.op` in Python) the attribute's type is `i64`: Python
-/// passes an integer, and the handler checks it against the variants.
+/// In a declaration the attribute's type is `i64`, and the declaration carries the
+/// variants ([`FromAttr::enum_values`](crate::FromAttr::enum_values),
+/// [`Declaration::attribute_enum`](crate::Declaration::attribute_enum)): Python's
+/// `binding.op` accepts a variant's integer or name, passes the integer, and raises
+/// `ValueError` naming the attribute, the target and the valid values for anything
+/// else before lowering (`TypeError` for a value that is no integer or string).
 ///
 /// ```
 /// use xla_ffi::testing::{Arg, AttrArg, CallBuilder};

@@ -196,7 +196,8 @@ impl<'f> Call<'f> {
                 _ => (DataType::INVALID, &[]),
             }
         };
-        check_call(decl, rules, &|i| read(Role::Operand, i), &|i| read(Role::Result, i))
+        let (n_args, n_rets) = (frame.count(Role::Operand), frame.count(Role::Result));
+        check_call(decl, rules, n_args, n_rets, &|i| read(Role::Operand, i), &|i| read(Role::Result, i))
             .map_err(|e| Error::invalid_argument(e.message))
     }
 
@@ -383,7 +384,8 @@ fn attr_optional<'f, T: FromAttr<'f>>() -> bool {
 // layer sits above the views, so `attr.rs` does not depend on `Call`).
 
 impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
-    const DECL: ParamDecl = ParamDecl::Attribute { type_name: T::type_name, optional: attr_optional::<T> };
+    const DECL: ParamDecl =
+        ParamDecl::Attribute { type_name: T::type_name, optional: attr_optional::<T>, enum_values: T::enum_values };
     fn declared_attrs(name: &'static str, each: &mut dyn FnMut(&'static str)) {
         each(name);
     }

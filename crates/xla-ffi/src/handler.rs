@@ -147,7 +147,16 @@
 /// [`decl::promote`](crate::decl::promote)), `acc` the accumulator (float64 if any
 /// argument is, else float32). The dtypes an operand accepts at all come from its
 /// element type (`Buffer<AnyFloat>`, `Buffer<f32>`). Without `dtypes`, nothing
-/// relates the dtypes of different buffers.
+/// relates the dtypes of different buffers. A [`Token`](crate::Token)'s dtype is
+/// `token` (and its spec `()`).
+///
+/// **Optional operands and results** (`Option<Buffer<..>>`, `Option<ResultBuffer<..>>`,
+/// trailing): their spec and dtype expression end in `?` (`shapes = "...b n, n? ->
+/// ...b n"`, `dtypes = "T, T? -> T"`), in the same places as the `Option`
+/// parameters (a compile error otherwise). Optional entries come last on their
+/// side, and the rules must hold with any of them left out (`"n, m? -> n m"` is a
+/// compile error: without `m` the result is unknown). A call without some of them
+/// is checked against the rules without those entries.
 ///
 /// **Errors** name the target, the operand or result and what was expected and got:
 /// `"demo.rms_norm: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]"`,

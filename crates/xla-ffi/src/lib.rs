@@ -147,7 +147,7 @@ pub mod python;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub use attr::{Array, Attr, AttrValue, Attrs, Dict, FromAttr, FromAttrs, FromNumber, Number, Scalar};
+pub use attr::{Array, Attr, AttrValue, Attrs, Dict, EnumValues, FromAttr, FromAttrs, FromNumber, Number, Scalar};
 pub use attr_enum::AttrEnum;
 pub use attr_scalars::Pointer;
 pub use buffer::{

@@ -4,6 +4,7 @@
 
 use crate::buffer::{Buffer, ElementSpec, ResultBuffer};
 use crate::call::{Call, Decode};
+use crate::decl::ParamDecl;
 
 mod sealed {
     pub trait Sealed {}
@@ -17,8 +18,12 @@ mod sealed {
 /// trailing operands and results can be optional: after an optional operand every
 /// operand must be optional too (and likewise results), and `RemainingArgs` /
 /// `RemainingRets` cannot share a handler with optional operands / results. The
-/// macro refuses both at compile time, and optional buffers beside `shapes`,
-/// `dtypes` or `op` (the rules count every operand).
+/// macro refuses both at compile time. Beside `shapes` and `dtypes`, each optional
+/// operand's (result's) spec ends in `?` (`shapes = "...b n, n? -> ...b n"`,
+/// `dtypes = "T, T? -> T"`; the macro checks that the marks and the `Option`
+/// parameters agree), and the shim checks the rule without the absent ones. The
+/// op's declaration marks them optional, and Python's `binding.op` leaves an operand
+/// passed as `None` (or not passed) out of the call.
 ///
 /// A call with fewer operands than the required ones is an error that names the
 /// missing ones, one with more than all of them is an error too.
@@ -69,6 +74,11 @@ impl<'f, B: OptionalBuffer<'f>> Decode<'f> for Option<B> {
     const RETS: usize = B::RETS;
     const OPTIONAL_ARGS: usize = B::ARGS;
     const OPTIONAL_RETS: usize = B::RETS;
+    const DECL: ParamDecl = match B::DECL {
+        ParamDecl::Operand(a) => ParamDecl::OptionalOperand(a),
+        ParamDecl::Result(a) => ParamDecl::OptionalResult(a),
+        other => other,
+    };
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         // One operand or one result (sealed): present when the frame has one left.
         let present = if B::ARGS > 0 { call.remaining_args() >= B::ARGS } else { call.remaining_rets() >= B::RETS };

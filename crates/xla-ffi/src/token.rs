@@ -27,11 +27,13 @@ impl ElementSpec for TokenSpec {
 /// declaring the result is the whole of it. A call that passes anything else in its
 /// place fails before the body, naming the operand: `expected dtype token, got float32`.
 ///
-/// In JAX, `jax.ffi.ffi_call` (jax 0.12) declares a token result with
-/// `jax.ffi.abstract_token`. These types follow `ffi.h`'s `Token`
-/// (`BufferR0<TOKEN>`) and are tested on synthetic frames only; the Python
-/// `binding.op` does not build ops with token parameters (their declared dtypes are
-/// empty).
+/// These types follow `ffi.h`'s `Token` (`BufferR0<TOKEN>`). In a declaration a
+/// token's spec is `()` and its dtype `token` (`shapes = "(), () -> (), ()"`,
+/// `dtypes = "token, float32 -> token, float32"`), and Python's `binding.op` binds a
+/// handler with one `Token` operand and one `ResultToken` result as an op with JAX's
+/// ordered effect (that of `io_callback(..., ordered=True)`), passing the effect's
+/// token through the call, so such calls run in program order; this is tested on
+/// jax 0.10 and 0.12 by the example plugin (`docs/binding.md`, "Tokens").
 ///
 /// ```
 /// use xla_ffi::testing::{Arg, CallBuilder};

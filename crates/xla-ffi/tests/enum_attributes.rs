@@ -190,3 +190,21 @@ fn declaration_types_an_enum_attribute_as_i64() {
     let attrs: Vec<_> = ENUM_MODES.declaration.attributes().collect();
     assert_eq!(attrs, vec![("mode", "i64".to_string(), false), ("wide", "i64".to_string(), true)]);
 }
+
+#[test]
+fn declaration_carries_the_enum_values() {
+    // What Python's `binding.op` checks a value against before lowering: the
+    // variants in order, `Attr<Option<E>>` too, discriminants beyond i64 kept.
+    let d = ENUM_MODES.declaration;
+    let mode = d.attribute_enum("mode").expect("mode is an enum");
+    assert_eq!(mode.name, "Mode");
+    assert_eq!(mode.variants, [("Sum", 0), ("Max", 1), ("Mean", 7)]);
+    let wide = d.attribute_enum("wide").expect("wide is an enum");
+    assert_eq!(wide.variants, [("Low", 1), ("High", u64::MAX as i128)]);
+    assert_eq!(
+        <Signed as xla_ffi::FromAttr>::enum_values().unwrap().variants,
+        [("Neg", -3), ("Zero", -2), ("Pos", -1)]
+    );
+    assert!(<f64 as xla_ffi::FromAttr>::enum_values().is_none());
+    assert!(d.attribute_enum("out").is_none() && d.attribute_enum("nope").is_none());
+}

@@ -149,10 +149,14 @@ fn optional_token() {
 }
 
 #[test]
-fn optional_buffers_are_not_in_the_declaration() {
-    // The declaration lists the operands the rules describe; an optional one is
-    // outside it (and the macro refuses optional buffers beside rules).
-    let ops: Vec<&str> = OPT_AFFINE.declaration.operands().map(|(n, _)| n).collect();
-    let rets: Vec<&str> = OPT_AFFINE.declaration.results().map(|(n, _)| n).collect();
-    assert_eq!((ops, rets), (vec!["x"], vec!["y"]));
+fn optional_buffers_are_in_the_declaration_marked_optional() {
+    // The declaration lists every operand and result, the optional ones marked (the
+    // rules mark them `?`: tests/optional_rules.rs).
+    let d = OPT_AFFINE.declaration;
+    let ops: Vec<&str> = d.operands().map(|(n, _)| n).collect();
+    let rets: Vec<&str> = d.results().map(|(n, _)| n).collect();
+    assert_eq!((ops, rets), (vec!["x", "scale", "shift"], vec!["y", "count"]));
+    let optional: Vec<bool> = ["x", "scale", "shift"].iter().map(|n| d.is_optional(false, n)).collect();
+    assert_eq!(optional, [false, true, true]);
+    assert_eq!((d.is_optional(true, "y"), d.is_optional(true, "count")), (false, true));
 }

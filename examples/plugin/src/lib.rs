@@ -193,7 +193,10 @@ pub fn plugin_axpy_transpose(
     }, else d => unreachable!("{d} was checked to be a float"))
 }
 
-/// Every handler of this plugin.
+mod features;
+pub use features::FEATURE_HANDLERS;
+
+/// Every handler of this plugin (besides [`FEATURE_HANDLERS`]).
 pub const HANDLERS: &[&xla_ffi::HandlerDescriptor] =
     &[&PLUGIN_SCALE, &PLUGIN_MOMENTS, &PLUGIN_AXPY, &PLUGIN_AXPY_TRANSPOSE];
 
@@ -218,6 +221,7 @@ mod python {
     #[pymodule]
     fn plugin_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(targets, m)?)?;
+        super::features::python::add(m)?;
         m.add_function(wrap_pyfunction!(declarations, m)?)
     }
 }

@@ -18,19 +18,85 @@ pub struct Rules {
     same_shape: bool,
     /// Every buffer has one dtype (`"T, T -> T"`): checked by comparing.
     same_dtype: bool,
+    /// The rules of the calls that leave out optional operands or results (specs
+    /// written with `?`): `(absent operands, absent results, rules)`.
+    reduced: Vec<(usize, usize, Rules)>,
 }
 
 impl Rules {
-    /// Parses the rule strings (`None` for an absent rule).
+    /// Parses the rule strings (`None` for an absent rule). The two rules must mark
+    /// the same number of optional (`?`) operands and results.
     pub fn parse(shapes: Option<&str>, dtypes: Option<&str>) -> Result<Rules, String> {
         let shape = shapes.map(ShapeRule::parse).transpose()?;
         let dtype = dtypes.map(DtypeRule::parse).transpose()?;
+        let (oa, or) = match (&shape, &dtype) {
+            (Some(s), Some(d)) => {
+                if (s.optional_operands, s.optional_results) != (d.optional_operands, d.optional_results) {
+                    return Err(format!(
+                        "the shape rule marks {} operand(s) and {} result(s) optional (`?`), the dtype rule {} and {}: \
+                         they must mark the same ones",
+                        s.optional_operands, s.optional_results, d.optional_operands, d.optional_results
+                    ));
+                }
+                (s.optional_operands, s.optional_results)
+            }
+            (Some(s), None) => (s.optional_operands, s.optional_results),
+            (None, Some(d)) => (d.optional_operands, d.optional_results),
+            (None, None) => (0, 0),
+        };
+        let mut reduced = Vec::new();
+        for a in 0..=oa {
+            for r in 0..=or {
+                if a + r > 0 {
+                    let s = shape.as_ref().map(|s| s.without(a, r)).transpose()?;
+                    let d = dtype.as_ref().map(|d| d.without(a, r)).transpose()?;
+                    reduced.push((a, r, Rules::of(s, d, Vec::new())));
+                }
+            }
+        }
+        Ok(Rules::of(shape, dtype, reduced))
+    }
+
+    fn of(shape: Option<ShapeRule>, dtype: Option<DtypeRule>, reduced: Vec<(usize, usize, Rules)>) -> Rules {
         let same_shape = shape
             .as_ref()
             .is_some_and(|s| s.operands.iter().chain(&s.results).all(|spec| spec.as_slice() == [Tok::Ellipsis(0)]));
         let same_dtype =
             dtype.as_ref().is_some_and(|r| r.operands.iter().chain(&r.results).all(|e| *e == Expr::Var(0)));
-        Ok(Rules { shape, dtype, same_shape, same_dtype })
+        Rules { shape, dtype, same_shape, same_dtype, reduced }
+    }
+
+    /// How many operands and results the rules name (optional ones included).
+    pub fn counts(&self) -> (usize, usize) {
+        let ops = self
+            .shape
+            .as_ref()
+            .map_or(0, |s| s.operands.len())
+            .max(self.dtype.as_ref().map_or(0, |r| r.operands.len()));
+        let res =
+            self.shape.as_ref().map_or(0, |s| s.results.len()).max(self.dtype.as_ref().map_or(0, |r| r.results.len()));
+        (ops, res)
+    }
+
+    /// How many operands and results the rules mark optional (`?`).
+    pub fn optional_counts(&self) -> (usize, usize) {
+        match (&self.shape, &self.dtype) {
+            (Some(s), _) => (s.optional_operands, s.optional_results),
+            (None, Some(d)) => (d.optional_operands, d.optional_results),
+            (None, None) => (0, 0),
+        }
+    }
+
+    /// The rules of a call with `n_ops` operands and `n_res` results: these, or those
+    /// without the absent optional ones; `None` if the counts do not fit.
+    pub fn for_call(&self, n_ops: usize, n_res: usize) -> Option<&Rules> {
+        let (ops, res) = self.counts();
+        // More results than the rules name: the scratch results of an `op = ...` handler.
+        let (a, r) = (ops.checked_sub(n_ops)?, res.saturating_sub(n_res));
+        if a + r == 0 {
+            return Some(self);
+        }
+        self.reduced.iter().find(|(ra, rr, _)| (*ra, *rr) == (a, r)).map(|(_, _, rules)| rules)
     }
 }
 
@@ -109,9 +175,10 @@ const fn float_rank(d: DataType) -> u8 {
     }
 }
 
-/// The dtype of a NumPy name the notation knows (`float32`, `bfloat16`, ...).
+/// The dtype of a NumPy name the notation knows (`float32`, `bfloat16`, ...), or of
+/// `token`.
 pub fn dtype_by_name(name: &str) -> Option<DataType> {
-    const ALL: [DataType; 15] = [
+    const ALL: [DataType; 16] = [
         DataType::PRED,
         DataType::S8,
         DataType::S16,
@@ -127,6 +194,7 @@ pub fn dtype_by_name(name: &str) -> Option<DataType> {
         DataType::F64,
         DataType::C64,
         DataType::C128,
+        DataType::TOKEN,
     ];
     ALL.iter().copied().find(|d| d.name() == name)
 }
@@ -585,13 +653,22 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
         list.get(i).map_or("?", |b| b.name)
     };
     let who = Who { target: sig.target, name: &name };
-    let n = sig.operands.len();
-    if shapes.len() != n || dtypes.len() != n {
+    let all = Rules::parse(sig.shapes, sig.dtypes).map_err(|e| shape_err(format!("{}: {e}", sig.target)))?;
+    let n_all = sig.operands.len();
+    // The optional operands (`?` in the rules) are the last ones: a call may leave them out.
+    let n_opt = all.optional_counts().0.min(n_all);
+    let n = shapes.len();
+    if n != dtypes.len() || n > n_all || n < n_all - n_opt {
         let names: Vec<&str> = sig.operands.iter().map(|b| b.name).collect();
+        let expected = if n_opt == 0 {
+            format!("{n_all} operand{}", if n_all == 1 { "" } else { "s" })
+        } else {
+            let opt: Vec<String> = names[n_all - n_opt..].iter().map(|n| format!("`{n}`")).collect();
+            format!("{} to {n_all} operands ({} optional)", n_all - n_opt, opt.join(", "))
+        };
         return Err(shape_err(format!(
-            "{}: expected {n} operand{} ({}), got {} shapes and {} dtypes",
+            "{}: expected {expected} ({}), got {} shapes and {} dtypes",
             sig.target,
-            if n == 1 { "" } else { "s" },
             names.join(", "),
             shapes.len(),
             dtypes.len()
@@ -605,19 +682,21 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
             return Err(shape_err(format!("{}: invalid shape {:?} (dimension {x})", who.site(false, i), shapes[i])));
         }
     }
-    let rules = Rules::parse(sig.shapes, sig.dtypes).map_err(|e| shape_err(format!("{}: {e}", sig.target)))?;
     let (m, mut out) = (sig.results.len(), Vec::new());
-    let Some(shape) = &rules.shape else {
+    let Some(full) = &all.shape else {
         return Err(shape_err(format!("{}: the declaration has no shape rule: result shapes are unknown", sig.target)));
     };
-    if shape.operands.len() != n || shape.results.len() != m {
+    if full.operands.len() != n_all || full.results.len() != m {
         return Err(shape_err(format!(
-            "{}: the shape rule has {} operand and {} result specs, the declaration {n} operands and {m} results",
+            "{}: the shape rule has {} operand and {} result specs, the declaration {n_all} operands and {m} results",
             sig.target,
-            shape.operands.len(),
-            shape.results.len()
+            full.operands.len(),
+            full.results.len()
         )));
     }
+    // Every result is asked for: optional results are present.
+    let rules = all.for_call(n, m).ok_or_else(|| shape_err(format!("{}: no rule for {n} operands", sig.target)))?;
+    let shape = rules.shape.as_ref().unwrap_or(full);
     let dims = |i: usize| -> &[i64] { &shapes[i] };
     let mut b = NO_BINDS;
     bind_operands(shape, &who, &dims, &mut b)?;
@@ -662,16 +741,27 @@ pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> R
 pub(crate) const CACHED: usize = 8;
 
 /// The shim's check of a decoded call: shapes, then dtypes, against the rules it
-/// parsed once. `operand`/`result` read a buffer's dtype and dims from the frame.
+/// parsed once, for a call of `n_args` operands and `n_rets` results (fewer than the
+/// rules name when optional ones are absent). `operand`/`result` read a buffer's
+/// dtype and dims from the frame.
 #[inline]
 pub(crate) fn check_call<'a>(
     decl: &Declaration,
     rules: &Rules,
+    n_args: usize,
+    n_rets: usize,
     operand: &impl Fn(usize) -> (DataType, &'a [i64]),
     result: &impl Fn(usize) -> (DataType, &'a [i64]),
 ) -> Result<(), RuleError> {
     let name = |r: bool, i: usize| decl.buffer_name(r, i);
     let who = Who { target: decl.target, name: &name };
+    // A call without some optional operands or results: the rules without them.
+    let Some(rules) = rules.for_call(n_args, n_rets) else {
+        return Err(shape_err(format!(
+            "{}: {n_args} operands and {n_rets} results do not fit the rules' optional operands and results",
+            decl.target
+        )));
+    };
     // Each operand read once from the frame (its struct checked each time it is read).
     let n =
         rules.shape.as_ref().map_or(0, |s| s.operands.len()).max(rules.dtype.as_ref().map_or(0, |r| r.operands.len()));

@@ -9,9 +9,11 @@
 //! The first operand (left to right) whose expression is a bare variable binds it to
 //! its dtype; every other operand must have the dtype of its expression, so
 //! `"promote(X, W), X, W -> X"` binds `X` and `W` at operands 1 and 2 and checks
-//! operand 0 against them.
+//! operand 0 against them. A trailing `?` marks an optional operand or result
+//! (`"T, T? -> T"`): the call may leave it out, and the rule must hold without it.
 
-/// The dtype names of the notation, as NumPy (and `DataType::name`) spell them.
+/// The dtype names of the notation, as NumPy (and `DataType::name`) spell them, and
+/// `token`: the dtype of a `Token` operand or result (`xla_ffi::Token`).
 pub const DTYPE_NAMES: &[&str] = &[
     "bool",
     "int8",
@@ -28,6 +30,7 @@ pub const DTYPE_NAMES: &[&str] = &[
     "float64",
     "complex64",
     "complex128",
+    "token",
 ];
 
 /// Variables per rule at most (the runtime check binds them in a fixed-size array).
@@ -60,11 +63,17 @@ pub struct DtypeRule {
     pub binders: Vec<(usize, usize)>,
     /// The other operands, checked against their expressions.
     pub checked: Vec<usize>,
+    /// How many of the last operand expressions are optional (a trailing `?`).
+    pub optional_operands: usize,
+    /// How many of the last result expressions are optional.
+    pub optional_results: usize,
 }
 
 impl DtypeRule {
     /// Parses `exprs -> exprs` and checks that every variable is bound by an operand
-    /// (a bare variable, left to right) before any other use of it.
+    /// (a bare variable, left to right) before any other use of it. An expression
+    /// with a trailing `?` is an optional operand or result (trailing only), and the
+    /// checks hold with every combination of them left out (see [`DtypeRule::without`]).
     pub fn parse(text: &str) -> Result<DtypeRule, String> {
         let mut sides = text.split("->");
         let (Some(lhs), Some(rhs), None) = (sides.next(), sides.next(), sides.next()) else {
@@ -76,12 +85,15 @@ impl DtypeRule {
             results: Vec::new(),
             binders: Vec::new(),
             checked: Vec::new(),
+            optional_operands: 0,
+            optional_results: 0,
         };
         for (side, is_result) in [(lhs, false), (rhs, true)] {
             let mut p = Parser { s: side.as_bytes(), i: 0 };
             if p.at_end() {
                 continue;
             }
+            let mut optional = 0;
             loop {
                 let what = if is_result { "result" } else { "operand" };
                 let n = if is_result { rule.results.len() } else { rule.operands.len() };
@@ -92,6 +104,16 @@ impl DtypeRule {
                     rule.operands.push(e);
                 }
                 p.skip_ws();
+                let opt = p.peek() == Some(b'?');
+                if opt {
+                    p.i += 1;
+                    p.skip_ws();
+                } else if optional > 0 {
+                    return Err(format!(
+                        "dtype rule `{text}`: {what} {n} follows an optional {what} (`?`): optional {what}s come last"
+                    ));
+                }
+                optional += usize::from(opt);
                 match p.peek() {
                     None => break,
                     Some(b',') => p.i += 1,
@@ -103,40 +125,79 @@ impl DtypeRule {
                     }
                 }
             }
+            if is_result {
+                rule.optional_results = optional;
+            } else {
+                rule.optional_operands = optional;
+            }
         }
         if rule.vars.len() > MAX_VARS {
             return Err(format!("dtype rule `{text}`: more than {MAX_VARS} variables"));
         }
-        let mut bound = vec![false; rule.vars.len()];
-        for (i, e) in rule.operands.iter().enumerate() {
+        rule.finish().map_err(|e| format!("dtype rule `{text}`: {e}"))?;
+        for a in 0..=rule.optional_operands {
+            for r in 0..=rule.optional_results {
+                if a + r > 0 {
+                    let absent = super::shape_rule::absent_list(rule.operands.len(), a, rule.results.len(), r);
+                    rule.without(a, r).map_err(|e| format!("dtype rule `{text}`: {absent}: {e}"))?;
+                }
+            }
+        }
+        Ok(rule)
+    }
+
+    /// The rule of a call without its last `operands` optional operands and last
+    /// `results` optional results: the same variables, the absent expressions
+    /// dropped. [`DtypeRule::parse`] checked that every such rule is valid.
+    pub fn without(&self, operands: usize, results: usize) -> Result<DtypeRule, String> {
+        if operands > self.optional_operands || results > self.optional_results {
+            return Err(format!(
+                "{operands} operand and {results} result expressions left out, but only {} and {} are optional",
+                self.optional_operands, self.optional_results
+            ));
+        }
+        let mut rule = self.clone();
+        rule.operands.truncate(rule.operands.len() - operands);
+        rule.results.truncate(rule.results.len() - results);
+        rule.optional_operands -= operands;
+        rule.optional_results -= results;
+        rule.finish()?;
+        Ok(rule)
+    }
+
+    /// The binders and checked operands, and the check that every variable is bound.
+    fn finish(&mut self) -> Result<(), String> {
+        self.binders.clear();
+        self.checked.clear();
+        let mut bound = vec![false; self.vars.len()];
+        for (i, e) in self.operands.iter().enumerate() {
             match e {
                 Expr::Var(v) if !bound[*v] => {
                     bound[*v] = true;
-                    rule.binders.push((i, *v));
+                    self.binders.push((i, *v));
                 }
-                _ => rule.checked.push(i),
+                _ => self.checked.push(i),
             }
         }
-        for (i, e) in rule.operands.iter().enumerate() {
+        for (i, e) in self.operands.iter().enumerate() {
             match e {
                 Expr::Var(_) => {}
                 e => {
                     if let Some(v) = first_unbound(e, &bound) {
                         return Err(format!(
-                            "dtype rule `{text}`: operand {i} uses `{}`, which no operand binds (only a bare \
-                             variable binds)",
-                            rule.vars[v]
+                            "operand {i} uses `{}`, which no operand binds (only a bare variable binds)",
+                            self.vars[v]
                         ));
                     }
                 }
             }
         }
-        for (i, e) in rule.results.iter().enumerate() {
+        for (i, e) in self.results.iter().enumerate() {
             if let Some(v) = first_unbound(e, &bound) {
-                return Err(format!("dtype rule `{text}`: result {i} uses `{}`, which no operand binds", rule.vars[v]));
+                return Err(format!("result {i} uses `{}`, which no operand binds", self.vars[v]));
             }
         }
-        Ok(rule)
+        Ok(())
     }
 
     /// An expression as written, normalized: `promote(X, W)`.

@@ -37,24 +37,51 @@ pub struct ShapeRule {
     /// The order in which the ellipses get their lengths: `(operand, name)`, the
     /// operand's rank minus its other tokens' lengths (see [`ShapeRule::resolve_order`]).
     pub plan: Vec<(usize, usize)>,
+    /// How many of the last operand specs are optional (written with a trailing `?`).
+    pub optional_operands: usize,
+    /// How many of the last result specs are optional.
+    pub optional_results: usize,
 }
 
 impl ShapeRule {
     /// Parses `specs -> specs` and checks it: names well formed, no name both an
     /// ellipsis and a factor, no ellipsis twice in one spec, every result name bound
     /// by the operands, and every operand spec resolvable (see [`ShapeRule::resolve_order`]).
+    /// A spec that ends in `?` is optional (trailing only, on either side), and the
+    /// checks hold with every combination of the optional specs left out (see
+    /// [`ShapeRule::without`]).
     pub fn parse(text: &str) -> Result<ShapeRule, String> {
         let mut sides = text.split("->");
         let (Some(lhs), Some(rhs), None) = (sides.next(), sides.next(), sides.next()) else {
             return Err(format!("shape rule `{text}`: expected one `->` between the operand and result specs"));
         };
-        let mut rule =
-            ShapeRule { names: Vec::new(), operands: Vec::new(), results: Vec::new(), batch: None, plan: Vec::new() };
+        let mut rule = ShapeRule {
+            names: Vec::new(),
+            operands: Vec::new(),
+            results: Vec::new(),
+            batch: None,
+            plan: Vec::new(),
+            optional_operands: 0,
+            optional_results: 0,
+        };
         let mut kinds: Vec<bool> = Vec::new(); // per name: is an ellipsis
         for (side, out) in [(lhs, 0), (rhs, 1)] {
+            let mut optional = 0;
             for (i, spec) in split_specs(side).into_iter().enumerate() {
                 let what = if out == 0 { "operand" } else { "result" };
-                let toks = parse_spec(spec, &mut rule.names, &mut kinds)
+                let (body, opt) = match spec.trim().strip_suffix('?') {
+                    Some(b) => (b, true),
+                    None => (spec, false),
+                };
+                if optional > 0 && !opt {
+                    return Err(format!(
+                        "shape rule `{text}`: {what} {i} (`{}`) follows an optional {what} (`?`): optional {what}s \
+                         come last",
+                        spec.trim()
+                    ));
+                }
+                optional += usize::from(opt);
+                let toks = parse_spec(body, &mut rule.names, &mut kinds)
                     .map_err(|e| format!("shape rule `{text}`: {what} {i} (`{}`): {e}", spec.trim()))?;
                 if out == 0 {
                     rule.operands.push(toks);
@@ -62,30 +89,68 @@ impl ShapeRule {
                     rule.results.push(toks);
                 }
             }
+            if out == 0 {
+                rule.optional_operands = optional;
+            } else {
+                rule.optional_results = optional;
+            }
         }
         if rule.names.len() > MAX_NAMES {
             return Err(format!("shape rule `{text}`: more than {MAX_NAMES} names"));
         }
-        let bound: Vec<bool> = (0..rule.names.len())
-            .map(|n| rule.operands.iter().flatten().any(|t| matches!(t, Tok::Ellipsis(m) | Tok::Factor(m) if *m == n)))
+        rule.finish().map_err(|e| format!("shape rule `{text}`: {e}"))?;
+        for a in 0..=rule.optional_operands {
+            for r in 0..=rule.optional_results {
+                if a + r > 0 {
+                    rule.without(a, r)
+                        .map_err(|e| format!("shape rule `{text}`: {}: {e}", absent_text(&rule, a, r)))?;
+                }
+            }
+        }
+        Ok(rule)
+    }
+
+    /// The rule of a call without its last `operands` optional operands and last
+    /// `results` optional results (at most [`ShapeRule::optional_operands`] and
+    /// [`ShapeRule::optional_results`]): the same names, the absent specs dropped.
+    /// [`ShapeRule::parse`] checked that every such rule is valid.
+    pub fn without(&self, operands: usize, results: usize) -> Result<ShapeRule, String> {
+        if operands > self.optional_operands || results > self.optional_results {
+            return Err(format!(
+                "{operands} operand and {results} result specs left out, but only {} and {} are optional",
+                self.optional_operands, self.optional_results
+            ));
+        }
+        let mut rule = self.clone();
+        rule.operands.truncate(rule.operands.len() - operands);
+        rule.results.truncate(rule.results.len() - results);
+        rule.optional_operands -= operands;
+        rule.optional_results -= results;
+        rule.batch = None;
+        rule.finish()?;
+        Ok(rule)
+    }
+
+    /// The checks and derived fields after the specs: every result name bound, the
+    /// batch ellipsis, the resolution plan.
+    fn finish(&mut self) -> Result<(), String> {
+        let bound: Vec<bool> = (0..self.names.len())
+            .map(|n| self.operands.iter().flatten().any(|t| matches!(t, Tok::Ellipsis(m) | Tok::Factor(m) if *m == n)))
             .collect();
-        for (i, spec) in rule.results.iter().enumerate() {
+        for (i, spec) in self.results.iter().enumerate() {
             for t in spec {
                 if let Tok::Ellipsis(n) | Tok::Factor(n) = *t {
                     if !bound[n] {
-                        return Err(format!(
-                            "shape rule `{text}`: result {i} uses `{}`, which no operand spec binds",
-                            rule.token_text(*t)
-                        ));
+                        return Err(format!("result {i} uses `{}`, which no operand spec binds", self.token_text(*t)));
                     }
                 }
             }
         }
-        if let Some(Tok::Ellipsis(n)) = rule.operands.first().and_then(|s| s.first()) {
-            rule.batch = Some(*n);
+        if let Some(Tok::Ellipsis(n)) = self.operands.first().and_then(|s| s.first()) {
+            self.batch = Some(*n);
         }
-        rule.plan = rule.resolve_order().map_err(|e| format!("shape rule `{text}`: {e}"))?;
-        Ok(rule)
+        self.plan = self.resolve_order()?;
+        Ok(())
     }
 
     /// Checks that every operand spec can be matched against a shape: repeating over
@@ -155,6 +220,27 @@ impl ShapeRule {
         }
         spec.iter().map(|t| self.token_text(*t)).collect::<Vec<_>>().join(" ")
     }
+}
+
+/// "with operand 2 absent", "with operands 1 and 2 and result 1 absent".
+pub fn absent_text(rule: &ShapeRule, operands: usize, results: usize) -> String {
+    absent_list(rule.operands.len(), operands, rule.results.len(), results)
+}
+
+/// "with operand 2 absent" for `n_ops` operands of which the last `operands` are
+/// absent (and likewise results).
+pub fn absent_list(n_ops: usize, operands: usize, n_res: usize, results: usize) -> String {
+    let part = |what: &str, n: usize, k: usize| -> Option<String> {
+        let idx: Vec<String> = (n - k..n).map(|i| i.to_string()).collect();
+        match idx.len() {
+            0 => None,
+            1 => Some(format!("{what} {}", idx[0])),
+            _ => Some(format!("{what}s {}", idx.join(" and "))),
+        }
+    };
+    let parts: Vec<String> =
+        [part("operand", n_ops, operands), part("result", n_res, results)].into_iter().flatten().collect();
+    format!("with {} absent", parts.join(" and "))
 }
 
 /// The comma-separated specs of one side (none for an empty side).

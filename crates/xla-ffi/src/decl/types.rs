@@ -1,6 +1,7 @@
 //! The declaration data the [`handler`](crate::handler) macro emits: [`Declaration`]
 //! (every parameter's name and kind, and the optional rules) and [`ParamDecl`].
 
+use crate::attr::EnumValues;
 use crate::dtype::DataType;
 
 /// What one handler parameter is, for the declaration: an operand, a result or an
@@ -16,6 +17,11 @@ pub enum ParamDecl {
     Operand(fn(DataType) -> bool),
     /// One result buffer, accepting the dtypes for which the function is true.
     Result(fn(DataType) -> bool),
+    /// An optional operand (`Option<Buffer<..>>`): a trailing operand the call may
+    /// leave out.
+    OptionalOperand(fn(DataType) -> bool),
+    /// An optional result (`Option<ResultBuffer<..>>`).
+    OptionalResult(fn(DataType) -> bool),
     /// One attribute: its type's name (`f64`, `str`, `array<i64>`) and whether it
     /// may be absent.
     Attribute {
@@ -23,6 +29,9 @@ pub enum ParamDecl {
         type_name: fn() -> String,
         /// Whether the attribute may be absent (`Attr<Option<T>>`).
         optional: fn() -> bool,
+        /// An enum attribute's valid values, as in
+        /// [`FromAttr::enum_values`](crate::FromAttr::enum_values).
+        enum_values: fn() -> Option<EnumValues>,
     },
 }
 
@@ -73,35 +82,77 @@ impl Declaration {
         Declaration { target, params, shapes: None, dtypes: None, linear: &[], transpose: None }
     }
 
-    /// The operands: name and accepted dtypes.
+    /// The operands (optional ones included): name and accepted dtypes.
     pub fn operands(&self) -> impl Iterator<Item = (&'static str, fn(DataType) -> bool)> {
         self.params.iter().filter_map(|(n, p)| match p {
-            ParamDecl::Operand(a) => Some((*n, *a)),
+            ParamDecl::Operand(a) | ParamDecl::OptionalOperand(a) => Some((*n, *a)),
             _ => None,
         })
     }
 
-    /// The results: name and accepted dtypes.
+    /// The results (optional ones included): name and accepted dtypes.
     pub fn results(&self) -> impl Iterator<Item = (&'static str, fn(DataType) -> bool)> {
         self.params.iter().filter_map(|(n, p)| match p {
-            ParamDecl::Result(a) => Some((*n, *a)),
+            ParamDecl::Result(a) | ParamDecl::OptionalResult(a) => Some((*n, *a)),
             _ => None,
+        })
+    }
+
+    /// Whether the operand (or result, with `result`) called `name` is optional
+    /// (`Option<Buffer<..>>`, `Option<ResultBuffer<..>>`).
+    pub fn is_optional(&self, result: bool, name: &str) -> bool {
+        self.params.iter().any(|(n, p)| {
+            *n == name
+                && if result {
+                    matches!(p, ParamDecl::OptionalResult(_))
+                } else {
+                    matches!(p, ParamDecl::OptionalOperand(_))
+                }
         })
     }
 
     /// The attributes: name, type name and whether it is optional.
     pub fn attributes(&self) -> impl Iterator<Item = (&'static str, String, bool)> {
         self.params.iter().filter_map(|(n, p)| match p {
-            ParamDecl::Attribute { type_name, optional } => Some((*n, type_name(), optional())),
+            ParamDecl::Attribute { type_name, optional, .. } => Some((*n, type_name(), optional())),
+            _ => None,
+        })
+    }
+
+    /// The valid values of attribute `name` if it is an enum (`#[derive(AttrEnum)]`),
+    /// else `None`.
+    ///
+    /// ```
+    /// use xla_ffi::{handler, Attr, AttrEnum, Buffer, Result, ResultBuffer};
+    ///
+    /// #[derive(AttrEnum, Clone, Copy)]
+    /// enum Mode {
+    ///     Sum = 0,
+    ///     Max = 1,
+    /// }
+    ///
+    /// #[handler(target = "demo.reduce_by", shapes = "n -> ()")]
+    /// fn demo_reduce_by(x: Buffer<f32>, y: ResultBuffer<f32>, mode: Attr<Mode>, k: Attr<f64>) -> Result<()> {
+    ///     let _ = (x, y, mode, k);
+    ///     Ok(())
+    /// }
+    ///
+    /// let e = DEMO_REDUCE_BY.declaration.attribute_enum("mode").unwrap();
+    /// assert_eq!((e.name, e.variants), ("Mode", &[("Sum", 0), ("Max", 1)][..]));
+    /// assert!(DEMO_REDUCE_BY.declaration.attribute_enum("k").is_none());
+    /// ```
+    pub fn attribute_enum(&self, name: &str) -> Option<EnumValues> {
+        self.params.iter().find_map(|(n, p)| match p {
+            ParamDecl::Attribute { enum_values, .. } if *n == name => enum_values(),
             _ => None,
         })
     }
 
     /// The name of operand `i` (or result `i`), `?` past the end.
     pub(crate) fn buffer_name(&self, result: bool, i: usize) -> &'static str {
-        let mut it = self.params.iter().filter(|(_, p)| match p {
-            ParamDecl::Operand(_) => !result,
-            ParamDecl::Result(_) => result,
+        let mut it = self.params.iter().filter(|(_, p)| match kind(p) {
+            0 => !result,
+            1 => result,
             _ => false,
         });
         it.nth(i).map_or("?", |(n, _)| *n)
@@ -116,6 +167,23 @@ impl Declaration {
         while i < params.len() {
             if self::kind(&params[i].1) == kind {
                 n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    /// How many parameters are optional operands (`kind` 0) or optional results (1):
+    /// for the macro's check of the rules' `?` marks.
+    #[doc(hidden)]
+    pub const fn __count_optional(params: &[(&str, ParamDecl)], kind: u8) -> usize {
+        let mut i = 0;
+        let mut n = 0;
+        while i < params.len() {
+            match params[i].1 {
+                ParamDecl::OptionalOperand(_) if kind == 0 => n += 1,
+                ParamDecl::OptionalResult(_) if kind == 1 => n += 1,
+                _ => {}
             }
             i += 1;
         }
@@ -173,7 +241,7 @@ impl Declaration {
     pub const fn __is_operand(params: &[(&str, ParamDecl)], name: &str) -> bool {
         let mut i = 0;
         while i < params.len() {
-            if matches!(params[i].1, ParamDecl::Operand(_)) && str_eq(params[i].0, name) {
+            if kind(&params[i].1) == 0 && str_eq(params[i].0, name) {
                 return true;
             }
             i += 1;
@@ -182,11 +250,11 @@ impl Declaration {
     }
 }
 
-/// 0 operand, 1 result, 2 attribute, 3 other.
+/// 0 operand (optional or not), 1 result, 2 attribute, 3 other.
 const fn kind(p: &ParamDecl) -> u8 {
     match p {
-        ParamDecl::Operand(_) => 0,
-        ParamDecl::Result(_) => 1,
+        ParamDecl::Operand(_) | ParamDecl::OptionalOperand(_) => 0,
+        ParamDecl::Result(_) | ParamDecl::OptionalResult(_) => 1,
         ParamDecl::Attribute { .. } => 2,
         ParamDecl::Other => 3,
     }

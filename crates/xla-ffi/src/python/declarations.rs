@@ -10,12 +10,16 @@ use crate::{HandlerDescriptor, Stage};
 ///
 /// ```python
 /// {"target": "my.op",
-///  "operands": [{"name": "x", "dtypes": ["float16", ...], "dims": ["...b", "n"] | None, "dtype": "X" | None}],
+///  "operands": [{"name": "x", "optional": False, "dtypes": ["float16", ...], "dims": ["...b", "n"] | None,
+///                "dtype": "X" | None}],
 ///  "results": [...same keys...],
-///  "attributes": [{"name": "eps", "type": "f64", "optional": False}],
+///  "attributes": [{"name": "eps", "type": "f64", "optional": False, "enum": None}],
 ///  "shapes": str | None, "dtypes": str | None, "batch": "b" | None,
 ///  "linear": ["x"], "transpose": "my.op_transpose" | None}
 /// ```
+///
+/// An enum attribute (`#[derive(AttrEnum)]`) has type `i64` and its variants in
+/// `"enum"`: `{"name": "Mode", "values": [("Sum", 0), ("Max", 1)]}`.
 ///
 /// The stages of one target are merged: operands, results and rules come from the
 /// execute stage, attributes from every stage (an instantiate stage's first).
@@ -44,6 +48,16 @@ pub fn declarations<'py>(py: Python<'py>, handlers: &[&HandlerDescriptor]) -> Py
                 a.set_item("name", name)?;
                 a.set_item("type", ty)?;
                 a.set_item("optional", optional)?;
+                match s.declaration.attribute_enum(name) {
+                    Some(e) => {
+                        let values: Vec<(&str, i128)> = e.variants.to_vec();
+                        let d = PyDict::new(py);
+                        d.set_item("name", e.name)?;
+                        d.set_item("values", values)?;
+                        a.set_item("enum", d)?;
+                    }
+                    None => a.set_item("enum", py.None())?,
+                }
                 attrs.append(a)?;
             }
         }
@@ -69,6 +83,7 @@ fn declaration<'py>(py: Python<'py>, decl: &Declaration) -> PyResult<Bound<'py, 
         for (i, (name, accepts)) in bufs.into_iter().enumerate() {
             let b = PyDict::new(py);
             b.set_item("name", name)?;
+            b.set_item("optional", decl.is_optional(result, name))?;
             let dtypes: Vec<&str> = known_dtypes().filter(|t| accepts(*t)).map(|t| t.name()).collect();
             b.set_item("dtypes", dtypes)?;
             let dims = shape.as_ref().and_then(|s| {

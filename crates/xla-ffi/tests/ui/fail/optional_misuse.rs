@@ -1,5 +1,6 @@
 // Optional operands and results: trailing only, never beside RemainingArgs /
-// RemainingRets or rules, and only buffers (an optional attribute is Attr<Option<T>>).
+// RemainingRets, marked `?` in the rules exactly where the handler has them, and
+// only buffers (an optional attribute is Attr<Option<T>>).
 use xla_ffi::{handler, Attr, Buffer, RemainingArgs, RemainingRets, Result, ResultBuffer};
 
 #[handler(target = "ui.opt_middle")]
@@ -28,6 +29,18 @@ fn remaining_then_optional(rest: RemainingRets, a: Option<ResultBuffer<f32>>) ->
 
 #[handler(target = "ui.opt_rules", shapes = "n, n -> n")]
 fn optional_with_rules(x: Buffer<f32>, b: Option<Buffer<f32>>, y: ResultBuffer<f32>) -> Result<()> {
+    let _ = (x, b, y);
+    Ok(())
+}
+
+#[handler(target = "ui.rule_marks_required", shapes = "n, n? -> n")]
+fn rule_marks_a_required_operand(x: Buffer<f32>, b: Buffer<f32>, y: ResultBuffer<f32>) -> Result<()> {
+    let _ = (x, b, y);
+    Ok(())
+}
+
+#[handler(target = "ui.opt_rules_wrong_place", shapes = "n, n -> n?")]
+fn optional_result_marked_but_operand_optional(x: Buffer<f32>, b: Option<Buffer<f32>>, y: ResultBuffer<f32>) -> Result<()> {
     let _ = (x, b, y);
     Ok(())
 }
