@@ -154,6 +154,7 @@ impl<'f> RawBuffer<'f> {
                     if let Some(range) = byte_range(data, len, dtype) {
                         let aliases = call.aliases;
                         aliases.record(frame, site, range);
+                        call.record_meta(site.role, site.index, dtype, dims);
                         return Some(RawBuffer { dtype, data, dims, len, range, site, frame, aliases });
                     }
                 }

@@ -32,6 +32,15 @@ impl Rules {
             dtype.as_ref().is_some_and(|r| r.operands.iter().chain(&r.results).all(|e| *e == Expr::Var(0)));
         Ok(Rules { shape, dtype, same_shape, same_dtype })
     }
+
+    /// For rules that give every buffer one shape and one dtype: how many operands
+    /// and results they cover.
+    pub(crate) fn elementwise(&self) -> Option<(usize, usize)> {
+        match (&self.shape, self.same_shape && self.same_dtype) {
+            (Some(s), true) => Some((s.operands.len(), s.results.len())),
+            _ => None,
+        }
+    }
 }
 
 /// What kind of problem a check found: Python raises `ValueError` for a shape,
