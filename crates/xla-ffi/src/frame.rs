@@ -331,7 +331,6 @@ pub(crate) enum Entry<'f> {
 ///
 /// # Safety
 /// `raw` must be the call frame XLA passed to the handler, valid for `'f`.
-#[inline]
 pub(crate) unsafe fn open<'f>(
     raw: *mut sys::XLA_FFI_CallFrame,
     info: &HandlerInfo,
