@@ -65,12 +65,21 @@ impl<'f> Call<'f> {
     }
 
     /// Checks the operand and result counts against the declaration.
+    #[inline(always)]
     pub(crate) fn check_counts(&self) -> Result<()> {
         let (na, nr) = (self.frame.count(Role::Operand), self.frame.count(Role::Result));
-        let (ea, er) = (self.info.n_args, self.info.n_rets);
-        if na == ea && nr == er {
+        if na == self.info.n_args && nr == self.info.n_rets {
             return Ok(());
         }
+        self.count_error(na, nr)
+    }
+
+    /// [`Call::check_counts`] when the counts differ from the declared ones: fine when
+    /// optional or variadic parameters allow them, else the error naming what is missing.
+    #[cold]
+    #[inline(never)]
+    fn count_error(&self, na: usize, nr: usize) -> Result<()> {
+        let (ea, er) = (self.info.n_args, self.info.n_rets);
         let mut msg = Vec::new();
         let (arity, variadic) = (self.info.arity, [self.info.variadic_args, self.info.variadic_rets]);
         for (role, got, max, variadic) in [(Role::Operand, na, ea, variadic[0]), (Role::Result, nr, er, variadic[1])] {
@@ -246,7 +255,7 @@ impl<'f> Call<'f> {
     /// parsed once into `rules` (the `handler` macro's shim calls it after
     /// [`Call::finish`], before the body). Allocates nothing when the call fits.
     #[doc(hidden)]
-    #[inline]
+    #[inline(always)]
     pub fn check_rules(&self, decl: &Declaration, rules: &OnceLock<core::result::Result<Rules, String>>) -> Result<()> {
         let rules = match rules.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
             Ok(r) => r,
@@ -260,6 +269,12 @@ impl<'f> Call<'f> {
                 return Ok(());
             }
         }
+        self.check_rules_on_frame(decl, rules)
+    }
+
+    /// [`Call::check_rules`] past its shortcut: the general check, on the frame.
+    #[inline(never)]
+    fn check_rules_on_frame(&self, decl: &Declaration, rules: &Rules) -> Result<()> {
         let frame = self.frame;
         let read = move |role: Role, i: usize| -> (DataType, &'f [i64]) {
             match frame.buffer(role, i) {

@@ -35,6 +35,7 @@ impl Rules {
 
     /// For rules that give every buffer one shape and one dtype: how many operands
     /// and results they cover.
+    #[inline]
     pub(crate) fn elementwise(&self) -> Option<(usize, usize)> {
         match (&self.shape, self.same_shape && self.same_dtype) {
             (Some(s), true) => Some((s.operands.len(), s.results.len())),
