@@ -5,6 +5,8 @@
 # benchmarks/results/jax-<version>/*.json, then prints one combined table of the
 # targets with a column per jax version. Figures are medians of interleaved pairs
 # (common.measure_pairs), with the best beside them; PASS/FAIL is on the medians.
+# A full run of both versions then rewrites the tables of README.md and
+# docs/performance.md from the results (summary.py --write).
 #
 #   bash benchmarks/run.sh            the full run (about 10-20 minutes on 2 cores)
 #   bash benchmarks/run.sh --quick    tiny sizes, 1 repeat: proves the harness runs
@@ -79,5 +81,19 @@ done
 if [ "${#dirs[@]}" -gt 1 ]; then
     "${pys[0]}" summary.py "${dirs[@]}"
 fi
+# The README's and docs/performance.md's tables, regenerated from these results
+# (between their bench-table markers): after a full run of both versions in which
+# every suite succeeded, never after --quick.
+case " ${args[*]:-} " in
+    *" --quick "*) echo "(--quick: README.md and docs/performance.md left as they are)" ;;
+    *)
+        if [ "$status" -eq 0 ] && [ "${#dirs[@]}" -gt 1 ]; then
+            "${pys[0]}" summary.py "${dirs[@]}" --write "$root/README.md" "$root/docs/performance.md" >/dev/null
+            echo "regenerated the benchmark tables in README.md and docs/performance.md"
+        else
+            echo "(a suite failed or one jax version only: README.md and docs/performance.md left as they are)"
+        fi
+        ;;
+esac
 echo; echo "results in ${dirs[*]}"
 exit $status

@@ -9,6 +9,9 @@
 //! with `SYMBOL` one of `decode_only`, `slices`, `xla_ffi_rs_kepler_cpu`, and divide
 //! the total `Ir` by 400,000 (`callgrind_annotate` shows where they go; build with
 //! `CARGO_PROFILE_RELEASE_DEBUG=line-tables-only` for source lines).
+//!
+//! Against the C++ `ffi.h` twin, on one call frame for both:
+//! `bash benchmarks/cpp/call_cost.sh` (`benchmarks/cpp/call_cost.cc`).
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -102,7 +102,7 @@ pub(crate) fn shim_body(
         }
         #krate::__private::dispatch_async(
             __frame,
-            &__info,
+            &__XLA_FFI_INFO,
             __xla_ffi_info,
             __xla_ffi_check,
             __xla_ffi_run,

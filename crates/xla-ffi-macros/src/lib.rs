@@ -626,16 +626,25 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     };
     let state_type_id = stages::state_type_id(krate, opts.stage, &ret_ty, &tys);
     let state_checks = stages::state_checks(krate, &stage, &params);
+    // `'static` for every lifetime: the description is a `static` item.
+    let stys: Vec<Type> = tys
+        .iter()
+        .map(|t| {
+            let mut t = (*t).clone();
+            StaticLifetimes.visit_type_mut(&mut t);
+            t
+        })
+        .collect();
     let info = quote! {
         #krate::__private::HandlerInfo {
             target: #target,
             host: #host,
             stage: #stage,
             traits: #traits,
-            n_args: 0 #(+ <#tys as #krate::Decode<'_>>::ARGS)*,
-            n_rets: 0 #(+ <#tys as #krate::Decode<'_>>::RETS)*,
-            variadic_args: false #(|| <#tys as #krate::Decode<'_>>::VARIADIC_ARGS)*,
-            variadic_rets: false #(|| <#tys as #krate::Decode<'_>>::VARIADIC_RETS)*,
+            n_args: 0 #(+ <#stys as #krate::Decode<'static>>::ARGS)*,
+            n_rets: 0 #(+ <#stys as #krate::Decode<'static>>::RETS)*,
+            variadic_args: false #(|| <#stys as #krate::Decode<'static>>::VARIADIC_ARGS)*,
+            variadic_rets: false #(|| <#stys as #krate::Decode<'static>>::VARIADIC_RETS)*,
             arity: __XLA_FFI_ARITY,
             state_type_id: __xla_ffi_state_type_id,
             attr_names: __xla_ffi_attr_names,
@@ -648,7 +657,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             match &opts.asynchronous {
                 None => quote! {
                     #check
-                    #krate::__private::dispatch(__frame, &__info, |__call| { #run })
+                    #krate::__private::dispatch(__frame, &__XLA_FFI_INFO, |__call| { #run })
                 },
                 Some(a) => {
                     let decode_only = quote! {
@@ -712,7 +721,8 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
             unsafe extern "C" fn __xla_ffi_shim(
                 __frame: *mut #krate::sys::XLA_FFI_CallFrame,
             ) -> *mut #krate::sys::XLA_FFI_Error {
-                let __info = #info;
+                // One description per handler, in static memory: nothing built per call.
+                static __XLA_FFI_INFO: #krate::__private::HandlerInfo = #info;
                 // SAFETY: XLA calls this symbol with its call frame; `dispatch` checks
                 // the frame before reading it and catches panics.
                 unsafe { #body }

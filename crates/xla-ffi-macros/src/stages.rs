@@ -15,10 +15,10 @@ use crate::{Param, Stage};
 pub(crate) fn stage_body(krate: &syn::Path, stage: Stage, run: &TokenStream2) -> TokenStream2 {
     match stage {
         Stage::Instantiate => quote! {
-            #krate::__private::dispatch_instantiate(__frame, &__info, |__call| { #run })
+            #krate::__private::dispatch_instantiate(__frame, &__XLA_FFI_INFO, |__call| { #run })
         },
         _ => quote! {
-            #krate::__private::dispatch_stage(__frame, &__info, |__call| { #run })
+            #krate::__private::dispatch_stage(__frame, &__XLA_FFI_INFO, |__call| { #run })
         },
     }
 }

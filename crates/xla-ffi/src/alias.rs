@@ -4,8 +4,10 @@
 //! (`input_output_aliases`), and nothing stops a malformed call from overlapping two
 //! results. The buffer views must never hand out `&[T]` and `&mut [T]` (or two
 //! `&mut`) to the same bytes, so each buffer's byte range is recorded as it is
-//! decoded ([`Aliases`]); a slice request compares its range with the others'
-//! (a few compares, and nothing at all for a call that takes no slice). A call whose
+//! decoded ([`Aliases`]); the first slice request, once every buffer is recorded,
+//! finds out whether any two ranges meet at all (`n(n-1)/2` compares, once per
+//! call); when none do, as in almost every call, each request is answered by that
+//! one fact, otherwise by comparing its range with the others'. A call whose
 //! buffers were not all recorded (more than [`Aliases::MAX`], or a custom `Decode`
 //! that took a slice before every buffer was decoded) scans the frame instead.
 //!
@@ -60,14 +62,59 @@ pub(crate) struct Aliases {
     slots: [Cell<(usize, usize)>; Aliases::MAX],
     /// Slots recorded, as a bit set.
     seen: Cell<u32>,
+    /// Whether the recorded ranges are pairwise disjoint, once every buffer of the
+    /// call is recorded: [`UNKNOWN`](Aliases::UNKNOWN), [`DISJOINT`](Aliases::DISJOINT)
+    /// or [`OVERLAPPING`](Aliases::OVERLAPPING). The common case (no aliasing at all)
+    /// then answers every later access with one compare.
+    disjoint: Cell<u8>,
 }
 
 impl Aliases {
     /// Calls with more buffers than this scan the frame instead.
     const MAX: usize = 16;
+    const UNKNOWN: u8 = 0;
+    const DISJOINT: u8 = 1;
+    const OVERLAPPING: u8 = 2;
 
     pub(crate) fn new() -> Self {
-        Aliases { slots: [const { Cell::new(EMPTY) }; Aliases::MAX], seen: Cell::new(0) }
+        Aliases {
+            slots: [const { Cell::new(EMPTY) }; Aliases::MAX],
+            seen: Cell::new(0),
+            disjoint: Cell::new(Aliases::UNKNOWN),
+        }
+    }
+
+    /// Whether the first `n` slots (all recorded) are pairwise disjoint, worked out
+    /// once per call.
+    #[inline(always)]
+    fn all_disjoint(&self, n: usize) -> bool {
+        match self.disjoint.get() {
+            Aliases::DISJOINT => true,
+            Aliases::OVERLAPPING => false,
+            _ => {
+                let disjoint = self.pairwise_disjoint(n);
+                self.disjoint.set(if disjoint { Aliases::DISJOINT } else { Aliases::OVERLAPPING });
+                disjoint
+            }
+        }
+    }
+
+    #[inline]
+    fn pairwise_disjoint(&self, n: usize) -> bool {
+        let n = n.min(Aliases::MAX);
+        let mut i = 0;
+        while i < n {
+            let a = self.slots[i].get();
+            let mut j = i + 1;
+            while j < n {
+                if overlaps(a, self.slots[j].get()) {
+                    return false;
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        true
     }
 
     #[inline(always)]
@@ -79,6 +126,7 @@ impl Aliases {
         if slot < Aliases::MAX {
             self.slots[slot].set(range);
             self.seen.set(self.seen.get() | 1 << slot);
+            self.disjoint.set(Aliases::UNKNOWN);
         }
     }
 
@@ -103,6 +151,10 @@ impl Aliases {
         let n = na + nr;
         if n > Aliases::MAX || self.seen.get() != (((1u64 << n) - 1) as u32) {
             return scan(frame, site, mine, operands);
+        }
+        // No two buffers of the call share a byte: nothing to look for.
+        if self.all_disjoint(n) {
+            return None;
         }
         // The first recorded slot in `lo..hi`, other than `skip`, that meets `mine`
         // (indices masked to the array: n <= MAX, a power of two).

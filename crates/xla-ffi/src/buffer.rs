@@ -154,6 +154,7 @@ impl<'f> RawBuffer<'f> {
                     if let Some(range) = byte_range(data, len, dtype) {
                         let aliases = call.aliases;
                         aliases.record(frame, site, range);
+                        call.record_meta(site.role, site.index, dtype, dims);
                         return Some(RawBuffer { dtype, data, dims, len, range, site, frame, aliases });
                     }
                 }
@@ -481,8 +482,11 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     /// of at least [`HUGE_PAGE_MIN_BYTES`], and a no-op off Linux, on device
     /// buffers, or where the kernel's `transparent_hugepage` setting is `never`.
     /// Call it before writing the result.
+    #[inline]
     pub fn advise_huge_pages(&mut self) -> bool {
-        if !self.raw.frame.host {
+        // The common small result returns here, without a call.
+        let (start, end) = self.raw.range();
+        if !self.raw.frame.host || end - start < HUGE_PAGE_MIN_BYTES {
             return false;
         }
         advise_huge_pages(self.raw.range())

@@ -30,7 +30,17 @@ pub struct Call<'f> {
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
     problems: Vec<String>,
+    /// The dtype and shape of each buffer decoded so far, by slot (operands first,
+    /// then results; the first [`META_SLOTS`]), so that the declared rules are
+    /// checked on what decoding read instead of reading the frame again.
+    meta: [(DataType, &'f [i64]); META_SLOTS],
+    /// Slots of `meta` filled, as a bit set.
+    meta_seen: u32,
 }
+
+/// How many buffers' dtypes and shapes [`Call`] keeps for the rule check (a call
+/// with more is checked by reading the frame again).
+const META_SLOTS: usize = 8;
 
 impl<'f> Call<'f> {
     pub(crate) fn new(frame: &'f Frame<'f>, aliases: &'f Aliases, info: &'f HandlerInfo) -> Self {
@@ -43,6 +53,8 @@ impl<'f> Call<'f> {
             used_attrs: 0,
             accept_unbound_attrs: false,
             problems: Vec::new(),
+            meta: [(DataType::INVALID, &[]); META_SLOTS],
+            meta_seen: 0,
         }
     }
 
@@ -53,12 +65,21 @@ impl<'f> Call<'f> {
     }
 
     /// Checks the operand and result counts against the declaration.
+    #[inline(always)]
     pub(crate) fn check_counts(&self) -> Result<()> {
         let (na, nr) = (self.frame.count(Role::Operand), self.frame.count(Role::Result));
-        let (ea, er) = (self.info.n_args, self.info.n_rets);
-        if na == ea && nr == er {
+        if na == self.info.n_args && nr == self.info.n_rets {
             return Ok(());
         }
+        self.count_error(na, nr)
+    }
+
+    /// [`Call::check_counts`] when the counts differ from the declared ones: fine when
+    /// optional or variadic parameters allow them, else the error naming what is missing.
+    #[cold]
+    #[inline(never)]
+    fn count_error(&self, na: usize, nr: usize) -> Result<()> {
+        let (ea, er) = (self.info.n_args, self.info.n_rets);
         let mut msg = Vec::new();
         let (arity, variadic) = (self.info.arity, [self.info.variadic_args, self.info.variadic_rets]);
         for (role, got, max, variadic) in [(Role::Operand, na, ea, variadic[0]), (Role::Result, nr, er, variadic[1])] {
@@ -87,6 +108,57 @@ impl<'f> Call<'f> {
         } else {
             Err(Error::invalid_argument(format!("{}: {}", self.info.target, msg.join("; "))))
         }
+    }
+
+    /// Keeps the dtype and shape a buffer view was decoded with (see `meta`).
+    #[inline(always)]
+    pub(crate) fn record_meta(&mut self, role: Role, index: usize, dtype: DataType, dims: &'f [i64]) {
+        let slot = match role {
+            Role::Operand => index,
+            Role::Result => self.frame.count(Role::Operand) + index,
+        };
+        if slot < META_SLOTS {
+            self.meta[slot] = (dtype, dims);
+            self.meta_seen |= 1 << slot;
+        }
+    }
+
+    /// Whether operands `0..n` and results `0..m` were all decoded as buffers and
+    /// have one dtype and one shape (the elementwise rules' fast path), or `None`
+    /// when not all of them were kept.
+    #[inline(always)]
+    fn all_alike(&self, n: usize, m: usize) -> Option<bool> {
+        let na = self.frame.count(Role::Operand);
+        if n > na || na + m > META_SLOTS {
+            return None;
+        }
+        let want = ((1u32 << n) - 1) | (((1u32 << m) - 1) << na);
+        if self.meta_seen & want != want {
+            return None;
+        }
+        if n + m == 0 {
+            return Some(true);
+        }
+        let first = if n > 0 { 0 } else { na };
+        let (t0, d0) = self.meta[first];
+        // Operand slots `0..n`, then result slots `na..na + m`, in plain index loops
+        // (the iterator adapters are not always inlined here).
+        let mut slot = first;
+        while slot < na + m {
+            let (t, d) = self.meta[slot];
+            if t != t0 || d.len() != d0.len() {
+                return Some(false);
+            }
+            let mut k = 0;
+            while k < d.len() {
+                if d[k] != d0[k] {
+                    return Some(false);
+                }
+                k += 1;
+            }
+            slot = if slot + 1 == n { na } else { slot + 1 };
+        }
+        Some(true)
     }
 
     /// Takes the next operand position (for a [`Decode`] implementation that
@@ -183,12 +255,26 @@ impl<'f> Call<'f> {
     /// parsed once into `rules` (the `handler` macro's shim calls it after
     /// [`Call::finish`], before the body). Allocates nothing when the call fits.
     #[doc(hidden)]
-    #[inline]
+    #[inline(always)]
     pub fn check_rules(&self, decl: &Declaration, rules: &OnceLock<core::result::Result<Rules, String>>) -> Result<()> {
         let rules = match rules.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
             Ok(r) => r,
             Err(e) => return Err(Error::internal(format!("{}: {e}", decl.target))),
         };
+        // The elementwise rules ("...b, ...b -> ...b", "T, T -> T") on the dtypes and
+        // shapes decoding read and checked: nothing to read again. Anything else, or a
+        // call that does not fit (to word the error), goes through `check_call`.
+        if let Some((n, m)) = rules.elementwise() {
+            if self.all_alike(n, m) == Some(true) {
+                return Ok(());
+            }
+        }
+        self.check_rules_on_frame(decl, rules)
+    }
+
+    /// [`Call::check_rules`] past its shortcut: the general check, on the frame.
+    #[inline(never)]
+    fn check_rules_on_frame(&self, decl: &Declaration, rules: &Rules) -> Result<()> {
         let frame = self.frame;
         let read = move |role: Role, i: usize| -> (DataType, &'f [i64]) {
             match frame.buffer(role, i) {

@@ -54,7 +54,18 @@ fn remember(set: &[AtomicPtr<sys::XLA_FFI_Api>], api: *mut sys::XLA_FFI_Api) {
 /// a device. A call with neither proof (a failing or null `Stream_Get` on a runtime
 /// without a pool) counts as host for that call only, and the next call asks again,
 /// so a transient failure never marks a device runtime as host for good.
+#[inline(always)]
 fn is_host_platform(frame: &Frame<'_>) -> bool {
+    // The usual case, without a call: the one CPU runtime's table, proved before.
+    if core::ptr::eq(HOST_APIS[0].load(Ordering::Relaxed), frame.api.ptr()) {
+        return true;
+    }
+    ask_host_platform(frame)
+}
+
+/// [`is_host_platform`] past its first cached table.
+#[inline(never)]
+fn ask_host_platform(frame: &Frame<'_>) -> bool {
     let api = frame.api.ptr() as *mut sys::XLA_FFI_Api;
     if cached(&HOST_APIS, api) {
         return true;

@@ -269,3 +269,50 @@ fn an_elementwise_rule_checks_every_buffer() {
         "decl.elementwise: operand 1 (b): expected dtype float32 (T, the dtype of operand 0 (a)), got bfloat16"
     );
 }
+
+/// Nine buffers under an elementwise rule: more than the decoder keeps for the
+/// rule check's shortcut, so the frame is read again; both ways agree.
+#[handler(
+    target = "decl.nine",
+    shapes = "...b, ...b, ...b, ...b, ...b, ...b, ...b, ...b -> ...b",
+    dtypes = "T, T, T, T, T, T, T, T -> T"
+)]
+#[allow(clippy::too_many_arguments)]
+fn decl_nine(
+    a0: Buffer<f32>,
+    a1: Buffer<f32>,
+    a2: Buffer<f32>,
+    a3: Buffer<f32>,
+    a4: Buffer<f32>,
+    a5: Buffer<f32>,
+    a6: Buffer<f32>,
+    a7: Buffer<f32>,
+    out: ResultBuffer<f32>,
+) -> Result<()> {
+    let _ = (a0, a1, a2, a3, a4, a5, a6, a7, out);
+    Ok(())
+}
+
+#[test]
+fn an_elementwise_rule_over_many_buffers_checks_every_one() {
+    let call = |last: Arg, out: Arg| {
+        let mut c = CallBuilder::new();
+        for _ in 0..7 {
+            c = c.arg(Arg::zeros::<f32>(&[2, 3]));
+        }
+        c.arg(last).ret(out)
+    };
+    expect_ok(call(Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<f32>(&[2, 3])).run(DECL_NINE));
+    let msg = expect_err(
+        call(Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<f32>(&[2, 4])).run(DECL_NINE),
+        ErrorCode::InvalidArgument,
+        &[],
+    );
+    assert_eq!(msg, "decl.nine: result 0 (out): expected shape [2, 3] (...b of operand 0 (a0)), got [2, 4]");
+    let msg = expect_err(
+        call(Arg::zeros::<f32>(&[3, 2]), Arg::zeros::<f32>(&[2, 3])).run(DECL_NINE),
+        ErrorCode::InvalidArgument,
+        &[],
+    );
+    assert_eq!(msg, "decl.nine: operand 7 (a7): expected shape [2, 3] (...b of operand 0 (a0)), got [3, 2]");
+}

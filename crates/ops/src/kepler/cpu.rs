@@ -23,7 +23,7 @@ fn two_results_parallel<T: Element + Send + Sync>(
     ctx: &Context<'_>,
     n: usize,
     work_per_element: usize,
-    (mut r0, mut r1): (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+    (r0, r1): Results<'_, '_, '_>,
     f: impl Fn(usize, usize, &mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) + Sync,
 ) -> Result<()> {
     r0.advise_huge_pages();
@@ -43,6 +43,9 @@ fn two_results_parallel<T: Element + Send + Sync>(
     })
 }
 
+/// The two results, borrowed (the views stay where the shim decoded them).
+type Results<'a, 'f, 'g> = (&'a mut ResultBuffer<'f, F32OrF64>, &'a mut ResultBuffer<'g, F32OrF64>);
+
 /// A slice solver: `(M, e, sin E, cos E)`.
 type Solve<T> = fn(&[T], &[T], &mut [MaybeUninit<T>], &mut [MaybeUninit<T>]);
 
@@ -51,7 +54,7 @@ fn solve_parallel<T: Element + Sync + Send>(
     ctx: &Context<'_>,
     solve: Solve<T>,
     (m, e): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
-    results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+    results: Results<'_, '_, '_>,
 ) -> Result<()> {
     let (m, e) = (m.typed::<T>()?, e.typed::<T>()?);
     two_results_parallel(ctx, m.len(), WORK_PER_ELEMENT, results, |start, end, s, c| {
@@ -74,14 +77,15 @@ pub fn xla_ffi_rs_kepler_cpu(
     ctx: Context,
     mean_anomaly: Buffer<F32OrF64>,
     eccentricity: Buffer<F32OrF64>,
-    sin_e: ResultBuffer<F32OrF64>,
-    cos_e: ResultBuffer<F32OrF64>,
+    mut sin_e: ResultBuffer<F32OrF64>,
+    mut cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    let results = (&mut sin_e, &mut cos_e);
     if mean_anomaly.dtype() == DataType::F64 {
-        solve_parallel(&ctx, solver::solve_f64, (&mean_anomaly, &eccentricity), (sin_e, cos_e))
+        solve_parallel(&ctx, solver::solve_f64, (&mean_anomaly, &eccentricity), results)
     } else {
-        solve_parallel(&ctx, solver::solve_f32, (&mean_anomaly, &eccentricity), (sin_e, cos_e))
+        solve_parallel(&ctx, solver::solve_f32, (&mean_anomaly, &eccentricity), results)
     }
 }
 
@@ -97,7 +101,7 @@ fn map_parallel<T: Element + Send + Sync>(
     dir: Direction,
     apply: Apply<T>,
     ops: Operands<'_, '_>,
-    results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
+    results: Results<'_, '_, '_>,
 ) -> Result<()> {
     let [a, b, e, s, c] = ops;
     let (a, b, e, s, c) = (a.typed::<T>()?, b.typed::<T>()?, e.typed::<T>()?, s.typed::<T>()?, c.typed::<T>()?);
@@ -107,12 +111,7 @@ fn map_parallel<T: Element + Send + Sync>(
 }
 
 /// Both derivative handlers: check, then apply the map of `dir` in the operands' dtype.
-fn derivative(
-    ctx: &Context<'_>,
-    dir: Direction,
-    ops: Operands<'_, '_>,
-    results: (ResultBuffer<'_, F32OrF64>, ResultBuffer<'_, F32OrF64>),
-) -> Result<()> {
+fn derivative(ctx: &Context<'_>, dir: Direction, ops: Operands<'_, '_>, results: Results<'_, '_, '_>) -> Result<()> {
     // The declared rules checked that every buffer has the shape and dtype of operand 0.
     if ops[0].dtype() == DataType::F64 {
         map_parallel(ctx, dir, tangent::apply_f64, ops, results)
@@ -143,11 +142,11 @@ pub fn xla_ffi_rs_kepler_tangent_cpu(
     eccentricity: Buffer<F32OrF64>,
     sin_e: Buffer<F32OrF64>,
     cos_e: Buffer<F32OrF64>,
-    d_sin_e: ResultBuffer<F32OrF64>,
-    d_cos_e: ResultBuffer<F32OrF64>,
+    mut d_sin_e: ResultBuffer<F32OrF64>,
+    mut d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
-    derivative(&ctx, Direction::Tangent, ops, (d_sin_e, d_cos_e))
+    derivative(&ctx, Direction::Tangent, ops, (&mut d_sin_e, &mut d_cos_e))
 }
 
 /// The transpose of `xla_ffi_rs.kepler_tangent` (reverse mode), elementwise on
@@ -172,9 +171,9 @@ pub fn xla_ffi_rs_kepler_cotangent_cpu(
     eccentricity: Buffer<F32OrF64>,
     sin_e: Buffer<F32OrF64>,
     cos_e: Buffer<F32OrF64>,
-    ct_mean_anomaly: ResultBuffer<F32OrF64>,
-    ct_eccentricity: ResultBuffer<F32OrF64>,
+    mut ct_mean_anomaly: ResultBuffer<F32OrF64>,
+    mut ct_eccentricity: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
-    derivative(&ctx, Direction::Cotangent, ops, (ct_mean_anomaly, ct_eccentricity))
+    derivative(&ctx, Direction::Cotangent, ops, (&mut ct_mean_anomaly, &mut ct_eccentricity))
 }

@@ -98,6 +98,16 @@ impl Rules {
         }
         self.reduced.iter().find(|(ra, rr, _)| (*ra, *rr) == (a, r)).map(|(_, _, rules)| rules)
     }
+
+    /// For rules that give every buffer one shape and one dtype: how many operands
+    /// and results they cover.
+    #[inline]
+    pub(crate) fn elementwise(&self) -> Option<(usize, usize)> {
+        match (&self.shape, self.same_shape && self.same_dtype) {
+            (Some(s), true) => Some((s.operands.len(), s.results.len())),
+            _ => None,
+        }
+    }
 }
 
 /// What kind of problem a check found: Python raises `ValueError` for a shape,

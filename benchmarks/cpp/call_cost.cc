@@ -1,0 +1,112 @@
+// The per-call cost of one XLA FFI handler symbol, outside XLA and Python: the
+// same synthetic call frame (the Kepler signature at N = 1: two float64 operands
+// of shape [1], two float64 results) handed to any handler symbol of any shared
+// library, so that our Rust handler and its C++ ffi.h twin are measured by one
+// harness.
+//
+//   call_cost LIB SYMBOL [CALLS]
+//
+// runs SYMBOL from LIB (dlopen) CALLS times (default 400000) and prints the best
+// nanoseconds per call over 20 rounds. Under
+//   valgrind --tool=callgrind --toggle-collect=SYMBOL call_cost LIB SYMBOL
+// the collected instruction count divided by CALLS is the exact instructions per
+// call (benchmarks/cpp/call_cost.sh does both handlers and prints the table).
+//
+// The API table is zeroed except its version, struct size and the thread-pool
+// size query (which XLA:CPU answers, and our host-platform guard asks once per
+// table): neither handler creates an error on this frame, and a handler that
+// fails makes the harness stop with a message.
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "xla/ffi/api/c_api.h"
+
+namespace {
+
+XLA_FFI_Error* NumThreads(XLA_FFI_ThreadPool_NumThreads_Args* args) {
+  *args->num_threads = 1;
+  return nullptr;
+}
+
+XLA_FFI_Error* CreateError(XLA_FFI_Error_Create_Args* args) {
+  std::fprintf(stderr, "call_cost: the handler failed: %s\n", args->message);
+  std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s LIB SYMBOL [CALLS]\n", argv[0]);
+    return 2;
+  }
+  long calls = argc > 3 ? std::atol(argv[3]) : 400000;
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    std::fprintf(stderr, "call_cost: %s\n", dlerror());
+    return 1;
+  }
+  using Handler = XLA_FFI_Error* (*)(XLA_FFI_CallFrame*);
+  auto handler = reinterpret_cast<Handler>(dlsym(lib, argv[2]));
+  if (!handler) {
+    std::fprintf(stderr, "call_cost: no symbol %s in %s\n", argv[2], argv[1]);
+    return 1;
+  }
+
+  static XLA_FFI_Api api;
+  std::memset(&api, 0, sizeof api);
+  api.struct_size = XLA_FFI_Api_STRUCT_SIZE;
+  api.api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
+  api.api_version.major_version = XLA_FFI_API_MAJOR;
+  api.api_version.minor_version = XLA_FFI_API_MINOR;
+  api.XLA_FFI_Error_Create = CreateError;
+  api.XLA_FFI_ThreadPool_NumThreads = NumThreads;
+
+  double m = 1.0, e = 0.5, s = 0.0, c = 0.0;
+  int64_t dims[1] = {1};
+  XLA_FFI_Buffer bufs[4];
+  void* data[4] = {&m, &e, &s, &c};
+  for (int i = 0; i < 4; ++i) {
+    bufs[i] = XLA_FFI_Buffer{XLA_FFI_Buffer_STRUCT_SIZE, nullptr, XLA_FFI_DataType_F64, data[i], 1, dims};
+  }
+  void* args[2] = {&bufs[0], &bufs[1]};
+  void* rets[2] = {&bufs[2], &bufs[3]};
+  XLA_FFI_ArgType arg_types[2] = {XLA_FFI_ArgType_BUFFER, XLA_FFI_ArgType_BUFFER};
+  XLA_FFI_RetType ret_types[2] = {XLA_FFI_RetType_BUFFER, XLA_FFI_RetType_BUFFER};
+
+  XLA_FFI_CallFrame frame;
+  std::memset(&frame, 0, sizeof frame);
+  frame.struct_size = XLA_FFI_CallFrame_STRUCT_SIZE;
+  frame.api = &api;
+  // A non-null context the handlers only pass on (neither reads it at N = 1).
+  static char ctx_bytes[64];
+  frame.ctx = reinterpret_cast<XLA_FFI_InvokeContext*>(ctx_bytes);
+  frame.stage = XLA_FFI_ExecutionStage_EXECUTE;
+  frame.args = XLA_FFI_Args{XLA_FFI_Args_STRUCT_SIZE, nullptr, 2, arg_types, args};
+  frame.rets = XLA_FFI_Rets{XLA_FFI_Rets_STRUCT_SIZE, nullptr, 2, ret_types, rets};
+  frame.attrs = XLA_FFI_Attrs{XLA_FFI_Attrs_STRUCT_SIZE, nullptr, 0, nullptr, nullptr, nullptr};
+
+  // One call outside the measured loop: the first call answers one-time questions
+  // (our host-platform guard, the rules parsed once).
+  if (handler(&frame) != nullptr) return 1;
+  double best = 1e300;
+  long per_round = calls / 20 > 0 ? calls / 20 : 1;
+  for (int r = 0; r < 20; ++r) {
+    auto t = std::chrono::steady_clock::now();
+    for (long i = 0; i < per_round; ++i) {
+      if (handler(&frame) != nullptr) return 1;
+      asm volatile("" ::: "memory");
+    }
+    double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t).count() / per_round;
+    if (ns < best) best = ns;
+  }
+  std::printf("%s: %.1f ns per call (best of 20 rounds of %ld; sin E = %.17g, cos E = %.17g)\n", argv[2], best,
+              per_round, s, c);
+  return 0;
+}
