@@ -28,7 +28,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 macro_rules! run {
     ($t:ty, $n:expr, $solve:path, $fused:path, $apply:path) => {{
         let n = $n;
-        let m: Vec<$t> = (0..n).map(|i| ((i * 7919) % 100_000) as $t * (6.283 / 100_000.0)).collect();
+        let m: Vec<$t> = (0..n).map(|i| ((i * 7919) % 100_000) as $t * (6.0 / 100_000.0)).collect();
         let e: Vec<$t> = (0..n).map(|i| ((i * 104_729) % 100_000) as $t * (0.9 / 100_000.0)).collect();
         let (dm, de) = (vec![1.0 as $t; n], vec![0.5 as $t; n]);
         let mut o: Vec<Vec<MaybeUninit<$t>>> = (0..4).map(|_| vec![MaybeUninit::new(0.0 as $t); n]).collect();

@@ -302,8 +302,8 @@ mod tests {
     #[test]
     fn the_table_is_complete() {
         assert_eq!(missing(), Vec::<String>::new());
-        // 2 dtypes for each Kepler kernel, 16 (x, weight) pairs for each rms_norm one.
-        assert_eq!(instances().count(), 3 * 2 + 3 * 16);
+        // 2 dtypes for each of the 4 Kepler kernels, 16 (x, weight) pairs for each rms_norm one.
+        assert_eq!(instances().count(), 4 * 2 + 3 * 16);
     }
 
     #[test]
@@ -317,6 +317,7 @@ mod tests {
         );
         assert_eq!(KEPLER_TANGENT.instance(&[DataType::F32]).unwrap().name(), "kepler_tangent<float>");
         assert_eq!(KEPLER_COTANGENT.instance(&[DataType::F64]).unwrap().name(), "kepler_cotangent<double>");
+        assert_eq!(KEPLER_JVP.instance(&[DataType::F32]).unwrap().name(), "kepler_jvp<float>");
         assert!(KEPLER.instance(&[DataType::F16]).is_none());
         assert!(KEPLER.instance(&[DataType::F32, DataType::F32]).is_none(), "one key dtype, not two");
     }

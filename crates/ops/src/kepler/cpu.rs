@@ -184,10 +184,13 @@ pub fn xla_ffi_rs_kepler_cotangent_cpu(
 /// The four results of `xla_ffi_rs.kepler_jvp`.
 type Results4<'a> = [ResultBuffer<'a, F32OrF64>; 4];
 
+/// A fused slice function: `jvp::solve_jvp_f64` or `jvp::solve_jvp_f32`.
+type SolveJvp<T> = fn(&[T], &[T], tangent::Linear<'_, T>, tangent::Out4<'_, MaybeUninit<T>>);
+
 /// The fused forward + tangent in `T` on XLA's pool: `jvp::solve_jvp_f64` or `_f32`.
 fn jvp_parallel<T: Element + Send + Sync>(
     ctx: &Context<'_>,
-    solve: fn(&[T], &[T], tangent::Linear<'_, T>, tangent::Out4<'_, MaybeUninit<T>>),
+    solve: SolveJvp<T>,
     ops: [&Buffer<'_, F32OrF64>; 4],
     results: Results4<'_>,
 ) -> Result<()> {
