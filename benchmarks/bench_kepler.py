@@ -81,7 +81,7 @@ def with_jvp(f):
 
 @jax.custom_jvp
 def old_rule_kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Our forward with the JVP rule it had before the tangent target: the tangent
+    """Our forward with the JVP rule it had before the tangent targets: the tangent
     in jnp from the outputs (one fused XLA loop). The A/B baseline of forward + JVP."""
     from xla_ffi_rs.ops.kepler import kepler_op
 
@@ -280,11 +280,12 @@ def main() -> None:
             "array tangents: the same, with (dM, de) passed in as arrays instead of built in the program",
             (
                 "fwd+jvp: jax.jvp with tangents (dM, de) = (1, 0.5), under jit; ours via the public API "
-                "(the kepler and kepler_tangent kernels, and XLA materializing the two constant tangents)"
+                "(one fused kepler_jvp kernel, and XLA materializing the two constant tangents)"
             ),
             (
-                "apart (N = 1e6): the kepler_tangent kernel alone on materialized (dM, de, e, sin E, cos E), "
-                "the forward, and the same tangent as a jnp formula (one fused XLA loop), interleaved pairs"
+                "apart (N = 1e6): the kepler_tangent kernel alone on materialized (dM, de, e, sin E, cos E) "
+                "(the second pass jvp ran before kepler_jvp; linearize still runs it), the forward, and the "
+                "same tangent as a jnp formula (one fused XLA loop), interleaved pairs"
             ),
         ],
         extra={"raw": raw},

@@ -1,10 +1,10 @@
 """xla_ffi_rs: JAX operations whose kernels are Rust handlers for XLA's typed FFI.
 
 Importing the package registers the native targets (``xla_ffi_rs.kepler``, its
-derivatives ``xla_ffi_rs.kepler_tangent`` and ``xla_ffi_rs.kepler_cotangent``,
-``xla_ffi_rs.rms_norm_fwd``, ``xla_ffi_rs.rms_norm_bwd``, and
-``xla_ffi_rs.python_call``, which runs :func:`python_op` functions) for "cpu", and the
-first five for "cuda" when the native module was built with CUDA. Registration is queued by
+derivatives ``xla_ffi_rs.kepler_tangent`` and ``xla_ffi_rs.kepler_cotangent``, the
+fused ``xla_ffi_rs.kepler_jvp``, ``xla_ffi_rs.rms_norm_fwd``, ``xla_ffi_rs.rms_norm_bwd``,
+and ``xla_ffi_rs.python_call``, which runs :func:`python_op` functions) for "cpu", and
+the first six for "cuda" when the native module was built with CUDA. Registration is queued by
 JAX until the backend starts, so no backend is initialized by the import.
 
 Example:

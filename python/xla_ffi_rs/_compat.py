@@ -4,11 +4,13 @@ Everything the package needs to define its own primitives is imported here and
 nowhere else, so that a JAX release that moves a name needs a change in this
 file only. Nearly all of it is public API in the JAX versions we support (0.10
 and 0.12): ``jax.extend.core.Primitive``, ``jax.core.ShapedArray``,
-``jax.core.Tracer`` and the ``jax.interpreters.{ad, batching, mlir}`` rule
-registries. The one exception is Shardy's sharding-rule builder, which JAX keeps
-private: :func:`sdy_sharding_rule` imports it when first called (it exists with
-the same signature in every supported JAX), and this is the only module of the
-package that imports from ``jax._src``.
+``jax.core.Tracer`` and the ``jax.interpreters.{ad, batching, mlir,
+partial_eval}`` rule registries. The exceptions, which JAX keeps private, are
+imported when first used (they exist with the same signatures in every supported
+JAX): Shardy's sharding-rule builder (:func:`sdy_sharding_rule`), the table of
+linearization rules (:func:`linearize_with`) and the table of batching rules that
+take the axis data (:func:`batching_rule`, :func:`set_batching_rule`). This is
+the only module of the package that imports from ``jax._src``.
 
 Example:
     >>> from xla_ffi_rs._compat import Primitive
@@ -18,7 +20,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import jax
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 from jax.core import ShapedArray, Tracer
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+from jax.interpreters import partial_eval as pe
 
 #: The batch dimension JAX passes to a batching rule for an operand that is
 #: not batched (JAX uses ``None``; it has no public name for it).
@@ -91,6 +95,38 @@ def sdy_sharding_rule(text: str, replicated: Sequence[str], types_in: Sequence[A
     return sdy_sharding_rule_to_mlir(rule, list(types_in), list(types_out))
 
 
+def linearize_with(primitive: Primitive, jvp_rule: Callable[..., Any]) -> None:
+    """Make JAX linearize ``primitive`` (``grad``, ``vjp``, ``linearize``) by
+    tracing ``jvp_rule`` (``(primals, tangents, **params) -> (outs, tangent_outs)``)
+    with unknown tangents and partially evaluating it, instead of its JVP rule,
+    which ``jax.jvp`` keeps using. JAX's fallback linearization finds the JVP rule
+    by primitive, so ``jvp_rule`` is registered under a stand-in primitive that is
+    never bound. Direct linearization (``jax_use_direct_linearize``, on by default)
+    reads this table; with it off, JAX partially evaluates the JVP rule itself.
+    """
+    from jax._src.interpreters import ad as ad_src
+
+    key = Primitive(f"{primitive.name}_linearize")
+    key.multiple_results = primitive.multiple_results
+    ad_src.primitive_jvps[key] = jvp_rule
+    ad_src.primitive_linearizations[primitive] = partial(ad_src.fallback_linearize_rule, key)
+
+
+def batching_rule(primitive: Primitive) -> Callable[..., Any]:
+    """The batching rule registered for ``primitive``, as JAX calls it:
+    ``(axis_data, operands, dims, **params) -> (outs, out_dims)``."""
+    from jax._src.interpreters import batching as batching_src
+
+    return batching_src.fancy_primitive_batchers[primitive]
+
+
+def set_batching_rule(primitive: Primitive, rule: Callable[..., Any]) -> None:
+    """Register ``rule`` (as :func:`batching_rule` returns one) for ``primitive``."""
+    from jax._src.interpreters import batching as batching_src
+
+    batching_src.fancy_primitive_batchers[primitive] = rule
+
+
 __all__ = [
     "FFI_SIDE_EFFECT",
     "NOT_MAPPED",
@@ -100,7 +136,11 @@ __all__ = [
     "abstract_token",
     "ad",
     "batching",
+    "batching_rule",
+    "linearize_with",
     "mlir",
     "ordered_effect",
+    "pe",
     "sdy_sharding_rule",
+    "set_batching_rule",
 ]

@@ -1,5 +1,5 @@
 """Kepler's derivative targets under jit with NamedSharding inputs: a sharded jvp
-runs ``kepler_tangent`` and a sharded grad ``kepler_cotangent`` shard by shard,
+runs ``kepler_jvp`` and a sharded grad ``kepler_cotangent`` shard by shard,
 with no collective, and match float64 numpy references."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from test_sharding import assert_local_and_still, close, mesh, mesh_axes
 import xla_ffi_rs as xr
 from helpers import kepler_solve_np
 
-TANGENT = "xla_ffi_rs.kepler_tangent"
+JVP = "xla_ffi_rs.kepler_jvp"
 COTANGENT = "xla_ffi_rs.kepler_cotangent"
 
 CASES = (
@@ -64,7 +64,7 @@ def test_sharded_jvp_and_grad_run_locally(
     close(ds, c * t, "d sin E (jvp)")
     close(dc, -s * t, "d cos E (jvp)")
     assert ds.sharding.is_equivalent_to(sh, len(shape))
-    assert_local_and_still(str(fn.lower(*args).compile().as_text()), TANGENT, local, None)
+    assert_local_and_still(str(fn.lower(*args).compile().as_text()), JVP, local, None)
 
     fn = jax.jit(grad)
     g_m, g_e = fn(*args)

@@ -249,6 +249,16 @@ pub static KEPLER_COTANGENT: KernelFn = KernelFn {
     types: &KEPLER_TYPES,
 };
 
+/// `kepler_jvp<T>` of `src/kepler/kepler.cu`.
+pub static KEPLER_JVP: KernelFn = KernelFn {
+    source: "src/kepler/kepler.cu",
+    name: "kepler_jvp",
+    params: &[In, In, In, In, Out, Out, Out, Out, U64],
+    key: &[F32OrF64::accepts],
+    arity: 1,
+    types: &KEPLER_TYPES,
+};
+
 /// `rms_norm_fwd<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu`, for every `(x, weight)`
 /// float pair: `Y = result_type(x, weight)` and `ACC` the accumulator, from the
 /// promotion table.
@@ -283,7 +293,7 @@ pub static RMS_NORM_DWEIGHT: KernelFn = KernelFn {
 
 /// Every kernel the CUDA handlers launch.
 pub static KERNELS: &[&KernelFn] =
-    &[&KEPLER, &KEPLER_TANGENT, &KEPLER_COTANGENT, &RMS_NORM_FWD, &RMS_NORM_BWD, &RMS_NORM_DWEIGHT];
+    &[&KEPLER, &KEPLER_TANGENT, &KEPLER_COTANGENT, &KEPLER_JVP, &RMS_NORM_FWD, &RMS_NORM_BWD, &RMS_NORM_DWEIGHT];
 
 #[cfg(test)]
 mod tests {
@@ -292,8 +302,8 @@ mod tests {
     #[test]
     fn the_table_is_complete() {
         assert_eq!(missing(), Vec::<String>::new());
-        // 2 dtypes for each Kepler kernel, 16 (x, weight) pairs for each rms_norm one.
-        assert_eq!(instances().count(), 3 * 2 + 3 * 16);
+        // 2 dtypes for each of the 4 Kepler kernels, 16 (x, weight) pairs for each rms_norm one.
+        assert_eq!(instances().count(), 4 * 2 + 3 * 16);
     }
 
     #[test]
@@ -307,6 +317,7 @@ mod tests {
         );
         assert_eq!(KEPLER_TANGENT.instance(&[DataType::F32]).unwrap().name(), "kepler_tangent<float>");
         assert_eq!(KEPLER_COTANGENT.instance(&[DataType::F64]).unwrap().name(), "kepler_cotangent<double>");
+        assert_eq!(KEPLER_JVP.instance(&[DataType::F32]).unwrap().name(), "kepler_jvp<float>");
         assert!(KEPLER.instance(&[DataType::F16]).is_none());
         assert!(KEPLER.instance(&[DataType::F32, DataType::F32]).is_none(), "one key dtype, not two");
     }
@@ -376,6 +387,7 @@ mod tests {
             (&KEPLER_CU, &KEPLER),
             (&KEPLER_CU, &KEPLER_TANGENT),
             (&KEPLER_CU, &KEPLER_COTANGENT),
+            (&KEPLER_CU, &KEPLER_JVP),
             (&RMS_NORM_CU, &RMS_NORM_FWD),
             (&RMS_NORM_CU, &RMS_NORM_BWD),
             (&RMS_NORM_CU, &RMS_NORM_DWEIGHT),

@@ -5,11 +5,12 @@
 //! | `xla_ffi_rs.kepler` | [`kepler::xla_ffi_rs_kepler_cpu`] | `kepler::xla_ffi_rs_kepler_cuda` (feature `cuda`) |
 //! | `xla_ffi_rs.kepler_tangent` | [`kepler::xla_ffi_rs_kepler_tangent_cpu`] | `kepler::xla_ffi_rs_kepler_tangent_cuda` |
 //! | `xla_ffi_rs.kepler_cotangent` | [`kepler::xla_ffi_rs_kepler_cotangent_cpu`] | `kepler::xla_ffi_rs_kepler_cotangent_cuda` |
+//! | `xla_ffi_rs.kepler_jvp` | [`kepler::xla_ffi_rs_kepler_jvp_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_cuda` |
 //! | `xla_ffi_rs.rms_norm_fwd` | [`rms_norm::xla_ffi_rs_rms_norm_fwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_fwd_cuda` |
 //! | `xla_ffi_rs.rms_norm_bwd` | [`rms_norm::xla_ffi_rs_rms_norm_bwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_bwd_cuda` |
 //!
 //! The numerics live next to their handlers: `kepler/solver.rs` (CPU solver),
-//! `kepler/tangent.rs` (its derivative),
+//! `kepler/tangent.rs` (its derivative), `kepler/jvp.rs` (the two in one pass),
 //! `rms_norm/kernel.rs` (CPU kernels), and their CUDA twins beside them
 //! (`kepler/kepler.cu`, `rms_norm/rms_norm.cu`); `float.rs` holds the [`Float`] types and the
 //! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register;
@@ -38,8 +39,14 @@ use xla_ffi::HandlerDescriptor;
 /// The handlers for platform `"cpu"`. Each is the descriptor the handler macro emitted;
 /// group them into registration bundles with [`xla_ffi::bundles`] (or
 /// `xla_ffi::python::targets`).
-pub const CPU_HANDLERS: &[&HandlerDescriptor] =
-    &[&kepler::CPU, &kepler::TANGENT_CPU, &kepler::COTANGENT_CPU, &rms_norm::FWD_CPU, &rms_norm::BWD_CPU];
+pub const CPU_HANDLERS: &[&HandlerDescriptor] = &[
+    &kepler::CPU,
+    &kepler::TANGENT_CPU,
+    &kepler::COTANGENT_CPU,
+    &kepler::JVP_CPU,
+    &rms_norm::FWD_CPU,
+    &rms_norm::BWD_CPU,
+];
 
 /// The example handlers for platform `"cpu"`, kept out of [`CPU_HANDLERS`]: the
 /// stateful `xla_ffi_rs.examples.scale` (state type [`scale_state::ScaleState`]).
@@ -47,8 +54,14 @@ pub const EXAMPLE_CPU_HANDLERS: &[&HandlerDescriptor] = &[&scale_state::INSTANTI
 
 /// The handlers for platform `"cuda"` (empty without the `cuda` feature).
 #[cfg(feature = "cuda")]
-pub const CUDA_HANDLERS: &[&HandlerDescriptor] =
-    &[&kepler::CUDA, &kepler::TANGENT_CUDA, &kepler::COTANGENT_CUDA, &rms_norm::FWD_CUDA, &rms_norm::BWD_CUDA];
+pub const CUDA_HANDLERS: &[&HandlerDescriptor] = &[
+    &kepler::CUDA,
+    &kepler::TANGENT_CUDA,
+    &kepler::COTANGENT_CUDA,
+    &kepler::JVP_CUDA,
+    &rms_norm::FWD_CUDA,
+    &rms_norm::BWD_CUDA,
+];
 
 /// The handlers for platform `"cuda"` (empty without the `cuda` feature).
 #[cfg(not(feature = "cuda"))]
@@ -68,6 +81,7 @@ mod tests {
                 "xla_ffi_rs.kepler",
                 "xla_ffi_rs.kepler_tangent",
                 "xla_ffi_rs.kepler_cotangent",
+                "xla_ffi_rs.kepler_jvp",
                 "xla_ffi_rs.rms_norm_fwd",
                 "xla_ffi_rs.rms_norm_bwd"
             ]

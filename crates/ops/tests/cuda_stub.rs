@@ -403,6 +403,89 @@ fn kepler_derivatives_match_cpu() {
     }
 }
 
+/// The fused forward + tangent (`kepler_jvp`) on the stand-in against the CPU
+/// handler, on the solver's inputs (special M, NaN, e outside [0, 1)) with
+/// tangents: within the solver's tolerance times `1 + |dM| + |de|` over `1 - e cos E`.
+fn kepler_jvp_case(d: DataType, n: usize) {
+    let (m, e) = kepler_inputs(n, 7 + n as u64);
+    let mut g = Lcg(3 + n as u64);
+    let dm: Vec<f64> = (0..n).map(|_| 4.0 * g.next() - 2.0).collect();
+    let de: Vec<f64> = (0..n).map(|_| 2.0 * g.next() - 1.0).collect();
+    let ops: Vec<V> = [m, e, dm, de].iter().map(|v| V::new(d, v)).collect();
+    let dims = [n as i64];
+    let mut cpu = CallBuilder::new();
+    for v in &ops {
+        cpu = cpu.arg(v.arg(&dims));
+    }
+    for _ in 0..4 {
+        cpu = cpu.ret(zeros(d, n).arg(&dims));
+    }
+    cpu.run(kepler::JVP_CPU).unwrap();
+    let dev: Vec<DeviceBuffer> = ops.iter().map(V::upload).collect();
+    let outs: Vec<DeviceBuffer> = (0..4).map(|_| garbage(d, n)).collect();
+    let mut call = CallBuilder::new().device_stream(gpu().stream());
+    for b in &dev {
+        call = call.arg(b.arg(&dims));
+    }
+    for o in &outs {
+        call = call.ret(o.arg(&dims));
+    }
+    let r = call.run(kepler::JVP_CUDA.handler);
+    no_panic_text(&r);
+    r.unwrap();
+    let eps = if d == DataType::F64 { f64::EPSILON } else { f32::EPSILON as f64 };
+    let f = |k: usize| ops[k].f64s();
+    let (vm, ve, vdm, vde) = (f(0), f(1), f(2), f(3));
+    let cpu_outs: Vec<Vec<f64>> = (0..4).map(|k| cpu_ret(&cpu, k, d).f64s()).collect();
+    for (k, out) in outs.iter().enumerate() {
+        let (g, c) = (download(d, out).f64s(), &cpu_outs[k]);
+        for i in 0..n {
+            if !c[i].is_finite() {
+                assert!(!g[i].is_finite(), "kepler_jvp {d} n={n} result {k}[{i}]: cpu {} but cuda {}", c[i], g[i]);
+                continue;
+            }
+            // The tangent's condition: 1 / (1 - e cos E) on top of the solver's.
+            let slope = 1.0 / (1.0 - ve[i] * cpu_outs[1][i]).max(eps);
+            let scale = if k < 2 { 1.0 } else { (1.0 + vdm[i].abs() + vde[i].abs()) * slope };
+            let tol = kepler_tol(eps, ve[i]) * scale;
+            assert!(
+                (g[i] - c[i]).abs() <= tol,
+                "kepler_jvp {d} n={n} result {k}[{i}] (M={:e}, e={}): cuda {} vs cpu {} (tolerance {tol:e})",
+                vm[i],
+                ve[i],
+                g[i],
+                c[i]
+            );
+        }
+    }
+    if n > 1 {
+        // Operand 3 (d_eccentricity) one element short: refused before any launch.
+        let short = V::new(d, &vec![0.0; n - 1]).upload();
+        let mut bad = CallBuilder::new().device_stream(gpu().stream());
+        for b in &dev[..3] {
+            bad = bad.arg(b.arg(&dims));
+        }
+        bad = bad.arg(short.arg(&[n as i64 - 1]));
+        for o in &outs {
+            bad = bad.ret(o.arg(&dims));
+        }
+        let (code, msg) = bad.run(kepler::JVP_CUDA.handler).unwrap_err();
+        assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
+        assert!(msg.contains("xla_ffi_rs.kepler_jvp") && msg.contains("operand 3 (d_eccentricity)"), "{msg}");
+    }
+}
+
+#[test]
+fn kepler_jvp_matches_cpu() {
+    need_stub!();
+    let grid = (kepler::cuda::BLOCK * kepler::cuda::MAX_BLOCKS) as usize;
+    for d in [DataType::F32, DataType::F64] {
+        for n in [0, 1, 31, 257, 4097, grid + 333] {
+            kepler_jvp_case(d, n);
+        }
+    }
+}
+
 // ---- rms_norm ----
 
 struct RmsCase {

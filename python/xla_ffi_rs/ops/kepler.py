@@ -1,12 +1,14 @@
 """Kepler's equation ``E - e sin E = M``, solved by the ``kepler`` target.
 
-Three ops (see :mod:`xla_ffi_rs.binding`):
+Four ops (see :mod:`xla_ffi_rs.binding`):
 
 * ``kepler_op(M, e) -> (sin E, cos E)``: the solver.
 * ``kepler_tangent_op(dM, de, e, sin E, cos E) -> (d sin E, d cos E)``: its
   derivative by implicit differentiation, linear in ``(dM, de)``, on the
-  ``kepler_tangent`` target (forward mode: ``jvp`` runs the solver
-  and this kernel, nothing else).
+  ``kepler_tangent`` target (what ``linearize`` and ``grad`` transpose).
+* ``kepler_jvp_op(M, e, dM, de) -> (sin E, cos E, d sin E, d cos E)``: the two in
+  one pass, on the ``kepler_jvp`` target (forward mode: ``jvp`` runs this
+  kernel, nothing else).
 * ``kepler_cotangent_op(ct_sin, ct_cos, e, sin E, cos E) -> (ct_M, ct_e)``: the
   transpose of the tangent, on the ``kepler_cotangent`` target (reverse mode:
   ``grad`` runs the solver and this kernel).
@@ -14,7 +16,9 @@ Three ops (see :mod:`xla_ffi_rs.binding`):
 All three are built from their handlers' declarations (``binding.ops``): the
 operands, dtypes and shapes, vmap, sharding, and the transposes of the two
 derivative ops into each other (``linear``, ``transpose``). By hand here: the
-solver's JVP, and the derivative ops' JVP rules in jnp (they depend on the point
+solver's JVP (the fused op) and its linearization (the solver, then the tangent
+op: ``grad`` needs the tangent as a linear op of its own, which it transposes),
+and the derivative ops' JVP rules in jnp (they depend on the point
 ``(e, sin E, cos E)`` too), so every order of derivative works. Platforms without their targets lower the same formulas in
 jnp: :func:`kepler_jnp`, :func:`kepler_tangent_jnp`, :func:`kepler_cotangent_jnp`
 (public, as references).
@@ -30,14 +34,17 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Var
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
+from xla_ffi_rs._compat import ad, batching_rule, linearize_with, pe, set_batching_rule
 from xla_ffi_rs._validation import array_like, check_real_or_integer
 
 __all__ = [
@@ -45,6 +52,8 @@ __all__ = [
     "kepler_cotangent_jnp",
     "kepler_cotangent_op",
     "kepler_jnp",
+    "kepler_jvp_jnp",
+    "kepler_jvp_op",
     "kepler_op",
     "kepler_tangent_jnp",
     "kepler_tangent_op",
@@ -100,6 +109,16 @@ def kepler_cotangent_jnp(
     return t, sin_e * t
 
 
+def kepler_jvp_jnp(
+    mean_anomaly: jax.Array, eccentricity: jax.Array, d_mean_anomaly: jax.Array, d_eccentricity: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(sin E, cos E, d sin E, d cos E) as the ``kepler_jvp`` target computes them:
+    :func:`kepler_jnp`, then :func:`kepler_tangent_jnp` at its result."""
+    s, c = kepler_jnp(mean_anomaly, eccentricity)
+    ds, dc = kepler_tangent_jnp(d_mean_anomaly, d_eccentricity, eccentricity, s, c)
+    return s, c, ds, dc
+
+
 Arrays = tuple[jax.Array, ...]
 
 
@@ -110,23 +129,132 @@ _OPS = binding.ops(
     kepler={"jnp_impl": kepler_jnp},
     kepler_tangent={"jnp_impl": kepler_tangent_jnp},
     kepler_cotangent={"jnp_impl": kepler_cotangent_jnp},
+    kepler_jvp={"jnp_impl": kepler_jvp_jnp},
 )
-kepler_op, kepler_tangent_op, kepler_cotangent_op = (_OPS[n] for n in ("kepler", "kepler_tangent", "kepler_cotangent"))
+kepler_op, kepler_tangent_op, kepler_cotangent_op, kepler_jvp_op = (
+    _OPS[n] for n in ("kepler", "kepler_tangent", "kepler_cotangent", "kepler_jvp")
+)
 #: The dtypes the kernels take (others are computed in float32).
 _KERNEL_DTYPES = tuple(jnp.dtype(d) for d in kepler_op.declaration.operands[0]["dtypes"])  # type: ignore[union-attr]
 
 
-@kepler_op.def_jvp
-def _kepler_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
-    """Implicit differentiation of E - e sin E = M, on the tangent target.
+def _dense(tangent: jax.Array | ad.Zero) -> jax.Array:
+    """A tangent as an array (a symbolic zero becomes zeros of its type)."""
+    dense: jax.Array = ad.instantiate_zeros(tangent)
+    return dense
 
-    dE = (dM + sin E de) / (1 - e cos E), d sin E = cos E dE, d cos E = -sin E dE:
-    one linear op at the point (e, sin E, cos E), whose transpose is the
-    cotangent op. (A tangent that is a symbolic zero arrives as zeros.)
+
+def _kepler_jvp(
+    primals: Arrays, tangents: tuple[jax.Array | ad.Zero, ...], **params: object
+) -> tuple[list[jax.Array], list[jax.Array]]:
+    """Forward mode: the fused kernel, one pass for sin E, cos E and the tangent.
+
+    dE = (dM + sin E de) / (1 - e cos E), d sin E = cos E dE, d cos E = -sin E dE.
+    JAX calls this rule only when some tangent is nonzero; one that is a symbolic
+    zero (e.g. ``jax.jvp(lambda m: kepler(m, e), ...)``) is passed as zeros.
+    """
+    (m, e), (dm, de) = primals, tangents
+    sin_e, cos_e, d_sin, d_cos = kepler_jvp_op(m, e, _dense(dm), _dense(de))
+    return [sin_e, cos_e], [d_sin, d_cos]
+
+
+def _kepler_linear_jvp(
+    primals: Arrays, tangents: tuple[jax.Array | ad.Zero, ...], **params: object
+) -> tuple[list[jax.Array], list[jax.Array]]:
+    """The JVP that linearization (``linearize``, ``grad``, ``vjp``) traces: the
+    solver on the primals, then the tangent op, linear in the tangents alone, so
+    partial evaluation keeps the solver in the forward pass and transposes the
+    tangent op into the cotangent op. (The fused kernel takes the tangents as
+    operands: partial evaluation would move the whole solver into the linear part.)
     """
     (m, e), (dm, de) = primals, tangents
     sin_e, cos_e = kepler_op(m, e)
-    return (sin_e, cos_e), kepler_tangent_op(dm, de, e, sin_e, cos_e)
+    return [sin_e, cos_e], list(kepler_tangent_op(_dense(dm), _dense(de), e, sin_e, cos_e))
+
+
+ad.primitive_jvps[kepler_op.primitive] = _kepler_jvp
+# Linearization (direct, jax's default) runs the unfused JVP; with direct
+# linearization off, jax partially evaluates the JVP rule, and the fused op's
+# partial-evaluation rules below split it the same way.
+linearize_with(kepler_op.primitive, _kepler_linear_jvp)
+
+
+def _kepler_jvp_partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
+    """Partial evaluation of the fused op (linearization by JVP then partial
+    evaluation, as jax does with ``jax_use_direct_linearize`` off): with the
+    primals known and a tangent unknown, the solver runs on the known side and
+    only the tangent op is staged, linear in the tangents, so it transposes."""
+    m, e, dm, de = tracers
+    known_m, known_e = m.pval.get_known(), e.pval.get_known()
+    if known_m is None or known_e is None or (dm.pval.is_known() and de.pval.is_known()):
+        staged: list[Any] = trace.default_process_primitive(kepler_jvp_op.primitive, tracers, params)
+        return staged
+    sin_e, cos_e = (trace.new_const(v) for v in kepler_op(known_m, known_e))
+    d_sin, d_cos = trace.default_process_primitive(kepler_tangent_op.primitive, [dm, de, e, sin_e, cos_e], {})
+    return [sin_e, cos_e, d_sin, d_cos]
+
+
+pe.custom_partial_eval_rules[kepler_jvp_op.primitive] = _kepler_jvp_partial_eval
+
+
+def _kepler_jvp_partial_eval_jaxpr(
+    saveable: Any, unks_in: Sequence[bool], inst_in: Sequence[bool], eqn: Any
+) -> tuple[Any, Any, list[bool], list[bool], list[Any]]:
+    """The same split on a jaxpr (``checkpoint``'s linearization): with the
+    primals known and a tangent unknown, a known ``kepler`` equation and a staged
+    ``kepler_tangent`` one, whose residuals are ``(e, sin E, cos E)`` and any known
+    tangent. Otherwise what jax does by default for an equation without a rule."""
+    m, e, dm, de = eqn.invars
+    n = len(eqn.outvars)
+    if not any(unks_in):
+        return eqn, None, [False] * n, [False] * n, []
+    if unks_in[0] or unks_in[1]:
+        res = [v for v, inst in zip(eqn.invars, inst_in, strict=True) if isinstance(v, Var) and not inst]
+        return None, eqn, [True] * n, [True] * n, res
+    sin_e, cos_e, d_sin, d_cos = eqn.outvars
+    known = eqn.replace(primitive=kepler_op.primitive, invars=[m, e], outvars=[sin_e, cos_e], params={})
+    staged = eqn.replace(
+        primitive=kepler_tangent_op.primitive, invars=[dm, de, e, sin_e, cos_e], outvars=[d_sin, d_cos], params={}
+    )
+    res = [v for v, inst in zip((dm, de, e), inst_in[1:], strict=True) if isinstance(v, Var) and not inst]
+    return known, staged, [False, False, True, True], [False, False, True, True], [*res, sin_e, cos_e]
+
+
+pe.partial_eval_jaxpr_custom_rules[kepler_jvp_op.primitive] = _kepler_jvp_partial_eval_jaxpr
+
+
+_declared_jvp_batcher = batching_rule(kepler_jvp_op.primitive)
+
+
+def _kepler_jvp_batch(axis_data: Any, operands: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    """vmap of the fused op: the declared rule (one batched call), except where
+    only the tangents are batched (``jacfwd``: many tangents at one point). There
+    the solution must stay unbatched, so the solver runs once, unbatched, and the
+    tangent op once over the batch."""
+    m, e, dm, de = operands
+    if dims[0] is not None or dims[1] is not None or (dims[2] is None and dims[3] is None):
+        declared: tuple[Any, Any] = _declared_jvp_batcher(axis_data, operands, dims, **params)
+        return declared
+    sin_e, cos_e = kepler_op(m, e)
+    in_axes = (dims[2], dims[3], None, None, None)
+    d_sin, d_cos = jax.vmap(kepler_tangent_op, in_axes=in_axes)(dm, de, e, sin_e, cos_e)
+    return [sin_e, cos_e, d_sin, d_cos], [None, None, 0, 0]
+
+
+set_batching_rule(kepler_jvp_op.primitive, _kepler_jvp_batch)
+
+
+@kepler_jvp_op.def_jvp
+def _kepler_jvp_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
+    """Second order: the fused op for the values; for the tangents, the tangent op
+    at the solution (for sin E, cos E) and the JVP of the tangent formula (for
+    d sin E, d cos E, which depend on the point too). All linear in the tangents
+    with the fused op's primal inputs alone, so linearization keeps it forward."""
+    (m, e, dm, de), (t_m, t_e, t_dm, t_de) = primals, tangents
+    sin_e, cos_e, d_sin, d_cos = kepler_jvp_op(m, e, dm, de)
+    t_sin, t_cos = kepler_tangent_op(t_m, t_e, e, sin_e, cos_e)
+    _, (t_dsin, t_dcos) = jax.jvp(kepler_tangent_jnp, (dm, de, e, sin_e, cos_e), (t_dm, t_de, t_e, t_sin, t_cos))
+    return (sin_e, cos_e, d_sin, d_cos), (t_sin, t_cos, t_dsin, t_dcos)
 
 
 def _jvp_of(op: binding.Op, formula: Callable[..., Arrays]) -> Callable[[Arrays, Arrays], tuple[Arrays, Arrays]]:
@@ -170,8 +298,9 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
       ValueError: for shapes that do not broadcast, or a Python int beyond the
         float64 range.
 
-    Works under ``jit``, ``vmap`` (one vectorized kernel call), ``jvp`` (the
-    solver and the ``kepler_tangent`` kernel), ``grad`` (the solver and the
+    Works under ``jit``, ``vmap`` (one vectorized kernel call), ``jvp`` (one
+    ``kepler_jvp`` kernel: the solver and its tangent in one pass), ``linearize``
+    (the solver and the ``kepler_tangent`` kernel), ``grad`` (the solver and the
     ``kepler_cotangent`` kernel) and higher orders.
 
     M is reduced modulo the real 2 pi, not modulo the float64 number

@@ -1,10 +1,12 @@
-//! The CPU handlers of `xla_ffi_rs.kepler` and of its derivative targets
-//! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`.
+//! The CPU handlers of `xla_ffi_rs.kepler`, of its derivative targets
+//! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`, and of the fused
+//! forward + tangent `xla_ffi_rs.kepler_jvp`.
 
 use core::mem::MaybeUninit;
 
 use xla_ffi::{handler, Buffer, Context, DataType, Element, Parts, Result, ResultBuffer};
 
+use super::jvp;
 use super::shapes::F32OrF64;
 use super::solver;
 use super::tangent::{self, Direction};
@@ -176,4 +178,78 @@ pub fn xla_ffi_rs_kepler_cotangent_cpu(
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
     derivative(&ctx, Direction::Cotangent, ops, (&mut ct_mean_anomaly, &mut ct_eccentricity))
+}
+
+/// The four results of `xla_ffi_rs.kepler_jvp`.
+type Results4<'a> = [ResultBuffer<'a, F32OrF64>; 4];
+
+/// A fused slice function: `jvp::solve_jvp_f64` or `jvp::solve_jvp_f32`.
+type SolveJvp<T> = fn(&[T], &[T], tangent::Linear<'_, T>, tangent::Out4<'_, MaybeUninit<T>>);
+
+/// The fused forward + tangent in `T` on XLA's pool: `jvp::solve_jvp_f64` or `_f32`.
+fn jvp_parallel<T: Element + Send + Sync>(
+    ctx: &Context<'_>,
+    solve: SolveJvp<T>,
+    ops: [&Buffer<'_, F32OrF64>; 4],
+    results: Results4<'_>,
+) -> Result<()> {
+    let [m, e, dm, de] = ops;
+    let (m, e, dm, de) = (m.typed::<T>()?, e.typed::<T>()?, dm.typed::<T>()?, de.typed::<T>()?);
+    let [mut r0, mut r1, mut r2, mut r3] = results;
+    for r in [&mut r0, &mut r1, &mut r2, &mut r3] {
+        r.advise_huge_pages();
+    }
+    let (o0, o1) = (r0.typed_uninit::<T>()?, r1.typed_uninit::<T>()?);
+    let (o2, o3) = (r2.typed_uninit::<T>()?, r3.typed_uninit::<T>()?);
+    let n = m.len();
+    let blocks = block_count(ctx, n, WORK_PER_ELEMENT);
+    if blocks <= 1 {
+        solve(m, e, (dm, de), (o0, o1, o2, o3));
+        return Ok(());
+    }
+    let len = block_len(n, blocks);
+    let (p0, p1, p2, p3) = (Parts::new(o0, len), Parts::new(o1, len), Parts::new(o2, len), Parts::new(o3, len));
+    run_blocks(ctx, p0.len(), |i| {
+        let ((a, o0), (_, o1), (_, o2), (_, o3)) = (p0.take(i), p1.take(i), p2.take(i), p3.take(i));
+        let b = a + o0.len();
+        solve(&m[a..b], &e[a..b], (&dm[a..b], &de[a..b]), (o0, o1, o2, o3));
+    })
+}
+
+/// The solver and its tangent in one pass, elementwise on XLA's CPU thread pool
+/// (what the JVP of `xla_ffi_rs.kepler` runs: the inputs are read once, where the
+/// solver followed by `xla_ffi_rs.kepler_tangent` makes a second pass over five
+/// arrays).
+///
+/// Operands `(mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity)`, all of
+/// one shape, all `float32` or all `float64`. Results `(sin_e, cos_e, d_sin_e,
+/// d_cos_e)`: those of `xla_ffi_rs.kepler` and of `xla_ffi_rs.kepler_tangent` at
+/// them, bit for bit. Not linear in anything as a whole: reverse mode uses the
+/// solver and `xla_ffi_rs.kepler_tangent`, whose transpose is declared.
+#[handler(
+    target = "xla_ffi_rs.kepler_jvp",
+    descriptor = JVP_CPU,
+    shapes = "...b, ...b, ...b, ...b -> ...b, ...b, ...b, ...b",
+    dtypes = "T, T, T, T -> T, T, T, T"
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn xla_ffi_rs_kepler_jvp_cpu(
+    ctx: Context,
+    mean_anomaly: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    sin_e: ResultBuffer<F32OrF64>,
+    cos_e: ResultBuffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    let ops = [&mean_anomaly, &eccentricity, &d_mean_anomaly, &d_eccentricity];
+    let results = [sin_e, cos_e, d_sin_e, d_cos_e];
+    if mean_anomaly.dtype() == DataType::F64 {
+        jvp_parallel(&ctx, jvp::solve_jvp_f64, ops, results)
+    } else {
+        jvp_parallel(&ctx, jvp::solve_jvp_f32, ops, results)
+    }
 }

@@ -1,5 +1,6 @@
-//! The CUDA handlers of `xla_ffi_rs.kepler` and of its derivative targets
-//! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`; the kernels are
+//! The CUDA handlers of `xla_ffi_rs.kepler`, of its derivative targets
+//! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`, and of the fused
+//! `xla_ffi_rs.kepler_jvp`; the kernels are
 //! in `crates/ops/src/kepler/kepler.cu`, their instantiations in [`crate::kernels`].
 //!
 //! Same operands, results, checks and error messages as the CPU handlers: each
@@ -127,6 +128,50 @@ pub fn xla_ffi_rs_kepler_cotangent_cuda(
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
     launch_derivative(&ctx, ops, (ct_mean_anomaly, ct_eccentricity), &kernels::KEPLER_COTANGENT)
+}
+
+/// The solver and its tangent in one pass on the GPU: the CPU handler's operands
+/// `(mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity)`, results
+/// `(sin_e, cos_e, d_sin_e, d_cos_e)` and checks.
+#[handler(
+    op = super::cpu::JVP_CPU,
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = JVP_CUDA
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn xla_ffi_rs_kepler_jvp_cuda(
+    ctx: Context,
+    mean_anomaly: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    mut sin_e: ResultBuffer<F32OrF64>,
+    mut cos_e: ResultBuffer<F32OrF64>,
+    mut d_sin_e: ResultBuffer<F32OrF64>,
+    mut d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    // The declared rules checked that every buffer has the shape and dtype of operand 0.
+    let dtype = mean_anomaly.dtype();
+    let n = mean_anomaly.len() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let args = [
+        Arg::from(&mean_anomaly),
+        Arg::from(&eccentricity),
+        Arg::from(&d_mean_anomaly),
+        Arg::from(&d_eccentricity),
+        Arg::from(&mut sin_e),
+        Arg::from(&mut cos_e),
+        Arg::from(&mut d_sin_e),
+        Arg::from(&mut d_cos_e),
+        Arg::u64(n),
+    ];
+    let kernel = kernels::KEPLER_JVP.kernel(ctx.target(), &[dtype], &args)?;
+    let dev = Device::new(&ctx)?;
+    let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
+    dev.launch(&module, &kernel, launch_config(n), &args)
 }
 
 #[cfg(test)]

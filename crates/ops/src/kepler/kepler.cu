@@ -1,10 +1,10 @@
 // Kepler's equation M = E - e sin E, solved elementwise on the GPU.
 //
 // Part of xla-ffi-rs: the kernels behind the CUDA handlers of `xla_ffi_rs.kepler` and
-// of its derivative targets `xla_ffi_rs.kepler_tangent` and `kepler_cotangent`
-// (crates/ops/src/kepler/cuda.rs). It is compiled at run time with NVRTC, once per
+// of its derivative targets `xla_ffi_rs.kepler_tangent` and `kepler_cotangent`, and
+// of the fused forward + tangent `xla_ffi_rs.kepler_jvp` (crates/ops/src/kepler/cuda.rs). It is compiled at run time with NVRTC, once per
 // CUDA context, element type and kernel: the launcher asks NVRTC for `kepler<float>`,
-// `kepler<double>`, `kepler_tangent<T>` or `kepler_cotangent<T>` (a name expression,
+// `kepler<double>`, `kepler_tangent<T>`, `kepler_cotangent<T>` or `kepler_jvp<T>` (a name expression,
 // which instantiates the template), as the kernel table crates/ops/src/kernels.rs lists.
 // The same file is compiled by g++ with cuda/emu/cuda_emu.h for the CPU emulator.
 //
@@ -336,5 +336,37 @@ __global__ void kepler_cotangent(const void* ct_s, u64 cts_bytes, const void* ct
     const void* in[5] = {ct_s, ct_c, ecc, sin_e, cos_e};
     const u64 in_bytes[5] = {cts_bytes, ctc_bytes, e_bytes, s_bytes, c_bytes};
     kepler_derivative<T, true>(in, in_bytes, ct_m, ctm_bytes, ct_e, cte_bytes, n);
+}
+
+// The solver and its tangent in one pass: (M, e, dM, de) -> (sin E, cos E,
+// d sin E, d cos E), each buffer with its size in bytes; n is clamped to what every
+// buffer holds. The same values as `kepler` followed by `kepler_tangent`.
+template <class T>
+__global__ void kepler_jvp(const void* mean_anomaly, u64 m_bytes, const void* eccentricity, u64 e_bytes,
+                           const void* dm, u64 dm_bytes, const void* de, u64 de_bytes, void* sin_e, u64 s_bytes,
+                           void* cos_e, u64 c_bytes, void* d_sin_e, u64 ds_bytes, void* d_cos_e, u64 dc_bytes,
+                           u64 n) {
+    const u64 bytes[8] = {m_bytes, e_bytes, dm_bytes, de_bytes, s_bytes, c_bytes, ds_bytes, dc_bytes};
+    u64 cap = bytes[0];
+    for (int k = 1; k < 8; ++k) cap = bytes[k] < cap ? bytes[k] : cap;
+    cap /= sizeof(T);
+    n = n < cap ? n : cap;
+    const T* M = static_cast<const T*>(mean_anomaly);
+    const T* E = static_cast<const T*>(eccentricity);
+    const T* DM = static_cast<const T*>(dm);
+    const T* DE = static_cast<const T*>(de);
+    T* S = static_cast<T*>(sin_e);
+    T* C = static_cast<T*>(cos_e);
+    T* DS = static_cast<T*>(d_sin_e);
+    T* DC = static_cast<T*>(d_cos_e);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        T s, c;
+        const T e = E[i];
+        kepler_solve<T>(M[i], e, &s, &c);
+        S[i] = s;
+        C[i] = c;
+        kepler_tangent_one<T>(DM[i], DE[i], e, s, c, &DS[i], &DC[i]);
+    }
 }
 #endif

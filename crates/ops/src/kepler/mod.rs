@@ -1,15 +1,18 @@
 //! Kepler's equation `M = E - e sin E`: the CPU solver ([`solver`]), its derivative
-//! ([`tangent`]: the tangent map and its transpose), their FFI handlers, and
+//! ([`tangent`]: the tangent map and its transpose), the two
+//! fused in one pass ([`jvp`]), their
+//! FFI handlers, and
 //! (feature `cuda`) the CUDA handlers whose kernels are in `crates/ops/src/kepler/kepler.cu`.
 
 mod cpu;
+pub mod jvp;
 mod shapes;
 pub mod solver;
 pub mod tangent;
 
 pub use cpu::{
-    xla_ffi_rs_kepler_cotangent_cpu, xla_ffi_rs_kepler_cpu, xla_ffi_rs_kepler_tangent_cpu, COTANGENT_CPU, CPU,
-    TANGENT_CPU,
+    xla_ffi_rs_kepler_cotangent_cpu, xla_ffi_rs_kepler_cpu, xla_ffi_rs_kepler_jvp_cpu, xla_ffi_rs_kepler_tangent_cpu,
+    COTANGENT_CPU, CPU, JVP_CPU, TANGENT_CPU,
 };
 pub use shapes::F32OrF64;
 
@@ -17,6 +20,6 @@ pub use shapes::F32OrF64;
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub use cuda::{
-    xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_tangent_cuda, COTANGENT_CUDA, CUDA,
-    KEPLER_CU, TANGENT_CUDA,
+    xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_jvp_cuda,
+    xla_ffi_rs_kepler_tangent_cuda, COTANGENT_CUDA, CUDA, JVP_CUDA, KEPLER_CU, TANGENT_CUDA,
 };

@@ -1,5 +1,6 @@
-//! The element type of the Kepler targets (`xla_ffi_rs.kepler` and its derivative
-//! targets `xla_ffi_rs.kepler_tangent`, `xla_ffi_rs.kepler_cotangent`), shared by
+//! The element type of the Kepler targets (`xla_ffi_rs.kepler`, its derivative
+//! targets `xla_ffi_rs.kepler_tangent`, `xla_ffi_rs.kepler_cotangent`, and the fused
+//! `xla_ffi_rs.kepler_jvp`), shared by
 //! the CPU and CUDA handlers. Their shapes and dtypes are declared in `#[handler]`:
 //! every operand and result has the shape and dtype of operand 0.
 

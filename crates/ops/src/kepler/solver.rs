@@ -655,6 +655,25 @@ pub fn solve_f32(m: &[f32], e: &[f32], sin_e: &mut [MaybeUninit<f32>], cos_e: &m
     solve::<f32, BLOCK32>(m, e, sin_e, cos_e, solve_one_f32);
 }
 
+/// [`solve_f64`] into initialized slices (the fused JVP solves a chunk into the
+/// stack, then reads it back for the tangent). Bit-identical to [`solve_f64`].
+///
+/// # Panics
+/// If the four slices do not all have the same length.
+pub(crate) fn solve_into_f64(m: &[f64], e: &[f64], sin_e: &mut [f64], cos_e: &mut [f64]) {
+    check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
+    solve_dispatch::<f64, f64, BLOCK64>(m, e, sin_e, cos_e);
+}
+
+/// The `f32` twin of [`solve_into_f64`].
+///
+/// # Panics
+/// If the four slices do not all have the same length.
+pub(crate) fn solve_into_f32(m: &[f32], e: &[f32], sin_e: &mut [f32], cos_e: &mut [f32]) {
+    check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
+    solve_dispatch::<f32, f32, BLOCK32>(m, e, sin_e, cos_e);
+}
+
 /// One element of [`solve_f64`]: returns `(sin E, cos E)` (NaNs outside the
 /// domain). Dispatched like the slice version, so the results are bit-identical.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]

@@ -1,0 +1,67 @@
+//! Single-thread speed of the Kepler CPU kernels (the public slice functions, as
+//! each of the handler's threads runs them), in ns per element, f64 and f32, at
+//! 1e6 elements (e in [0, 0.9)): the forward (`solver::solve_*`), the fused
+//! forward + tangent (`jvp::solve_jvp_*`), and the tangent map alone
+//! (`tangent::apply_*`, the second pass the fused kernel replaces). Prints the
+//! median of 15 rounds, the kernels alternating in each round, and the ratios
+//! fused / forward and (forward + tangent pass) / forward.
+//!
+//! `cargo run --release -p xla-ffi-rs-ops --example kepler_jvp_speed [n]`
+//!
+//! Per-thread time on reused outputs: a loaded machine disturbs it less than the
+//! end-to-end benchmark (benchmarks/bench_kepler.py --jvp), which also pays XLA's
+//! fresh outputs and, for tangents built in the program, their materialization.
+
+use std::hint::black_box;
+use std::mem::MaybeUninit;
+use std::time::Instant;
+
+use xla_ffi_rs_ops::kepler::tangent::Direction;
+use xla_ffi_rs_ops::kepler::{jvp, solver, tangent};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Inputs and outputs of one dtype, and the three kernels on them.
+macro_rules! run {
+    ($t:ty, $n:expr, $solve:path, $fused:path, $apply:path) => {{
+        let n = $n;
+        let m: Vec<$t> = (0..n).map(|i| ((i * 7919) % 100_000) as $t * (6.0 / 100_000.0)).collect();
+        let e: Vec<$t> = (0..n).map(|i| ((i * 104_729) % 100_000) as $t * (0.9 / 100_000.0)).collect();
+        let (dm, de) = (vec![1.0 as $t; n], vec![0.5 as $t; n]);
+        let mut o: Vec<Vec<MaybeUninit<$t>>> = (0..4).map(|_| vec![MaybeUninit::new(0.0 as $t); n]).collect();
+        // The point of the tangent map: (e, sin E, cos E) as initialized values.
+        let s: Vec<$t> = m.iter().map(|x| x.sin()).collect();
+        let c: Vec<$t> = m.iter().map(|x| x.cos()).collect();
+        let mut t = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..15 {
+            let [o0, o1, o2, o3] = &mut o[..] else { unreachable!() };
+            let t0 = Instant::now();
+            $solve(black_box(&m), &e, o0, o1);
+            let t1 = Instant::now();
+            $fused(black_box(&m), &e, (&dm, &de), (o0, o1, o2, o3));
+            let t2 = Instant::now();
+            $apply(Direction::Tangent, (black_box(&dm), &de), (&e, &s, &c), (o2, o3));
+            let t3 = Instant::now();
+            for (k, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
+                t[k].push(d.as_secs_f64() * 1e9 / n as f64);
+            }
+        }
+        let [fwd, fused, pass] = t.map(median);
+        println!(
+            "{:>3}: forward {fwd:.2} ns/el, fused {fused:.2}, tangent pass {pass:.2}; fused / forward {:.3}, \
+             (forward + tangent pass) / forward {:.3}",
+            stringify!($t),
+            fused / fwd,
+            (fwd + pass) / fwd
+        );
+    }};
+}
+
+fn main() {
+    let n = std::env::args().nth(1).map_or(1_000_000, |a| a.parse().expect("n: an integer"));
+    run!(f64, n, solver::solve_f64, jvp::solve_jvp_f64, tangent::apply_f64);
+    run!(f32, n, solver::solve_f32, jvp::solve_jvp_f32, tangent::apply_f32);
+}

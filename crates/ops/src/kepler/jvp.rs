@@ -1,0 +1,129 @@
+//! The fused forward + tangent of the solver (`xla_ffi_rs.kepler_jvp`): `sin E`,
+//! `cos E` and the tangent `(d sin E, d cos E)` of `(dM, de)` in one pass.
+//!
+//! The slice functions solve a chunk of [`CHUNK`] elements into the stack, then
+//! apply the tangent map (`super::tangent`) to it while it is in L1 and write all
+//! four outputs: the inputs are read once and nothing is read back from memory,
+//! where the solver followed by `xla_ffi_rs.kepler_tangent` reads five arrays and
+//! writes two more in a second pass. The results are bit-identical to that pair.
+
+use core::mem::MaybeUninit;
+
+use super::solver::{solve_into_f32, solve_into_f64};
+use super::tangent::{self, Out4, Real};
+use crate::slot::Slot;
+
+/// Elements solved into the stack before their tangent is written (2 KiB of
+/// `f64` per output: the chunk stays in L1).
+pub const CHUNK: usize = 256;
+
+/// A solver into initialized slices: `(M, e, sin E, cos E)`.
+type SolveInto<T> = fn(&[T], &[T], &mut [T], &mut [T]);
+
+fn solve_jvp<T: Real, S: Slot<T>>(
+    solve_into: SolveInto<T>,
+    m: &[T],
+    e: &[T],
+    (dm, de): tangent::Linear<'_, T>,
+    (o0, o1, o2, o3): Out4<'_, S>,
+) {
+    let n = m.len();
+    let lens = [e.len(), dm.len(), de.len(), o0.len(), o1.len(), o2.len(), o3.len()];
+    assert!(lens.iter().all(|&k| k == n), "kepler jvp: slice lengths differ (m: {n}, others: {lens:?})");
+    let (mut s, mut c) = ([T::ONE; CHUNK], [T::ONE; CHUNK]);
+    let mut start = 0;
+    while start < n {
+        let end = (start + CHUNK).min(n);
+        let (s, c) = (&mut s[..end - start], &mut c[..end - start]);
+        solve_into(&m[start..end], &e[start..end], s, c);
+        tangent::write_jvp(
+            (&dm[start..end], &de[start..end]),
+            (&e[start..end], s, c),
+            (&mut o0[start..end], &mut o1[start..end], &mut o2[start..end], &mut o3[start..end]),
+        );
+        start = end;
+    }
+}
+
+/// `(sin E, cos E, d sin E, d cos E)` for `M = E - e sin E` and the tangents
+/// `(dM, de)`, elementwise; writes every output element. The outputs are those of
+/// `solver::solve_f64` and `tangent::apply_f64` (direction `Tangent`), bit for bit:
+/// NaN where `e` is outside `[0, 1)` or `M` is not finite.
+///
+/// # Panics
+/// If the eight slices do not all have the same length.
+pub fn solve_jvp_f64(m: &[f64], e: &[f64], tangents: tangent::Linear<'_, f64>, out: Out4<'_, MaybeUninit<f64>>) {
+    solve_jvp(solve_into_f64, m, e, tangents, out);
+}
+
+/// The `f32` twin of [`solve_jvp_f64`].
+///
+/// # Panics
+/// If the eight slices do not all have the same length.
+pub fn solve_jvp_f32(m: &[f32], e: &[f32], tangents: tangent::Linear<'_, f32>, out: Out4<'_, MaybeUninit<f32>>) {
+    solve_jvp(solve_into_f32, m, e, tangents, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::solver::{solve_one_f32, solve_one_f64};
+    use super::super::tangent::tangent_one;
+    use super::*;
+
+    fn inputs(n: usize) -> [Vec<f64>; 4] {
+        let f = |k: f64, a: f64, b: f64| (0..n).map(|i| a + b * ((i as f64 + 1.0) * k).sin()).collect::<Vec<f64>>();
+        let mut m = f(0.7, 0.0, 10.0);
+        if n > 3 {
+            m[3] = 1e18; // the exact (Payne-Hanek) reduction inside a chunk
+        }
+        [m, f(0.3, 0.5, 0.4999), f(1.1, 0.0, 2.0), f(0.9, 0.0, 1.0)]
+    }
+
+    /// Every length (chunks, blocks, remainders) gives the solver's and the tangent
+    /// map's one-element results, bit for bit, in both dtypes.
+    #[test]
+    fn fused_matches_solver_and_tangent_at_every_length() {
+        for n in [0usize, 1, 5, 63, 64, 65, 255, 256, 257, 700] {
+            let [m, e, dm, de] = inputs(n);
+            let mut o = [vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n]];
+            let [o0, o1, o2, o3] = &mut o;
+            solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (&dm, &de), (o0, o1, o2, o3));
+            for i in 0..n {
+                let (s, c) = solve_one_f64(m[i], e[i]);
+                let (x, y) = tangent_one(dm[i], de[i], e[i], s, c);
+                assert_eq!([o[0][i], o[1][i], o[2][i], o[3][i]], [s, c, x, y], "f64 n={n} i={i}");
+            }
+            let g = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let (m, e, dm, de) = (g(&m), g(&e), g(&dm), g(&de));
+            let mut p = [vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n]];
+            let [p0, p1, p2, p3] = &mut p;
+            solve_jvp::<f32, f32>(solve_into_f32, &m, &e, (&dm, &de), (p0, p1, p2, p3));
+            for i in 0..n {
+                let (s, c) = solve_one_f32(m[i], e[i]);
+                let (x, y) = tangent_one(dm[i], de[i], e[i], s, c);
+                assert_eq!(
+                    [p[0][i], p[1][i], p[2][i], p[3][i]].map(f32::to_bits),
+                    [s, c, x, y].map(f32::to_bits),
+                    "f32 n={n} i={i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn outside_the_domain_is_nan() {
+        let (m, e) = ([1.0, f64::INFINITY, 1.0], [1.0, 0.5, f64::NAN]);
+        let mut o = [[0.0f64; 3]; 4];
+        let [o0, o1, o2, o3] = &mut o;
+        solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (&[1.0; 3], &[1.0; 3]), (o0, o1, o2, o3));
+        assert!(o.iter().flatten().all(|x| x.is_nan()), "{o:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "slice lengths differ")]
+    fn unequal_lengths_panic() {
+        let mut o = [[0.0f64; 2]; 4];
+        let [o0, o1, o2, o3] = &mut o;
+        solve_jvp::<f64, f64>(solve_into_f64, &[1.0, 2.0], &[0.5, 0.5], (&[1.0], &[1.0, 1.0]), (o0, o1, o2, o3));
+    }
+}
