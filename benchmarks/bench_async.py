@@ -39,10 +39,9 @@ DELAY_MS = 10 if QUICK else 100
 
 
 def register() -> None:
-    from xla_ffi_rs import _native
+    from xla_ffi_rs import examples
 
-    for name, capsule in _native.async_demo_targets("cpu").items():
-        jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+    examples.register_async()
 
 
 def call(target: str, x: Any, delay_ms: int = DELAY_MS) -> Any:

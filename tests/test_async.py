@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_ffi_error
-from xla_ffi_rs import _native
+from xla_ffi_rs import examples
 
 ASYNC = "xla_ffi_rs.demo.async_sleep_scale"
 SYNC = "xla_ffi_rs.demo.sleep_scale"
@@ -24,19 +24,7 @@ FAIL = "xla_ffi_rs.demo.async_fail"
 PANIC = "xla_ffi_rs.demo.async_panic"
 DROP = "xla_ffi_rs.demo.async_drop"
 
-_registered = False
-
-
-def register() -> None:
-    """Registers the async demo targets once (they are not registered at import)."""
-    global _registered
-    if not _registered:
-        for name, capsule in _native.async_demo_targets("cpu").items():
-            jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-        _registered = True
-
-
-register()
+examples.register_async()
 
 
 def scale(x: Any, delay_ms: int = 5, target: str = ASYNC, vmap_method: str = "broadcast_all") -> Any:

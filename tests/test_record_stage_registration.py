@@ -8,7 +8,7 @@ import jax
 import pytest
 
 import xla_ffi_rs
-from xla_ffi_rs._registration import runtime_ffi_api
+from xla_ffi_rs import runtime_ffi_api
 
 # The FFI API version each supported jaxlib ships (an independent reference: the
 # facts checked against both installs).

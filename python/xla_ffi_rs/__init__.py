@@ -30,7 +30,7 @@ for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
 from __future__ import annotations
 
 from xla_ffi_rs import _native, _registration
-from xla_ffi_rs._registration import declarations, handlers, register_targets, target_names
+from xla_ffi_rs._registration import declarations, handlers, register_targets, runtime_ffi_api, target_names
 
 _registration.register_all()
 
@@ -76,5 +76,6 @@ __all__ = [
     "register_targets",
     "rms_norm",
     "rms_norm_inplace",
+    "runtime_ffi_api",
     "target_names",
 ]

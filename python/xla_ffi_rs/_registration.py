@@ -122,8 +122,8 @@ def runtime_ffi_api() -> tuple[int, int] | None:
     when the header cannot be read.
 
     Example:
-        >>> from xla_ffi_rs._registration import runtime_ffi_api
-        >>> runtime_ffi_api() in {(0, 3), (0, 5)}
+        >>> import xla_ffi_rs
+        >>> xla_ffi_rs.runtime_ffi_api() in {(0, 3), (0, 5)}
         True
     """
     try:

@@ -13,12 +13,11 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from xla_ffi_rs import _native
+from xla_ffi_rs import examples
 
 ASYNC = "xla_ffi_rs.demo.async_sleep_scale"
 
-for _name, _capsule in _native.async_demo_targets("cpu").items():
-    jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+examples.register_async()
 
 
 def shard_map() -> Any:
