@@ -3,7 +3,9 @@
 //! Forward, per row of `n` elements:
 //! `inv_rms = 1/sqrt(mean(x^2) + eps)`, `y_j = x_j * inv_rms * w_j`.
 //!
-//! Backward, with `r = inv_rms` of the row:
+//! Backward, with `r = inv_rms` of the row, recomputed from `x` in the same pass
+//! that sums `sum_k(dy_k*w_k*x_k)` (the backward reads every row anyway, so it
+//! needs nothing from the forward):
 //! `dx_j = r*w_j*dy_j - x_j * r^3/n * sum_k(dy_k*w_k*x_k)` and
 //! `dweight_j = sum over rows of dy_j*x_j*r`.
 //!
@@ -261,30 +263,34 @@ fn scale_row_inplace<T: Float>(xy: &mut [T], w: &[T::Acc], r: T::Acc) {
     }
 }
 
-/// `acc + d * w * x`, lane by lane.
+/// `acc + d * w * x` and `sq + x * x`, lane by lane.
 #[inline(always)]
-fn add_dot3<A: AccFloat>(mut acc: [A; L], d: [A; L], x: [A; L], w: [A; L]) -> [A; L] {
+fn add_dot3_sq<A: AccFloat>(acc: [A; L], sq: [A; L], d: [A; L], x: [A; L], w: [A; L]) -> ([A; L], [A; L]) {
+    let (mut acc, mut sq) = (acc, sq);
     for i in 0..L {
         acc[i] += d[i] * w[i] * x[i];
+        sq[i] += x[i] * x[i];
     }
-    acc
+    (acc, sq)
 }
 
-/// `sum_k dy_k * w_k * x_k` of one row, in `A`.
+/// `(sum_k dy_k * w_k * x_k, sum_k x_k^2)` of one row, in `A`, in one pass. The
+/// sum of squares is the forward's, lane for lane, so `inv_rms` is the forward's
+/// to the bit.
 #[inline(always)]
-fn dot3<Y: Float, X: Float, A: AccFloat>(dy: &[Y], x: &[X], w: &[A]) -> A {
-    let mut acc = [A::ZERO; L];
+fn dot3_sq<Y: Float, X: Float, A: AccFloat>(dy: &[Y], x: &[X], w: &[A]) -> (A, A) {
+    let (mut acc, mut sq) = ([A::ZERO; L], [A::ZERO; L]);
     let (mut dc, mut xc, mut wc) = (dy.chunks_exact(L), x.chunks_exact(L), w.chunks_exact(L));
     for ((ds, xs), ws) in (&mut dc).zip(&mut xc).zip(&mut wc) {
         let (d, x) = (load::<Y, A>(arr(ds)), load::<X, A>(arr(xs)));
-        acc = add_dot3(acc, d, x, *arr(ws));
+        (acc, sq) = add_dot3_sq(acc, sq, d, x, *arr(ws));
     }
     if !dc.remainder().is_empty() {
         let d = load_tail::<Y, A>(dc.remainder());
         let x = load_tail::<X, A>(xc.remainder());
-        acc = add_dot3(acc, d, x, pad(wc.remainder()));
+        (acc, sq) = add_dot3_sq(acc, sq, d, x, pad(wc.remainder()));
     }
-    reduce(acc)
+    (reduce(acc), reduce(sq))
 }
 
 /// One chunk of the backward pass: returns `dx = r*w*dy - x*c` and `dw + dy*x*r`.
@@ -398,24 +404,26 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
     dy: &[Y],
     x: &[X],
     w: &[W],
-    inv: &[Y::Acc],
+    eps: Y::Acc,
     dx: &mut [O],
     dw_acc: &mut [Y::Acc],
 ) {
-    let (n, rows) = (w.len(), inv.len());
-    let len = elems(rows, n);
-    assert!(dy.len() == len, "rms_norm bwd_rows: dy has {} elements, expected rows {rows} * n {n}", dy.len());
-    assert!(x.len() == len, "rms_norm bwd_rows: x has {} elements, expected rows {rows} * n {n}", x.len());
-    assert!(dx.len() == len, "rms_norm bwd_rows: dx has {} elements, expected rows {rows} * n {n}", dx.len());
+    let n = w.len();
+    let len = x.len();
+    assert!(n > 0 || len == 0, "rms_norm bwd_rows: x has {len} elements, expected 0 for n 0");
+    assert!(n == 0 || len % n == 0, "rms_norm bwd_rows: x has {len} elements, not a multiple of n {n}");
+    assert!(dy.len() == len, "rms_norm bwd_rows: dy has {} elements, expected x's {len}", dy.len());
+    assert!(dx.len() == len, "rms_norm bwd_rows: dx has {} elements, expected x's {len}", dx.len());
     assert!(dw_acc.len() == n, "rms_norm bwd_rows: dw_acc has {} elements, expected n {n}", dw_acc.len());
-    if n == 0 || rows == 0 {
+    if len == 0 {
         return;
     }
     let n_acc = Y::Acc::from_usize(n);
     let w = widen_weight::<W, Y::Acc>(w);
-    let rows_iter = dy.chunks_exact(n).zip(x.chunks_exact(n)).zip(dx.chunks_exact_mut(n)).zip(inv);
-    for (((dyr, xr), dxr), &r) in rows_iter {
-        let s = dot3::<Y, X, Y::Acc>(dyr, xr, &w);
+    let rows_iter = dy.chunks_exact(n).zip(x.chunks_exact(n)).zip(dx.chunks_exact_mut(n));
+    for ((dyr, xr), dxr) in rows_iter {
+        let (s, sq) = dot3_sq::<Y, X, Y::Acc>(dyr, xr, &w);
+        let r = inv_rms(sq, n, eps);
         let c = r * r * r / n_acc * s;
         bwd_row::<Y, X, O>(dyr, xr, &w, r, c, dxr, dw_acc);
     }
@@ -458,22 +466,24 @@ pub fn fwd_rows_inplace<T: Float, W: Float>(xy: &mut [T], w: &[W], eps: T::Acc, 
 
 /// Backward RMS normalization of a block of rows.
 ///
-/// `rows = inv.len()`, `n = w.len()`; `dy`, `x` and `dx` hold `rows * n` elements
-/// and `inv` the forward's `inv_rms`. Writes
-/// `dx_j = r*w_j*dy_j - x_j * r^3/n * sum_k(dy_k*w_k*x_k)` (dtype `X`) and adds this
-/// block's `dweight` terms `dy_j*x_j*r`, row by row in order, to `dw_acc` (`n`
-/// accumulators, not cleared here). Computed in `Y::Acc`.
+/// `n = w.len()`; `dy`, `x` and `dx` hold `rows * n` elements, row-major. Each
+/// row's `r = inv_rms = 1/sqrt(mean(x^2) + eps)` is computed here, bit for bit as
+/// [`fwd_rows`] computes it, in the same pass over the row as the dot product.
+/// Writes `dx_j = r*w_j*dy_j - x_j * r^3/n * sum_k(dy_k*w_k*x_k)` (dtype `X`) and
+/// adds this block's `dweight` terms `dy_j*x_j*r`, row by row in order, to
+/// `dw_acc` (`n` accumulators, not cleared here). Computed in `Y::Acc`.
 ///
 /// # Panics
-/// If the lengths disagree.
+/// If the lengths disagree (`x.len()` not a multiple of `n`, or `dy`, `dx` not of
+/// `x`'s length, or `dw_acc` not of `n`).
 #[multiversion(targets("x86_64+avx2+fma"))]
 pub fn bwd_rows<Y: Float, X: Float, W: Float>(
     dy: &[Y],
     x: &[X],
     w: &[W],
-    inv: &[Y::Acc],
+    eps: Y::Acc,
     dx: &mut [MaybeUninit<X>],
     dw_acc: &mut [Y::Acc],
 ) {
-    bwd_block::<Y, X, W, _>(dy, x, w, inv, dx, dw_acc);
+    bwd_block::<Y, X, W, _>(dy, x, w, eps, dx, dw_acc);
 }

@@ -114,12 +114,12 @@ fn check_inplace<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
 fn check_bwd<Y: Float, X: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     let mut g = Lcg(seed);
     let (dy, x, w) = (g.vec::<Y>(rows * n), g.vec::<X>(rows * n), g.vec::<W>(n));
+    // The kernel recomputes inv_rms from x; the reference's is exact.
     let (_, inv64) = fwd_ref(&f64s(&x), &f64s(&w), 1e-5);
-    let inv: Vec<Y::Acc> = inv64.iter().map(|&v| Y::Acc::from_f64(v)).collect();
-    let inv64 = f64s(&inv);
+    let eps = Y::Acc::from_f64(1e-5);
     let mut dx = vec![X::default(); rows * n];
     let mut dw = vec![Y::Acc::from_f64(0.5); n];
-    bwd_block::<Y, X, W, X>(&dy, &x, &w, &inv, &mut dx, &mut dw);
+    bwd_block::<Y, X, W, X>(&dy, &x, &w, eps, &mut dx, &mut dw);
     let (dx_ref, dw_ref, dx_scale, dw_scale) = bwd_ref(&f64s(&dy), &f64s(&x), &f64s(&w), &inv64);
     let dw_ref: Vec<f64> = dw_ref.iter().map(|v| v + 0.5).collect();
     let dw_scale: Vec<f64> = dw_scale.iter().map(|v| v + 0.5).collect();
@@ -130,7 +130,7 @@ fn check_bwd<Y: Float, X: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     // Public kernel: same dweight bits.
     let mut dx_uninit = vec![MaybeUninit::new(X::default()); rows * n];
     let mut dw2 = vec![Y::Acc::from_f64(0.5); n];
-    bwd_rows::<Y, X, W>(&dy, &x, &w, &inv, &mut dx_uninit, &mut dw2);
+    bwd_rows::<Y, X, W>(&dy, &x, &w, eps, &mut dx_uninit, &mut dw2);
     assert_eq!(f64s(&dw2), f64s(&dw), "{what}: public dw_acc");
 }
 
@@ -196,25 +196,24 @@ fn backward_matches_finite_differences() {
         let mut y = vec![0.0; rows * n];
         let mut inv = vec![0.0; rows];
         fwd_block::<f64, f64, f64, f64, f64>(x, w, eps, &mut y, &mut inv);
-        (y.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>(), inv)
+        y.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>()
     };
-    let (_, inv) = loss(&x, &w);
     let mut dx = vec![0.0; rows * n];
     let mut dw = vec![0.0; n];
-    bwd_block::<f64, f64, f64, f64>(&g, &x, &w, &inv, &mut dx, &mut dw);
+    bwd_block::<f64, f64, f64, f64>(&g, &x, &w, eps, &mut dx, &mut dw);
     let h = 1e-6;
     for j in 0..rows * n {
         let (mut xp, mut xm) = (x.clone(), x.clone());
         xp[j] += h;
         xm[j] -= h;
-        let fd = (loss(&xp, &w).0 - loss(&xm, &w).0) / (2.0 * h);
+        let fd = (loss(&xp, &w) - loss(&xm, &w)) / (2.0 * h);
         assert!((fd - dx[j]).abs() <= 1e-6 * (1.0 + fd.abs()), "dx[{j}]: fd {fd}, kernel {}", dx[j]);
     }
     for j in 0..n {
         let (mut wp, mut wm) = (w.clone(), w.clone());
         wp[j] += h;
         wm[j] -= h;
-        let fd = (loss(&x, &wp).0 - loss(&x, &wm).0) / (2.0 * h);
+        let fd = (loss(&x, &wp) - loss(&x, &wm)) / (2.0 * h);
         assert!((fd - dw[j]).abs() <= 1e-6 * (1.0 + fd.abs()), "dw[{j}]: fd {fd}, kernel {}", dw[j]);
     }
 }
@@ -226,15 +225,14 @@ fn backward_blocks_accumulate_in_order() {
     let (rows, n) = (5, 45);
     let mut g = Lcg(7);
     let (dy, x, w) = (g.vec::<f32>(rows * n), g.vec::<bf16>(rows * n), g.vec::<f32>(n));
-    let inv: Vec<f32> = (0..rows).map(|r| 0.5 + r as f32 * 0.1).collect();
     let mut dx = vec![bf16::ZERO; rows * n];
     let mut dw = vec![0f32; n];
-    bwd_block::<f32, bf16, f32, bf16>(&dy, &x, &w, &inv, &mut dx, &mut dw);
+    bwd_block::<f32, bf16, f32, bf16>(&dy, &x, &w, 1e-5, &mut dx, &mut dw);
     let mut dx2 = vec![bf16::ZERO; rows * n];
     let mut dw2 = vec![0f32; n];
     let split = 2 * n;
-    bwd_block::<f32, bf16, f32, bf16>(&dy[..split], &x[..split], &w, &inv[..2], &mut dx2[..split], &mut dw2);
-    bwd_block::<f32, bf16, f32, bf16>(&dy[split..], &x[split..], &w, &inv[2..], &mut dx2[split..], &mut dw2);
+    bwd_block::<f32, bf16, f32, bf16>(&dy[..split], &x[..split], &w, 1e-5, &mut dx2[..split], &mut dw2);
+    bwd_block::<f32, bf16, f32, bf16>(&dy[split..], &x[split..], &w, 1e-5, &mut dx2[split..], &mut dw2);
     assert_eq!(dw, dw2);
     assert_eq!(f64s(&dx), f64s(&dx2));
 }
@@ -251,8 +249,45 @@ fn zero_width_rows() {
     fwd_block_inplace::<f64, bf16, f64>(&mut [], &[], 0.0, &mut inv2);
     assert_eq!(inv2, vec![f64::INFINITY; 2], "eps = 0, n = 0: 1/sqrt(0)");
     let mut dw: Vec<f32> = vec![];
-    bwd_rows::<f32, bf16, f16>(&[], &[], &[], &[1.0, 2.0], &mut [], &mut dw);
-    bwd_block::<f32, bf16, f16, bf16>(&[], &[], &[], &[1.0, 2.0], &mut [], &mut dw);
+    bwd_rows::<f32, bf16, f16>(&[], &[], &[], eps, &mut [], &mut dw);
+    bwd_block::<f32, bf16, f16, bf16>(&[], &[], &[], eps, &mut [], &mut dw);
+}
+
+/// The backward's inv_rms, recomputed from x, is the forward's to the bit: with
+/// `dy = e_0` and `x_0 = 1`, a one-row call adds exactly `dy_0 * x_0 * r = r` to
+/// `dweight_0`.
+#[test]
+fn backward_inv_rms_is_the_forwards_bit_for_bit() {
+    fn check<T: Float>(n: usize, seed: u64) {
+        let mut g = Lcg(seed);
+        let eps = T::Acc::from_f64(1e-5);
+        for _ in 0..20 {
+            let mut x = g.vec::<T>(n);
+            x[0] = T::from_f64(1.0);
+            let w = g.vec::<T>(n);
+            let (mut y, mut inv) = (vec![T::default(); n], vec![T::Acc::ZERO; 1]);
+            fwd_block::<T, T, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv);
+            let mut dy = vec![T::from_f64(0.0); n];
+            dy[0] = T::from_f64(1.0);
+            let (mut dx, mut dw) = (vec![T::default(); n], vec![T::Acc::ZERO; n]);
+            bwd_block::<T, T, T, T>(&dy, &x, &w, eps, &mut dx, &mut dw);
+            assert_eq!(dw[0].to_f64().to_bits(), inv[0].to_f64().to_bits(), "{:?} n={n}", T::DTYPE);
+        }
+    }
+    for n in [1, 31, 32, 33, 100, 1000] {
+        check::<f32>(n, 5);
+        check::<f64>(n, 6);
+        check::<bf16>(n, 7);
+        check::<f16>(n, 8);
+    }
+}
+
+/// Lengths that do not make whole rows are refused by the public kernel.
+#[test]
+#[should_panic(expected = "not a multiple of n")]
+fn backward_refuses_a_partial_row() {
+    let mut dw = vec![0f32; 4];
+    bwd_rows::<f32, f32, f32>(&[0.0; 6], &[0.0; 6], &[1.0; 4], 1e-5, &mut [MaybeUninit::new(0.0); 6], &mut dw);
 }
 
 #[test]
@@ -261,7 +296,7 @@ fn zero_rows() {
     fwd_rows::<bf16, f32, f32>(&[], &w, 1e-6, &mut [], &mut []);
     fwd_rows_inplace::<f32, f32>(&mut [], &w, 1e-6, &mut []);
     let mut dw = vec![0f32; 40];
-    bwd_rows::<f32, f32, f32>(&[], &[], &w, &[], &mut [], &mut dw);
+    bwd_rows::<f32, f32, f32>(&[], &[], &w, 1e-6, &mut [], &mut dw);
     assert_eq!(dw, vec![0.0; 40]);
 }
 
@@ -354,5 +389,5 @@ fn fwd_length_mismatch_panics() {
 #[should_panic(expected = "dw_acc has 3 elements")]
 fn bwd_length_mismatch_panics() {
     let mut dx = vec![MaybeUninit::new(0f32); 8];
-    bwd_rows::<f32, f32, f32>(&[0.0; 8], &[0.0; 8], &[1.0; 4], &[1.0; 2], &mut dx, &mut [0.0; 3]);
+    bwd_rows::<f32, f32, f32>(&[0.0; 8], &[0.0; 8], &[1.0; 4], 1e-6, &mut dx, &mut [0.0; 3]);
 }
