@@ -391,3 +391,96 @@ fn bwd_length_mismatch_panics() {
     let mut dx = vec![MaybeUninit::new(0f32); 8];
     bwd_rows::<f32, f32, f32>(&[0.0; 8], &[0.0; 8], &[1.0; 4], 1e-6, &mut dx, &mut [0.0; 3]);
 }
+
+/// The pair layout's widening gives, lane by lane once put back in natural order,
+/// the exact widening of every `bf16` value, in both halves of a pair word.
+#[test]
+fn pair_widening_matches_half_on_every_bf16() {
+    let all: Vec<u16> = (0..=u16::MAX).step_by(STEP).collect();
+    for shift in [0, 1] {
+        for start in (0..all.len()).step_by(L) {
+            let bits = chunk_of(&all, start + shift, 0);
+            let b = bits.map(bf16::from_bits);
+            let got = unpair(load_pairs::<bf16, f32>(&b));
+            for i in 0..L {
+                assert_eq!(got[i].to_bits(), bf16_bits_to_f32(bits[i]).to_bits(), "bf16 {:#06x}", bits[i]);
+            }
+        }
+    }
+}
+
+/// The pair layout's narrowing gives `half`'s `bf16` bits on every rounding case
+/// (NaNs included), in both halves of a pair word, and inverts the widening.
+#[test]
+fn pair_narrowing_matches_half() {
+    let inputs = super::super::convert::tests::narrowing_inputs();
+    for shift in [0, 1] {
+        for start in (0..inputs.len()).step_by(L) {
+            let wide = chunk_of(&inputs, start + shift, 0.0);
+            let b = narrow_pairs::<bf16, f32>(&pair(wide));
+            for i in 0..L {
+                let what = format!("{:e} ({:#010x})", wide[i], wide[i].to_bits());
+                assert_eq!(b[i].to_bits(), bf16::from_f32(wide[i]).to_bits(), "bf16 of {what}");
+            }
+            let back = narrow_pairs::<bf16, f32>(&load_pairs::<bf16, f32>(&b));
+            assert_eq!(back.map(|v| v.to_bits()), b.map(|v| v.to_bits()), "round trip");
+        }
+    }
+}
+
+/// The bf16 forward (pair layout, in place and out of place) gives the bits of the
+/// natural layout's row functions, on rows with NaNs, infinities, subnormals and
+/// partial chunks, with a bf16 and an f32 weight.
+#[test]
+fn pair_layout_forward_gives_the_natural_layouts_bits() {
+    fn natural(x: &[bf16], w: &[f32], n: usize, eps: f32) -> (Vec<bf16>, Vec<f32>) {
+        let (mut y, mut inv) = (x.to_vec(), Vec::new());
+        for row in y.chunks_exact_mut(n) {
+            let r = inv_rms(sum_sq::<bf16, f32>(row), n, eps);
+            inv.push(r);
+            scale_row_inplace(row, w, r);
+        }
+        (y, inv)
+    }
+    let specials = [0x7FC0u16, 0x7F81, 0xFF80, 0x7F80, 0x0001, 0x8000, 0x7F7F, 0x0080];
+    for (k, &n) in [1usize, 2, 31, 32, 33, 63, 64, 100, 4096].iter().enumerate() {
+        let rows = 3;
+        let mut g = Lcg(40 + k as u64);
+        let mut x = g.vec::<bf16>(rows * n);
+        // Row 0 clean; row 1 with one special value; row 2 scaled to subnormals.
+        if n > 1 {
+            x[n + (n / 2)] = bf16::from_bits(specials[k % specials.len()]);
+        }
+        for v in &mut x[2 * n..] {
+            *v = bf16::from_f32(v.to_f32() * 1e-39);
+        }
+        let wb = g.vec::<bf16>(n);
+        let wf: Vec<f32> = g.vec::<f32>(n);
+        let eps = 1e-5f32;
+        for wide in [widen_weight::<bf16, f32>(&wb), wf.clone()] {
+            let (want_y, want_inv) = natural(&x, &wide, n, eps);
+            let mut xy = x.clone();
+            let mut inv = vec![0f32; rows];
+            if wide == wf {
+                fwd_block_inplace::<bf16, f32, f32>(&mut xy, &wf, eps, &mut inv);
+            } else {
+                fwd_block_inplace::<bf16, bf16, f32>(&mut xy, &wb, eps, &mut inv);
+                let (mut y, mut inv2) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
+                fwd_block::<bf16, bf16, bf16, bf16, f32>(&x, &wb, eps, &mut y, &mut inv2);
+                assert_eq!(
+                    y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    xy.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "n={n}: out of place"
+                );
+                assert_eq!(
+                    inv2.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    inv.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
+            }
+            let bits = |v: &[bf16]| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&xy), bits(&want_y), "n={n}: y");
+            let fbits = |v: &[f32]| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
+            assert_eq!(fbits(&inv), fbits(&want_inv), "n={n}: inv_rms");
+        }
+    }
+}
