@@ -9,7 +9,7 @@ Three ops (see :mod:`xla_ffi_rs.binding`):
   ``inv_rms``. Its transpose is the backward target, so ``grad`` runs the
   ``rms_norm_bwd`` kernel.
 * ``rms_norm_bwd_op(dy, x, weight; eps) -> (dx, dweight)``: the backward
-  target, which recomputes ``inv_rms`` from ``x`` in the pass that reads each row
+  target, which recomputes ``inv_rms`` from ``x`` while it reads each row
   (it needs nothing from the forward), with a JVP rule of its own so
   second-order derivatives work.
 

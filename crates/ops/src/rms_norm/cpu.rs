@@ -163,7 +163,7 @@ fn bwd<X: Promote<W>, W: Float>(
 /// Operands `(dy, x, weight)` with the forward's conventions and the forward's
 /// attribute `eps`; results `(dx, dweight)` with the dtypes and shapes of `x` and
 /// `weight`. Each row's `inv_rms` is recomputed from `x` (bit for bit the
-/// forward's) in the pass that reads the row for the dot product, so nothing of the
+/// forward's) while the row is in cache for the dot product, so nothing of the
 /// forward is needed. `dweight` sums over the leading axes in a fixed order: the
 /// result is the same on every run.
 #[handler(
