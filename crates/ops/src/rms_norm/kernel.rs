@@ -576,7 +576,7 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
     let n = w.len();
     let len = x.len();
     assert!(n > 0 || len == 0, "rms_norm bwd_rows: x has {len} elements, expected 0 for n 0");
-    assert!(n == 0 || len % n == 0, "rms_norm bwd_rows: x has {len} elements, not a multiple of n {n}");
+    assert!(n == 0 || len.is_multiple_of(n), "rms_norm bwd_rows: x has {len} elements, not a multiple of n {n}");
     assert!(dy.len() == len, "rms_norm bwd_rows: dy has {} elements, expected x's {len}", dy.len());
     assert!(dx.len() == len, "rms_norm bwd_rows: dx has {} elements, expected x's {len}", dx.len());
     assert!(dw_acc.len() == n, "rms_norm bwd_rows: dw_acc has {} elements, expected n {n}", dw_acc.len());
