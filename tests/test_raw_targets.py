@@ -37,8 +37,8 @@ def raw_fwd(x: np.ndarray, w: np.ndarray, **attrs: Any) -> tuple[jax.Array, jax.
     return y, inv
 
 
-def raw_bwd(dy: np.ndarray, x: np.ndarray, w: np.ndarray, inv: Any) -> tuple[jax.Array, jax.Array]:
-    dx, dw = jax.ffi.ffi_call(RMS_BWD, (sds(x.shape, x.dtype), sds(w.shape, w.dtype)))(dy, x, w, inv)
+def raw_bwd(dy: np.ndarray, x: np.ndarray, w: np.ndarray, **attrs: Any) -> tuple[jax.Array, jax.Array]:
+    dx, dw = jax.ffi.ffi_call(RMS_BWD, (sds(x.shape, x.dtype), sds(w.shape, w.dtype)))(dy, x, w, **attrs)
     return dx, dw
 
 
@@ -152,14 +152,15 @@ def test_rms_norm_fwd_target_mixed_dtypes() -> None:
     np.testing.assert_allclose(y, rms_norm_np(x, w, 1e-5)[0], rtol=1e-5, atol=1e-5)
 
 
-def test_rms_norm_bwd_target() -> None:
+def test_rms_norm_bwd_target_takes_eps_and_recomputes_inv_rms() -> None:
+    """rms_norm_bwd(dy, x, weight; eps) -> (dx, dweight): nothing from the forward."""
     rng = np.random.default_rng(2)
     x, w, dy = rng.normal(size=(3, 6)), rng.uniform(0.5, 1.5, 6), rng.normal(size=(3, 6))
-    _, inv = rms_norm_np(x, w, 1e-5)
-    dx, dw = raw_bwd(dy, x, w, inv)
-    rdx, rdw = rms_norm_bwd_np(dy, x, w, 1e-5)
-    np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-14)
+    for eps in (1e-5, 0.5):
+        dx, dw = raw_bwd(dy, x, w, eps=eps)
+        rdx, rdw = rms_norm_bwd_np(dy, x, w, eps)
+        np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(dw, rdw, rtol=1e-12, atol=1e-14)
 
 
 # -- bad calls: a JaxRuntimeError naming the target, and the process goes on ---
@@ -222,10 +223,27 @@ BAD_CALLS: dict[str, tuple[Callable[[], Any], str, tuple[str, ...]]] = {
     ),
     "bwd one operand short": (
         lambda: jax.ffi.ffi_call(RMS_BWD, (sds((2, 3), np.float64), sds((3,), np.float64)))(
-            np.ones((2, 3)), np.ones((2, 3)), np.ones(3)
+            np.ones((2, 3)), np.ones(3), eps=1e-5
         ),
         RMS_BWD,
-        ("expected 4 operands", "3"),
+        ("expected 3 operands", "2"),
+    ),
+    "bwd an inv_rms operand (the former signature)": (
+        lambda: jax.ffi.ffi_call(RMS_BWD, (sds((2, 3), np.float64), sds((3,), np.float64)))(
+            np.ones((2, 3)), np.ones((2, 3)), np.ones(3), np.ones(2), eps=1e-5
+        ),
+        RMS_BWD,
+        ("expected 3 operands", "4"),
+    ),
+    "bwd no eps": (
+        lambda: raw_bwd(np.ones((2, 3)), np.ones((2, 3)), np.ones(3)),
+        RMS_BWD,
+        ("attribute `eps`: missing",),
+    ),
+    "bwd negative eps": (
+        lambda: raw_bwd(np.ones((2, 3)), np.ones((2, 3)), np.ones(3), eps=-1.0),
+        RMS_BWD,
+        ("attribute `eps`", "expected a finite value >= 0", "-1"),
     ),
     "python_call float callback": (
         lambda: jax.ffi.ffi_call("xla_ffi_rs.python_call", sds((3,), np.float64))(ONE, callback=1.0),
@@ -233,7 +251,7 @@ BAD_CALLS: dict[str, tuple[Callable[[], Any], str, tuple[str, ...]]] = {
         ("attribute `callback`", "expected an integer scalar (i64), got 1.0"),
     ),
     "bwd int dy": (
-        lambda: raw_bwd(np.ones((2, 3), np.int32), np.ones((2, 3)), np.ones(3), np.ones(2)),
+        lambda: raw_bwd(np.ones((2, 3), np.int32), np.ones((2, 3)), np.ones(3), eps=1e-5),
         RMS_BWD,
         ("operand 0 (dy)", "expected", "int32"),
     ),

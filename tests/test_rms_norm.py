@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jax
@@ -162,6 +163,29 @@ def test_grad_without_the_primal_output_runs_no_forward_kernel(
     scale = np.abs(rdw).max()
     np.testing.assert_allclose(f64(dx), rdx, rtol=tol, atol=tol * np.abs(rdx).max())
     np.testing.assert_allclose(f64(dw), rdw, rtol=tol, atol=tol * scale)
+
+
+def reductions_outside_kernels(fn: Any, *args: Any) -> list[str]:
+    """The reduce instructions of the optimized HLO of ``jit(fn)`` (the kernels' own
+    sums are inside the custom calls and not among them)."""
+    hlo = str(jax.jit(fn).lower(*args).compile().as_text())
+    return [line.strip() for line in hlo.splitlines() if re.search(r"= \S+ reduce\(", line)]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_grad_computes_inv_rms_inside_the_backward_kernel(dtype: type) -> None:
+    """The backward target takes (dy, x, weight; eps) and recomputes inv_rms while
+    it reads each row: the gradient program reads x only in the kernels, with no
+    jnp reduction of x for inv_rms, whether y is used (sin) or not (linear)."""
+    x, w = data((4, 64, 32), (32,))
+    ct = np.random.default_rng(5).normal(size=x.shape)
+    xc, wc, ctc = (jnp.asarray(a, dtype) for a in (x, w, ct))
+    linear = jax.grad(lambda x, w, ct: jnp.sum(rms_norm(x, w, eps=1e-3) * ct), argnums=(0, 1))
+    assert compiled_calls(linear, xc, wc, ctc) == {RMS_FWD: 0, RMS_BWD: 1}
+    assert reductions_outside_kernels(linear, xc, wc, ctc) == []
+    used = jax.grad(lambda x, w: jnp.sum(jnp.sin(rms_norm(x, w, eps=1e-3))), argnums=(0, 1))
+    assert compiled_calls(used, xc, wc) == {RMS_FWD: 1, RMS_BWD: 1}
+    assert reductions_outside_kernels(used, xc, wc) == []
 
 
 def test_grad_keeps_the_forward_kernel_when_y_is_used() -> None:

@@ -275,7 +275,7 @@ pub static RMS_NORM_FWD: KernelFn = KernelFn {
 pub static RMS_NORM_BWD: KernelFn = KernelFn {
     source: "src/rms_norm/rms_norm.cu",
     name: "rms_norm_bwd",
-    params: &[In, In, In, In, Out, Out, U64, U64],
+    params: &[In, In, In, Out, Out, U64, U64, F64],
     key: &[AnyFloat::accepts, AnyFloat::accepts],
     arity: 4,
     types: &RMS_NORM_TYPES,

@@ -524,33 +524,33 @@ fn rms_fwd_cuda(c: &RmsCase, x: &V, w: &V, eps: f64) -> (V, V) {
     (download(yd, &dy), download(ad, &di))
 }
 
-fn rms_bwd_cpu(c: &RmsCase, dy: &V, x: &V, w: &V, inv: &V) -> (V, V) {
+fn rms_bwd_cpu(c: &RmsCase, dy: &V, x: &V, w: &V, eps: f64) -> (V, V) {
     let d2 = [c.rows as i64, c.n as i64];
     let mut call = CallBuilder::new()
         .arg(dy.arg(&d2))
         .arg(x.arg(&d2))
         .arg(w.arg(&[c.n as i64]))
-        .arg(inv.arg(&[c.rows as i64]))
         .ret(zeros(c.xd, c.rows * c.n).arg(&d2))
-        .ret(zeros(c.wd, c.n).arg(&[c.n as i64]));
+        .ret(zeros(c.wd, c.n).arg(&[c.n as i64]))
+        .attr("eps", AttrArg::scalar(eps));
     call.run(rms_norm::BWD_CPU).unwrap();
     (cpu_ret(&call, 0, c.xd), cpu_ret(&call, 1, c.wd))
 }
 
-fn rms_bwd_cuda(c: &RmsCase, dy: &V, x: &V, w: &V, inv: &V, blocks: usize) -> (V, V) {
+fn rms_bwd_cuda(c: &RmsCase, dy: &V, x: &V, w: &V, eps: f64, blocks: usize) -> (V, V) {
     let d2 = [c.rows as i64, c.n as i64];
     let ad = acc(c.xd, c.wd);
-    let (ddy, dx, dw, di) = (dy.upload(), x.upload(), w.upload(), inv.upload());
+    let (ddy, dx, dw) = (dy.upload(), x.upload(), w.upload());
     let (odx, odw, ows) = (garbage(c.xd, c.rows * c.n), garbage(c.wd, c.n), garbage(ad, blocks * c.n));
     let mut call = CallBuilder::new()
         .device_stream(gpu().stream())
         .arg(ddy.arg(&d2))
         .arg(dx.arg(&d2))
         .arg(dw.arg(&[c.n as i64]))
-        .arg(di.arg(&[c.rows as i64]))
         .ret(odx.arg(&d2))
         .ret(odw.arg(&[c.n as i64]))
-        .ret(ows.arg(&[blocks as i64, c.n as i64]));
+        .ret(ows.arg(&[blocks as i64, c.n as i64]))
+        .attr("eps", AttrArg::scalar(eps));
     let r = call.run(rms_norm::BWD_CUDA.handler);
     no_panic_text(&r);
     r.unwrap();
@@ -580,14 +580,14 @@ fn rms_case(c: &RmsCase) {
     assert_close(&format!("{tag}: y"), promote(c.xd, c.wd), &gy, &cy);
     assert_close(&format!("{tag}: inv_rms"), acc(c.xd, c.wd), &gi, &ci);
 
-    // Backward from the CPU's inv_rms, so both sides see the same inputs.
-    let (cdx, cdw) = rms_bwd_cpu(c, &dy, &x, &w, &ci);
+    // Each backward recomputes inv_rms from x (the CPU's is the dx terms' scale).
+    let (cdx, cdw) = rms_bwd_cpu(c, &dy, &x, &w, eps);
     let blocks = rms_norm::bwd_workspace_rows(c.rows);
-    let (gdx, gdw) = rms_bwd_cuda(c, &dy, &x, &w, &ci, blocks);
+    let (gdx, gdw) = rms_bwd_cuda(c, &dy, &x, &w, eps, blocks);
     assert_close_terms(&format!("{tag}: dx"), c.xd, &gdx, &cdx, &dx_terms(c, &dy, &w, &ci));
     assert_close(&format!("{tag}: dweight"), c.wd, &gdw, &cdw);
     // dweight is the same to the bit on every run.
-    let (_, gdw2) = rms_bwd_cuda(c, &dy, &x, &w, &ci, blocks);
+    let (_, gdw2) = rms_bwd_cuda(c, &dy, &x, &w, eps, blocks);
     assert_eq!(gdw.bits(), gdw2.bits(), "{tag}: dweight differs between two runs");
 }
 
@@ -659,9 +659,9 @@ fn rms_norm_bwd_workspace_sizes() {
     let c = RmsCase { xd: DataType::F32, wd: DataType::F32, rows: 37, n: 45 };
     let (x, w, dy) = rms_inputs(&c);
     let (_, ci) = rms_fwd_cpu(&c, &x, &w, 1e-6);
-    let (cdx, cdw) = rms_bwd_cpu(&c, &dy, &x, &w, &ci);
+    let (cdx, cdw) = rms_bwd_cpu(&c, &dy, &x, &w, 1e-6);
     for blocks in [1, 2, 7, 37, 50] {
-        let (gdx, gdw) = rms_bwd_cuda(&c, &dy, &x, &w, &ci, blocks);
+        let (gdx, gdw) = rms_bwd_cuda(&c, &dy, &x, &w, 1e-6, blocks);
         assert_close_terms(&format!("B={blocks}: dx"), c.xd, &gdx, &cdx, &dx_terms(&c, &dy, &w, &ci));
         assert_close(&format!("B={blocks}: dweight"), c.wd, &gdw, &cdw);
     }
@@ -712,7 +712,7 @@ fn rms_norm_bwd_checks_like_its_cpu_twin_and_checks_the_workspace() {
     let (rows, n) = (3usize, 4usize);
     let d2 = [rows as i64, n as i64];
     let f = |k: usize| gpu().upload(&vec![0.5f32; k]).unwrap();
-    let (dy, x, w, inv) = (f(rows * n), f(rows * n), f(n), f(rows));
+    let (dy, x, w) = (f(rows * n), f(rows * n), f(n));
     let (dx, dw) = (gpu().garbage::<f32>(rows * n).unwrap(), gpu().garbage::<f32>(n + 1).unwrap());
     let run = |dw_dims: &[i64], ws: &DeviceBuffer, ws_dims: &[i64]| {
         let mut call = CallBuilder::new()
@@ -720,10 +720,10 @@ fn rms_norm_bwd_checks_like_its_cpu_twin_and_checks_the_workspace() {
             .arg(dy.arg(&d2))
             .arg(x.arg(&d2))
             .arg(w.arg(&[n as i64]))
-            .arg(inv.arg(&[rows as i64]))
             .ret(dx.arg(&d2))
             .ret(dw.arg(dw_dims))
-            .ret(ws.arg(ws_dims));
+            .ret(ws.arg(ws_dims))
+            .attr("eps", AttrArg::scalar(1e-6f64));
         let r = call.run(rms_norm::BWD_CUDA.handler);
         no_panic_text(&r);
         r
@@ -742,9 +742,9 @@ fn rms_norm_bwd_checks_like_its_cpu_twin_and_checks_the_workspace() {
         .arg(Arg::from_slice(&[0.5f32; 12], &d2))
         .arg(Arg::from_slice(&[0.5f32; 12], &d2))
         .arg(Arg::from_slice(&[0.5f32; 4], &[n as i64]))
-        .arg(Arg::from_slice(&[0.5f32; 3], &[rows as i64]))
         .ret(Arg::from_slice(&[0f32; 12], &d2))
-        .ret(Arg::from_slice(&[0f32; 5], &[n as i64 + 1]));
+        .ret(Arg::from_slice(&[0f32; 5], &[n as i64 + 1]))
+        .attr("eps", AttrArg::scalar(1e-6f64));
     let (_, cpu_msg) = cpu.run(rms_norm::BWD_CPU).unwrap_err();
     assert_eq!(msg, cpu_msg, "the CUDA and CPU handlers word it the same");
     // A float16 workspace for a float32 accumulator: refused before any launch.
@@ -865,11 +865,11 @@ fn child_driver_behaviour() {
     let before = log_lines().len();
     for _ in 0..2 {
         run_kepler_f32(300, true).unwrap();
-        let (_, inv) = rms_fwd_cuda(&c, &x, &w, 1e-5);
+        rms_fwd_cuda(&c, &x, &w, 1e-5);
         let c64 = RmsCase { xd: DataType::F64, ..c };
         let (x64, w64, _) = rms_inputs(&c64);
         rms_fwd_cuda(&c64, &x64, &w64, 1e-5);
-        rms_bwd_cuda(&c, &dy, &x, &w, &inv, 3);
+        rms_bwd_cuda(&c, &dy, &x, &w, 1e-5, 3);
     }
     let lines = log_lines()[before..].to_vec();
     // A second context (another XLA client) loads its own module, once.
@@ -909,7 +909,7 @@ fn child_driver_behaviour() {
     );
     // No device memory was allocated by the handlers.
     let allocs_during: usize = lines.iter().filter(|l| l.starts_with("cuMemAlloc")).count();
-    let expected_test_allocs = 2 * (4 + 4 + 4 + 7);
+    let expected_test_allocs = 2 * (4 + 4 + 4 + 6);
     assert_eq!(allocs_during, expected_test_allocs, "a handler allocated device memory: {lines:#?}");
 }
 
@@ -979,28 +979,27 @@ fn child_first_call_inside_capture() {
             (call, rms_norm::FWD_CUDA.handler)
         }
         _ => {
-            let (cdx, cdw) = rms_bwd_cpu(&c, &dyv, &x, &w, &ci);
+            let (cdx, cdw) = rms_bwd_cpu(&c, &dyv, &x, &w, 1e-5);
             let blocks = rms_norm::bwd_workspace_rows(c.rows);
             keep = vec![
                 dyv.upload(),
                 x.upload(),
                 w.upload(),
-                ci.upload(),
                 garbage(c.xd, c.rows * c.n),
                 garbage(c.wd, c.n),
                 garbage(ad, blocks * c.n),
             ];
-            outs.push((4, c.xd, cdx));
-            outs.push((5, c.wd, cdw));
+            outs.push((3, c.xd, cdx));
+            outs.push((4, c.wd, cdw));
             let call = CallBuilder::new()
                 .device_stream(gpu().stream())
                 .arg(keep[0].arg(&d2))
                 .arg(keep[1].arg(&d2))
                 .arg(keep[2].arg(&[c.n as i64]))
-                .arg(keep[3].arg(&[c.rows as i64]))
-                .ret(keep[4].arg(&d2))
-                .ret(keep[5].arg(&[c.n as i64]))
-                .ret(keep[6].arg(&[blocks as i64, c.n as i64]));
+                .ret(keep[3].arg(&d2))
+                .ret(keep[4].arg(&[c.n as i64]))
+                .ret(keep[5].arg(&[blocks as i64, c.n as i64]))
+                .attr("eps", AttrArg::scalar(1e-5f64));
             (call, rms_norm::BWD_CUDA.handler)
         }
     };

@@ -3,12 +3,15 @@
 Three ops (see :mod:`xla_ffi_rs.binding`):
 
 * ``rms_norm_fwd_op(x, weight; eps) -> (y, inv_rms)``: the forward target.
-* ``rms_norm_tangent_op(dx, dweight, x, weight, inv_rms) -> (dy,)``: the
+* ``rms_norm_tangent_op(dx, dweight, x, weight, inv_rms; eps) -> (dy,)``: the
   forward-mode tangent, linear in ``(dx, dweight)``, computed by jnp code (a
-  dedicated forward path, no transposition). Its transpose is the backward
-  target, so ``grad`` runs the ``rms_norm_bwd`` kernel.
-* ``rms_norm_bwd_op(dy, x, weight, inv_rms) -> (dx, dweight)``: the backward
-  target, with a JVP rule of its own so second-order derivatives work.
+  dedicated forward path, no transposition) from the forward kernel's
+  ``inv_rms``. Its transpose is the backward target, so ``grad`` runs the
+  ``rms_norm_bwd`` kernel.
+* ``rms_norm_bwd_op(dy, x, weight; eps) -> (dx, dweight)``: the backward
+  target, which recomputes ``inv_rms`` from ``x`` while it reads each row
+  (it needs nothing from the forward), with a JVP rule of its own so
+  second-order derivatives work.
 
 The two target ops are built from their handlers' declarations
 (``binding.ops``: operands, dtypes, shapes, attributes, sharding); their
@@ -99,24 +102,31 @@ def rms_norm_fwd_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[ja
     return y.astype(result_dtype(x.dtype, weight.dtype)), inv
 
 
-def rms_norm_bwd_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The jnp reference of the ``rms_norm_bwd`` target: ``(dx, dweight)``."""
+def rms_norm_bwd_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[jax.Array, jax.Array]:
+    """The jnp reference of the ``rms_norm_bwd`` target: ``(dx, dweight)``, with
+    ``inv_rms`` recomputed from ``x`` as the target does."""
+    inv_rms = rms_norm_inv_rms_jnp(x, weight, eps=eps)
     acc = inv_rms.dtype
     n = weight.ndim
     r = _expand(inv_rms, n)
     g, xa = dy.astype(acc) * weight.astype(acc), x.astype(acc)
     proj = jnp.mean(g * xa, axis=_norm_axes(x, n), keepdims=True)
     dx = r * g - xa * r**3 * proj
-    return dx.astype(x.dtype), rms_norm_dweight_jnp(dy, x, weight, inv_rms)
+    return dx.astype(x.dtype), _dweight(dy, x, weight, inv_rms)
 
 
-def rms_norm_dweight_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array) -> jax.Array:
-    """dweight = sum over the leading axes of dy * x * inv_rms (one fused reduction).
+def rms_norm_dweight_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Array:
+    """dweight = sum over the leading axes of dy * x * inv_rms (one fused reduction,
+    ``inv_rms`` recomputed from ``x``).
 
     The one formula for the weight's gradient: the fallback's, the op's under
     partitioning (where XLA completes the sum with an all-reduce) and, vmapped,
     the per-example one of the batching rule.
     """
+    return _dweight(dy, x, weight, rms_norm_inv_rms_jnp(x, weight, eps=eps))
+
+
+def _dweight(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array) -> jax.Array:
     acc = inv_rms.dtype
     r = _expand(inv_rms, weight.ndim)
     dw = jnp.sum(dy.astype(acc) * x.astype(acc) * r, axis=tuple(range(x.ndim - weight.ndim)))
@@ -124,9 +134,12 @@ def rms_norm_dweight_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms
 
 
 def rms_norm_tangent_jnp(
-    dx: jax.Array, dweight: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array
+    dx: jax.Array, dweight: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array, *, eps: float = 0.0
 ) -> tuple[jax.Array]:
-    """The forward-mode tangent of ``y`` (the ``rms_norm_tangent`` op), linear in ``(dx, dweight)``."""
+    """The forward-mode tangent of ``y`` (the ``rms_norm_tangent`` op), linear in ``(dx, dweight)``.
+
+    ``eps`` is the op's parameter, for its transpose (the backward target); the
+    formula takes it from ``inv_rms``."""
     acc = inv_rms.dtype
     n = weight.ndim
     r = _expand(inv_rms, n)
@@ -167,7 +180,7 @@ _OPS = binding.ops(
     rms_norm_bwd={
         "jnp_impl": rms_norm_bwd_jnp,
         "reductions": {1: rms_norm_dweight_jnp},
-        "extra_results": {"cuda": lambda dy, x, weight, inv_rms: [bwd_workspace_aval(x, weight)]},
+        "extra_results": {"cuda": lambda dy, x, weight, **_: [bwd_workspace_aval(x, weight)]},
     },
 )
 rms_norm_fwd_op, rms_norm_bwd_op = _OPS["rms_norm_fwd"], _OPS["rms_norm_bwd"]
@@ -176,7 +189,7 @@ assert _FWD is not None
 
 
 def _tangent_abstract_eval(
-    dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray
+    dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray, *, eps: float
 ) -> list[ShapedArray]:
     """dy is shaped like y: the forward handler's rule."""
     return _FWD.infer(x, weight)[0][:1]  # type: ignore[union-attr]
@@ -189,7 +202,7 @@ rms_norm_tangent_op = Op(
     abstract_eval=_tangent_abstract_eval,
     jnp_impl=rms_norm_tangent_jnp,
     # No target to partition: this only types dy's sharding like dx's.
-    num_batch_dims=lambda dx, dweight, x, weight, inv_rms: _FWD.infer(x, weight)[1],  # type: ignore[union-attr]
+    num_batch_dims=lambda dx, dweight, x, weight, inv_rms, **_: _FWD.infer(x, weight)[1],  # type: ignore[union-attr]
     batched=([*_FWD.batched_in, *_FWD.batched_in, _FWD.batched_out[1]], _FWD.batched_out[:1]),
 )
 
@@ -201,19 +214,18 @@ Arrays = tuple[jax.Array, ...]
 
 @rms_norm_fwd_op.def_jvp
 def _fwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
-    """Forward mode: y' from the linear tangent op, inv_rms' in jnp.
+    """Forward mode: y' from the linear tangent op, inv_rms' in jnp, both from
+    the forward kernel's inv_rms.
 
-    The residual inv_rms comes from a fused jnp reduction over x, not from the
-    forward target: then the forward call serves y alone, and where y is unused
-    (``grad`` of a loss linear in y, e.g. ``sum(y * g)``) XLA drops the call, so
-    the gradient program reads x twice (the reduction, the backward kernel)
-    instead of also writing a y nobody reads. Where y is used, the cost is one
-    extra read of x.
+    ``grad`` transposes the tangent op into the backward target, which takes
+    ``(dy, x, weight)`` and recomputes inv_rms itself: the forward's inv_rms is a
+    residual nothing in the gradient reads. Where y is unused too (``grad`` of a
+    loss linear in y, e.g. ``sum(y * g)``) XLA drops the forward call, and the
+    gradient program is the backward kernel alone, one read of ``dy`` and ``x``.
     """
     (x, weight), (dx, dweight) = primals, tangents
-    y, _ = rms_norm_fwd_op(x, weight, eps=eps)
-    inv_rms = rms_norm_inv_rms_jnp(x, weight, eps=eps)
-    (dy,) = rms_norm_tangent_op(dx, dweight, x, weight, inv_rms)
+    y, inv_rms = rms_norm_fwd_op(x, weight, eps=eps)
+    (dy,) = rms_norm_tangent_op(dx, dweight, x, weight, inv_rms, eps=eps)
     axes = tuple(range(x.ndim - weight.ndim, x.ndim))
     xa, dxa = x.astype(inv_rms.dtype), dx.astype(inv_rms.dtype)
     d_inv_rms = -(inv_rms**3) * jnp.mean(xa * dxa, axis=axes)
@@ -222,11 +234,12 @@ def _fwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, 
 
 @rms_norm_tangent_op.def_transpose
 def _tangent_transpose(
-    cts: Arrays, dx: Any, dweight: Any, x: jax.Array, weight: jax.Array, inv_rms: jax.Array
+    cts: Arrays, dx: Any, dweight: Any, x: jax.Array, weight: jax.Array, inv_rms: jax.Array, *, eps: float
 ) -> list[jax.Array | None]:
-    """Reverse mode: the backward target computes both cotangents at once."""
+    """Reverse mode: the backward target computes both cotangents at once
+    (recomputing inv_rms from x: the residual is not read)."""
     (ct_y,) = cts
-    ct_x, ct_weight = rms_norm_bwd_op(ct_y, x, weight, inv_rms)
+    ct_x, ct_weight = rms_norm_bwd_op(ct_y, x, weight, eps=eps)
     return [
         ct_x if is_linear_input(dx) else None,
         ct_weight if is_linear_input(dweight) else None,
@@ -237,18 +250,18 @@ def _tangent_transpose(
 
 
 @rms_norm_tangent_op.def_jvp
-def _tangent_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
+def _tangent_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
     """Second order through forward mode: differentiate the jnp formula."""
-    outs = rms_norm_tangent_op(*primals)
+    outs = rms_norm_tangent_op(*primals, eps=eps)
     _, t_outs = jax.jvp(rms_norm_tangent_jnp, primals, tangents)
     return outs, t_outs
 
 
 @rms_norm_bwd_op.def_jvp
-def _bwd_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
+def _bwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
     """Second order through reverse mode: kernel for values, jnp for tangents."""
-    outs = rms_norm_bwd_op(*primals)
-    _, t_outs = jax.jvp(rms_norm_bwd_jnp, primals, tangents)
+    outs = rms_norm_bwd_op(*primals, eps=eps)
+    _, t_outs = jax.jvp(lambda dy, x, w: rms_norm_bwd_jnp(dy, x, w, eps=eps), primals, tangents)
     return outs, t_outs
 
 
@@ -274,16 +287,16 @@ def _fwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> t
 
 
 @rms_norm_bwd_op.def_batching
-def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...]) -> tuple[Arrays, tuple[int, int]]:
+def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> tuple[Arrays, tuple[int, int]]:
     """One kernel call for dx; dweight per batch element by a jnp reduction.
 
     The kernel sums dweight over all leading axes, batch included, so under
     vmap the per-example dweight = sum(dy * x * inv_rms) is reduced in jnp.
     """
     size = batch_size(operands, dims)
-    dy, x, weight, inv_rms = operands
-    dy_dim, x_dim, w_dim, r_dim = dims
-    dy, x, inv_rms = (move_batch_axis_to_front(a, d, size) for a, d in ((dy, dy_dim), (x, x_dim), (inv_rms, r_dim)))
+    dy, x, weight = operands
+    dy_dim, x_dim, w_dim = dims
+    dy, x = (move_batch_axis_to_front(a, d, size) for a, d in ((dy, dy_dim), (x, x_dim)))
     dy_scaled = dy
     if w_dim is None:
         core = weight
@@ -291,8 +304,8 @@ def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...]) -> tuple[Arrays, tu
         weight = move_batch_axis_to_front(weight, w_dim, size)
         dy_scaled = (dy * _broadcast_core(weight, dy.ndim)).astype(dy.dtype)
         core = jnp.ones(weight.shape[1:], weight.dtype)
-    dx, _ = rms_norm_bwd_op(dy_scaled, x, core, inv_rms)
-    dweight = jax.vmap(rms_norm_dweight_jnp, in_axes=(0, 0, None, 0))(dy, x, core, inv_rms)
+    dx, _ = rms_norm_bwd_op(dy_scaled, x, core, eps=eps)
+    dweight = jax.vmap(lambda dy, x: rms_norm_dweight_jnp(dy, x, core, eps=eps))(dy, x)
     return (dx, dweight), (0, 0)
 
 

@@ -121,15 +121,15 @@ fn bwd<X: Promote<W>, W: Float>(
     dy: &Buffer<'_, AnyFloat>,
     x: &Buffer<'_, AnyFloat>,
     w: &Buffer<'_, AnyFloat>,
-    inv: &Buffer<'_, AnyFloat>,
     dx: &mut ResultBuffer<'_, AnyFloat>,
     dw: &mut ResultBuffer<'_, AnyFloat>,
+    eps: f64,
 ) -> Result<()> {
     type Y<X, W> = <X as Promote<W>>::Output;
     type Acc<X, W> = <Y<X, W> as Float>::Acc;
     let (n, rows) = (shape.n, shape.rows);
     let (dy, x, w) = (dy.typed::<Y<X, W>>()?, x.typed::<X>()?, w.typed::<W>()?);
-    let inv = inv.typed::<Acc<X, W>>()?;
+    let eps = Acc::<X, W>::from_f64(eps);
     dx.advise_huge_pages();
     let (dx, dw) = (dx.typed_uninit::<X>()?, dw.typed_uninit::<W>()?);
     let block = bwd_block_rows(rows);
@@ -140,9 +140,8 @@ fn bwd<X: Promote<W>, W: Float>(
         let (pp, dxp) = (Parts::new(&mut partial, n), Parts::new(dx, block * n));
         run_blocks(ctx, blocks, |b| {
             let ((_, acc), (x0, dx)) = (pp.take(b), dxp.take(b));
-            let (r0, r1) = (b * block, b * block + dx.len() / n);
             let span = x0..x0 + dx.len();
-            kernel::bwd_rows(&dy[span.clone()], &x[span], w, &inv[r0..r1], dx, acc);
+            kernel::bwd_rows(&dy[span.clone()], &x[span], w, eps, dx, acc);
         })?;
     }
     let col_len = block_len(n, block_count(ctx, n, blocks.max(1)));
@@ -161,27 +160,31 @@ fn bwd<X: Promote<W>, W: Float>(
 
 /// The backward pass of `rms_norm_fwd`.
 ///
-/// Operands `(dy, x, weight, inv_rms)` with the forward's conventions; results
-/// `(dx, dweight)` with the dtypes and shapes of `x` and `weight`. `dweight` sums
-/// over the leading axes in a fixed order: the result is the same on every run.
+/// Operands `(dy, x, weight)` with the forward's conventions and the forward's
+/// attribute `eps`; results `(dx, dweight)` with the dtypes and shapes of `x` and
+/// `weight`. Each row's `inv_rms` is recomputed from `x` (bit for bit the
+/// forward's) while the row is in cache for the dot product, so nothing of the
+/// forward is needed. `dweight` sums over the leading axes in a fixed order: the
+/// result is the same on every run.
 #[handler(
     target = "xla_ffi_rs.rms_norm_bwd",
     descriptor = BWD_CPU,
-    shapes = "...b ...n, ...b ...n, ...n, ...b -> ...b ...n, ...n",
-    dtypes = "promote(X, W), X, W, acc(X, W) -> X, W"
+    shapes = "...b ...n, ...b ...n, ...n -> ...b ...n, ...n",
+    dtypes = "promote(X, W), X, W -> X, W"
 )]
 pub fn xla_ffi_rs_rms_norm_bwd_cpu(
     ctx: Context,
     dy: Buffer<AnyFloat>,
     x: Buffer<AnyFloat>,
     weight: Buffer<AnyFloat>,
-    inv_rms: Buffer<AnyFloat>,
     mut dx: ResultBuffer<AnyFloat>,
     mut dweight: ResultBuffer<AnyFloat>,
+    eps: Attr<f64>,
 ) -> Result<()> {
+    check_eps(*eps)?;
     let shape = rows(&x, &weight);
     dispatch_float!(x.dtype(), X => dispatch_float!(weight.dtype(), W =>
-        bwd::<X, W>(&ctx, shape, &dy, &x, &weight, &inv_rms, &mut dx, &mut dweight),
+        bwd::<X, W>(&ctx, shape, &dy, &x, &weight, &mut dx, &mut dweight, *eps),
         else d => unreachable!("checked float dtype {d}")),
         else d => unreachable!("checked float dtype {d}"))
 }

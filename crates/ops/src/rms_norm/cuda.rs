@@ -18,9 +18,9 @@
 //! second kernel adds the workspace rows in a fixed tree. The workspace is a third
 //! **result** of the CUDA target, which the Python side discards:
 //!
-//! `rms_norm_bwd(dy, x, weight, inv_rms) -> (dx, dweight, workspace)`, with
-//! `workspace: (B, weight.size)`, dtype of `inv_rms` (float32, or float64 when `x` or
-//! `weight` is), `B >= 1` the number of row blocks; [`bwd_workspace_rows`] gives the
+//! `rms_norm_bwd(dy, x, weight; eps) -> (dx, dweight, workspace)`, with
+//! `workspace: (B, weight.size)` in the accumulator dtype (float32, or float64 when
+//! `x` or `weight` is), `B >= 1` the number of row blocks; [`bwd_workspace_rows`] gives the
 //! recommended `B = clamp(ceil(rows / 16), 1, 1024)`.
 //!
 //! Why a result and not `ctx.scratch()`: XLA's scratch memory is allocated inside the
@@ -126,10 +126,11 @@ pub fn xla_ffi_rs_rms_norm_fwd_cuda(
 
 /// The backward pass of `rms_norm_fwd`, on the GPU.
 ///
-/// Operands `(dy, x, weight, inv_rms)` with the forward's conventions; results
-/// `(dx, dweight, workspace)`: `dx` and `dweight` with the dtypes and shapes of
-/// `x` and `weight`, and a scratch `workspace` of shape `(B, weight.size)` in the
-/// dtype of `inv_rms` (see the module docs; discard it). `dweight` sums over the
+/// Operands `(dy, x, weight)` and attribute `eps` with the forward's conventions;
+/// each row's `inv_rms` is recomputed from `x` in the pass that reads the row for
+/// the dot product. Results `(dx, dweight, workspace)`: `dx` and `dweight` with the
+/// dtypes and shapes of `x` and `weight`, and a scratch `workspace` of shape
+/// `(B, weight.size)` in the accumulator dtype (see the module docs; discard it). `dweight` sums over the
 /// leading axes in a fixed order: the result is the same on every run.
 #[handler(
     op = super::cpu::BWD_CPU,
@@ -143,18 +144,20 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
     dy: Buffer<AnyFloat>,
     x: Buffer<AnyFloat>,
     weight: Buffer<AnyFloat>,
-    inv_rms: Buffer<AnyFloat>,
     mut dx: ResultBuffer<AnyFloat>,
     mut dweight: ResultBuffer<AnyFloat>,
     mut workspace: ResultBuffer<AnyFloat, 2>,
+    eps: Attr<f64>,
 ) -> Result<()> {
     let target = ctx.target();
+    check_eps(*eps)?;
     // The CPU twin's rules checked every buffer but the workspace, which is outside them.
     let shape = rows(&x, &weight);
-    if workspace.dtype() != inv_rms.dtype() {
+    let (xd, wd) = (x.dtype(), weight.dtype());
+    let acc = xla_ffi::decl::accumulator(xd, wd);
+    if workspace.dtype() != acc {
         return Err(workspace.error(format!(
-            "expected dtype {} (the dtype of operand 3, inv_rms), got {}",
-            inv_rms.dtype(),
+            "expected dtype {acc} (the accumulator dtype of x {xd} and weight {wd}), got {}",
             workspace.dtype()
         )));
     }
@@ -170,17 +173,16 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
         return Ok(());
     }
     let blocks = to_u32(ws[0] as usize, "workspace rows", target)?;
-    let acc_bytes = inv_rms.dtype().byte_width().unwrap_or(8);
-    let (xd, wd) = (x.dtype(), weight.dtype());
+    let acc_bytes = acc.byte_width().unwrap_or(8);
     let bwd_args = [
         Arg::from(&dy),
         Arg::from(&x),
         Arg::from(&weight),
-        Arg::from(&inv_rms),
         Arg::from(&mut dx),
         Arg::from(&mut workspace),
         Arg::u64(shape.rows as u64),
         Arg::u64(shape.n as u64),
+        Arg::f64(*eps),
     ];
     // The workspace, written by the first launch on the same stream, is the
     // second one's input.

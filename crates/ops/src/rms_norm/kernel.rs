@@ -3,7 +3,10 @@
 //! Forward, per row of `n` elements:
 //! `inv_rms = 1/sqrt(mean(x^2) + eps)`, `y_j = x_j * inv_rms * w_j`.
 //!
-//! Backward, with `r = inv_rms` of the row:
+//! Backward, with `r = inv_rms` of the row, recomputed from `x` while the row is
+//! in cache (the backward reads every row anyway, so it needs nothing from the
+//! forward; a pass for the sum of squares, then one for `sum_k(dy_k*w_k*x_k)`,
+//! measured faster than one fused pass):
 //! `dx_j = r*w_j*dy_j - x_j * r^3/n * sum_k(dy_k*w_k*x_k)` and
 //! `dweight_j = sum over rows of dy_j*x_j*r`.
 //!
@@ -36,7 +39,7 @@
 //!   conversion, which needs some twenty vector operations per eight values;
 //! - `f32` and `f64` are plain casts.
 
-use core::any::Any;
+use core::any::{Any, TypeId};
 use core::mem::MaybeUninit;
 
 use crate::float::{AccFloat, Float};
@@ -45,7 +48,7 @@ use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use multiversion::multiversion;
 
-use super::convert::{bf16_bits_to_f32, f32_to_bf16_bits};
+use super::convert::{bf16_bits_to_f32, bf16_pair_to_f32, f32_to_bf16_bits, f32_to_bf16_pair};
 
 #[cfg(test)]
 mod tests;
@@ -181,6 +184,156 @@ fn reduce<A: AccFloat>(mut a: [A; L]) -> A {
         half /= 2;
     }
     a[0]
+}
+
+// ---------------------------------------------------------------------------
+// The pair layout (bf16 rows of the forward)
+// ---------------------------------------------------------------------------
+//
+// A chunk of L bf16 is read as L/2 little-endian 32-bit words, pair k holding
+// elements 2k and 2k+1, and widened with a shift and a mask (no shuffle): lane k
+// gets element 2k and lane L/2 + k element 2k+1. Narrowing packs the lanes back
+// the same way. The weight is widened once into the same order ([`pair_weight`]),
+// every operation between them is lane by lane, and the sum of squares is put
+// back in natural lane order ([`unpair`]) before the fixed tree: the results are
+// those of the natural layout, bit for bit.
+
+/// Whether rows of `T` are walked in the pair layout (`T` is `bf16`).
+#[inline(always)]
+fn is_pairs<T: 'static>() -> bool {
+    TypeId::of::<T>() == TypeId::of::<bf16>()
+}
+
+/// A chunk of `bf16` (as `T`) widened to `f32` (as `A`) in the pair layout.
+/// Only called where `T` is `bf16` and `A` is `f32`; otherwise the natural [`load`].
+#[inline(always)]
+fn load_pairs<T: Float, A: AccFloat>(src: &[T; L]) -> [A; L] {
+    let mut out = [A::ZERO; L];
+    let (b, o) = ((src as &dyn Any).downcast_ref::<[bf16; L]>(), (&mut out as &mut dyn Any).downcast_mut::<[f32; L]>());
+    let (Some(b), Some(o)) = (b, o) else { return load(src) };
+    let words: [u32; L / 2] = zerocopy::transmute!(*b);
+    for k in 0..L / 2 {
+        (o[k], o[L / 2 + k]) = bf16_pair_to_f32(u32::from_le(words[k]));
+    }
+    out
+}
+
+/// A chunk of `f32` (as `A`) in the pair layout narrowed to `bf16` (as `T`), the
+/// inverse of [`load_pairs`]. Only called where `T` is `bf16` and `A` is `f32`.
+#[inline(always)]
+fn narrow_pairs<T: Float, A: AccFloat>(src: &[A; L]) -> [T; L] {
+    let mut out = [T::default(); L];
+    let (f, o) = ((src as &dyn Any).downcast_ref::<[f32; L]>(), (&mut out as &mut dyn Any).downcast_mut::<[bf16; L]>());
+    let (Some(f), Some(o)) = (f, o) else { return narrow(src) };
+    let mut words = [0u32; L / 2];
+    for k in 0..L / 2 {
+        words[k] = f32_to_bf16_pair(f[k], f[L / 2 + k]).to_le();
+    }
+    *o = zerocopy::transmute!(words);
+    out
+}
+
+/// A chunk in natural order rearranged into the pair layout.
+#[inline(always)]
+fn pair<A: AccFloat>(a: [A; L]) -> [A; L] {
+    let mut out = a;
+    for k in 0..L / 2 {
+        out[k] = a[2 * k];
+        out[L / 2 + k] = a[2 * k + 1];
+    }
+    out
+}
+
+/// A chunk in the pair layout put back in natural order.
+#[inline(always)]
+fn unpair<A: AccFloat>(a: [A; L]) -> [A; L] {
+    let mut out = a;
+    for k in 0..L / 2 {
+        out[2 * k] = a[k];
+        out[2 * k + 1] = a[L / 2 + k];
+    }
+    out
+}
+
+/// The widened weight in the pair layout, padded with zeros to whole chunks.
+fn pair_weight<A: AccFloat>(w: &[A]) -> Vec<A> {
+    let mut out = Vec::with_capacity(w.len().next_multiple_of(L));
+    for c in w.chunks(L) {
+        out.extend_from_slice(&pair(pad_or_copy(c)));
+    }
+    out
+}
+
+/// A chunk of up to `L` accumulators, padded with zeros.
+#[inline(always)]
+fn pad_or_copy<A: AccFloat>(src: &[A]) -> [A; L] {
+    let mut buf = [A::ZERO; L];
+    buf[..src.len()].copy_from_slice(src);
+    buf
+}
+
+/// `sum(x^2)` of one row of `bf16` (as `T`), read in the pair layout; the same
+/// bits as [`sum_sq`].
+#[inline(always)]
+fn sum_sq_pairs<T: Float, A: AccFloat>(x: &[T]) -> A {
+    let mut acc = [A::ZERO; L];
+    let mut chunks = x.chunks_exact(L);
+    for c in &mut chunks {
+        acc = add_sq(acc, load_pairs::<T, A>(arr(c)));
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        let mut buf = [T::default(); L];
+        buf[..tail.len()].copy_from_slice(tail);
+        acc = add_sq(acc, load_pairs::<T, A>(&buf));
+    }
+    reduce(unpair(acc))
+}
+
+/// Overwrites a `bf16` row (as `T`) with `xy * r * w` in the pair layout (`w` from
+/// [`pair_weight`]).
+#[inline(always)]
+fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A) {
+    let mut xc = xy.chunks_exact_mut(L);
+    let mut wc = w.chunks_exact(L);
+    for (xs, ws) in (&mut xc).zip(&mut wc) {
+        let v = scale(load_pairs::<T, A>(arr(xs)), *arr(ws), r);
+        xs.copy_from_slice(&narrow_pairs::<T, A>(&v));
+    }
+    // The weight's last chunk, padded by `pair_weight`, goes with the row's tail.
+    let xs = xc.into_remainder();
+    if let Some(ws) = wc.next() {
+        let len = xs.len();
+        let mut buf = [T::default(); L];
+        buf[..len].copy_from_slice(xs);
+        let v = scale(load_pairs::<T, A>(&buf), *arr(ws), r);
+        xs.copy_from_slice(&narrow_pairs::<T, A>(&v)[..len]);
+    }
+}
+
+/// Writes `y = x * r * w` for one row, `x` and `y` both `bf16` (as `X`, `Y`), in
+/// the pair layout (`w` from [`pair_weight`]).
+#[inline(always)]
+fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::Acc, y: &mut [O]) {
+    let mut xc = x.chunks_exact(L);
+    let mut wc = w.chunks_exact(L);
+    let mut yc = y.chunks_exact_mut(L);
+    for ((xs, ws), ys) in (&mut xc).zip(&mut wc).zip(&mut yc) {
+        let v = scale(load_pairs::<X, Y::Acc>(arr(xs)), *arr(ws), r);
+        for (d, s) in ys.iter_mut().zip(narrow_pairs::<Y, Y::Acc>(&v)) {
+            d.put(s);
+        }
+    }
+    // The weight's last chunk, padded by `pair_weight`, goes with the row's tail.
+    let (xs, ys) = (xc.remainder(), yc.into_remainder());
+    if let Some(ws) = wc.next() {
+        let mut buf = [X::default(); L];
+        buf[..xs.len()].copy_from_slice(xs);
+        let v = scale(load_pairs::<X, Y::Acc>(&buf), *arr(ws), r);
+        for (d, s) in ys.iter_mut().zip(narrow_pairs::<Y, Y::Acc>(&v)) {
+            d.put(s);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -364,6 +517,15 @@ fn fwd_block<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
         return;
     }
     let w = widen_weight::<W, Y::Acc>(w);
+    if is_pairs::<X>() && is_pairs::<Y>() {
+        let w = pair_weight(&w);
+        for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
+            let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
+            ir.put(r);
+            scale_row_pairs::<X, Y, O>(xr, &w, r, yr);
+        }
+        return;
+    }
     for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
         let r = inv_rms(sum_sq::<X, Y::Acc>(xr), n, eps);
         ir.put(r);
@@ -385,6 +547,15 @@ fn fwd_block_inplace<T: Float, W: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[W],
         return;
     }
     let w = widen_weight::<W, T::Acc>(w);
+    if is_pairs::<T>() {
+        let w = pair_weight(&w);
+        for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
+            let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
+            ir.put(r);
+            scale_row_pairs_inplace(row, &w, r);
+        }
+        return;
+    }
     for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
         let r = inv_rms(sum_sq::<T, T::Acc>(row), n, eps);
         ir.put(r);
@@ -398,23 +569,27 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
     dy: &[Y],
     x: &[X],
     w: &[W],
-    inv: &[Y::Acc],
+    eps: Y::Acc,
     dx: &mut [O],
     dw_acc: &mut [Y::Acc],
 ) {
-    let (n, rows) = (w.len(), inv.len());
-    let len = elems(rows, n);
-    assert!(dy.len() == len, "rms_norm bwd_rows: dy has {} elements, expected rows {rows} * n {n}", dy.len());
-    assert!(x.len() == len, "rms_norm bwd_rows: x has {} elements, expected rows {rows} * n {n}", x.len());
-    assert!(dx.len() == len, "rms_norm bwd_rows: dx has {} elements, expected rows {rows} * n {n}", dx.len());
+    let n = w.len();
+    let len = x.len();
+    assert!(n > 0 || len == 0, "rms_norm bwd_rows: x has {len} elements, expected 0 for n 0");
+    assert!(n == 0 || len.is_multiple_of(n), "rms_norm bwd_rows: x has {len} elements, not a multiple of n {n}");
+    assert!(dy.len() == len, "rms_norm bwd_rows: dy has {} elements, expected x's {len}", dy.len());
+    assert!(dx.len() == len, "rms_norm bwd_rows: dx has {} elements, expected x's {len}", dx.len());
     assert!(dw_acc.len() == n, "rms_norm bwd_rows: dw_acc has {} elements, expected n {n}", dw_acc.len());
-    if n == 0 || rows == 0 {
+    if len == 0 {
         return;
     }
     let n_acc = Y::Acc::from_usize(n);
     let w = widen_weight::<W, Y::Acc>(w);
-    let rows_iter = dy.chunks_exact(n).zip(x.chunks_exact(n)).zip(dx.chunks_exact_mut(n)).zip(inv);
-    for (((dyr, xr), dxr), &r) in rows_iter {
+    let rows_iter = dy.chunks_exact(n).zip(x.chunks_exact(n)).zip(dx.chunks_exact_mut(n));
+    for ((dyr, xr), dxr) in rows_iter {
+        // The row is in L1 after the first of these two passes (measured faster
+        // than one fused pass, whose two accumulator arrays LLVM keeps worse).
+        let r = inv_rms(sum_sq::<X, Y::Acc>(xr), n, eps);
         let s = dot3::<Y, X, Y::Acc>(dyr, xr, &w);
         let c = r * r * r / n_acc * s;
         bwd_row::<Y, X, O>(dyr, xr, &w, r, c, dxr, dw_acc);
@@ -458,22 +633,24 @@ pub fn fwd_rows_inplace<T: Float, W: Float>(xy: &mut [T], w: &[W], eps: T::Acc, 
 
 /// Backward RMS normalization of a block of rows.
 ///
-/// `rows = inv.len()`, `n = w.len()`; `dy`, `x` and `dx` hold `rows * n` elements
-/// and `inv` the forward's `inv_rms`. Writes
-/// `dx_j = r*w_j*dy_j - x_j * r^3/n * sum_k(dy_k*w_k*x_k)` (dtype `X`) and adds this
-/// block's `dweight` terms `dy_j*x_j*r`, row by row in order, to `dw_acc` (`n`
-/// accumulators, not cleared here). Computed in `Y::Acc`.
+/// `n = w.len()`; `dy`, `x` and `dx` hold `rows * n` elements, row-major. Each
+/// row's `r = inv_rms = 1/sqrt(mean(x^2) + eps)` is computed here, bit for bit as
+/// [`fwd_rows`] computes it, while the row is in cache for the dot product.
+/// Writes `dx_j = r*w_j*dy_j - x_j * r^3/n * sum_k(dy_k*w_k*x_k)` (dtype `X`) and
+/// adds this block's `dweight` terms `dy_j*x_j*r`, row by row in order, to
+/// `dw_acc` (`n` accumulators, not cleared here). Computed in `Y::Acc`.
 ///
 /// # Panics
-/// If the lengths disagree.
+/// If the lengths disagree (`x.len()` not a multiple of `n`, or `dy`, `dx` not of
+/// `x`'s length, or `dw_acc` not of `n`).
 #[multiversion(targets("x86_64+avx2+fma"))]
 pub fn bwd_rows<Y: Float, X: Float, W: Float>(
     dy: &[Y],
     x: &[X],
     w: &[W],
-    inv: &[Y::Acc],
+    eps: Y::Acc,
     dx: &mut [MaybeUninit<X>],
     dw_acc: &mut [Y::Acc],
 ) {
-    bwd_block::<Y, X, W, _>(dy, x, w, inv, dx, dw_acc);
+    bwd_block::<Y, X, W, _>(dy, x, w, eps, dx, dw_acc);
 }

@@ -13,6 +13,8 @@
 //   forward:  inv_rms[r] = 1 / sqrt(mean_j x[r,j]^2 + eps);  y = x * inv_rms * w
 //   backward: dx[r,j] = r w_j dy_j - x_j r^3 / n * sum_k dy_k w_k x_k
 //             dweight_j = sum_r dy[r,j] x[r,j] inv_rms[r]
+//             with r = inv_rms[r] recomputed from x, in the pass over the row that
+//             sums dy w x (the backward takes eps, not the forward's inv_rms)
 //
 // Determinism: every sum has a fixed order that depends on the shapes only (never on
 // timing, atomics or the number of SMs). dweight is reduced in two launches: block b
@@ -172,17 +174,15 @@ __global__ void rms_norm_fwd(const void* x_, u64 x_bytes, const void* w_, u64 w_
 // Finally the block's partial sums are in workspace row b.
 template <class X, class W, class Y, class ACC>
 __global__ void rms_norm_bwd(const void* dy_, u64 dy_bytes, const void* x_, u64 x_bytes, const void* w_, u64 w_bytes,
-                             const void* inv_, u64 inv_bytes, void* dx_, u64 dx_bytes, void* ws_, u64 ws_bytes,
-                             u64 rows, u64 n) {
+                             void* dx_, u64 dx_bytes, void* ws_, u64 ws_bytes, u64 rows, u64 n, double eps_) {
     const u64 blocks = gridDim.x;
     if (!(fits(rows * n, sizeof(Y), dy_bytes) && fits(rows * n, sizeof(X), x_bytes) && fits(n, sizeof(W), w_bytes) &&
-          fits(rows, sizeof(ACC), inv_bytes) && fits(rows * n, sizeof(X), dx_bytes) &&
-          fits(blocks * n, sizeof(ACC), ws_bytes)) || (blockDim.x & 31u) != 0)
+          fits(rows * n, sizeof(X), dx_bytes) && fits(blocks * n, sizeof(ACC), ws_bytes)) ||
+        (blockDim.x & 31u) != 0)
         return;
     const Y* dy = static_cast<const Y*>(dy_);
     const X* x = static_cast<const X*>(x_);
     const W* w = static_cast<const W*>(w_);
-    const ACC* inv = static_cast<const ACC*>(inv_);
     X* dx = static_cast<X*>(dx_);
     ACC* ws = static_cast<ACC*>(ws_);
 
@@ -198,15 +198,21 @@ __global__ void rms_norm_bwd(const void* dy_, u64 dy_bytes, const void* x_, u64 
     const u64 r0 = blockIdx.x * per;
     const u64 r1 = r0 + per < rows ? r0 + per : rows;
     const ACC n_acc = (ACC)(n > 0 ? n : 1);
+    const ACC eps = (ACC)eps_;
     for (u64 r = r0; r < r1; ++r) {
         const Y* dyr = dy + r * n;
         const X* xr = x + r * n;
         X* dxr = dx + r * n;
-        const ACC rr = inv[r];
-        ACC s = ACC(0);
-        for (u64 j = threadIdx.x; j < n; j += blockDim.x)
-            s += Widen<ACC>::of(dyr[j]) * Widen<ACC>::of(w[j]) * Widen<ACC>::of(xr[j]);
+        ACC s = ACC(0), sq = ACC(0);
+        for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
+            const ACC xj = Widen<ACC>::of(xr[j]);
+            s += Widen<ACC>::of(dyr[j]) * Widen<ACC>::of(w[j]) * xj;
+            sq += xj * xj;
+        }
         s = block_sum(s, sh);
+        sq = block_sum(sq, sh);
+        // As the forward computes it, from the same sum of squares.
+        const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
         const ACC c = rr * rr * rr / n_acc * s;
         for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
             const ACC dyj = Widen<ACC>::of(dyr[j]);

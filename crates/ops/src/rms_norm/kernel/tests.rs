@@ -114,12 +114,12 @@ fn check_inplace<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
 fn check_bwd<Y: Float, X: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     let mut g = Lcg(seed);
     let (dy, x, w) = (g.vec::<Y>(rows * n), g.vec::<X>(rows * n), g.vec::<W>(n));
+    // The kernel recomputes inv_rms from x; the reference's is exact.
     let (_, inv64) = fwd_ref(&f64s(&x), &f64s(&w), 1e-5);
-    let inv: Vec<Y::Acc> = inv64.iter().map(|&v| Y::Acc::from_f64(v)).collect();
-    let inv64 = f64s(&inv);
+    let eps = Y::Acc::from_f64(1e-5);
     let mut dx = vec![X::default(); rows * n];
     let mut dw = vec![Y::Acc::from_f64(0.5); n];
-    bwd_block::<Y, X, W, X>(&dy, &x, &w, &inv, &mut dx, &mut dw);
+    bwd_block::<Y, X, W, X>(&dy, &x, &w, eps, &mut dx, &mut dw);
     let (dx_ref, dw_ref, dx_scale, dw_scale) = bwd_ref(&f64s(&dy), &f64s(&x), &f64s(&w), &inv64);
     let dw_ref: Vec<f64> = dw_ref.iter().map(|v| v + 0.5).collect();
     let dw_scale: Vec<f64> = dw_scale.iter().map(|v| v + 0.5).collect();
@@ -130,7 +130,7 @@ fn check_bwd<Y: Float, X: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     // Public kernel: same dweight bits.
     let mut dx_uninit = vec![MaybeUninit::new(X::default()); rows * n];
     let mut dw2 = vec![Y::Acc::from_f64(0.5); n];
-    bwd_rows::<Y, X, W>(&dy, &x, &w, &inv, &mut dx_uninit, &mut dw2);
+    bwd_rows::<Y, X, W>(&dy, &x, &w, eps, &mut dx_uninit, &mut dw2);
     assert_eq!(f64s(&dw2), f64s(&dw), "{what}: public dw_acc");
 }
 
@@ -196,25 +196,24 @@ fn backward_matches_finite_differences() {
         let mut y = vec![0.0; rows * n];
         let mut inv = vec![0.0; rows];
         fwd_block::<f64, f64, f64, f64, f64>(x, w, eps, &mut y, &mut inv);
-        (y.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>(), inv)
+        y.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>()
     };
-    let (_, inv) = loss(&x, &w);
     let mut dx = vec![0.0; rows * n];
     let mut dw = vec![0.0; n];
-    bwd_block::<f64, f64, f64, f64>(&g, &x, &w, &inv, &mut dx, &mut dw);
+    bwd_block::<f64, f64, f64, f64>(&g, &x, &w, eps, &mut dx, &mut dw);
     let h = 1e-6;
     for j in 0..rows * n {
         let (mut xp, mut xm) = (x.clone(), x.clone());
         xp[j] += h;
         xm[j] -= h;
-        let fd = (loss(&xp, &w).0 - loss(&xm, &w).0) / (2.0 * h);
+        let fd = (loss(&xp, &w) - loss(&xm, &w)) / (2.0 * h);
         assert!((fd - dx[j]).abs() <= 1e-6 * (1.0 + fd.abs()), "dx[{j}]: fd {fd}, kernel {}", dx[j]);
     }
     for j in 0..n {
         let (mut wp, mut wm) = (w.clone(), w.clone());
         wp[j] += h;
         wm[j] -= h;
-        let fd = (loss(&x, &wp).0 - loss(&x, &wm).0) / (2.0 * h);
+        let fd = (loss(&x, &wp) - loss(&x, &wm)) / (2.0 * h);
         assert!((fd - dw[j]).abs() <= 1e-6 * (1.0 + fd.abs()), "dw[{j}]: fd {fd}, kernel {}", dw[j]);
     }
 }
@@ -226,15 +225,14 @@ fn backward_blocks_accumulate_in_order() {
     let (rows, n) = (5, 45);
     let mut g = Lcg(7);
     let (dy, x, w) = (g.vec::<f32>(rows * n), g.vec::<bf16>(rows * n), g.vec::<f32>(n));
-    let inv: Vec<f32> = (0..rows).map(|r| 0.5 + r as f32 * 0.1).collect();
     let mut dx = vec![bf16::ZERO; rows * n];
     let mut dw = vec![0f32; n];
-    bwd_block::<f32, bf16, f32, bf16>(&dy, &x, &w, &inv, &mut dx, &mut dw);
+    bwd_block::<f32, bf16, f32, bf16>(&dy, &x, &w, 1e-5, &mut dx, &mut dw);
     let mut dx2 = vec![bf16::ZERO; rows * n];
     let mut dw2 = vec![0f32; n];
     let split = 2 * n;
-    bwd_block::<f32, bf16, f32, bf16>(&dy[..split], &x[..split], &w, &inv[..2], &mut dx2[..split], &mut dw2);
-    bwd_block::<f32, bf16, f32, bf16>(&dy[split..], &x[split..], &w, &inv[2..], &mut dx2[split..], &mut dw2);
+    bwd_block::<f32, bf16, f32, bf16>(&dy[..split], &x[..split], &w, 1e-5, &mut dx2[..split], &mut dw2);
+    bwd_block::<f32, bf16, f32, bf16>(&dy[split..], &x[split..], &w, 1e-5, &mut dx2[split..], &mut dw2);
     assert_eq!(dw, dw2);
     assert_eq!(f64s(&dx), f64s(&dx2));
 }
@@ -251,8 +249,45 @@ fn zero_width_rows() {
     fwd_block_inplace::<f64, bf16, f64>(&mut [], &[], 0.0, &mut inv2);
     assert_eq!(inv2, vec![f64::INFINITY; 2], "eps = 0, n = 0: 1/sqrt(0)");
     let mut dw: Vec<f32> = vec![];
-    bwd_rows::<f32, bf16, f16>(&[], &[], &[], &[1.0, 2.0], &mut [], &mut dw);
-    bwd_block::<f32, bf16, f16, bf16>(&[], &[], &[], &[1.0, 2.0], &mut [], &mut dw);
+    bwd_rows::<f32, bf16, f16>(&[], &[], &[], eps, &mut [], &mut dw);
+    bwd_block::<f32, bf16, f16, bf16>(&[], &[], &[], eps, &mut [], &mut dw);
+}
+
+/// The backward's inv_rms, recomputed from x, is the forward's to the bit: with
+/// `dy = e_0` and `x_0 = 1`, a one-row call adds exactly `dy_0 * x_0 * r = r` to
+/// `dweight_0`.
+#[test]
+fn backward_inv_rms_is_the_forwards_bit_for_bit() {
+    fn check<T: Float>(n: usize, seed: u64) {
+        let mut g = Lcg(seed);
+        let eps = T::Acc::from_f64(1e-5);
+        for _ in 0..20 {
+            let mut x = g.vec::<T>(n);
+            x[0] = T::from_f64(1.0);
+            let w = g.vec::<T>(n);
+            let (mut y, mut inv) = (vec![T::default(); n], vec![T::Acc::ZERO; 1]);
+            fwd_block::<T, T, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv);
+            let mut dy = vec![T::from_f64(0.0); n];
+            dy[0] = T::from_f64(1.0);
+            let (mut dx, mut dw) = (vec![T::default(); n], vec![T::Acc::ZERO; n]);
+            bwd_block::<T, T, T, T>(&dy, &x, &w, eps, &mut dx, &mut dw);
+            assert_eq!(dw[0].to_f64().to_bits(), inv[0].to_f64().to_bits(), "{:?} n={n}", T::DTYPE);
+        }
+    }
+    for n in [1, 31, 32, 33, 100, 1000] {
+        check::<f32>(n, 5);
+        check::<f64>(n, 6);
+        check::<bf16>(n, 7);
+        check::<f16>(n, 8);
+    }
+}
+
+/// Lengths that do not make whole rows are refused by the public kernel.
+#[test]
+#[should_panic(expected = "not a multiple of n")]
+fn backward_refuses_a_partial_row() {
+    let mut dw = vec![0f32; 4];
+    bwd_rows::<f32, f32, f32>(&[0.0; 6], &[0.0; 6], &[1.0; 4], 1e-5, &mut [MaybeUninit::new(0.0); 6], &mut dw);
 }
 
 #[test]
@@ -261,7 +296,7 @@ fn zero_rows() {
     fwd_rows::<bf16, f32, f32>(&[], &w, 1e-6, &mut [], &mut []);
     fwd_rows_inplace::<f32, f32>(&mut [], &w, 1e-6, &mut []);
     let mut dw = vec![0f32; 40];
-    bwd_rows::<f32, f32, f32>(&[], &[], &w, &[], &mut [], &mut dw);
+    bwd_rows::<f32, f32, f32>(&[], &[], &w, 1e-6, &mut [], &mut dw);
     assert_eq!(dw, vec![0.0; 40]);
 }
 
@@ -354,5 +389,98 @@ fn fwd_length_mismatch_panics() {
 #[should_panic(expected = "dw_acc has 3 elements")]
 fn bwd_length_mismatch_panics() {
     let mut dx = vec![MaybeUninit::new(0f32); 8];
-    bwd_rows::<f32, f32, f32>(&[0.0; 8], &[0.0; 8], &[1.0; 4], &[1.0; 2], &mut dx, &mut [0.0; 3]);
+    bwd_rows::<f32, f32, f32>(&[0.0; 8], &[0.0; 8], &[1.0; 4], 1e-6, &mut dx, &mut [0.0; 3]);
+}
+
+/// The pair layout's widening gives, lane by lane once put back in natural order,
+/// the exact widening of every `bf16` value, in both halves of a pair word.
+#[test]
+fn pair_widening_matches_half_on_every_bf16() {
+    let all: Vec<u16> = (0..=u16::MAX).step_by(STEP).collect();
+    for shift in [0, 1] {
+        for start in (0..all.len()).step_by(L) {
+            let bits = chunk_of(&all, start + shift, 0);
+            let b = bits.map(bf16::from_bits);
+            let got = unpair(load_pairs::<bf16, f32>(&b));
+            for i in 0..L {
+                assert_eq!(got[i].to_bits(), bf16_bits_to_f32(bits[i]).to_bits(), "bf16 {:#06x}", bits[i]);
+            }
+        }
+    }
+}
+
+/// The pair layout's narrowing gives `half`'s `bf16` bits on every rounding case
+/// (NaNs included), in both halves of a pair word, and inverts the widening.
+#[test]
+fn pair_narrowing_matches_half() {
+    let inputs = super::super::convert::tests::narrowing_inputs();
+    for shift in [0, 1] {
+        for start in (0..inputs.len()).step_by(L) {
+            let wide = chunk_of(&inputs, start + shift, 0.0);
+            let b = narrow_pairs::<bf16, f32>(&pair(wide));
+            for i in 0..L {
+                let what = format!("{:e} ({:#010x})", wide[i], wide[i].to_bits());
+                assert_eq!(b[i].to_bits(), bf16::from_f32(wide[i]).to_bits(), "bf16 of {what}");
+            }
+            let back = narrow_pairs::<bf16, f32>(&load_pairs::<bf16, f32>(&b));
+            assert_eq!(back.map(|v| v.to_bits()), b.map(|v| v.to_bits()), "round trip");
+        }
+    }
+}
+
+/// The bf16 forward (pair layout, in place and out of place) gives the bits of the
+/// natural layout's row functions, on rows with NaNs, infinities, subnormals and
+/// partial chunks, with a bf16 and an f32 weight.
+#[test]
+fn pair_layout_forward_gives_the_natural_layouts_bits() {
+    fn natural(x: &[bf16], w: &[f32], n: usize, eps: f32) -> (Vec<bf16>, Vec<f32>) {
+        let (mut y, mut inv) = (x.to_vec(), Vec::new());
+        for row in y.chunks_exact_mut(n) {
+            let r = inv_rms(sum_sq::<bf16, f32>(row), n, eps);
+            inv.push(r);
+            scale_row_inplace(row, w, r);
+        }
+        (y, inv)
+    }
+    let specials = [0x7FC0u16, 0x7F81, 0xFF80, 0x7F80, 0x0001, 0x8000, 0x7F7F, 0x0080];
+    for (k, &n) in [1usize, 2, 31, 32, 33, 63, 64, 100, 4096].iter().enumerate() {
+        let rows = 3;
+        let mut g = Lcg(40 + k as u64);
+        let mut x = g.vec::<bf16>(rows * n);
+        // Row 0 clean; row 1 with one special value; row 2 scaled to subnormals.
+        if n > 1 {
+            x[n + (n / 2)] = bf16::from_bits(specials[k % specials.len()]);
+        }
+        for v in &mut x[2 * n..] {
+            *v = bf16::from_f32(v.to_f32() * 1e-39);
+        }
+        let wb = g.vec::<bf16>(n);
+        let wf: Vec<f32> = g.vec::<f32>(n);
+        let eps = 1e-5f32;
+        for wide in [widen_weight::<bf16, f32>(&wb), wf.clone()] {
+            let (want_y, want_inv) = natural(&x, &wide, n, eps);
+            let mut xy = x.clone();
+            let mut inv = vec![0f32; rows];
+            if wide == wf {
+                fwd_block_inplace::<bf16, f32, f32>(&mut xy, &wf, eps, &mut inv);
+            } else {
+                fwd_block_inplace::<bf16, bf16, f32>(&mut xy, &wb, eps, &mut inv);
+                let (mut y, mut inv2) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
+                fwd_block::<bf16, bf16, bf16, bf16, f32>(&x, &wb, eps, &mut y, &mut inv2);
+                assert_eq!(
+                    y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    xy.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "n={n}: out of place"
+                );
+                assert_eq!(
+                    inv2.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    inv.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
+            }
+            let bits = |v: &[bf16]| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&xy), bits(&want_y), "n={n}: y");
+            let fbits = |v: &[f32]| v.iter().map(|b| b.to_bits()).collect::<Vec<_>>();
+            assert_eq!(fbits(&inv), fbits(&want_inv), "n={n}: inv_rms");
+        }
+    }
 }
