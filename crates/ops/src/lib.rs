@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(examples.len(), 1);
         assert_eq!(examples[0].stages.len(), 2);
         let cuda = xla_ffi::bundles(CUDA_HANDLERS, "cuda").unwrap();
-        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 5 } else { 0 });
+        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 6 } else { 0 });
         assert!(CPU_HANDLERS.iter().all(|h| h.platform == xla_ffi::Platform::Host));
     }
 
