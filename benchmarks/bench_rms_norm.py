@@ -79,7 +79,8 @@ def main() -> None:
                     return step(v, w)
 
                 ta[k], _ = measure_chain(chain, jnp.array(x, copy=True), repeat=10 if big else 30)
-            tg = measure_pairs({k: grad_of(f, g) for k, f in grads.items()}, x, w, budget=2 * budget)
+            gfs = {k: grad_of(f, g) for k, f in grads.items()}
+            tg = measure_pairs(gfs, x, w, budget=2 * budget)
             key = {"shape": "x".join(map(str, shape)), "dtype": jnp.dtype(dtype).name}
             row: dict[str, Any] = dict(key)
             for k in fresh:
@@ -101,6 +102,9 @@ def main() -> None:
             grow["grad jnp/ours best"] = 1 / tg["jnp"]["ratio_best"]
             if "cpp" in tg:
                 grow["grad ours/cpp"] = tg["cpp"]["ratio_median"]
+                # Same algorithm, same order of operations: the same bits.
+                same = (bool(jnp.array_equal(a, b)) for a, b in zip(gfs["ours"](x, w), gfs["cpp"](x, w), strict=True))
+                grow["grad ours==cpp bitwise"] = all(same)
             grad_rows.append(grow)
             raw.append({**key, "fresh": tf, "aliased": ta, "grad": tg, "faults": flt})
             print(
@@ -124,7 +128,10 @@ def main() -> None:
                 "fresh: ordinary jitted call (new output buffer each call); aliased: input_output_aliases={0: 0} + "
                 "donate_argnums=0, each call consuming the last result (jnp: donated the same way)"
             ),
-            "GB/s counts x read + y written; grad: d/d(x, w) of sum(y * g) (y unused: no forward kernel runs)",
+            (
+                "GB/s counts x read + y written; grad: d/d(x, w) of sum(y * g) (y unused: no forward kernel runs); "
+                "both backward kernels recompute inv_rms from x"
+            ),
             "fresh and grad: interleaved pairs in this process (measure_pairs); ratios are medians of per-round ratios",
         ],
         extra={"raw": raw},

@@ -70,22 +70,23 @@ def rms_fwd_raw(target: str, alias: bool = False) -> Callable[..., Any]:
     return call
 
 
-def rms_norm_vjp(fwd_target: str, bwd_target: str) -> Callable[..., Any]:
-    """rms_norm with grad through the backward target (custom_vjp)."""
+def rms_norm_vjp(fwd_target: str, bwd_target: str, eps: float = 1e-5) -> Callable[..., Any]:
+    """rms_norm with grad through the backward target (custom_vjp), as our op
+    differentiates: the backward target takes (dy, x, w; eps) and recomputes each
+    row's inv_rms from x, so the forward's residuals are x and w only."""
     fwd = rms_fwd_raw(fwd_target)
 
     @jax.custom_vjp
     def rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
-        return fwd(x, w)[0]
+        return fwd(x, w, eps)[0]
 
     def f(x: jax.Array, w: jax.Array) -> Any:
-        y, inv = fwd(x, w)
-        return y, (x, w, inv)
+        return fwd(x, w, eps)[0], (x, w)
 
     def b(res: Any, dy: jax.Array) -> Any:
-        x, w, inv = res
+        x, w = res
         outs = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(w.shape, w.dtype))
-        dx, dw = jax.ffi.ffi_call(bwd_target, outs)(dy, x, w, inv)
+        dx, dw = jax.ffi.ffi_call(bwd_target, outs)(dy, x, w, eps=float(eps))
         return dx, dw
 
     rms_norm.defvjp(f, b)

@@ -10,7 +10,9 @@
 //        of 64 (f64) / 128 (f32) elements)
 //   * bench_cpp.rms_norm_fwd <- crates/ops/src/rms_norm/{cpu,kernel}.rs
 //   * bench_cpp.rms_norm_bwd      (32 independent lanes per reduction, fixed pairwise
-//                                  tree, plain mul/add, bf16 by bit operations)
+//                                  tree, plain mul/add, bf16 by bit operations; the
+//                                  backward is (dy, x, weight; eps) -> (dx, dweight)
+//                                  and recomputes each row's inv_rms from x)
 //   * bench_cpp.num_threads  writes ThreadPool::num_threads() (the thread suite
 //                            reads it to show how many threads XLA gave the FFI).
 // Compiled with -ffp-contract=off and explicit fma() exactly where the Rust code
@@ -508,6 +510,21 @@ inline void load_chunk(const typename D::T* src, size_t len, float (&out)[L]) {
   }
 }
 
+// inv_rms = 1/sqrt(sum(x^2)/n + eps) of one row (mean 0 for n == 0): L lanes,
+// the pairwise tree of reduce_lanes (kernel.rs sum_sq and inv_rms).
+template <typename D>
+inline float row_inv_rms(const typename D::T* xr, size_t n, float eps) {
+  float acc[L] = {0};
+  for (size_t j = 0; j < n; j += L) {
+    float v[L];
+    load_chunk<D>(xr + j, std::min(L, n - j), v);
+    for (size_t i = 0; i < L; ++i) acc[i] += v[i] * v[i];
+  }
+  float ss = reduce_lanes(acc);
+  float mean = n == 0 ? 0.0f : ss / (float)n;
+  return 1.0f / std::sqrt(mean + eps);
+}
+
 // y may alias x: every chunk is loaded before it is stored.
 template <typename D>
 void fwd_rows(const typename D::T* x, const float* w, float eps, typename D::T* y, float* inv, size_t rows,
@@ -515,15 +532,7 @@ void fwd_rows(const typename D::T* x, const float* w, float eps, typename D::T* 
   for (size_t r = 0; r < rows; ++r) {
     const typename D::T* xr = x + r * n;
     typename D::T* yr = y + r * n;
-    float acc[L] = {0};
-    for (size_t j = 0; j < n; j += L) {
-      float v[L];
-      load_chunk<D>(xr + j, std::min(L, n - j), v);
-      for (size_t i = 0; i < L; ++i) acc[i] += v[i] * v[i];
-    }
-    float ss = reduce_lanes(acc);
-    float mean = n == 0 ? 0.0f : ss / (float)n;
-    float ir = 1.0f / std::sqrt(mean + eps);
+    float ir = row_inv_rms<D>(xr, n, eps);
     inv[r] = ir;
     for (size_t j = 0; j < n; j += L) {
       size_t len = std::min(L, n - j);
@@ -538,15 +547,17 @@ void fwd_rows(const typename D::T* x, const float* w, float eps, typename D::T* 
   }
 }
 
+// Each row's inv_rms is recomputed from x (the forward's bits), as kernel.rs
+// bwd_rows does: a sum-of-squares pass, then the dot product, then dx.
 template <typename D>
-void bwd_rows(const typename D::T* dy, const typename D::T* x, const float* w, const float* inv,
-              typename D::T* dx, float* dw, size_t rows, size_t n) {
+void bwd_rows(const typename D::T* dy, const typename D::T* x, const float* w, float eps, typename D::T* dx,
+              float* dw, size_t rows, size_t n) {
   float nf = (float)n;
   for (size_t r = 0; r < rows; ++r) {
     const typename D::T* dyr = dy + r * n;
     const typename D::T* xr = x + r * n;
     typename D::T* dxr = dx + r * n;
-    float ir = inv[r];
+    float ir = row_inv_rms<D>(xr, n, eps);
     float acc[L] = {0};
     for (size_t j = 0; j < n; j += L) {
       size_t len = std::min(L, n - j);
@@ -605,8 +616,8 @@ void RmsFwd(ffi::ThreadPool& pool, const void* xp, const void* wp, void* yp, flo
 }
 
 template <typename D>
-void RmsBwd(ffi::ThreadPool& pool, const void* dyp, const void* xp, const void* wp, const float* inv, void* dxp,
-            void* dwp, size_t rows, size_t n) {
+void RmsBwd(ffi::ThreadPool& pool, const void* dyp, const void* xp, const void* wp, float eps, void* dxp, void* dwp,
+            size_t rows, size_t n) {
   auto* dy = static_cast<const typename D::T*>(dyp);
   auto* x = static_cast<const typename D::T*>(xp);
   auto* dx = static_cast<typename D::T*>(dxp);
@@ -618,7 +629,7 @@ void RmsBwd(ffi::ThreadPool& pool, const void* dyp, const void* xp, const void* 
   if (n > 0 && blocks > 0) {
     RunBlocks(pool, blocks, [&](size_t b) {
       size_t r0 = b * block, r1 = std::min(rows, r0 + block);
-      bwd_rows<D>(dy + r0 * n, x + r0 * n, w.data(), inv + r0, dx + r0 * n, partial.data() + b * n, r1 - r0, n);
+      bwd_rows<D>(dy + r0 * n, x + r0 * n, w.data(), eps, dx + r0 * n, partial.data() + b * n, r1 - r0, n);
     });
   }
   size_t col_len = BlockLen(n, BlockCount(pool, n, std::max<size_t>(blocks, 1)));
@@ -670,20 +681,22 @@ ffi::Error RmsFwdImpl(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::AnyBuffer w, 
 }
 
 ffi::Error RmsBwdImpl(ffi::ThreadPool pool, ffi::AnyBuffer dy, ffi::AnyBuffer x, ffi::AnyBuffer w,
-                      ffi::AnyBuffer inv, ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> dw) {
+                      ffi::Result<ffi::AnyBuffer> dx, ffi::Result<ffi::AnyBuffer> dw, double eps) {
   size_t rows, n;
   auto dt = x.element_type();
   if (!SplitRows(x, w, rows, n) || dy.element_type() != dt || w.element_type() != dt ||
-      dx->element_type() != dt || dw->element_type() != dt || inv.element_type() != ffi::DataType::F32 ||
-      inv.element_count() != rows || dy.element_count() != x.element_count()) {
+      dx->element_type() != dt || dw->element_type() != dt || dy.element_count() != x.element_count() ||
+      dx->element_count() != x.element_count() || dw->element_count() != n) {
     return ffi::Error::InvalidArgument("bench_cpp.rms_norm_bwd: bad shapes or dtypes");
   }
-  const float* ip = static_cast<const float*>(inv.untyped_data());
+  if (!(eps >= 0.0 && std::isfinite(eps))) {
+    return ffi::Error::InvalidArgument("bench_cpp.rms_norm_bwd: attribute eps must be finite and >= 0");
+  }
   if (dt == ffi::DataType::F32) {
-    RmsBwd<F32>(pool, dy.untyped_data(), x.untyped_data(), w.untyped_data(), ip, dx->untyped_data(),
+    RmsBwd<F32>(pool, dy.untyped_data(), x.untyped_data(), w.untyped_data(), (float)eps, dx->untyped_data(),
                 dw->untyped_data(), rows, n);
   } else if (dt == ffi::DataType::BF16) {
-    RmsBwd<BF16>(pool, dy.untyped_data(), x.untyped_data(), w.untyped_data(), ip, dx->untyped_data(),
+    RmsBwd<BF16>(pool, dy.untyped_data(), x.untyped_data(), w.untyped_data(), (float)eps, dx->untyped_data(),
                  dw->untyped_data(), rows, n);
   } else {
     return ffi::Error::InvalidArgument("bench_cpp.rms_norm_bwd: float32 or bfloat16 only");
@@ -721,9 +734,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(BenchRmsNormBwd, RmsBwdImpl,
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<double>("eps"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(BenchNumThreads, NumThreadsImpl,
                               ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().Ret<ffi::Buffer<ffi::S32>>());
