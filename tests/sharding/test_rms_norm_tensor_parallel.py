@@ -58,7 +58,7 @@ def mesh(name: str) -> jax.sharding.Mesh:
     return jax.make_mesh(shape, names, axis_types=(jax.sharding.AxisType.Explicit,) * len(shape))
 
 
-def norm(x: jax.Array, w: jax.Array) -> jax.Array:
+def norm(x: jax.typing.ArrayLike, w: jax.typing.ArrayLike) -> jax.Array:
     """y consumed as in real code (a residual connection)."""
     return SCALE * xr.rms_norm(x, w, eps=EPS) + x
 

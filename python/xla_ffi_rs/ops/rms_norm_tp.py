@@ -108,7 +108,8 @@ def rms_norm_tensor_parallel(x: jax.Array, weight: jax.Array, *, eps: float) -> 
             f"rms_norm_tensor_parallel: weight.shape must equal the trailing axes of x.shape, "
             f"got x {tuple(x.shape)} and weight {tuple(weight.shape)}"
         )
-    return _tensor_parallel(x, weight, eps=eps)
+    out: jax.Array = _tensor_parallel(x, weight, eps=eps)
+    return out
 
 
 @partial(jax.jit, static_argnames="eps")
