@@ -46,7 +46,7 @@ from typing import Any
 
 from xla_ffi_rs.pyop import PythonOp
 from xla_ffi_rs.pyop_roles import Role
-from xla_ffi_rs.pyop_rules import names_of
+from xla_ffi_rs.pyop_rules import fixed_indices, names_of
 
 __all__ = ["linear_op", "multilinear_op", "nonlinear_op"]
 
@@ -63,15 +63,7 @@ def _check_common(what: str, fns: dict[str, Any], fixed: Any, batch_axes: Any, n
         raise TypeError(f"{what}: batch_axes must be a bool, got {type(batch_axes).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"{what}: name must be a str, got {type(name).__name__}")
-    try:
-        indices = tuple(fixed)
-    except TypeError:
-        raise TypeError(f"{what}: fixed must be a sequence of operand indices, got {fixed!r}") from None
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) or len(set(indices)) != len(
-        indices
-    ):
-        raise ValueError(f"{what}: fixed must hold distinct non-negative operand indices, got {fixed!r}")
-    return tuple(sorted(indices))
+    return fixed_indices(what, fixed)
 
 
 def linear_op(
