@@ -244,7 +244,7 @@ impl<'f> Dict<'f> {
 
 /// An enum attribute's valid values: the enum's name and each variant's name and
 /// discriminant, in declaration order (what `#[derive(AttrEnum)]` gives
-/// [`FromAttr::enum_values`](crate::FromAttr::enum_values)).
+/// [`FromAttr::enum_values`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EnumValues {
     /// The enum's Rust name: `Mode`.
