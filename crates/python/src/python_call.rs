@@ -418,8 +418,8 @@ fn call_attached(
         let bytes = b.as_bytes()?;
         let arg = if bytes.len() < POOLED_MIN_BYTES {
             let copy = match last.get_mut(i).and_then(Option::take) {
-                Some(r) if r.refill(py, &b, bytes).map_err(internal)? => r,
-                _ => Reused::new(py, np, &b, bytes, &dtype).map_err(internal)?,
+                Some(r) if r.refill(py, b, bytes).map_err(internal)? => r,
+                _ => Reused::new(py, np, b, bytes, &dtype).map_err(internal)?,
             };
             let arg = copy.array.bind(py).clone();
             copies.push(Some(copy));
