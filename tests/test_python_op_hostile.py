@@ -15,6 +15,7 @@ import sys
 import textwrap
 import weakref
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -173,6 +174,60 @@ def test_kept_large_operands_are_not_reused_by_later_calls() -> None:
         assert x.shape == (n,) and not x.flags.writeable
         np.testing.assert_array_equal(x, np.full(n, float(i)))
     assert len({x.ctypes.data for x in kept}) == 4
+
+
+_KEPT_FORMS = {
+    "array": lambda x: x,
+    "slice": lambda x: x[1:],
+    "view": lambda x: x.view(np.int64),
+    "memoryview": lambda x: memoryview(x),
+    "base": lambda x: x.base,
+    "memoryview of base": lambda x: memoryview(x.base),
+    "frombuffer": lambda x: np.frombuffer(x, np.uint8),
+    "nothing": lambda x: None,
+}
+
+
+@pytest.mark.parametrize("how", list(_KEPT_FORMS))
+def test_kept_small_operands_keep_their_values_when_later_calls_reuse_copies(how: str) -> None:
+    """Small copies are refilled by the next call when nothing refers to them: one
+    the function kept, in any form, keeps its values, and each call sees its own."""
+    kept: list[tuple[Any, float]] = []
+    seen: list[float] = []
+
+    def keep(x):
+        assert not x.flags.writeable
+        seen.append(float(x[0]))
+        if len(kept) < 3:
+            kept.append((_KEPT_FORMS[how](x), float(x[0])))
+        return x * 2.0
+
+    op = jax.jit(python_op(keep, abstract_eval=like, name="keeps_small"))
+    for i in range(6):
+        got = op(jnp.full((4,), float(i)))
+        np.testing.assert_array_equal(np.asarray(got), np.full(4, 2.0 * i))
+    assert seen == [float(i) for i in range(6)]
+    assert len(kept) == 3
+    for form, value in kept:
+        if how == "nothing":
+            assert form is None
+            continue
+        want = np.full(3 if how == "slice" else 4, value).tobytes()
+        assert bytes(memoryview(form)) == want, how
+
+
+def test_a_small_operand_written_by_the_function_is_refilled_by_the_next_call() -> None:
+    def scribble(x):
+        out = x * 2.0
+        x.setflags(write=True)  # its own copy: writing it changes nothing of XLA's
+        x[:] = -1.0
+        return out
+
+    op = jax.jit(python_op(scribble, abstract_eval=like, name="scribbles"))
+    for i in range(4):
+        x = jnp.full((3,), float(i))
+        np.testing.assert_array_equal(np.asarray(op(x)), np.full(3, 2.0 * i))
+        np.testing.assert_array_equal(np.asarray(x), np.full(3, float(i)))
 
 
 def test_kept_returned_result_stays_the_functions_own() -> None:

@@ -7,7 +7,9 @@
 //! looks the key up and calls `callable(operands, results, outputs)`:
 //!
 //! * `operands`: a tuple of read-only NumPy arrays holding **copies** of the
-//!   operands (their memory is Python's: an array kept after the call stays valid);
+//!   operands (their memory is Python's: an array kept after the call stays valid,
+//!   and keeps its values: a small copy is refilled by the next call only when
+//!   nothing refers to it any more, see [`Reused`]);
 //! * `results`: a tuple of `(shape, dtype)`, the results XLA expects;
 //! * `outputs`: for a callable registered with `outputs=True`, a tuple of writable
 //!   arrays of those shapes and dtypes to fill (Python's memory too), else `()`
@@ -59,6 +61,74 @@ struct Entry {
     outputs_min_elements: u64,
     /// The function to call directly, when the op needs no Python wrapper.
     direct: Option<Direct>,
+    /// The last call's copies of small operands, by operand index, for the next
+    /// call to refill (see [`Reused`]); taken out while a call runs.
+    reused: Mutex<Vec<Option<Reused>>>,
+}
+
+/// The copy of a small operand, kept for the next call of the same function: a
+/// flat `uint8` array that owns its memory (`flat`) holding the operand's bytes,
+/// and the read-only view of it of the operand's shape and dtype (`array`, of
+/// `dims` and `dtype`) that the function gets. Making such an array costs more
+/// than the function call itself at N = 1; refilling it costs one copy. It is
+/// refilled only when nothing but this struct refers to either (their reference
+/// counts are those measured when only this struct held them, `counts`): every
+/// NumPy view, `memoryview` or buffer export of the operand refers to `array` or
+/// to `flat` (the base of every view of an array that owns its memory), so an
+/// array the function kept in any form keeps its values, and the next call makes
+/// a new copy.
+struct Reused {
+    flat: Py<PyAny>,
+    array: Py<PyAny>,
+    counts: [isize; 2],
+    dtype: DataType,
+    dims: Vec<i64>,
+}
+
+impl Reused {
+    /// A new copy of `b`'s bytes, of its shape and `dtype` (the NumPy dtype of `b`'s).
+    fn new<'py>(
+        py: Python<'py>,
+        np: &NumPy,
+        b: &xla_ffi::Buffer<'_, xla_ffi::AnyType>,
+        bytes: &[u8],
+        dtype: &Bound<'py, PyAny>,
+    ) -> PyResult<Self> {
+        let flat = np.empty.bind(py).call1((bytes.len(), np.uint8.bind(py)))?;
+        fill(py, &flat, bytes)?;
+        let array = flat
+            .call_method1(pyo3::intern!(py, "view"), (dtype,))?
+            .call_method1(pyo3::intern!(py, "reshape"), (PyTuple::new(py, b.dims())?,))?;
+        array.call_method1(pyo3::intern!(py, "setflags"), (false,))?;
+        let (flat, array) = (flat.unbind(), array.unbind());
+        let mut reused = Reused { flat, array, counts: [0; 2], dtype: b.dtype(), dims: b.dims().to_vec() };
+        reused.counts = reused.refcounts(py);
+        Ok(reused)
+    }
+
+    fn refcounts(&self, py: Python<'_>) -> [isize; 2] {
+        [xla_ffi::python::refcount(self.flat.bind(py)), xla_ffi::python::refcount(self.array.bind(py))]
+    }
+
+    /// Whether nothing but this struct refers to the array or its memory.
+    fn unshared(&self, py: Python<'_>) -> bool {
+        self.refcounts(py) == self.counts
+    }
+
+    /// Refills the copy with `b`'s bytes if it has `b`'s shape and element type and
+    /// nothing else refers to it; returns whether it did.
+    fn refill(&self, py: Python<'_>, b: &xla_ffi::Buffer<'_, xla_ffi::AnyType>, bytes: &[u8]) -> PyResult<bool> {
+        if self.dtype != b.dtype() || self.dims.as_slice() != b.dims() || !self.unshared(py) {
+            return Ok(false);
+        }
+        fill(py, self.flat.bind(py), bytes)?;
+        Ok(true)
+    }
+}
+
+/// Copies `bytes` into `flat`, a writable C-contiguous `uint8` array of that length.
+fn fill(py: Python<'_>, flat: &Bound<'_, PyAny>, bytes: &[u8]) -> PyResult<()> {
+    pyo3::buffer::PyBuffer::<u8>::get(flat)?.copy_from_slice(py, bytes)
 }
 
 /// A function the handler calls itself, `function(*operands)`, with no Python
@@ -144,7 +214,10 @@ pub fn register(
         }
         let key = process_tag() << 32 | reg.next;
         reg.next += 1;
-        reg.entries.insert(key, Arc::new(Entry { callable, name, outputs, outputs_min_elements, direct }));
+        reg.entries.insert(
+            key,
+            Arc::new(Entry { callable, name, outputs, outputs_min_elements, direct, reused: Mutex::new(Vec::new()) }),
+        );
         Ok(key)
     })
 }
@@ -333,15 +406,27 @@ fn call_attached(
         });
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let np = numpy(py).map_err(internal)?;
-    let ndarray = np.ndarray.bind(py);
     // The flat arrays behind large copies, recycled after the call.
     let mut flats = Vec::new();
+    // The last call's copies of small operands, refilled where nothing kept them,
+    // and this call's, offered to the next call after this one.
+    let mut last = std::mem::take(&mut *entry.reused.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut copies: Vec<Option<Reused>> = Vec::with_capacity(operands.len());
     let mut args = Vec::with_capacity(operands.len());
     for (i, b) in operands.iter().enumerate() {
         let dtype = np_dtype(py, np, op, "operand", i, b.dtype())?;
-        let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
         let bytes = b.as_bytes()?;
-        let arg = if bytes.len() >= POOLED_MIN_BYTES {
+        let arg = if bytes.len() < POOLED_MIN_BYTES {
+            let copy = match last.get_mut(i).and_then(Option::take) {
+                Some(r) if r.refill(py, b, bytes).map_err(internal)? => r,
+                _ => Reused::new(py, np, b, bytes, &dtype).map_err(internal)?,
+            };
+            let arg = copy.array.bind(py).clone();
+            copies.push(Some(copy));
+            arg
+        } else {
+            copies.push(None);
+            let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
             let flat = flat_array(py, np, bytes.len()).map_err(internal)?;
             xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(op, e))?;
             let arr = flat
@@ -351,18 +436,15 @@ fn call_attached(
             arr.call_method1(pyo3::intern!(py, "setflags"), (false,)).map_err(internal)?;
             flats.push(flat);
             arr
-        } else {
-            // A copy in memory Python owns (read-only: `bytes` is immutable).
-            ndarray.call1((dims, dtype, PyBytes::new(py, bytes))).map_err(internal)?
         };
         args.push(arg);
     }
+    drop(last);
     let stored = match &entry.direct {
         Some(direct) if !outputs => {
             let dtypes = (results.iter().enumerate())
                 .map(|(i, b)| np_dtype(py, np, op, "result", i, b.dtype()))
                 .collect::<Result<Vec<_>>>()?;
-            let args = PyTuple::new(py, args).map_err(internal)?;
             call_direct(py, np, op, direct, args, &dtypes, results)
         }
         _ => {
@@ -391,6 +473,18 @@ fn call_attached(
     for flat in flats {
         recycle(py, flat);
     }
+    // What the function kept stays its own (the next call makes a new copy).
+    for c in copies.iter_mut() {
+        if c.as_ref().is_some_and(|c| !c.unshared(py)) {
+            *c = None;
+        }
+    }
+    let mut slot = entry.reused.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.is_empty() {
+        // (Else a call that ran meanwhile, inside this one or on another thread, put its own.)
+        *slot = copies;
+    }
+    drop(slot);
     stored
 }
 
@@ -417,12 +511,23 @@ fn call_direct(
     np: &NumPy,
     op: &str,
     direct: &Direct,
-    args: Bound<'_, PyTuple>,
+    args: Vec<Bound<'_, PyAny>>,
     dtypes: &[Bound<'_, PyAny>],
     results: &mut RemainingRets<'_>,
 ) -> Result<()> {
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
-    let settled = match direct.function.bind(py).call1(args) {
+    let function = direct.function.bind(py);
+    // Up to three operands by vectorcall, with no tuple made.
+    let called = match args.as_slice() {
+        [a] => function.call1((a,)),
+        [a, b] => function.call1((a, b)),
+        [a, b, c] => function.call1((a, b, c)),
+        _ => PyTuple::new(py, &args).and_then(|t| function.call1(t)),
+    };
+    // The function's references to the operand copies are gone: drop ours too
+    // (a copy is reused only when nothing else refers to it).
+    drop(args);
+    let settled = match called {
         Ok(value) => {
             if store_exact(py, np, op, direct.single, &value, dtypes, results)? {
                 return Ok(());
@@ -468,11 +573,7 @@ fn store_exact(
         if !v.get_type().is(ndarray) || !v.getattr(pyo3::intern!(py, "dtype")).is_ok_and(|d| d.is(dtype)) {
             return Ok(false);
         }
-        let same_shape = v
-            .getattr(pyo3::intern!(py, "shape"))
-            .and_then(|s| s.extract::<Vec<i64>>())
-            .is_ok_and(|s| s.as_slice() == r.dims());
-        if !same_shape {
+        if !same_shape(py, v, r.dims()) {
             return Ok(false);
         }
     }
@@ -480,6 +581,17 @@ fn store_exact(
         copy_array(py, np, op, v, r)?;
     }
     Ok(true)
+}
+
+/// Whether `value.shape` is a tuple of exactly `dims` (with no list made).
+fn same_shape(py: Python<'_>, value: &Bound<'_, PyAny>, dims: &[i64]) -> bool {
+    let Ok(shape) = value.getattr(pyo3::intern!(py, "shape")) else {
+        return false;
+    };
+    let Ok(shape) = shape.cast_exact::<PyTuple>() else {
+        return false;
+    };
+    shape.len() == dims.len() && shape.iter().zip(dims).all(|(s, &d)| s.extract::<i64>().is_ok_and(|s| s == d))
 }
 
 /// Copies the bytes of `value`, an exact `numpy.ndarray` of the result's dtype and
