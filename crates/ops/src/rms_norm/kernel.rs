@@ -20,8 +20,10 @@
 //! multiplies and adds (no FMA), and every sum kept in `L` (32) independent lanes
 //! that are combined by a fixed pairwise tree at the end of the row. The lanes are
 //! what lets LLVM vectorize the reductions without fast-math; the same order holds
-//! in the AVX2+FMA copies that `multiversion` compiles of the public functions, so
-//! results do not depend on the CPU the code runs on.
+//! in the AVX2+FMA copies that `multiversion` compiles of the public functions (and
+//! in the AVX-512 copies of the bf16 forward's row loops), so results do not depend
+//! on the CPU the code runs on, but for the payload of a NaN where two NaNs meet in
+//! a multiply (x86 keeps the first operand's, and LLVM may commute the operands).
 //!
 //! # Layout of the code
 //!
@@ -648,8 +650,9 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
 /// `inv = inv_rms = 1/sqrt(mean(x^2) + eps)` per row. With `n == 0`, every
 /// `inv_rms` is `1/sqrt(eps)`.
 ///
-/// Compiled twice, for baseline x86-64 and for AVX2+FMA (chosen at run time); both
-/// give bit-identical results.
+/// Compiled twice, for baseline x86-64 and for AVX2+FMA (chosen at run time), and
+/// the loops over bf16 rows (`X` and `Y` both `bf16`) also for AVX-512; all give
+/// the same results, bit for bit (NaN payloads aside, see the module docs).
 ///
 /// # Panics
 /// If the lengths disagree (a caller bug: the handlers validate shapes first).
