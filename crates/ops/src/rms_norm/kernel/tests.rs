@@ -496,9 +496,10 @@ fn bits_nan_as_one<T: Float>(v: &[T]) -> Vec<u64> {
 /// The dispatched bf16 row loops (on a CPU with AVX-512, its copy) give the bits of
 /// the portable ones (compiled here for baseline x86-64, the fallback of CPUs
 /// without it), in place and out of place, over every `bf16` value as input, rows
-/// whose width is and is not a multiple of the chunk, and a random `f32` weight:
-/// the outputs cover NaN rows, infinities, zeros, subnormals and every rounding.
-/// NaNs compare as NaNs (see [`bits_nan_as_one`]); every other value bit for bit.
+/// whose width is and is not a multiple of the chunk, and a random `f32` weight
+/// (so the narrowing rounds arbitrary products); the outputs include NaN rows,
+/// finite values and subnormals (checked). NaNs compare as NaNs (see
+/// [`bits_nan_as_one`]); every other value bit for bit.
 #[test]
 fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
     let all: Vec<u16> = (0..=u16::MAX).step_by(STEP).collect();
