@@ -20,8 +20,10 @@
 //! multiplies and adds (no FMA), and every sum kept in `L` (32) independent lanes
 //! that are combined by a fixed pairwise tree at the end of the row. The lanes are
 //! what lets LLVM vectorize the reductions without fast-math; the same order holds
-//! in the AVX2+FMA copies that `multiversion` compiles of the public functions, so
-//! results do not depend on the CPU the code runs on.
+//! in the AVX2+FMA copies that `multiversion` compiles of the public functions (and
+//! in the AVX-512 copies of the bf16 forward's row loops), so results do not depend
+//! on the CPU the code runs on, but for the payload of a NaN where two NaNs meet in
+//! a multiply (x86 keeps the first operand's, and LLVM may commute the operands).
 //!
 //! # Layout of the code
 //!
@@ -336,6 +338,61 @@ fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::
     }
 }
 
+/// The rows of a `bf16` forward in place, in the pair layout (`w` from
+/// [`pair_weight`], `n > 0`): `inv_rms` of each row, then the row overwritten
+/// with `x * inv_rms * w`. Portable; [`pair_rows_inplace`] runs it compiled for
+/// AVX-512 where the CPU has it.
+#[inline(always)]
+fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
+    for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
+        let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
+        ir.put(r);
+        scale_row_pairs_inplace(row, w, r);
+    }
+}
+
+/// [`pair_rows_inplace_body`], compiled also for AVX-512 (with BW: LLVM packs the
+/// pair words with one `vpermt2w`) and for AVX2+FMA, chosen at run time; every
+/// copy gives the same bits (lane-wise integer operations, plain IEEE multiplies
+/// and adds in a fixed order). The AVX-512 copy is for these loops only: on the
+/// natural layout of `f32` rows LLVM's 512-bit cost model picks gathers and
+/// scatters, several times slower.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma"))]
+fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
+    pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv);
+}
+
+/// The rows of a `bf16` forward out of place, in the pair layout (as
+/// [`pair_rows_inplace_body`], writing `y`). Portable; see [`pair_rows`].
+#[inline(always)]
+fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
+    x: &[X],
+    w: &[Y::Acc],
+    n: usize,
+    eps: Y::Acc,
+    y: &mut [O],
+    inv: &mut [I],
+) {
+    for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
+        let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
+        ir.put(r);
+        scale_row_pairs::<X, Y, O>(xr, w, r, yr);
+    }
+}
+
+/// [`pair_rows_body`], compiled as [`pair_rows_inplace`] is.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma"))]
+fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
+    x: &[X],
+    w: &[Y::Acc],
+    n: usize,
+    eps: Y::Acc,
+    y: &mut [O],
+    inv: &mut [I],
+) {
+    pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv);
+}
+
 // ---------------------------------------------------------------------------
 // Row kernels
 // ---------------------------------------------------------------------------
@@ -518,12 +575,7 @@ fn fwd_block<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     }
     let w = widen_weight::<W, Y::Acc>(w);
     if is_pairs::<X>() && is_pairs::<Y>() {
-        let w = pair_weight(&w);
-        for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
-            let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
-            ir.put(r);
-            scale_row_pairs::<X, Y, O>(xr, &w, r, yr);
-        }
+        pair_rows::<X, Y, O, I>(x, &pair_weight(&w), n, eps, y, inv);
         return;
     }
     for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
@@ -548,12 +600,7 @@ fn fwd_block_inplace<T: Float, W: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[W],
     }
     let w = widen_weight::<W, T::Acc>(w);
     if is_pairs::<T>() {
-        let w = pair_weight(&w);
-        for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
-            let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
-            ir.put(r);
-            scale_row_pairs_inplace(row, &w, r);
-        }
+        pair_rows_inplace::<T, I>(xy, &pair_weight(&w), n, eps, inv);
         return;
     }
     for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
@@ -603,8 +650,9 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
 /// `inv = inv_rms = 1/sqrt(mean(x^2) + eps)` per row. With `n == 0`, every
 /// `inv_rms` is `1/sqrt(eps)`.
 ///
-/// Compiled twice, for baseline x86-64 and for AVX2+FMA (chosen at run time); both
-/// give bit-identical results.
+/// Compiled twice, for baseline x86-64 and for AVX2+FMA (chosen at run time), and
+/// the loops over bf16 rows (`X` and `Y` both `bf16`) also for AVX-512; all give
+/// the same results, bit for bit (NaN payloads aside, see the module docs).
 ///
 /// # Panics
 /// If the lengths disagree (a caller bug: the handlers validate shapes first).

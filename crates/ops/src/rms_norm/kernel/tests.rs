@@ -484,3 +484,50 @@ fn pair_layout_forward_gives_the_natural_layouts_bits() {
         }
     }
 }
+
+/// The bits of `v`, with every NaN as one canonical quiet NaN: a NaN's payload
+/// after arithmetic is unspecified (LLVM may commute a multiply, and x86 keeps
+/// the first operand's NaN), so copies compiled for different CPUs may differ in
+/// it where two NaNs meet (a NaN `x` times a NaN `inv_rms`).
+fn bits_nan_as_one<T: Float>(v: &[T]) -> Vec<u64> {
+    v.iter().map(|t| if t.to_f64().is_nan() { u64::MAX } else { t.to_f64().to_bits() }).collect()
+}
+
+/// The dispatched bf16 row loops (on a CPU with AVX-512, its copy) give the bits of
+/// the portable ones (compiled here for baseline x86-64, the fallback of CPUs
+/// without it), in place and out of place, over every `bf16` value as input, rows
+/// whose width is and is not a multiple of the chunk, and a random `f32` weight
+/// (so the narrowing rounds arbitrary products); the outputs include NaN rows,
+/// finite values and subnormals (checked). NaNs compare as NaNs (see
+/// [`bits_nan_as_one`]); every other value bit for bit.
+#[test]
+fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
+    let all: Vec<u16> = (0..=u16::MAX).step_by(STEP).collect();
+    for (k, &n) in [32usize, 33, 100, 4095].iter().enumerate() {
+        let rows = all.len().div_ceil(n);
+        let x: Vec<bf16> = (0..rows * n).map(|i| bf16::from_bits(all[i % all.len()])).collect();
+        let w = pair_weight(&Lcg(70 + k as u64).vec::<f32>(n));
+        let eps = 1e-5f32;
+        let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
+        pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv);
+        let (want_bits, want_inv_bits) = (bits_nan_as_one(&want), bits_nan_as_one(&want_inv));
+        let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
+        pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
+        assert!(bits_nan_as_one(&got) == want_bits, "n={n}: in place, y");
+        assert!(bits_nan_as_one(&got_inv) == want_inv_bits, "n={n}: in place, inv_rms");
+        for dispatched in [true, false] {
+            let (mut y, mut y_inv) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
+            if dispatched {
+                pair_rows::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
+            } else {
+                pair_rows_body::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
+            }
+            assert!(bits_nan_as_one(&y) == want_bits, "n={n}: out of place (dispatched {dispatched}), y");
+            assert!(bits_nan_as_one(&y_inv) == want_inv_bits, "n={n}: out of place (dispatched {dispatched}), inv");
+        }
+        // The outputs are not degenerate: NaN rows, finite rows, subnormals.
+        let has = |f: fn(&bf16) -> bool| want.iter().any(f);
+        assert!(has(|v| v.is_nan()) && has(|v| v.is_finite() && *v != bf16::ZERO), "n={n}");
+        assert!(has(|v| v.to_bits() & 0x7F80 == 0 && v.to_bits() & 0x7F != 0), "n={n}: a subnormal output");
+    }
+}
