@@ -333,10 +333,15 @@ impl Real for f32 {
         let bits = y.to_bits();
         let eb = (bits >> 23) as i32 as f32; // exact, vectorizes (cvtdq2ps)
         let j = round((eb - 127.0 + 0.5) * (1.0 / 3.0) - 0.5);
-        let ji = j as i32; // |j| <= 43
-        let z = f32::from_bits(bits.wrapping_sub(((3 * ji) as u32) << 23));
+        // 3j and 2j (|j| <= 43) as two's-complement integers from the bits of
+        // `x + ROUND_MAGIC`, as in f64: a float-to-int `as` cast saturates, and
+        // LLVM scalarizes its NaN and range checks (16 `vucomiss` per vector).
+        let magic_bits = Self::ROUND_MAGIC.to_bits();
+        let j3 = (3.0 * j + Self::ROUND_MAGIC).to_bits().wrapping_sub(magic_bits);
+        let j2 = (2.0 * j + Self::ROUND_MAGIC).to_bits().wrapping_sub(magic_bits);
+        let z = f32::from_bits(bits.wrapping_sub(j3 << 23));
         let t = cbrt_1_8::<f32, F>(z);
-        f32::from_bits((t * t).to_bits().wrapping_add(((2 * ji) as u32) << 23))
+        f32::from_bits((t * t).to_bits().wrapping_add(j2 << 23))
     }
 }
 
