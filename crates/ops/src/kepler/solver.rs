@@ -95,6 +95,14 @@ const INV_TWO_PI: f64 = 0.159_154_943_091_895_35;
 /// `|M| / 2pi` is clamped to this before rounding (keeps the magic rounding valid
 /// for the large `M` that the exact reduction then redoes).
 const K_MAX: f64 = 1.125_899_906_842_624e15; // 2^50
+/// `2 pi` in three `f32` parts (`A` is `2 pi` rounded to `f32`; the rest to about
+/// `4e-23`) and `1 / (2 pi)`, for the `f32` reduction with FMA.
+const TWO_PI_A32: f32 = 6.283_185_5;
+const TWO_PI_B32: f32 = -1.748_455_5e-7;
+const TWO_PI_C32: f32 = -6.860_498e-15;
+const INV_TWO_PI32: f32 = 0.159_154_94;
+/// Below this `|M|` the `f32` reduction with FMA is used (`|M| / 2pi < 2^20`).
+const LARGE_M32: f32 = 4_194_304.0; // 2^22
 /// Markley's `alpha = (3 pi^2 + 1.6 pi (pi - |M|) / (1 + e)) / (pi^2 - 6)`,
 /// written as `ALPHA0 + ALPHA1 * (pi - |M|) / (1 + e)`.
 const ALPHA0: f64 = 7.651_638_290_191_292_5;
@@ -312,20 +320,40 @@ impl Real for f32 {
         x as f32
     }
 
-    /// In `f64` (an `f32` is an exact `f64`), then rounded to `f32`.
+    /// With FMA, in `f32` lanes: `k = round(M / 2pi)`, then `M - k A` is exact
+    /// (for `|M| < LARGE_M32` both `M` and `k A` are multiples of `2^-21`, or of
+    /// `2^-22` with `|M - k A| < 4`, and `|M - k A| < 8`, so the difference has
+    /// at most 24 significant bits), `- k B - k C` are rounded once each; `k` may be one
+    /// off the nearest integer (the product `M / 2pi` is rounded), so a second
+    /// step with `k2` in `{-1, 0, 1}` brings the result into `[-pi, pi]`.
+    /// Without FMA, in `f64` (an `f32` is an exact `f64`), then rounded to `f32`.
     #[inline(always)]
     fn reduce_fast<const F: bool>(m_in: f32) -> f32 {
-        (f64::reduce_fast::<F>(m_in as f64) as f32).clamp(-Self::PI, Self::PI)
+        if F {
+            let k = round(m_in * INV_TWO_PI32);
+            let m = fma::<f32, F>(-k, TWO_PI_A32, m_in);
+            let m = fma::<f32, F>(-k, TWO_PI_B32, m);
+            let m = fma::<f32, F>(-k, TWO_PI_C32, m);
+            let k2 = round(m * INV_TWO_PI32);
+            let m = fma::<f32, F>(-k2, TWO_PI_A32, m);
+            fma::<f32, F>(-k2, TWO_PI_B32, m).clamp(-Self::PI, Self::PI)
+        } else {
+            (f64::reduce_fast::<F>(m_in as f64) as f32).clamp(-Self::PI, Self::PI)
+        }
     }
 
     #[inline(always)]
     fn is_large(m: f32) -> bool {
-        m.abs() >= LARGE_M as f32
+        m.abs() >= LARGE_M32
     }
 
+    /// Cody-Waite in `f64` without FMA (`k * TWO_PI_A`, `k * TWO_PI_B` are exact)
+    /// below `LARGE_M`, Payne-Hanek from there on.
     #[inline(never)]
     fn reduce_exact(m: f32) -> f32 {
-        (reduce_large(m as f64) as f32).clamp(-Self::PI, Self::PI)
+        let m = m as f64;
+        let r = if m.abs() < LARGE_M { f64::reduce_fast::<false>(m) } else { reduce_large(m) };
+        (r as f32).clamp(-Self::PI, Self::PI)
     }
 
     #[inline(always)]
