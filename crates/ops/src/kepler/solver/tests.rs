@@ -342,22 +342,60 @@ fn constants() {
     assert!((TWO_PI_A + TWO_PI_B + TWO_PI_C - TAU).abs() <= 1e-15);
 }
 
-/// The `f32` constants, rounded once from the shared `f64` ones, are the values
-/// `f32` arithmetic gives (what the C++ twin and the former `f32` code wrote), so
-/// the generic solver keeps their bits.
+/// The literals of the algorithm that `f32` rounds from `f64` are the values `f32`
+/// arithmetic gives; the `f32` reduction's `2 pi` in three parts sums to `2 pi`.
 #[test]
-fn f32_constants_round_once() {
-    let sin: [f32; 5] = [-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362_880.0, -1.0 / 39_916_800.0];
-    let cos: [f32; 5] = [1.0 / 24.0, -1.0 / 720.0, 1.0 / 40_320.0, -1.0 / 3_628_800.0, 1.0 / 479_001_600.0];
-    assert_eq!(<f32 as Real>::SIN, sin);
-    assert_eq!(<f32 as Real>::COS, cos);
+fn f32_constants() {
     for (x, y) in
         [(1.0 / 3.0, 1.0f32 / 3.0), (1.0 / 6.0, 1.0 / 6.0), (-1.0 / 6.0, -1.0 / 6.0), (-1.0 / 24.0, -1.0 / 24.0)]
     {
         assert_eq!(f32::lit(x).to_bits(), y.to_bits(), "{x}");
     }
     assert_eq!(<f64 as Real>::SIN.len(), 7);
-    assert_eq!(<f32 as Real>::RECIP_1PE.len(), 6);
+    assert_eq!(TWO_PI_A32, TAU as f32);
+    assert_eq!(INV_TWO_PI32, INV_TWO_PI as f32);
+    // Against the f64 three-part 2 pi (exact differences, by Sterbenz).
+    let d = ((TWO_PI_A32 as f64 - TWO_PI_A) + (TWO_PI_B32 as f64 - TWO_PI_B)) + (TWO_PI_C32 as f64 - TWO_PI_C);
+    assert!(d.abs() <= 1e-22, "f32 three-part 2 pi off by {d:e}");
+}
+
+/// The `f32` sine and cosine fits, evaluated in `f32` as the solver does, on
+/// `[-pi/4, pi/4]` against `f64` `sin`, `cos`: within one `f32` ulp of 1.
+#[test]
+fn f32_sin_cos_fits() {
+    let (mut ws, mut wc) = (0.0f64, 0.0f64);
+    for i in 0..=200_000 {
+        let x = (-PI / 4.0 + PI / 2.0 * i as f64 / 200_000.0) as f32;
+        let z = x * x;
+        let s = x + x * z * poly::<f32, true>(z, &SIN32);
+        let c = 1.0 - z * (-z).mul_add(poly::<f32, true>(z, &COS32), 0.5);
+        ws = ws.max((s as f64 - (x as f64).sin()).abs());
+        wc = wc.max((c as f64 - (x as f64).cos()).abs());
+    }
+    assert!(ws <= 6e-8 && wc <= 8e-8, "f32 fits: sin off by {ws:e}, cos by {wc:e}");
+}
+
+/// `M` near an odd multiple of `pi` up to the end of the `f32` reduction with FMA
+/// (`2^22`) and beyond: the product `M / 2pi` rounded in `f32` may put `k` one
+/// off the nearest integer there, which the second reduction step corrects.
+#[test]
+fn f32_reduction_near_half_periods() {
+    let mut worst = (0.0f64, 0.0f32);
+    for i in 0..4000u64 {
+        let k = (i * i * 7 + i * 13) % 700_000;
+        for f in [0.5, 0.499_999_9, 0.500_000_1, 0.0, 1e-7, 0.25] {
+            for sgn in [1.0, -1.0] {
+                let m = (sgn * (k as f64 + f) * TAU) as f32;
+                let (s, c) = solve_one_f32(m, 0.3);
+                let x = (s as f64).atan2(c as f64);
+                let be = wrap(kepler_lhs(x, 0.3f32 as f64) - reduce_ref(m as f64)).abs();
+                if be > worst.0 {
+                    worst = (be, m);
+                }
+            }
+        }
+    }
+    assert!(worst.0 <= 2e-6, "f32 backward error {:e} at M = {}", worst.0, worst.1);
 }
 
 #[test]
