@@ -5,7 +5,7 @@
 //! `kepler_jvp_const`), and the tangent map alone
 //! (`tangent::apply_*`, the second pass the fused kernel replaces). Prints the
 //! median of 15 rounds, the kernels alternating in each round, and the ratios
-//! fused / forward and (forward + tangent pass) / forward.
+//! fused / forward (array and scalar tangents) and (forward + tangent pass) / forward.
 //!
 //! `cargo run --release -p xla-ffi-rs-ops --example kepler_jvp_speed [n]`
 //!
