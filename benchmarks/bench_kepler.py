@@ -102,8 +102,8 @@ def jvp_programs(o: Any, arrays: bool) -> dict[str, Any]:
     """Forward + JVP programs on (M, e, dM, de), ours first, then our forward and
     the old rule. With ``arrays``, the tangents are the arrays passed in (as when
     they come from other code); else the benchmark's constant tangents, built
-    inside the program as in `with_jvp` (XLA materializes them for the tangent
-    kernel, but fuses them into the old rule's jnp loop)."""
+    inside the program as in `with_jvp` (ours passes them to `kepler_jvp_const` as
+    scalars; the old rule's jnp loop fuses them)."""
 
     def program(f: Any) -> Any:
         if arrays:
@@ -160,25 +160,29 @@ def cpu_and_faults(fn: Any, *args: Any, calls: int = 20) -> tuple[float, float]:
 
 
 def jvp_only() -> None:
-    """`python bench_kepler.py --jvp`: forward + JVP at f64 1e6, e < 0.9, alone:
-    wall medians of interleaved pairs, CPU time and page faults per call, for the
-    constant and the array tangents, and the tangent kernel apart."""
+    """`python bench_kepler.py --jvp`: forward + JVP at 1e6 (f64 and f32, e < 0.9 and
+    e < 0.999), alone: wall medians of interleaved pairs, CPU time and page faults
+    per call, for the constant and the array tangents; then the tangent kernel apart
+    (f64, e < 0.9)."""
     o = ours()
+    for dtype, emax in ((np.float64, 0.9), (np.float64, 0.999), (np.float32, 0.9), (np.float32, 0.999)):
+        m, e = kepler_inputs(1_000_000, dtype, emax)
+        tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
+        for arrays in (False, True):
+            progs: dict[str, Any] = {k: jax.jit(f) for k, f in jvp_programs(o, arrays).items()}
+            tj = measure_pairs(progs, m, e, *tangents, budget=3.0)
+            cf = {k: cpu_and_faults(f, m, e, *tangents) for k, f in progs.items()}
+            kind = "array tangents" if arrays else "constant tangents"
+            print(
+                f"jax {jax.__version__}, {np.dtype(dtype).name} e<{emax}, {kind}: (fwd+jvp)/fwd median "
+                f"{tj['ours fwd']['ratio_median']:.3f} (best {tj['ours fwd']['ratio_best']:.3f}), ours/old rule "
+                f"{tj['old rule fwd+jvp']['ratio_median']:.3f}; CPU (fwd+jvp)/fwd "
+                f"{cf['ours fwd+jvp'][0] / cf['ours fwd'][0]:.3f} (old rule "
+                f"{cf['old rule fwd+jvp'][0] / cf['ours fwd'][0]:.3f}); faults per call "
+                + ", ".join(f"{k} {v[1]:.0f}" for k, v in cf.items()),
+                flush=True,
+            )
     m, e = kepler_inputs(1_000_000, np.float64, 0.9)
-    tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
-    for arrays in (False, True):
-        progs: dict[str, Any] = {k: jax.jit(f) for k, f in jvp_programs(o, arrays).items()}
-        tj = measure_pairs(progs, m, e, *tangents, budget=3.0)
-        cf = {k: cpu_and_faults(f, m, e, *tangents) for k, f in progs.items()}
-        kind = "array tangents" if arrays else "constant tangents"
-        print(
-            f"jax {jax.__version__}, {kind}: (fwd+jvp)/fwd median {tj['ours fwd']['ratio_median']:.3f} "
-            f"(best {tj['ours fwd']['ratio_best']:.3f}), ours/old rule {tj['old rule fwd+jvp']['ratio_median']:.3f}; "
-            f"CPU (fwd+jvp)/fwd {cf['ours fwd+jvp'][0] / cf['ours fwd'][0]:.3f} (old rule "
-            f"{cf['old rule fwd+jvp'][0] / cf['ours fwd'][0]:.3f}); faults per call "
-            + ", ".join(f"{k} {v[1]:.0f}" for k, v in cf.items()),
-            flush=True,
-        )
     tk = tangent_apart(o, m, e)
     print(
         f"jax {jax.__version__}, apart: median ns/el "
@@ -280,7 +284,7 @@ def main() -> None:
             "array tangents: the same, with (dM, de) passed in as arrays instead of built in the program",
             (
                 "fwd+jvp: jax.jvp with tangents (dM, de) = (1, 0.5), under jit; ours via the public API "
-                "(one fused kepler_jvp kernel, and XLA materializing the two constant tangents)"
+                "(one fused kepler_jvp_const kernel, the constant tangents passed as scalars)"
             ),
             (
                 "apart (N = 1e6): the kepler_tangent kernel alone on materialized (dM, de, e, sin E, cos E) "

@@ -2,9 +2,11 @@
 
 Importing the package registers the native targets (``xla_ffi_rs.kepler``, its
 derivatives ``xla_ffi_rs.kepler_tangent`` and ``xla_ffi_rs.kepler_cotangent``, the
-fused ``xla_ffi_rs.kepler_jvp``, ``xla_ffi_rs.rms_norm_fwd``, ``xla_ffi_rs.rms_norm_bwd``,
-and ``xla_ffi_rs.python_call``, which runs :func:`python_op` functions) for "cpu", and
-the first six for "cuda" when the native module was built with CUDA. Registration is queued by
+fused ``xla_ffi_rs.kepler_jvp`` with its scalar-tangent variants
+``xla_ffi_rs.kepler_jvp_dm`` and ``xla_ffi_rs.kepler_jvp_const``,
+``xla_ffi_rs.rms_norm_fwd``, ``xla_ffi_rs.rms_norm_bwd``, and
+``xla_ffi_rs.python_call``, which runs :func:`python_op` functions) for "cpu", and
+the first eight for "cuda" when the native module was built with CUDA. Registration is queued by
 JAX until the backend starts, so no backend is initialized by the import.
 
 Example:

@@ -27,7 +27,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax.core import ShapedArray, Tracer
-from jax.extend.core import Primitive
+from jax.extend.core import Literal, Primitive
+from jax.extend.core.primitives import closed_call_p
 from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as pe
 
@@ -127,6 +128,25 @@ def set_batching_rule(primitive: Primitive, rule: Callable[..., Any]) -> None:
     batching_src.fancy_primitive_batchers[primitive] = rule
 
 
+def literal_value(tracer: Any) -> Any:
+    """The value of ``tracer`` where tracing made it a literal scalar (a constant
+    written in the program), else None."""
+    atom = getattr(tracer, "val", None)
+    return atom.val if isinstance(atom, Literal) else None
+
+
+def defining_equation(tracer: Any) -> tuple[str, list[Any]] | None:
+    """``(primitive name, operand tracers)`` of the equation a jit tracer comes
+    from, or None (another kind of tracer, or a jaxpr input). JAX keeps this on
+    its jit tracers (``parent``) without a public name for it: a missing attribute
+    means None, so a JAX without it only loses what the caller derives from it."""
+    eqn = getattr(tracer, "parent", None)
+    name, ins = getattr(getattr(eqn, "primitive", None), "name", None), getattr(eqn, "in_tracers", None)
+    if not isinstance(name, str) or ins is None:
+        return None
+    return name, list(ins)
+
+
 __all__ = [
     "FFI_SIDE_EFFECT",
     "NOT_MAPPED",
@@ -137,7 +157,10 @@ __all__ = [
     "ad",
     "batching",
     "batching_rule",
+    "closed_call_p",
+    "defining_equation",
     "linearize_with",
+    "literal_value",
     "mlir",
     "ordered_effect",
     "pe",

@@ -1,10 +1,11 @@
 //! Single-thread speed of the Kepler CPU kernels (the public slice functions, as
 //! each of the handler's threads runs them), in ns per element, f64 and f32, at
 //! 1e6 elements (e in [0, 0.9)): the forward (`solver::solve_*`), the fused
-//! forward + tangent (`jvp::solve_jvp_*`), and the tangent map alone
+//! forward + tangent (`jvp::solve_jvp_*`, with array tangents and with scalar ones:
+//! `kepler_jvp_const`), and the tangent map alone
 //! (`tangent::apply_*`, the second pass the fused kernel replaces). Prints the
 //! median of 15 rounds, the kernels alternating in each round, and the ratios
-//! fused / forward and (forward + tangent pass) / forward.
+//! fused / forward (array and scalar tangents) and (forward + tangent pass) / forward.
 //!
 //! `cargo run --release -p xla-ffi-rs-ops --example kepler_jvp_speed [n]`
 //!
@@ -35,26 +36,30 @@ macro_rules! run {
         // The point of the tangent map: (e, sin E, cos E) as initialized values.
         let s: Vec<$t> = m.iter().map(|x| x.sin()).collect();
         let c: Vec<$t> = m.iter().map(|x| x.cos()).collect();
-        let mut t = [Vec::new(), Vec::new(), Vec::new()];
+        let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         for _ in 0..15 {
             let [o0, o1, o2, o3] = &mut o[..] else { unreachable!() };
             let t0 = Instant::now();
             $solve(black_box(&m), &e, o0, o1);
             let t1 = Instant::now();
-            $fused(black_box(&m), &e, (&dm, &de), (o0, o1, o2, o3));
+            $fused(black_box(&m), &e, (jvp::Tangent::Each(&dm), jvp::Tangent::Each(&de)), (o0, o1, o2, o3));
             let t2 = Instant::now();
             $apply(Direction::Tangent, (black_box(&dm), &de), (&e, &s, &c), (o2, o3));
             let t3 = Instant::now();
-            for (k, d) in [t1 - t0, t2 - t1, t3 - t2].into_iter().enumerate() {
+            let scalars = (jvp::Tangent::All(1.0), jvp::Tangent::All(0.5));
+            $fused(black_box(&m), &e, scalars, (o0, o1, o2, o3));
+            let t4 = Instant::now();
+            for (k, d) in [t1 - t0, t2 - t1, t3 - t2, t4 - t3].into_iter().enumerate() {
                 t[k].push(d.as_secs_f64() * 1e9 / n as f64);
             }
         }
-        let [fwd, fused, pass] = t.map(median);
+        let [fwd, fused, pass, scalar] = t.map(median);
         println!(
-            "{:>3}: forward {fwd:.2} ns/el, fused {fused:.2}, tangent pass {pass:.2}; fused / forward {:.3}, \
-             (forward + tangent pass) / forward {:.3}",
+            "{:>3}: forward {fwd:.2} ns/el, fused {fused:.2}, fused with scalar tangents {scalar:.2}, tangent pass \
+             {pass:.2}; fused / forward {:.3}, scalar / forward {:.3}, (forward + tangent pass) / forward {:.3}",
             stringify!($t),
             fused / fwd,
+            scalar / fwd,
             (fwd + pass) / fwd
         );
     }};

@@ -249,11 +249,12 @@ pub static KEPLER_COTANGENT: KernelFn = KernelFn {
     types: &KEPLER_TYPES,
 };
 
-/// `kepler_jvp<T>` of `src/kepler/kepler.cu`.
+/// `kepler_jvp<T>` of `src/kepler/kepler.cu` (`n`, then the steps of the two
+/// tangents: 1 for an array, 0 for a scalar), for all three fused targets.
 pub static KEPLER_JVP: KernelFn = KernelFn {
     source: "src/kepler/kepler.cu",
     name: "kepler_jvp",
-    params: &[In, In, In, In, Out, Out, Out, Out, U64],
+    params: &[In, In, In, In, Out, Out, Out, Out, U64, U64, U64],
     key: &[F32OrF64::accepts],
     arity: 1,
     types: &KEPLER_TYPES,

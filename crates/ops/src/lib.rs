@@ -6,6 +6,8 @@
 //! | `xla_ffi_rs.kepler_tangent` | [`kepler::xla_ffi_rs_kepler_tangent_cpu`] | `kepler::xla_ffi_rs_kepler_tangent_cuda` |
 //! | `xla_ffi_rs.kepler_cotangent` | [`kepler::xla_ffi_rs_kepler_cotangent_cpu`] | `kepler::xla_ffi_rs_kepler_cotangent_cuda` |
 //! | `xla_ffi_rs.kepler_jvp` | [`kepler::xla_ffi_rs_kepler_jvp_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_cuda` |
+//! | `xla_ffi_rs.kepler_jvp_dm` | [`kepler::xla_ffi_rs_kepler_jvp_dm_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_dm_cuda` |
+//! | `xla_ffi_rs.kepler_jvp_const` | [`kepler::xla_ffi_rs_kepler_jvp_const_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_const_cuda` |
 //! | `xla_ffi_rs.rms_norm_fwd` | [`rms_norm::xla_ffi_rs_rms_norm_fwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_fwd_cuda` |
 //! | `xla_ffi_rs.rms_norm_bwd` | [`rms_norm::xla_ffi_rs_rms_norm_bwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_bwd_cuda` |
 //!
@@ -44,6 +46,8 @@ pub const CPU_HANDLERS: &[&HandlerDescriptor] = &[
     &kepler::TANGENT_CPU,
     &kepler::COTANGENT_CPU,
     &kepler::JVP_CPU,
+    &kepler::JVP_DM_CPU,
+    &kepler::JVP_CONST_CPU,
     &rms_norm::FWD_CPU,
     &rms_norm::BWD_CPU,
 ];
@@ -59,6 +63,8 @@ pub const CUDA_HANDLERS: &[&HandlerDescriptor] = &[
     &kepler::TANGENT_CUDA,
     &kepler::COTANGENT_CUDA,
     &kepler::JVP_CUDA,
+    &kepler::JVP_DM_CUDA,
+    &kepler::JVP_CONST_CUDA,
     &rms_norm::FWD_CUDA,
     &rms_norm::BWD_CUDA,
 ];
@@ -82,6 +88,8 @@ mod tests {
                 "xla_ffi_rs.kepler_tangent",
                 "xla_ffi_rs.kepler_cotangent",
                 "xla_ffi_rs.kepler_jvp",
+                "xla_ffi_rs.kepler_jvp_dm",
+                "xla_ffi_rs.kepler_jvp_const",
                 "xla_ffi_rs.rms_norm_fwd",
                 "xla_ffi_rs.rms_norm_bwd"
             ]
@@ -91,7 +99,7 @@ mod tests {
         assert_eq!(examples.len(), 1);
         assert_eq!(examples[0].stages.len(), 2);
         let cuda = xla_ffi::bundles(CUDA_HANDLERS, "cuda").unwrap();
-        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 6 } else { 0 });
+        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 8 } else { 0 });
         assert!(CPU_HANDLERS.iter().all(|h| h.platform == xla_ffi::Platform::Host));
     }
 

@@ -403,39 +403,49 @@ fn kepler_derivatives_match_cpu() {
     }
 }
 
-/// The fused forward + tangent (`kepler_jvp`) on the stand-in against the CPU
-/// handler, on the solver's inputs (special M, NaN, e outside [0, 1)) with
-/// tangents: within the solver's tolerance times `1 + |dM| + |de|` over `1 - e cos E`.
-fn kepler_jvp_case(d: DataType, n: usize) {
+/// The fused forward + tangent (`kepler_jvp`, or with scalar tangents
+/// `kepler_jvp_dm` and `kepler_jvp_const`: `scalars` says which of `(dM, de)` is
+/// one) on the stand-in against the CPU handler, on the solver's inputs (special M,
+/// NaN, e outside [0, 1)) with tangents: within the solver's tolerance times
+/// `1 + |dM| + |de|` over `1 - e cos E`.
+fn kepler_jvp_case(d: DataType, n: usize, scalars: (bool, bool), (cpu_h, cuda_h): (Handler, Handler)) {
     let (m, e) = kepler_inputs(n, 7 + n as u64);
     let mut g = Lcg(3 + n as u64);
-    let dm: Vec<f64> = (0..n).map(|_| 4.0 * g.next() - 2.0).collect();
-    let de: Vec<f64> = (0..n).map(|_| 2.0 * g.next() - 1.0).collect();
+    let dm: Vec<f64> = if scalars.0 { vec![-1.25] } else { (0..n).map(|_| 4.0 * g.next() - 2.0).collect() };
+    let de: Vec<f64> = if scalars.1 { vec![0.75] } else { (0..n).map(|_| 2.0 * g.next() - 1.0).collect() };
     let ops: Vec<V> = [m, e, dm, de].iter().map(|v| V::new(d, v)).collect();
     let dims = [n as i64];
+    let op_dims = |k: usize| -> &[i64] {
+        if (k == 2 && scalars.0) || (k == 3 && scalars.1) {
+            &[]
+        } else {
+            &dims
+        }
+    };
     let mut cpu = CallBuilder::new();
-    for v in &ops {
-        cpu = cpu.arg(v.arg(&dims));
+    for (k, v) in ops.iter().enumerate() {
+        cpu = cpu.arg(v.arg(op_dims(k)));
     }
     for _ in 0..4 {
         cpu = cpu.ret(zeros(d, n).arg(&dims));
     }
-    cpu.run(kepler::JVP_CPU).unwrap();
+    cpu.run(cpu_h).unwrap();
     let dev: Vec<DeviceBuffer> = ops.iter().map(V::upload).collect();
     let outs: Vec<DeviceBuffer> = (0..4).map(|_| garbage(d, n)).collect();
     let mut call = CallBuilder::new().device_stream(gpu().stream());
-    for b in &dev {
-        call = call.arg(b.arg(&dims));
+    for (k, b) in dev.iter().enumerate() {
+        call = call.arg(b.arg(op_dims(k)));
     }
     for o in &outs {
         call = call.ret(o.arg(&dims));
     }
-    let r = call.run(kepler::JVP_CUDA.handler);
+    let r = call.run(cuda_h);
     no_panic_text(&r);
     r.unwrap();
     let eps = if d == DataType::F64 { f64::EPSILON } else { f32::EPSILON as f64 };
     let f = |k: usize| ops[k].f64s();
     let (vm, ve, vdm, vde) = (f(0), f(1), f(2), f(3));
+    let at = |v: &[f64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
     let cpu_outs: Vec<Vec<f64>> = (0..4).map(|k| cpu_ret(&cpu, k, d).f64s()).collect();
     for (k, out) in outs.iter().enumerate() {
         let (g, c) = (download(d, out).f64s(), &cpu_outs[k]);
@@ -446,11 +456,11 @@ fn kepler_jvp_case(d: DataType, n: usize) {
             }
             // The tangent's condition: 1 / (1 - e cos E) on top of the solver's.
             let slope = 1.0 / (1.0 - ve[i] * cpu_outs[1][i]).max(eps);
-            let scale = if k < 2 { 1.0 } else { (1.0 + vdm[i].abs() + vde[i].abs()) * slope };
+            let scale = if k < 2 { 1.0 } else { (1.0 + at(&vdm, i).abs() + at(&vde, i).abs()) * slope };
             let tol = kepler_tol(eps, ve[i]) * scale;
             assert!(
                 (g[i] - c[i]).abs() <= tol,
-                "kepler_jvp {d} n={n} result {k}[{i}] (M={:e}, e={}): cuda {} vs cpu {} (tolerance {tol:e})",
+                "kepler_jvp {scalars:?} {d} n={n} result {k}[{i}] (M={:e}, e={}): cuda {} vs cpu {} (tolerance {tol:e})",
                 vm[i],
                 ve[i],
                 g[i],
@@ -459,17 +469,19 @@ fn kepler_jvp_case(d: DataType, n: usize) {
         }
     }
     if n > 1 {
-        // Operand 3 (d_eccentricity) one element short: refused before any launch.
-        let short = V::new(d, &vec![0.0; n - 1]).upload();
+        // Operand 3 (d_eccentricity) of the wrong shape (one element short, or an
+        // array for a scalar): refused before any launch.
+        let bad_len = if scalars.1 { n } else { n - 1 };
+        let short = V::new(d, &vec![0.0; bad_len]).upload();
         let mut bad = CallBuilder::new().device_stream(gpu().stream());
-        for b in &dev[..3] {
-            bad = bad.arg(b.arg(&dims));
+        for (k, b) in dev[..3].iter().enumerate() {
+            bad = bad.arg(b.arg(op_dims(k)));
         }
-        bad = bad.arg(short.arg(&[n as i64 - 1]));
+        bad = bad.arg(short.arg(&[bad_len as i64]));
         for o in &outs {
             bad = bad.ret(o.arg(&dims));
         }
-        let (code, msg) = bad.run(kepler::JVP_CUDA.handler).unwrap_err();
+        let (code, msg) = bad.run(cuda_h).unwrap_err();
         assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
         assert!(msg.contains("xla_ffi_rs.kepler_jvp") && msg.contains("operand 3 (d_eccentricity)"), "{msg}");
     }
@@ -479,9 +491,16 @@ fn kepler_jvp_case(d: DataType, n: usize) {
 fn kepler_jvp_matches_cpu() {
     need_stub!();
     let grid = (kepler::cuda::BLOCK * kepler::cuda::MAX_BLOCKS) as usize;
+    let targets = [
+        ((false, false), (kepler::JVP_CPU.handler, kepler::JVP_CUDA.handler)),
+        ((false, true), (kepler::JVP_DM_CPU.handler, kepler::JVP_DM_CUDA.handler)),
+        ((true, true), (kepler::JVP_CONST_CPU.handler, kepler::JVP_CONST_CUDA.handler)),
+    ];
     for d in [DataType::F32, DataType::F64] {
         for n in [0, 1, 31, 257, 4097, grid + 333] {
-            kepler_jvp_case(d, n);
+            for (scalars, handlers) in targets {
+                kepler_jvp_case(d, n, scalars, handlers);
+            }
         }
     }
 }

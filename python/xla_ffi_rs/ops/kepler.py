@@ -8,7 +8,11 @@ Four ops (see :mod:`xla_ffi_rs.binding`):
   ``kepler_tangent`` target (what ``linearize`` and ``grad`` transpose).
 * ``kepler_jvp_op(M, e, dM, de) -> (sin E, cos E, d sin E, d cos E)``: the two in
   one pass, on the ``kepler_jvp`` target (forward mode: ``jvp`` runs this
-  kernel, nothing else).
+  kernel, nothing else); ``kepler_jvp_dm_op`` (``de`` a scalar) and
+  ``kepler_jvp_const_op`` (``dM`` and ``de`` scalars) are the same with tangents
+  that are one value for every element, never materialized (``kepler_jvp_dm`` and
+  ``kepler_jvp_const`` targets): what ``jvp`` runs for a symbolic-zero tangent or
+  one built in the program as a constant (``ones_like``, ``full_like``).
 * ``kepler_cotangent_op(ct_sin, ct_cos, e, sin E, cos E) -> (ct_M, ct_e)``: the
   transpose of the tangent, on the ``kepler_cotangent`` target (reverse mode:
   ``grad`` runs the solver and this kernel).
@@ -44,7 +48,16 @@ from jax.extend.core import Var
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
-from xla_ffi_rs._compat import ad, batching_rule, linearize_with, pe, set_batching_rule
+from xla_ffi_rs._compat import (
+    ad,
+    batching_rule,
+    closed_call_p,
+    defining_equation,
+    linearize_with,
+    literal_value,
+    pe,
+    set_batching_rule,
+)
 from xla_ffi_rs._validation import array_like, check_real_or_integer
 
 __all__ = [
@@ -52,6 +65,8 @@ __all__ = [
     "kepler_cotangent_jnp",
     "kepler_cotangent_op",
     "kepler_jnp",
+    "kepler_jvp_const_op",
+    "kepler_jvp_dm_op",
     "kepler_jvp_jnp",
     "kepler_jvp_op",
     "kepler_op",
@@ -113,7 +128,8 @@ def kepler_jvp_jnp(
     mean_anomaly: jax.Array, eccentricity: jax.Array, d_mean_anomaly: jax.Array, d_eccentricity: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(sin E, cos E, d sin E, d cos E) as the ``kepler_jvp`` target computes them:
-    :func:`kepler_jnp`, then :func:`kepler_tangent_jnp` at its result."""
+    :func:`kepler_jnp`, then :func:`kepler_tangent_jnp` at its result. The tangents
+    may be scalars (the ``kepler_jvp_dm`` and ``kepler_jvp_const`` targets)."""
     s, c = kepler_jnp(mean_anomaly, eccentricity)
     ds, dc = kepler_tangent_jnp(d_mean_anomaly, d_eccentricity, eccentricity, s, c)
     return s, c, ds, dc
@@ -130,10 +146,14 @@ _OPS = binding.ops(
     kepler_tangent={"jnp_impl": kepler_tangent_jnp},
     kepler_cotangent={"jnp_impl": kepler_cotangent_jnp},
     kepler_jvp={"jnp_impl": kepler_jvp_jnp},
+    kepler_jvp_dm={"jnp_impl": kepler_jvp_jnp},
+    kepler_jvp_const={"jnp_impl": kepler_jvp_jnp},
 )
-kepler_op, kepler_tangent_op, kepler_cotangent_op, kepler_jvp_op = (
-    _OPS[n] for n in ("kepler", "kepler_tangent", "kepler_cotangent", "kepler_jvp")
+kepler_op, kepler_tangent_op, kepler_cotangent_op, kepler_jvp_op, kepler_jvp_dm_op, kepler_jvp_const_op = (
+    _OPS[n] for n in ("kepler", "kepler_tangent", "kepler_cotangent", "kepler_jvp", "kepler_jvp_dm", "kepler_jvp_const")
 )
+#: The fused ops, and which of their tangents (dM, de) are scalars.
+_FUSED = {kepler_jvp_op: (False, False), kepler_jvp_dm_op: (False, True), kepler_jvp_const_op: (True, True)}
 #: The dtypes the kernels take (others are computed in float32).
 _KERNEL_DTYPES = tuple(jnp.dtype(d) for d in kepler_op.declaration.operands[0]["dtypes"])  # type: ignore[union-attr]
 
@@ -144,18 +164,58 @@ def _dense(tangent: jax.Array | ad.Zero) -> jax.Array:
     return dense
 
 
+#: The primitives a constant tangent is traced through: a scalar broadcast, and
+#: dtype conversions (``full_like`` of a Python number, ``kepler``'s cast).
+_CONSTANT_FORMING = ("broadcast_in_dim", "convert_element_type")
+
+
+def _constant_tangent(tangent: jax.Array | ad.Zero, dtype: Any) -> np.ndarray | None:
+    """The value of a tangent that is one value for every element and known while
+    tracing, as a scalar of ``dtype``: a symbolic zero, or (under ``jit``) a literal
+    scalar broadcast and converted (``ones_like``, ``zeros_like``, ``full_like`` with
+    a number). None for anything else (the tangent is then passed as an array)."""
+    if isinstance(tangent, ad.Zero):
+        return np.zeros((), dtype)
+    t: Any = tangent
+    for _ in range(8):
+        value = literal_value(t)
+        if value is not None:
+            return np.asarray(value).astype(dtype) if np.ndim(value) == 0 else None
+        eqn = defining_equation(t)
+        if eqn is None or eqn[0] not in _CONSTANT_FORMING or len(eqn[1]) != 1:
+            return None
+        t = eqn[1][0]
+    return None
+
+
 def _kepler_jvp(
     primals: Arrays, tangents: tuple[jax.Array | ad.Zero, ...], **params: object
 ) -> tuple[list[jax.Array], list[jax.Array]]:
-    """Forward mode: the fused kernel, one pass for sin E, cos E and the tangent.
+    """Forward mode: a fused kernel, one pass for sin E, cos E and the tangent.
 
     dE = (dM + sin E de) / (1 - e cos E), d sin E = cos E dE, d cos E = -sin E dE.
-    JAX calls this rule only when some tangent is nonzero; one that is a symbolic
-    zero (e.g. ``jax.jvp(lambda m: kepler(m, e), ...)``) is passed as zeros.
+    JAX calls this rule only when some tangent is nonzero. A tangent that is one
+    known value for every element (a symbolic zero, e.g. ``jax.jvp(lambda m:
+    kepler(m, e), ...)``, or a constant built in the program under ``jit``) is
+    passed as a scalar: ``kepler_jvp_const`` for two such, ``kepler_jvp_dm`` for
+    ``de`` alone; else ``kepler_jvp`` with both as arrays.
     """
     (m, e), (dm, de) = primals, tangents
-    sin_e, cos_e, d_sin, d_cos = kepler_jvp_op(m, e, _dense(dm), _dense(de))
+    c_dm, c_de = _constant_tangent(dm, m.dtype), _constant_tangent(de, e.dtype)
+    if c_dm is not None and c_de is not None:
+        out = kepler_jvp_const_op(m, e, c_dm, c_de)
+    elif c_de is not None:
+        out = kepler_jvp_dm_op(m, e, _dense(dm), c_de)
+    else:
+        out = kepler_jvp_op(m, e, _dense(dm), _dense(de))
+    sin_e, cos_e, d_sin, d_cos = out
     return [sin_e, cos_e], [d_sin, d_cos]
+
+
+def _broadcast_tangents(op: binding.Op, m: Any, dm: Any, de: Any) -> tuple[Any, Any]:
+    """The tangents of fused op ``op`` as arrays of ``m``'s shape."""
+    (dm_scalar, de_scalar), shape = _FUSED[op], jnp.shape(m)
+    return (jnp.broadcast_to(dm, shape) if dm_scalar else dm, jnp.broadcast_to(de, shape) if de_scalar else de)
 
 
 def _kepler_linear_jvp(
@@ -179,48 +239,79 @@ ad.primitive_jvps[kepler_op.primitive] = _kepler_jvp
 linearize_with(kepler_op.primitive, _kepler_linear_jvp)
 
 
-def _kepler_jvp_partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-    """Partial evaluation of the fused op (linearization by JVP then partial
+def _fused_partial_eval(op: binding.Op) -> Callable[..., list[Any]]:
+    """Partial evaluation of a fused op (linearization by JVP then partial
     evaluation, as jax does with ``jax_use_direct_linearize`` off): with the
     primals known and a tangent unknown, the solver runs on the known side and
-    only the tangent op is staged, linear in the tangents, so it transposes."""
-    m, e, dm, de = tracers
-    known_m, known_e = m.pval.get_known(), e.pval.get_known()
-    if known_m is None or known_e is None or (dm.pval.is_known() and de.pval.is_known()):
-        staged: list[Any] = trace.default_process_primitive(kepler_jvp_op.primitive, tracers, params)
-        return staged
-    sin_e, cos_e = (trace.new_const(v) for v in kepler_op(known_m, known_e))
-    d_sin, d_cos = trace.default_process_primitive(kepler_tangent_op.primitive, [dm, de, e, sin_e, cos_e], {})
-    return [sin_e, cos_e, d_sin, d_cos]
+    only the tangent op is staged, linear in the tangents, so it transposes (a
+    known scalar tangent is broadcast on the known side)."""
+
+    def rule(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
+        m, e, dm, de = tracers
+        known_m, known_e = m.pval.get_known(), e.pval.get_known()
+        scalar_known = [t.pval.is_known() for t, sc in zip((dm, de), _FUSED[op], strict=True) if sc]
+        if known_m is None or known_e is None or (dm.pval.is_known() and de.pval.is_known()) or not all(scalar_known):
+            staged: list[Any] = trace.default_process_primitive(op.primitive, tracers, params)
+            return staged
+        known_tangents = [t.pval.get_known() if sc else None for t, sc in zip((dm, de), _FUSED[op], strict=True)]
+        arrays = _broadcast_tangents(op, known_m, *known_tangents)
+        d_m, d_e = (trace.new_const(a) if sc else t for a, t, sc in zip(arrays, (dm, de), _FUSED[op], strict=True))
+        sin_e, cos_e = (trace.new_const(v) for v in kepler_op(known_m, known_e))
+        d_sin, d_cos = trace.default_process_primitive(kepler_tangent_op.primitive, [d_m, d_e, e, sin_e, cos_e], {})
+        return [sin_e, cos_e, d_sin, d_cos]
+
+    return rule
 
 
-pe.custom_partial_eval_rules[kepler_jvp_op.primitive] = _kepler_jvp_partial_eval
+def _broadcast_tangent_call(op: binding.Op, avals: Sequence[Any]) -> Any:
+    """A closed jaxpr of (dM, de, e, sin E, cos E) -> the tangent op, with the
+    scalar tangents of fused op ``op`` broadcast first (the staged side of
+    :func:`_fused_partial_eval_jaxpr`)."""
+
+    def call(dm: Any, de: Any, e: Any, s: Any, c: Any) -> Any:
+        return kepler_tangent_op(*_broadcast_tangents(op, e, dm, de), e, s, c)
+
+    return jax.make_jaxpr(call)(*(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals))
 
 
-def _kepler_jvp_partial_eval_jaxpr(
-    saveable: Any, unks_in: Sequence[bool], inst_in: Sequence[bool], eqn: Any
-) -> tuple[Any, Any, list[bool], list[bool], list[Any]]:
+def _fused_partial_eval_jaxpr(op: binding.Op) -> Callable[..., Any]:
     """The same split on a jaxpr (``checkpoint``'s linearization): with the
     primals known and a tangent unknown, a known ``kepler`` equation and a staged
-    ``kepler_tangent`` one, whose residuals are ``(e, sin E, cos E)`` and any known
-    tangent. Otherwise what jax does by default for an equation without a rule."""
-    m, e, dm, de = eqn.invars
-    n = len(eqn.outvars)
-    if not any(unks_in):
-        return eqn, None, [False] * n, [False] * n, []
-    if unks_in[0] or unks_in[1]:
-        res = [v for v, inst in zip(eqn.invars, inst_in, strict=True) if isinstance(v, Var) and not inst]
-        return None, eqn, [True] * n, [True] * n, res
-    sin_e, cos_e, d_sin, d_cos = eqn.outvars
-    known = eqn.replace(primitive=kepler_op.primitive, invars=[m, e], outvars=[sin_e, cos_e], params={})
-    staged = eqn.replace(
-        primitive=kepler_tangent_op.primitive, invars=[dm, de, e, sin_e, cos_e], outvars=[d_sin, d_cos], params={}
-    )
-    res = [v for v, inst in zip((dm, de, e), inst_in[1:], strict=True) if isinstance(v, Var) and not inst]
-    return known, staged, [False, False, True, True], [False, False, True, True], [*res, sin_e, cos_e]
+    ``kepler_tangent`` one (for scalar tangents, a call that broadcasts them
+    first), whose residuals are ``(e, sin E, cos E)`` and any known tangent.
+    Otherwise what jax does by default for an equation without a rule."""
+
+    def rule(
+        saveable: Any, unks_in: Sequence[bool], inst_in: Sequence[bool], eqn: Any
+    ) -> tuple[Any, Any, list[bool], list[bool], list[Any]]:
+        m, e, dm, de = eqn.invars
+        n = len(eqn.outvars)
+        if not any(unks_in):
+            return eqn, None, [False] * n, [False] * n, []
+        if unks_in[0] or unks_in[1] or any(u for u, sc in zip(unks_in[2:], _FUSED[op], strict=True) if sc):
+            res = [v for v, inst in zip(eqn.invars, inst_in, strict=True) if isinstance(v, Var) and not inst]
+            return None, eqn, [True] * n, [True] * n, res
+        sin_e, cos_e, d_sin, d_cos = eqn.outvars
+        known = eqn.replace(primitive=kepler_op.primitive, invars=[m, e], outvars=[sin_e, cos_e], params={})
+        invars = [dm, de, e, sin_e, cos_e]
+        if op is kepler_jvp_op:
+            staged = eqn.replace(
+                primitive=kepler_tangent_op.primitive, invars=invars, outvars=[d_sin, d_cos], params={}
+            )
+        else:
+            call = _broadcast_tangent_call(op, [v.aval for v in invars])
+            staged = eqn.replace(
+                primitive=closed_call_p, invars=invars, outvars=[d_sin, d_cos], params={"call_jaxpr": call}
+            )
+        res = [v for v, inst in zip((dm, de, e), inst_in[1:], strict=True) if isinstance(v, Var) and not inst]
+        return known, staged, [False, False, True, True], [False, False, True, True], [*res, sin_e, cos_e]
+
+    return rule
 
 
-pe.partial_eval_jaxpr_custom_rules[kepler_jvp_op.primitive] = _kepler_jvp_partial_eval_jaxpr
+for _op in _FUSED:
+    pe.custom_partial_eval_rules[_op.primitive] = _fused_partial_eval(_op)
+    pe.partial_eval_jaxpr_custom_rules[_op.primitive] = _fused_partial_eval_jaxpr(_op)
 
 
 _declared_jvp_batcher = batching_rule(kepler_jvp_op.primitive)
@@ -244,17 +335,56 @@ def _kepler_jvp_batch(axis_data: Any, operands: Sequence[Any], dims: Sequence[An
 set_batching_rule(kepler_jvp_op.primitive, _kepler_jvp_batch)
 
 
-@kepler_jvp_op.def_jvp
-def _kepler_jvp_jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
-    """Second order: the fused op for the values; for the tangents, the tangent op
-    at the solution (for sin E, cos E) and the JVP of the tangent formula (for
-    d sin E, d cos E, which depend on the point too). All linear in the tangents
-    with the fused op's primal inputs alone, so linearization keeps it forward."""
-    (m, e, dm, de), (t_m, t_e, t_dm, t_de) = primals, tangents
-    sin_e, cos_e, d_sin, d_cos = kepler_jvp_op(m, e, dm, de)
-    t_sin, t_cos = kepler_tangent_op(t_m, t_e, e, sin_e, cos_e)
-    _, (t_dsin, t_dcos) = jax.jvp(kepler_tangent_jnp, (dm, de, e, sin_e, cos_e), (t_dm, t_de, t_e, t_sin, t_cos))
-    return (sin_e, cos_e, d_sin, d_cos), (t_sin, t_cos, t_dsin, t_dcos)
+def _scalar_tangent_batch(op: binding.Op) -> Callable[..., tuple[Any, Any]]:
+    """vmap of a fused op with scalar tangents: its declared rule (one batched call)
+    where the primals are batched and the scalars are not; otherwise (a batched
+    scalar, or the tangents alone batched) the scalars are broadcast and the call
+    batched as ``kepler_jvp``'s."""
+    declared = batching_rule(op.primitive)
+
+    def rule(axis_data: Any, operands: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+        scalars = [d for d, sc in zip(dims[2:], _FUSED[op], strict=True) if sc]
+        if (dims[0] is not None or dims[1] is not None) and all(d is None for d in scalars):
+            batched: tuple[Any, Any] = declared(axis_data, operands, dims, **params)
+            return batched
+        ops = [x if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(operands, dims, strict=True)]
+        dims0 = [None if d is None else 0 for d in dims]
+        m = ops[0]
+        shape = m.shape[1:] if dims0[0] == 0 else m.shape
+        for k, sc in ((2, _FUSED[op][0]), (3, _FUSED[op][1])):
+            if sc:
+                x = ops[k]
+                ops[k] = jnp.broadcast_to(
+                    x if dims0[k] is None else x.reshape(x.shape + (1,) * len(shape)), x.shape + shape
+                )
+        return _kepler_jvp_batch(axis_data, ops, dims0, **params)
+
+    return rule
+
+
+for _op in (kepler_jvp_dm_op, kepler_jvp_const_op):
+    set_batching_rule(_op.primitive, _scalar_tangent_batch(_op))
+
+
+def _fused_jvp(op: binding.Op) -> Callable[[Arrays, Arrays], tuple[Arrays, Arrays]]:
+    """Second order of a fused op: the op for the values; for the tangents, the
+    tangent op at the solution (for sin E, cos E) and the JVP of the tangent formula
+    (for d sin E, d cos E, which depend on the point too; scalar tangents broadcast
+    in it). All linear in the tangents with the fused op's primal inputs alone, so
+    linearization keeps it forward."""
+
+    def jvp(primals: Arrays, tangents: Arrays) -> tuple[Arrays, Arrays]:
+        (m, e, dm, de), (t_m, t_e, t_dm, t_de) = primals, tangents
+        sin_e, cos_e, d_sin, d_cos = op(m, e, dm, de)
+        t_sin, t_cos = kepler_tangent_op(t_m, t_e, e, sin_e, cos_e)
+        _, (t_dsin, t_dcos) = jax.jvp(kepler_tangent_jnp, (dm, de, e, sin_e, cos_e), (t_dm, t_de, t_e, t_sin, t_cos))
+        return (sin_e, cos_e, d_sin, d_cos), (t_sin, t_cos, t_dsin, t_dcos)
+
+    return jvp
+
+
+for _op in _FUSED:
+    _op.def_jvp(_fused_jvp(_op))
 
 
 def _jvp_of(op: binding.Op, formula: Callable[..., Arrays]) -> Callable[[Arrays, Arrays], tuple[Arrays, Arrays]]:

@@ -1,6 +1,7 @@
 //! The CPU handlers of `xla_ffi_rs.kepler`, of its derivative targets
 //! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`, and of the fused
-//! forward + tangent `xla_ffi_rs.kepler_jvp`.
+//! forward + tangent `xla_ffi_rs.kepler_jvp` (with its scalar-tangent variants
+//! `xla_ffi_rs.kepler_jvp_dm` and `xla_ffi_rs.kepler_jvp_const`).
 
 use core::mem::MaybeUninit;
 
@@ -180,20 +181,39 @@ pub fn xla_ffi_rs_kepler_cotangent_cpu(
     derivative(&ctx, Direction::Cotangent, ops, (&mut ct_mean_anomaly, &mut ct_eccentricity))
 }
 
-/// The four results of `xla_ffi_rs.kepler_jvp`.
+/// The four results of the fused targets.
 type Results4<'a> = [ResultBuffer<'a, F32OrF64>; 4];
 
 /// A fused slice function: `jvp::solve_jvp_f64` or `jvp::solve_jvp_f32`.
-type SolveJvp<T> = fn(&[T], &[T], tangent::Linear<'_, T>, tangent::Out4<'_, MaybeUninit<T>>);
+type SolveJvp<T> = fn(&[T], &[T], jvp::Tangents<'_, T>, tangent::Out4<'_, MaybeUninit<T>>);
+
+/// A tangent operand of a fused target: an array of the operands' shape, or a
+/// scalar (shape `()`) for every element.
+#[derive(Clone, Copy)]
+enum TangentOperand<'a, 'f> {
+    Each(&'a Buffer<'f, F32OrF64>),
+    All(&'a Buffer<'f, F32OrF64>),
+}
+
+impl<'f> TangentOperand<'_, 'f> {
+    /// Its elements in `T` (the declared rules checked the dtype and shape).
+    fn typed<T: Element>(self) -> Result<jvp::Tangent<'f, T>> {
+        Ok(match self {
+            TangentOperand::Each(b) => jvp::Tangent::Each(b.typed::<T>()?),
+            // A shape-() buffer holds one element.
+            TangentOperand::All(b) => jvp::Tangent::All(b.typed::<T>()?[0]),
+        })
+    }
+}
 
 /// The fused forward + tangent in `T` on XLA's pool: `jvp::solve_jvp_f64` or `_f32`.
 fn jvp_parallel<T: Element + Send + Sync>(
     ctx: &Context<'_>,
     solve: SolveJvp<T>,
-    ops: [&Buffer<'_, F32OrF64>; 4],
+    (m, e): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
+    (dm, de): (TangentOperand<'_, '_>, TangentOperand<'_, '_>),
     results: Results4<'_>,
 ) -> Result<()> {
-    let [m, e, dm, de] = ops;
     let (m, e, dm, de) = (m.typed::<T>()?, e.typed::<T>()?, dm.typed::<T>()?, de.typed::<T>()?);
     let [mut r0, mut r1, mut r2, mut r3] = results;
     for r in [&mut r0, &mut r1, &mut r2, &mut r3] {
@@ -212,8 +232,24 @@ fn jvp_parallel<T: Element + Send + Sync>(
     run_blocks(ctx, p0.len(), |i| {
         let ((a, o0), (_, o1), (_, o2), (_, o3)) = (p0.take(i), p1.take(i), p2.take(i), p3.take(i));
         let b = a + o0.len();
-        solve(&m[a..b], &e[a..b], (&dm[a..b], &de[a..b]), (o0, o1, o2, o3));
+        solve(&m[a..b], &e[a..b], (dm.slice(a, b), de.slice(a, b)), (o0, o1, o2, o3));
     })
+}
+
+/// Every fused handler: the solver and its tangent in the operands' dtype.
+fn fused(
+    ctx: &Context<'_>,
+    primals: (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
+    tangents: (TangentOperand<'_, '_>, TangentOperand<'_, '_>),
+    results: Results4<'_>,
+) -> Result<()> {
+    // The declared rules checked that every buffer has the dtype of operand 0 and
+    // the array operands its shape.
+    if primals.0.dtype() == DataType::F64 {
+        jvp_parallel(ctx, jvp::solve_jvp_f64, primals, tangents, results)
+    } else {
+        jvp_parallel(ctx, jvp::solve_jvp_f32, primals, tangents, results)
+    }
 }
 
 /// The solver and its tangent in one pass, elementwise on XLA's CPU thread pool
@@ -244,12 +280,68 @@ pub fn xla_ffi_rs_kepler_jvp_cpu(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    // The declared rules checked that every buffer has the shape and dtype of operand 0.
-    let ops = [&mean_anomaly, &eccentricity, &d_mean_anomaly, &d_eccentricity];
-    let results = [sin_e, cos_e, d_sin_e, d_cos_e];
-    if mean_anomaly.dtype() == DataType::F64 {
-        jvp_parallel(&ctx, jvp::solve_jvp_f64, ops, results)
-    } else {
-        jvp_parallel(&ctx, jvp::solve_jvp_f32, ops, results)
-    }
+    let tangents = (TangentOperand::Each(&d_mean_anomaly), TangentOperand::Each(&d_eccentricity));
+    fused(&ctx, (&mean_anomaly, &eccentricity), tangents, [sin_e, cos_e, d_sin_e, d_cos_e])
+}
+
+/// `xla_ffi_rs.kepler_jvp` with the same `d_eccentricity` for every element: a
+/// scalar operand (shape `()`), never materialized. What `jax.jvp` runs for a
+/// tangent of `M` alone (`d_eccentricity` a symbolic zero, passed as `0`) or an
+/// eccentricity tangent built in the program as a constant.
+///
+/// Operands `(mean_anomaly, eccentricity, d_mean_anomaly)` of one shape and
+/// `d_eccentricity` of shape `()`, all `float32` or all `float64`; results as
+/// `xla_ffi_rs.kepler_jvp`'s, bit for bit those it gives for `d_eccentricity`
+/// broadcast.
+#[handler(
+    target = "xla_ffi_rs.kepler_jvp_dm",
+    descriptor = JVP_DM_CPU,
+    shapes = "...b, ...b, ...b, () -> ...b, ...b, ...b, ...b",
+    dtypes = "T, T, T, T -> T, T, T, T"
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn xla_ffi_rs_kepler_jvp_dm_cpu(
+    ctx: Context,
+    mean_anomaly: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    sin_e: ResultBuffer<F32OrF64>,
+    cos_e: ResultBuffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let tangents = (TangentOperand::Each(&d_mean_anomaly), TangentOperand::All(&d_eccentricity));
+    fused(&ctx, (&mean_anomaly, &eccentricity), tangents, [sin_e, cos_e, d_sin_e, d_cos_e])
+}
+
+/// `xla_ffi_rs.kepler_jvp` with both tangents the same for every element: two
+/// scalar operands (shape `()`), never materialized. What `jax.jvp` runs for
+/// tangents built in the program as constants (`ones_like`, `full_like`, symbolic
+/// zeros).
+///
+/// Operands `(mean_anomaly, eccentricity)` of one shape and `(d_mean_anomaly,
+/// d_eccentricity)` of shape `()`, all `float32` or all `float64`; results as
+/// `xla_ffi_rs.kepler_jvp`'s, bit for bit those it gives for the tangents
+/// broadcast.
+#[handler(
+    target = "xla_ffi_rs.kepler_jvp_const",
+    descriptor = JVP_CONST_CPU,
+    shapes = "...b, ...b, (), () -> ...b, ...b, ...b, ...b",
+    dtypes = "T, T, T, T -> T, T, T, T"
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn xla_ffi_rs_kepler_jvp_const_cpu(
+    ctx: Context,
+    mean_anomaly: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    sin_e: ResultBuffer<F32OrF64>,
+    cos_e: ResultBuffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let tangents = (TangentOperand::All(&d_mean_anomaly), TangentOperand::All(&d_eccentricity));
+    fused(&ctx, (&mean_anomaly, &eccentricity), tangents, [sin_e, cos_e, d_sin_e, d_cos_e])
 }

@@ -1,6 +1,7 @@
 //! The CUDA handlers of `xla_ffi_rs.kepler`, of its derivative targets
 //! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`, and of the fused
-//! `xla_ffi_rs.kepler_jvp`; the kernels are
+//! `xla_ffi_rs.kepler_jvp` and its scalar-tangent variants `xla_ffi_rs.kepler_jvp_dm`
+//! and `xla_ffi_rs.kepler_jvp_const` (one kernel, each tangent with its step); the kernels are
 //! in `crates/ops/src/kepler/kepler.cu`, their instantiations in [`crate::kernels`].
 //!
 //! Same operands, results, checks and error messages as the CPU handlers: each
@@ -130,6 +131,41 @@ pub fn xla_ffi_rs_kepler_cotangent_cuda(
     launch_derivative(&ctx, ops, (ct_mean_anomaly, ct_eccentricity), &kernels::KEPLER_COTANGENT)
 }
 
+/// Launches `kepler_jvp<T>` with the tangents' steps (1: an array, 0: a scalar).
+#[allow(clippy::too_many_arguments)]
+fn launch_jvp(
+    ctx: &Context<'_>,
+    (m, e): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
+    (dm, de): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
+    (dm_step, de_step): (u64, u64),
+    [mut s, mut c, mut ds, mut dc]: [ResultBuffer<'_, F32OrF64>; 4],
+) -> Result<()> {
+    // The declared rules checked that every buffer has the dtype of operand 0 and
+    // the array operands its shape.
+    let dtype = m.dtype();
+    let n = m.len() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let args = [
+        Arg::from(m),
+        Arg::from(e),
+        Arg::from(dm),
+        Arg::from(de),
+        Arg::from(&mut s),
+        Arg::from(&mut c),
+        Arg::from(&mut ds),
+        Arg::from(&mut dc),
+        Arg::u64(n),
+        Arg::u64(dm_step),
+        Arg::u64(de_step),
+    ];
+    let kernel = kernels::KEPLER_JVP.kernel(ctx.target(), &[dtype], &args)?;
+    let dev = Device::new(ctx)?;
+    let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
+    dev.launch(&module, &kernel, launch_config(n), &args)
+}
+
 /// The solver and its tangent in one pass on the GPU: the CPU handler's operands
 /// `(mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity)`, results
 /// `(sin_e, cos_e, d_sin_e, d_cos_e)` and checks.
@@ -146,32 +182,61 @@ pub fn xla_ffi_rs_kepler_jvp_cuda(
     eccentricity: Buffer<F32OrF64>,
     d_mean_anomaly: Buffer<F32OrF64>,
     d_eccentricity: Buffer<F32OrF64>,
-    mut sin_e: ResultBuffer<F32OrF64>,
-    mut cos_e: ResultBuffer<F32OrF64>,
-    mut d_sin_e: ResultBuffer<F32OrF64>,
-    mut d_cos_e: ResultBuffer<F32OrF64>,
+    sin_e: ResultBuffer<F32OrF64>,
+    cos_e: ResultBuffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    // The declared rules checked that every buffer has the shape and dtype of operand 0.
-    let dtype = mean_anomaly.dtype();
-    let n = mean_anomaly.len() as u64;
-    if n == 0 {
-        return Ok(());
-    }
-    let args = [
-        Arg::from(&mean_anomaly),
-        Arg::from(&eccentricity),
-        Arg::from(&d_mean_anomaly),
-        Arg::from(&d_eccentricity),
-        Arg::from(&mut sin_e),
-        Arg::from(&mut cos_e),
-        Arg::from(&mut d_sin_e),
-        Arg::from(&mut d_cos_e),
-        Arg::u64(n),
-    ];
-    let kernel = kernels::KEPLER_JVP.kernel(ctx.target(), &[dtype], &args)?;
-    let dev = Device::new(&ctx)?;
-    let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
-    dev.launch(&module, &kernel, launch_config(n), &args)
+    let (primals, tangents) = ((&mean_anomaly, &eccentricity), (&d_mean_anomaly, &d_eccentricity));
+    launch_jvp(&ctx, primals, tangents, (1, 1), [sin_e, cos_e, d_sin_e, d_cos_e])
+}
+
+/// `xla_ffi_rs.kepler_jvp_dm` on the GPU (a scalar `d_eccentricity`): the CPU
+/// handler's operands, results and checks.
+#[handler(
+    op = super::cpu::JVP_DM_CPU,
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = JVP_DM_CUDA
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn xla_ffi_rs_kepler_jvp_dm_cuda(
+    ctx: Context,
+    mean_anomaly: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    sin_e: ResultBuffer<F32OrF64>,
+    cos_e: ResultBuffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let (primals, tangents) = ((&mean_anomaly, &eccentricity), (&d_mean_anomaly, &d_eccentricity));
+    launch_jvp(&ctx, primals, tangents, (1, 0), [sin_e, cos_e, d_sin_e, d_cos_e])
+}
+
+/// `xla_ffi_rs.kepler_jvp_const` on the GPU (scalar tangents): the CPU handler's
+/// operands, results and checks.
+#[handler(
+    op = super::cpu::JVP_CONST_CPU,
+    platform = device,
+    traits = Traits::COMMAND_BUFFER_COMPATIBLE,
+    descriptor = JVP_CONST_CUDA
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn xla_ffi_rs_kepler_jvp_const_cuda(
+    ctx: Context,
+    mean_anomaly: Buffer<F32OrF64>,
+    eccentricity: Buffer<F32OrF64>,
+    d_mean_anomaly: Buffer<F32OrF64>,
+    d_eccentricity: Buffer<F32OrF64>,
+    sin_e: ResultBuffer<F32OrF64>,
+    cos_e: ResultBuffer<F32OrF64>,
+    d_sin_e: ResultBuffer<F32OrF64>,
+    d_cos_e: ResultBuffer<F32OrF64>,
+) -> Result<()> {
+    let (primals, tangents) = ((&mean_anomaly, &eccentricity), (&d_mean_anomaly, &d_eccentricity));
+    launch_jvp(&ctx, primals, tangents, (0, 0), [sin_e, cos_e, d_sin_e, d_cos_e])
 }
 
 #[cfg(test)]

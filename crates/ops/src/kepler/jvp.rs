@@ -6,6 +6,11 @@
 //! four outputs: the inputs are read once and nothing is read back from memory,
 //! where the solver followed by `xla_ffi_rs.kepler_tangent` reads five arrays and
 //! writes two more in a second pass. The results are bit-identical to that pair.
+//!
+//! Each tangent is [`Tangent::Each`] (one value per element) or [`Tangent::All`]
+//! (one value for every element: a tangent built in the program as a constant, or a
+//! symbolic zero), which is never materialized: the chunk reads it from a stack
+//! array filled once.
 
 use core::mem::MaybeUninit;
 
@@ -20,16 +25,63 @@ pub const CHUNK: usize = 256;
 /// A solver into initialized slices: `(M, e, sin E, cos E)`.
 type SolveInto<T> = fn(&[T], &[T], &mut [T], &mut [T]);
 
+/// One tangent operand of the fused kernel.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Tangent<'a, T> {
+    /// One value per element.
+    Each(&'a [T]),
+    /// The same value for every element (a broadcast scalar).
+    All(T),
+}
+
+impl<'a, T: Copy> Tangent<'a, T> {
+    /// Elements `start..end` of it (the same scalar for [`Tangent::All`]).
+    ///
+    /// # Panics
+    /// If the range is outside an [`Tangent::Each`] slice.
+    pub fn slice(self, start: usize, end: usize) -> Self {
+        match self {
+            Tangent::Each(v) => Tangent::Each(&v[start..end]),
+            all => all,
+        }
+    }
+
+    /// Whether it covers `n` elements (a scalar covers any number).
+    fn covers(self, n: usize) -> bool {
+        match self {
+            Tangent::Each(v) => v.len() == n,
+            Tangent::All(_) => true,
+        }
+    }
+}
+
+/// The two tangents `(dM, de)` of the fused kernel.
+pub type Tangents<'a, T> = (Tangent<'a, T>, Tangent<'a, T>);
+
+/// `start..end` of `t`, or of the chunk-sized stack array `all` holds its scalar in.
+#[inline(always)]
+fn chunk_of<'a, T>(t: Tangent<'a, T>, all: &'a [T; CHUNK], start: usize, end: usize) -> &'a [T] {
+    match t {
+        Tangent::Each(v) => &v[start..end],
+        Tangent::All(_) => &all[..end - start],
+    }
+}
+
 fn solve_jvp<T: Real, S: Slot<T>>(
     solve_into: SolveInto<T>,
     m: &[T],
     e: &[T],
-    (dm, de): tangent::Linear<'_, T>,
+    (dm, de): Tangents<'_, T>,
     (o0, o1, o2, o3): Out4<'_, S>,
 ) {
     let n = m.len();
-    let lens = [e.len(), dm.len(), de.len(), o0.len(), o1.len(), o2.len(), o3.len()];
-    assert!(lens.iter().all(|&k| k == n), "kepler jvp: slice lengths differ (m: {n}, others: {lens:?})");
+    let lens = [e.len(), o0.len(), o1.len(), o2.len(), o3.len()];
+    assert!(
+        lens.iter().all(|&k| k == n) && dm.covers(n) && de.covers(n),
+        "kepler jvp: slice lengths differ (m: {n}, others: {lens:?})"
+    );
+    let fill = |t: Tangent<'_, T>| [if let Tangent::All(v) = t { v } else { T::ONE }; CHUNK];
+    let (dm_all, de_all) = (fill(dm), fill(de));
     let (mut s, mut c) = ([T::ONE; CHUNK], [T::ONE; CHUNK]);
     let mut start = 0;
     while start < n {
@@ -37,7 +89,7 @@ fn solve_jvp<T: Real, S: Slot<T>>(
         let (s, c) = (&mut s[..end - start], &mut c[..end - start]);
         solve_into(&m[start..end], &e[start..end], s, c);
         tangent::write_jvp(
-            (&dm[start..end], &de[start..end]),
+            (chunk_of(dm, &dm_all, start, end), chunk_of(de, &de_all, start, end)),
             (&e[start..end], s, c),
             (&mut o0[start..end], &mut o1[start..end], &mut o2[start..end], &mut o3[start..end]),
         );
@@ -48,19 +100,21 @@ fn solve_jvp<T: Real, S: Slot<T>>(
 /// `(sin E, cos E, d sin E, d cos E)` for `M = E - e sin E` and the tangents
 /// `(dM, de)`, elementwise; writes every output element. The outputs are those of
 /// `solver::solve_f64` and `tangent::apply_f64` (direction `Tangent`), bit for bit:
-/// NaN where `e` is outside `[0, 1)` or `M` is not finite.
+/// NaN where `e` is outside `[0, 1)` or `M` is not finite. A [`Tangent::All`]
+/// gives what a slice of that value gives.
 ///
 /// # Panics
-/// If the eight slices do not all have the same length.
-pub fn solve_jvp_f64(m: &[f64], e: &[f64], tangents: tangent::Linear<'_, f64>, out: Out4<'_, MaybeUninit<f64>>) {
+/// If the slices (`M`, `e`, the outputs and the [`Tangent::Each`] tangents) do not
+/// all have the same length.
+pub fn solve_jvp_f64(m: &[f64], e: &[f64], tangents: Tangents<'_, f64>, out: Out4<'_, MaybeUninit<f64>>) {
     solve_jvp(solve_into_f64, m, e, tangents, out);
 }
 
 /// The `f32` twin of [`solve_jvp_f64`].
 ///
 /// # Panics
-/// If the eight slices do not all have the same length.
-pub fn solve_jvp_f32(m: &[f32], e: &[f32], tangents: tangent::Linear<'_, f32>, out: Out4<'_, MaybeUninit<f32>>) {
+/// If the slices do not all have the same length.
+pub fn solve_jvp_f32(m: &[f32], e: &[f32], tangents: Tangents<'_, f32>, out: Out4<'_, MaybeUninit<f32>>) {
     solve_jvp(solve_into_f32, m, e, tangents, out);
 }
 
@@ -87,7 +141,7 @@ mod tests {
             let [m, e, dm, de] = inputs(n);
             let mut o = [vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n]];
             let [o0, o1, o2, o3] = &mut o;
-            solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (&dm, &de), (o0, o1, o2, o3));
+            solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (Tangent::Each(&dm), Tangent::Each(&de)), (o0, o1, o2, o3));
             for i in 0..n {
                 let (s, c) = solve_one_f64(m[i], e[i]);
                 let (x, y) = tangent_one(dm[i], de[i], e[i], s, c);
@@ -97,7 +151,7 @@ mod tests {
             let (m, e, dm, de) = (g(&m), g(&e), g(&dm), g(&de));
             let mut p = [vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n]];
             let [p0, p1, p2, p3] = &mut p;
-            solve_jvp::<f32, f32>(solve_into_f32, &m, &e, (&dm, &de), (p0, p1, p2, p3));
+            solve_jvp::<f32, f32>(solve_into_f32, &m, &e, (Tangent::Each(&dm), Tangent::Each(&de)), (p0, p1, p2, p3));
             for i in 0..n {
                 let (s, c) = solve_one_f32(m[i], e[i]);
                 let (x, y) = tangent_one(dm[i], de[i], e[i], s, c);
@@ -115,7 +169,7 @@ mod tests {
         let (m, e) = ([1.0, f64::INFINITY, 1.0], [1.0, 0.5, f64::NAN]);
         let mut o = [[0.0f64; 3]; 4];
         let [o0, o1, o2, o3] = &mut o;
-        solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (&[1.0; 3], &[1.0; 3]), (o0, o1, o2, o3));
+        solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (Tangent::Each(&[1.0; 3]), Tangent::All(1.0)), (o0, o1, o2, o3));
         assert!(o.iter().flatten().all(|x| x.is_nan()), "{o:?}");
     }
 
@@ -124,6 +178,31 @@ mod tests {
     fn unequal_lengths_panic() {
         let mut o = [[0.0f64; 2]; 4];
         let [o0, o1, o2, o3] = &mut o;
-        solve_jvp::<f64, f64>(solve_into_f64, &[1.0, 2.0], &[0.5, 0.5], (&[1.0], &[1.0, 1.0]), (o0, o1, o2, o3));
+        let t = (Tangent::Each(&[1.0][..]), Tangent::All(1.0));
+        solve_jvp::<f64, f64>(solve_into_f64, &[1.0, 2.0], &[0.5, 0.5], t, (o0, o1, o2, o3));
+    }
+
+    /// A scalar tangent gives what a slice of that value gives, bit for bit, with the
+    /// other tangent a slice or a scalar, at every length.
+    #[test]
+    fn scalar_tangents_match_broadcast_slices() {
+        for n in [0usize, 1, 5, 255, 256, 257, 700] {
+            let [m, e, dm, _] = inputs(n);
+            let (a, b) = (0.75, -0.25);
+            let (va, vb) = (vec![a; n], vec![b; n]);
+            let run = |t: Tangents<'_, f64>| {
+                let mut o = [vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n]];
+                let [o0, o1, o2, o3] = &mut o;
+                solve_jvp::<f64, f64>(solve_into_f64, &m, &e, t, (o0, o1, o2, o3));
+                o.map(|v| v.into_iter().map(f64::to_bits).collect::<Vec<_>>())
+            };
+            let dense = run((Tangent::Each(&dm), Tangent::Each(&vb)));
+            assert_eq!(run((Tangent::Each(&dm), Tangent::All(b))), dense, "n={n}");
+            let dense = run((Tangent::Each(&va), Tangent::Each(&vb)));
+            assert_eq!(run((Tangent::All(a), Tangent::All(b))), dense, "n={n}");
+            assert_eq!(run((Tangent::All(a), Tangent::Each(&vb))), dense, "n={n}");
+            assert_eq!(Tangent::All(a).slice(0, n), Tangent::All(a));
+            assert!(Tangent::Each(&m[..]).slice(n / 2, n).covers(n - n / 2));
+        }
     }
 }

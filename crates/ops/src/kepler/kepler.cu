@@ -340,17 +340,26 @@ __global__ void kepler_cotangent(const void* ct_s, u64 cts_bytes, const void* ct
 
 // The solver and its tangent in one pass: (M, e, dM, de) -> (sin E, cos E,
 // d sin E, d cos E), each buffer with its size in bytes; n is clamped to what every
-// buffer holds. The same values as `kepler` followed by `kepler_tangent`.
+// buffer holds. A tangent's step is 1 for one value per element, 0 for one value
+// for all (a scalar, shape (), which must hold one element: else nothing is
+// written). The same values as `kepler` followed by `kepler_tangent`.
 template <class T>
 __global__ void kepler_jvp(const void* mean_anomaly, u64 m_bytes, const void* eccentricity, u64 e_bytes,
                            const void* dm, u64 dm_bytes, const void* de, u64 de_bytes, void* sin_e, u64 s_bytes,
                            void* cos_e, u64 c_bytes, void* d_sin_e, u64 ds_bytes, void* d_cos_e, u64 dc_bytes,
-                           u64 n) {
-    const u64 bytes[8] = {m_bytes, e_bytes, dm_bytes, de_bytes, s_bytes, c_bytes, ds_bytes, dc_bytes};
+                           u64 n, u64 dm_step, u64 de_step) {
+    const u64 bytes[6] = {m_bytes, e_bytes, s_bytes, c_bytes, ds_bytes, dc_bytes};
     u64 cap = bytes[0];
-    for (int k = 1; k < 8; ++k) cap = bytes[k] < cap ? bytes[k] : cap;
+    for (int k = 1; k < 6; ++k) cap = bytes[k] < cap ? bytes[k] : cap;
     cap /= sizeof(T);
+    // An array tangent caps n; a scalar one must hold its one element.
+    const u64 dm_cap = dm_step ? dm_bytes / sizeof(T) : (dm_bytes >= sizeof(T) ? cap : 0);
+    const u64 de_cap = de_step ? de_bytes / sizeof(T) : (de_bytes >= sizeof(T) ? cap : 0);
+    cap = dm_cap < cap ? dm_cap : cap;
+    cap = de_cap < cap ? de_cap : cap;
     n = n < cap ? n : cap;
+    const u64 sm = dm_step ? 1 : 0;
+    const u64 se = de_step ? 1 : 0;
     const T* M = static_cast<const T*>(mean_anomaly);
     const T* E = static_cast<const T*>(eccentricity);
     const T* DM = static_cast<const T*>(dm);
@@ -366,7 +375,7 @@ __global__ void kepler_jvp(const void* mean_anomaly, u64 m_bytes, const void* ec
         kepler_solve<T>(M[i], e, &s, &c);
         S[i] = s;
         C[i] = c;
-        kepler_tangent_one<T>(DM[i], DE[i], e, s, c, &DS[i], &DC[i]);
+        kepler_tangent_one<T>(DM[i * sm], DE[i * se], e, s, c, &DS[i], &DC[i]);
     }
 }
 #endif

@@ -11,8 +11,9 @@ pub mod solver;
 pub mod tangent;
 
 pub use cpu::{
-    xla_ffi_rs_kepler_cotangent_cpu, xla_ffi_rs_kepler_cpu, xla_ffi_rs_kepler_jvp_cpu, xla_ffi_rs_kepler_tangent_cpu,
-    COTANGENT_CPU, CPU, JVP_CPU, TANGENT_CPU,
+    xla_ffi_rs_kepler_cotangent_cpu, xla_ffi_rs_kepler_cpu, xla_ffi_rs_kepler_jvp_const_cpu, xla_ffi_rs_kepler_jvp_cpu,
+    xla_ffi_rs_kepler_jvp_dm_cpu, xla_ffi_rs_kepler_tangent_cpu, COTANGENT_CPU, CPU, JVP_CONST_CPU, JVP_CPU,
+    JVP_DM_CPU, TANGENT_CPU,
 };
 pub use shapes::F32OrF64;
 
@@ -20,6 +21,7 @@ pub use shapes::F32OrF64;
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub use cuda::{
-    xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_jvp_cuda,
-    xla_ffi_rs_kepler_tangent_cuda, COTANGENT_CUDA, CUDA, JVP_CUDA, KEPLER_CU, TANGENT_CUDA,
+    xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_jvp_const_cuda,
+    xla_ffi_rs_kepler_jvp_cuda, xla_ffi_rs_kepler_jvp_dm_cuda, xla_ffi_rs_kepler_tangent_cuda, COTANGENT_CUDA, CUDA,
+    JVP_CONST_CUDA, JVP_CUDA, JVP_DM_CUDA, KEPLER_CU, TANGENT_CUDA,
 };
