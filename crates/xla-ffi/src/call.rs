@@ -20,8 +20,8 @@ use crate::site::{Arity, Role};
 /// collected, so one error reports every bad operand at once.
 pub struct Call<'f> {
     pub(crate) frame: &'f Frame<'f>,
-    /// The byte ranges of the buffers decoded so far.
-    pub(crate) aliases: &'f Aliases,
+    /// The byte ranges of the buffers decoded so far (and the frame and target).
+    pub(crate) aliases: &'f Aliases<'f>,
     pub(crate) info: &'f HandlerInfo,
     next_arg: usize,
     next_ret: usize,
@@ -43,9 +43,9 @@ pub struct Call<'f> {
 const META_SLOTS: usize = 8;
 
 impl<'f> Call<'f> {
-    pub(crate) fn new(frame: &'f Frame<'f>, aliases: &'f Aliases, info: &'f HandlerInfo) -> Self {
+    pub(crate) fn new(aliases: &'f Aliases<'f>, info: &'f HandlerInfo) -> Self {
         Call {
-            frame,
+            frame: aliases.frame,
             aliases,
             info,
             next_arg: 0,
