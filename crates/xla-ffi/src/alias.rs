@@ -150,6 +150,11 @@ impl<'f> Aliases<'f> {
         mine: (usize, usize),
         operands: bool,
     ) -> Option<(Role, usize)> {
+        // Every buffer recorded and no two sharing a byte (found by an earlier access;
+        // any later `record` resets it): one compare.
+        if self.disjoint.get() == Aliases::DISJOINT {
+            return None;
+        }
         let frame = self.frame;
         let (na, nr) = (frame.count(Role::Operand), frame.count(Role::Result));
         let n = na + nr;

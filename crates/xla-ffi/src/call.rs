@@ -30,16 +30,18 @@ pub struct Call<'f> {
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
     problems: Vec<String>,
-    /// The dtype and shape of each buffer decoded so far, by slot (operands first,
-    /// then results; the first [`META_SLOTS`]), so that the declared rules are
-    /// checked on what decoding read instead of reading the frame again.
-    meta: [(DataType, &'f [i64]); META_SLOTS],
-    /// Slots of `meta` filled, as a bit set.
+    /// The dtype and shape of the first buffer decoded, so that the elementwise rules
+    /// are checked on what decoding read instead of reading the frame again.
+    first: (DataType, &'f [i64]),
+    /// The slots (operands first, then results; the first [`META_SLOTS`]) of the
+    /// buffers decoded so far, as a bit set.
     meta_seen: u32,
+    /// The slots of `meta_seen` whose buffer has `first`'s dtype and shape.
+    alike: u32,
 }
 
-/// How many buffers' dtypes and shapes [`Call`] keeps for the rule check (a call
-/// with more is checked by reading the frame again).
+/// How many buffers [`Call`] keeps track of for the rule check (a call with more is
+/// checked by reading the frame again).
 const META_SLOTS: usize = 8;
 
 impl<'f> Call<'f> {
@@ -53,8 +55,9 @@ impl<'f> Call<'f> {
             used_attrs: 0,
             accept_unbound_attrs: false,
             problems: Vec::new(),
-            meta: [(DataType::INVALID, &[]); META_SLOTS],
+            first: (DataType::INVALID, &[]),
             meta_seen: 0,
+            alike: 0,
         }
     }
 
@@ -110,7 +113,8 @@ impl<'f> Call<'f> {
         }
     }
 
-    /// Keeps the dtype and shape a buffer view was decoded with (see `meta`).
+    /// Notes the dtype and shape a buffer view was decoded with: whether they are
+    /// those of the first buffer decoded (see `alike`).
     #[inline(always)]
     pub(crate) fn record_meta(&mut self, role: Role, index: usize, dtype: DataType, dims: &'f [i64]) {
         let slot = match role {
@@ -118,47 +122,34 @@ impl<'f> Call<'f> {
             Role::Result => self.frame.count(Role::Operand) + index,
         };
         if slot < META_SLOTS {
-            self.meta[slot] = (dtype, dims);
+            if self.meta_seen == 0 {
+                self.first = (dtype, dims);
+            }
+            let (t0, d0) = self.first;
+            // A plain index loop over the few dimensions (cheaper than `memcmp`).
+            let mut same = dtype == t0 && dims.len() == d0.len();
+            let mut k = 0;
+            while same && k < dims.len() {
+                same = dims[k] == d0[k];
+                k += 1;
+            }
             self.meta_seen |= 1 << slot;
+            self.alike = (self.alike & !(1 << slot)) | (u32::from(same) << slot);
         }
     }
 
     /// Whether operands `0..n` and results `0..m` were all decoded as buffers and
-    /// have one dtype and one shape (the elementwise rules' fast path), or `None`
-    /// when not all of them were kept.
+    /// have one dtype and one shape (the elementwise rules' fast path). `false` says
+    /// only that this shortcut does not answer: the general check then does.
     #[inline(always)]
-    fn all_alike(&self, n: usize, m: usize) -> Option<bool> {
+    fn all_alike(&self, n: usize, m: usize) -> bool {
         let na = self.frame.count(Role::Operand);
         if n > na || na + m > META_SLOTS {
-            return None;
+            return false;
         }
         let want = ((1u32 << n) - 1) | (((1u32 << m) - 1) << na);
-        if self.meta_seen & want != want {
-            return None;
-        }
-        if n + m == 0 {
-            return Some(true);
-        }
-        let first = if n > 0 { 0 } else { na };
-        let (t0, d0) = self.meta[first];
-        // Operand slots `0..n`, then result slots `na..na + m`, in plain index loops
-        // (the iterator adapters are not always inlined here).
-        let mut slot = first;
-        while slot < na + m {
-            let (t, d) = self.meta[slot];
-            if t != t0 || d.len() != d0.len() {
-                return Some(false);
-            }
-            let mut k = 0;
-            while k < d.len() {
-                if d[k] != d0[k] {
-                    return Some(false);
-                }
-                k += 1;
-            }
-            slot = if slot + 1 == n { na } else { slot + 1 };
-        }
-        Some(true)
+        // All of them alike the first buffer decoded, so alike one another.
+        self.meta_seen & want == want && self.alike & want == want
     }
 
     /// Takes the next operand position (for a [`Decode`] implementation that
@@ -265,7 +256,7 @@ impl<'f> Call<'f> {
         // shapes decoding read and checked: nothing to read again. Anything else, or a
         // call that does not fit (to word the error), goes through `check_call`.
         if let Some((n, m)) = rules.elementwise() {
-            if self.all_alike(n, m) == Some(true) {
+            if self.all_alike(n, m) {
                 return Ok(());
             }
         }
