@@ -125,11 +125,8 @@ impl<'f> Aliases<'f> {
     }
 
     #[inline(always)]
-    pub(crate) fn record(&self, role: Role, index: usize, range: (usize, usize)) {
-        let slot = match role {
-            Role::Operand => index,
-            Role::Result => self.frame.count(Role::Operand) + index,
-        };
+    /// Records the range of the buffer at `slot` (operands first, then results).
+    pub(crate) fn record(&self, slot: usize, range: (usize, usize)) {
         if slot < Aliases::MAX {
             self.slots[slot].set(range);
             self.seen.set(self.seen.get() | 1 << slot);

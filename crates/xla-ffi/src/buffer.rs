@@ -142,6 +142,24 @@ fn checked_len(dims: &[i64], dtype: DataType) -> Option<usize> {
     (bytes <= isize::MAX as usize).then_some(len)
 }
 
+/// [`checked_len`] and then [`byte_range`], with the element width looked up once:
+/// the element count and the bytes covered, or `None` where either is.
+#[inline(always)]
+fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(usize, (usize, usize))> {
+    let len = element_count(dims)?;
+    let Some(width) = dtype.byte_width() else {
+        // `checked_len` counts a byte per element; `byte_range` covers everything.
+        return (len <= isize::MAX as usize).then_some((len, if len == 0 { EMPTY } else { EVERYWHERE }));
+    };
+    let bytes = len.checked_mul(width).filter(|&b| b <= isize::MAX as usize)?;
+    if bytes == 0 {
+        return Some((len, EMPTY));
+    }
+    let start = data as usize;
+    let end = start.checked_add(bytes).filter(|&end| end <= isize::MAX as usize)?;
+    Some((len, (start, end)))
+}
+
 impl<'f> RawBuffer<'f> {
     /// The checked buffer at `site`, or `None` after recording why not.
     ///
@@ -160,13 +178,10 @@ impl<'f> RawBuffer<'f> {
         if let Slot::Buffer(b) = frame.buffer(role, index) {
             let (dtype, data, dims) = (b.dtype, b.data, b.dims);
             if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
-                if let Some(len) = checked_len(dims, dtype) {
-                    if let Some(range) = byte_range(data, len, dtype) {
-                        let aliases = call.aliases;
-                        aliases.record(role, index, range);
-                        call.record_meta(role, index, dtype, dims);
-                        return Some(RawBuffer { data, dims, len, index, name, aliases, dtype, role });
-                    }
+                if let Some((len, range)) = len_and_range(data, dims, dtype) {
+                    call.record_buffer(role, index, range, dtype, dims);
+                    let aliases = call.aliases;
+                    return Some(RawBuffer { data, dims, len, index, name, aliases, dtype, role });
                 }
             }
         }

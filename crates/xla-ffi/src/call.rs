@@ -113,14 +113,22 @@ impl<'f> Call<'f> {
         }
     }
 
-    /// Notes the dtype and shape a buffer view was decoded with: whether they are
-    /// those of the first buffer decoded (see `alike`).
+    /// Records a decoded buffer: its byte range for the alias checks, and whether its
+    /// dtype and shape are those of the first buffer decoded (see `alike`).
     #[inline(always)]
-    pub(crate) fn record_meta(&mut self, role: Role, index: usize, dtype: DataType, dims: &'f [i64]) {
+    pub(crate) fn record_buffer(
+        &mut self,
+        role: Role,
+        index: usize,
+        range: (usize, usize),
+        dtype: DataType,
+        dims: &'f [i64],
+    ) {
         let slot = match role {
             Role::Operand => index,
             Role::Result => self.frame.count(Role::Operand) + index,
         };
+        self.aliases.record(slot, range);
         if slot < META_SLOTS {
             if self.meta_seen == 0 {
                 self.first = (dtype, dims);
