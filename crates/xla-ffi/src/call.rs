@@ -11,6 +11,7 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::frame::Slot;
 use crate::frame::{Frame, HandlerInfo};
+use crate::raw::RawDict;
 use crate::site::{Arity, Role};
 
 /// One call of a handler, being decoded.
@@ -217,13 +218,20 @@ impl<'f> Call<'f> {
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
     pub fn finish(&mut self) -> Result<()> {
-        // The common case, with nothing to format: no problem, every attribute bound.
-        let n = self.frame.attrs().len().min(128);
-        let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
-        if self.problems.is_empty() && (self.used_attrs & all == all || self.accept_unbound_attrs) {
+        // The common case, with nothing to format: no problem, every attribute bound
+        // (no attribute at all: no mask to make).
+        let n = RawDict::count(self.frame.raw_attrs()).min(128);
+        if self.problems.is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
             return Ok(());
         }
         self.report()
+    }
+
+    /// Whether attributes `0..n` (`n <= 128`) are all marked used.
+    #[inline(always)]
+    fn all_attrs_used(&self, n: usize) -> bool {
+        let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
+        self.used_attrs & all == all
     }
 
     /// [`Call::finish`] when something is to be reported.
