@@ -517,9 +517,9 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     /// Call it before writing the result.
     #[inline]
     pub fn advise_huge_pages(&mut self) -> bool {
-        // The common small result returns here, without a call.
-        let (start, end) = self.raw.range();
-        if !self.raw.frame_is_host() || end - start < HUGE_PAGE_MIN_BYTES {
+        // The common small result returns here, without a call (and without working
+        // out the byte range: a type without a width has size 0 here).
+        if !self.raw.frame_is_host() || self.size_bytes() < HUGE_PAGE_MIN_BYTES {
             return false;
         }
         advise_huge_pages(self.raw.range())
