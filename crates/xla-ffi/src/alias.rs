@@ -18,7 +18,7 @@ use core::ffi::c_void;
 
 use crate::dtype::DataType;
 use crate::frame::{Frame, Slot};
-use crate::site::{Role, Site};
+use crate::site::Role;
 
 /// The range of no bytes: overlaps nothing.
 pub(crate) const EMPTY: (usize, usize) = (0, 0);
@@ -55,8 +55,13 @@ pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
 }
 
 /// The byte ranges of the decoded buffers, recorded as they are decoded (through a
-/// shared reference: the views keep one to check their own access later).
-pub(crate) struct Aliases {
+/// shared reference: the views keep one to check their own access later), with the
+/// frame and target they belong to: the one per-call reference a buffer view holds.
+pub(crate) struct Aliases<'f> {
+    /// The call's frame.
+    pub(crate) frame: &'f Frame<'f>,
+    /// The FFI target, for messages.
+    pub(crate) target: &'static str,
     /// `(start, end)` per slot (operands first, then results); [`EMPTY`] overlaps
     /// nothing.
     slots: [Cell<(usize, usize)>; Aliases::MAX],
@@ -69,15 +74,17 @@ pub(crate) struct Aliases {
     disjoint: Cell<u8>,
 }
 
-impl Aliases {
+impl<'f> Aliases<'f> {
     /// Calls with more buffers than this scan the frame instead.
-    const MAX: usize = 16;
+    const MAX: usize = 8;
     const UNKNOWN: u8 = 0;
     const DISJOINT: u8 = 1;
     const OVERLAPPING: u8 = 2;
 
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(frame: &'f Frame<'f>, target: &'static str) -> Self {
         Aliases {
+            frame,
+            target,
             slots: [const { Cell::new(EMPTY) }; Aliases::MAX],
             seen: Cell::new(0),
             disjoint: Cell::new(Aliases::UNKNOWN),
@@ -118,11 +125,8 @@ impl Aliases {
     }
 
     #[inline(always)]
-    pub(crate) fn record(&self, frame: &Frame<'_>, site: Site, range: (usize, usize)) {
-        let slot = match site.role {
-            Role::Operand => site.index,
-            Role::Result => frame.count(Role::Operand) + site.index,
-        };
+    /// Records the range of the buffer at `slot` (operands first, then results).
+    pub(crate) fn record(&self, slot: usize, range: (usize, usize)) {
         if slot < Aliases::MAX {
             self.slots[slot].set(range);
             self.seen.set(self.seen.get() | 1 << slot);
@@ -131,7 +135,7 @@ impl Aliases {
     }
 
     /// The first buffer on the other side of the call that shares memory with the one
-    /// at `site`, covering `mine` (or, for a result, another result that does).
+    /// at `(role, index)`, covering `mine` (or, for a result, another result that does).
     /// Operands are left out when `operands` is false (an in-place pair).
     ///
     /// Compared with the recorded ranges when every buffer of the frame was recorded
@@ -139,22 +143,28 @@ impl Aliases {
     #[inline(always)]
     pub(crate) fn aliased_by(
         &self,
-        frame: &Frame<'_>,
-        site: Site,
+        (role, index): (Role, usize),
         mine: (usize, usize),
         operands: bool,
     ) -> Option<(Role, usize)> {
+        // Every buffer recorded and no two sharing a byte (found by an earlier access;
+        // any later `record` resets it): one compare.
+        if self.disjoint.get() == Aliases::DISJOINT {
+            return None;
+        }
+        let frame = self.frame;
+        let (na, nr) = (frame.count(Role::Operand), frame.count(Role::Result));
+        let n = na + nr;
+        let recorded = n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32);
+        // No two buffers of the call share a byte: nothing to look for.
+        if recorded && self.all_disjoint(n) {
+            return None;
+        }
         if mine == EMPTY {
             return None;
         }
-        let (na, nr) = (frame.count(Role::Operand), frame.count(Role::Result));
-        let n = na + nr;
-        if n > Aliases::MAX || self.seen.get() != (((1u64 << n) - 1) as u32) {
-            return scan(frame, site, mine, operands);
-        }
-        // No two buffers of the call share a byte: nothing to look for.
-        if self.all_disjoint(n) {
-            return None;
+        if !recorded {
+            return scan(frame, (role, index), mine, operands);
         }
         // The first recorded slot in `lo..hi`, other than `skip`, that meets `mine`
         // (indices masked to the array: n <= MAX, a power of two).
@@ -168,14 +178,14 @@ impl Aliases {
             }
             None
         };
-        match site.role {
+        match role {
             Role::Operand => first(na, n, usize::MAX).map(|j| (Role::Result, j)),
             Role::Result => operands
                 .then(|| first(0, na, usize::MAX))
                 .flatten()
                 .map(|i| (Role::Operand, i))
                 // Two results sharing memory would give two `&mut`s to it.
-                .or_else(|| first(na, n, na + site.index).map(|j| (Role::Result, j))),
+                .or_else(|| first(na, n, na + index).map(|j| (Role::Result, j))),
         }
     }
 }
@@ -183,7 +193,12 @@ impl Aliases {
 /// [`Aliases::aliased_by`]'s scan of the frame, for a call whose buffers were not all
 /// recorded.
 #[inline(never)]
-fn scan(frame: &Frame<'_>, site: Site, mine: (usize, usize), operands: bool) -> Option<(Role, usize)> {
+fn scan(
+    frame: &Frame<'_>,
+    (role, index): (Role, usize),
+    mine: (usize, usize),
+    operands: bool,
+) -> Option<(Role, usize)> {
     // The first entry on side `role`, other than number `skip`, that may overlap
     // this one. An entry that is not a well-formed buffer (another kind, which a
     // custom `Decode` may have left unchecked, or a malformed one) may be anything,
@@ -198,13 +213,13 @@ fn scan(frame: &Frame<'_>, site: Site, mine: (usize, usize), operands: bool) -> 
             Slot::Kind(_) | Slot::Malformed => true,
         })
     };
-    match site.role {
+    match role {
         Role::Operand => first(Role::Result, None).map(|i| (Role::Result, i)),
         Role::Result => operands
             .then(|| first(Role::Operand, None))
             .flatten()
             .map(|i| (Role::Operand, i))
             // Two results sharing memory would give two `&mut`s to it.
-            .or_else(|| first(Role::Result, Some(site.index)).map(|i| (Role::Result, i))),
+            .or_else(|| first(Role::Result, Some(index)).map(|i| (Role::Result, i))),
     }
 }

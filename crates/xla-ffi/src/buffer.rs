@@ -17,12 +17,12 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 
-use crate::alias::{byte_range, element_count, Aliases, EMPTY};
+use crate::alias::{byte_range, element_count, Aliases, EMPTY, EVERYWHERE};
 use crate::call::{Call, Decode};
 use crate::decl::ParamDecl;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
-use crate::frame::{Frame, Slot};
+use crate::frame::Slot;
 use crate::site::{Role, Site};
 
 /// The rank parameter that means "any rank".
@@ -86,18 +86,28 @@ impl ElementSpec for AnyType {
 }
 
 /// The parts of a decoded buffer, shared by operands and results.
+///
+/// Kept small (72 bytes): the handler's views are built and moved on every call.
+/// What one call shares (frame, target, the alias table) is reached through one
+/// reference, and the byte range and [`Site`] are worked out when asked for.
 #[derive(Clone, Copy)]
 struct RawBuffer<'f> {
-    dtype: DataType,
     data: *mut c_void,
     dims: &'f [i64],
     len: usize,
-    /// The bytes it covers (see [`byte_range`]).
-    range: (usize, usize),
-    site: Site,
-    frame: &'f Frame<'f>,
-    aliases: &'f Aliases,
+    /// Position among the operands or among the results.
+    index: usize,
+    /// The parameter's name, for messages.
+    name: &'static str,
+    /// The call's frame, target and alias table.
+    aliases: &'f Aliases<'f>,
+    dtype: DataType,
+    role: Role,
 }
+
+// Its size is part of the per-call cost: keep it from growing unnoticed.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(core::mem::size_of::<RawBuffer<'static>>() == 72);
 
 /// Results smaller than this are never advised (see [`ResultBuffer::advise_huge_pages`]).
 pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
@@ -132,6 +142,24 @@ fn checked_len(dims: &[i64], dtype: DataType) -> Option<usize> {
     (bytes <= isize::MAX as usize).then_some(len)
 }
 
+/// [`checked_len`] and then [`byte_range`], with the element width looked up once:
+/// the element count and the bytes covered, or `None` where either is.
+#[inline(always)]
+fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(usize, (usize, usize))> {
+    let len = element_count(dims)?;
+    let Some(width) = dtype.byte_width() else {
+        // `checked_len` counts a byte per element; `byte_range` covers everything.
+        return (len <= isize::MAX as usize).then_some((len, if len == 0 { EMPTY } else { EVERYWHERE }));
+    };
+    let bytes = len.checked_mul(width).filter(|&b| b <= isize::MAX as usize)?;
+    if bytes == 0 {
+        return Some((len, EMPTY));
+    }
+    let start = data as usize;
+    let end = start.checked_add(bytes).filter(|&end| end <= isize::MAX as usize)?;
+    Some((len, (start, end)))
+}
+
 impl<'f> RawBuffer<'f> {
     /// The checked buffer at `site`, or `None` after recording why not.
     ///
@@ -141,25 +169,23 @@ impl<'f> RawBuffer<'f> {
     #[inline(always)]
     fn decode(
         call: &mut Call<'f>,
-        site: Site,
+        (role, index, name): (Role, usize, &'static str),
         accepts: fn(DataType) -> bool,
         describe: fn() -> String,
         rank: usize,
     ) -> Option<Self> {
         let frame = call.frame;
-        if let Slot::Buffer(b) = frame.buffer(site.role, site.index) {
+        if let Slot::Buffer(b) = frame.buffer(role, index) {
             let (dtype, data, dims) = (b.dtype, b.data, b.dims);
             if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
-                if let Some(len) = checked_len(dims, dtype) {
-                    if let Some(range) = byte_range(data, len, dtype) {
-                        let aliases = call.aliases;
-                        aliases.record(frame, site, range);
-                        call.record_meta(site.role, site.index, dtype, dims);
-                        return Some(RawBuffer { dtype, data, dims, len, range, site, frame, aliases });
-                    }
+                if let Some((len, range)) = len_and_range(data, dims, dtype) {
+                    call.record_buffer(role, index, range, dtype, dims);
+                    let aliases = call.aliases;
+                    return Some(RawBuffer { data, dims, len, index, name, aliases, dtype, role });
                 }
             }
         }
+        let site = Site { target: call.target(), role, index, name };
         Self::reject(call, site, accepts, describe, rank);
         None
     }
@@ -191,14 +217,21 @@ impl<'f> RawBuffer<'f> {
         }
     }
 
+    /// The bytes it covers (see [`byte_range`]; `decode` checked that there is a range).
+    #[inline(always)]
     fn range(&self) -> (usize, usize) {
-        self.range
+        byte_range(self.data, self.len, self.dtype).unwrap_or(EVERYWHERE)
+    }
+
+    /// Where this buffer sits in the call, for messages.
+    fn site(&self) -> Site {
+        Site { target: self.aliases.target, role: self.role, index: self.index, name: self.name }
     }
 
     /// The first buffer that shares memory with this one (see [`Aliases::aliased_by`]).
     #[inline(always)]
     fn aliased_by(&self, operands: bool) -> Option<(Role, usize)> {
-        self.aliases.aliased_by(self.frame, self.site, self.range, operands)
+        self.aliases.aliased_by((self.role, self.index), self.range(), operands)
     }
 
     #[inline(always)]
@@ -227,25 +260,25 @@ impl<'f> RawBuffer<'f> {
     fn access_error(&self, dtype: DataType, align: usize, operands: bool) -> Error {
         match self.access_problem(dtype, align, operands) {
             Err(e) => e,
-            Ok(()) => Error::internal(format!("{}: access refused for no reason found", self.site)),
+            Ok(()) => Error::internal(format!("{}: access refused for no reason found", self.site())),
         }
     }
 
     fn access_problem(&self, dtype: DataType, align: usize, operands: bool) -> Result<()> {
         if !self.frame_is_host() {
             return Err(self
-                .site
+                .site()
                 .error("a device buffer cannot be read or written on the host; pass its address to a kernel"));
         }
         if self.dtype != dtype {
-            return Err(self.site.error(format!("is {}, not {dtype}", self.dtype)));
+            return Err(self.site().error(format!("is {}, not {dtype}", self.dtype)));
         }
         if self.len > 0 && (self.data.is_null() || !(self.data as usize).is_multiple_of(align)) {
-            return Err(self.site.error(format!("data pointer {:p} is not aligned to {align} bytes", self.data)));
+            return Err(self.site().error(format!("data pointer {:p} is not aligned to {align} bytes", self.data)));
         }
         if let Some((role, i)) = self.aliased_by(operands) {
             return Err(self
-                .site
+                .site()
                 .error(format!("shares memory with {role} {i} (input_output_aliases); use ResultBuffer::with_input")));
         }
         Ok(())
@@ -256,7 +289,7 @@ impl<'f> RawBuffer<'f> {
     fn check_byte_access(&self) -> Result<usize> {
         if !self.frame_is_host() {
             return Err(self
-                .site
+                .site()
                 .error("a device buffer cannot be read or written on the host; pass its address to a kernel"));
         }
         // Tokens have no data, and sub-byte integers may be packed several to a byte:
@@ -266,32 +299,32 @@ impl<'f> RawBuffer<'f> {
             DataType::TOKEN | DataType::S4 | DataType::U4 | DataType::S2 | DataType::U2 | DataType::S1 | DataType::U1
         );
         let Some(width) = self.dtype.byte_width().filter(|_| !packed) else {
-            return Err(self.site.error(format!("{} has no byte representation", self.dtype)));
+            return Err(self.site().error(format!("{} has no byte representation", self.dtype)));
         };
         if self.len > 0 && self.data.is_null() {
-            return Err(self.site.error("null data pointer"));
+            return Err(self.site().error("null data pointer"));
         }
         if let Some((role, i)) = self.aliased_by(true) {
-            return Err(self.site.error(format!("shares memory with {role} {i} (input_output_aliases)")));
+            return Err(self.site().error(format!("shares memory with {role} {i} (input_output_aliases)")));
         }
         Ok(self.len * width)
     }
 
     #[inline(always)]
     fn frame_is_host(&self) -> bool {
-        self.frame.host
+        self.aliases.frame.host
     }
 
     #[cold]
     #[inline(never)]
     fn dims_error(&self, dims: &[i64], what: &dyn fmt::Display) -> Error {
-        self.site.error(format!("expected shape {dims:?} ({what}), got {:?}", self.dims))
+        self.site().error(format!("expected shape {dims:?} ({what}), got {:?}", self.dims))
     }
 
     #[cold]
     #[inline(never)]
     fn dtype_error(&self, dtype: DataType, what: &dyn fmt::Display) -> Error {
-        self.site.error(format!("expected dtype {dtype} ({what}), got {}", self.dtype))
+        self.site().error(format!("expected dtype {dtype} ({what}), got {}", self.dtype))
     }
 }
 
@@ -330,11 +363,11 @@ macro_rules! common_methods {
         }
         /// Where this buffer sits in the call, for error messages.
         pub fn site(&self) -> Site {
-            self.raw.site
+            self.raw.site()
         }
         /// An `INVALID_ARGUMENT` error that names this buffer.
         pub fn error(&self, message: impl fmt::Display) -> Error {
-            self.raw.site.error(message)
+            self.raw.site().error(message)
         }
         /// Fails unless the shape is exactly `dims`; `what` says where `dims` came from.
         #[inline]
@@ -484,9 +517,9 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     /// Call it before writing the result.
     #[inline]
     pub fn advise_huge_pages(&mut self) -> bool {
-        // The common small result returns here, without a call.
-        let (start, end) = self.raw.range();
-        if !self.raw.frame.host || end - start < HUGE_PAGE_MIN_BYTES {
+        // The common small result returns here, without a call (and without working
+        // out the byte range: a type without a width has size 0 here).
+        if !self.raw.frame_is_host() || self.size_bytes() < HUGE_PAGE_MIN_BYTES {
             return false;
         }
         advise_huge_pages(self.raw.range())
@@ -511,7 +544,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         let (out, inp) = (self.raw, input.raw);
         if out.range() != EMPTY && out.data == inp.data {
             if out.dtype != inp.dtype || out.len != inp.len {
-                let s = inp.site;
+                let s = inp.site();
                 return Err(self.error(format!(
                     "aliases {} {} ({}) but differs in dtype or size ({} {:?} vs {} {:?})",
                     s.role, s.index, s.name, out.dtype, out.dims, inp.dtype, inp.dims
@@ -550,8 +583,8 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
     const DECL: ParamDecl = ParamDecl::Operand(D::accepts);
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
-        let site = Site { target: call.target(), role: Role::Operand, index: call.next_arg(), name };
-        let raw = RawBuffer::decode(call, site, D::accepts, D::describe, R)?;
+        let index = call.next_arg();
+        let raw = RawBuffer::decode(call, (Role::Operand, index, name), D::accepts, D::describe, R)?;
         Some(Buffer { raw, _spec: PhantomData })
     }
 }
@@ -561,8 +594,8 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
     const DECL: ParamDecl = ParamDecl::Result(D::accepts);
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
-        let site = Site { target: call.target(), role: Role::Result, index: call.next_ret(), name };
-        let raw = RawBuffer::decode(call, site, D::accepts, D::describe, R)?;
+        let index = call.next_ret();
+        let raw = RawBuffer::decode(call, (Role::Result, index, name), D::accepts, D::describe, R)?;
         Some(ResultBuffer { raw, _spec: PhantomData })
     }
 }

@@ -11,6 +11,7 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::frame::Slot;
 use crate::frame::{Frame, HandlerInfo};
+use crate::raw::RawDict;
 use crate::site::{Arity, Role};
 
 /// One call of a handler, being decoded.
@@ -20,8 +21,8 @@ use crate::site::{Arity, Role};
 /// collected, so one error reports every bad operand at once.
 pub struct Call<'f> {
     pub(crate) frame: &'f Frame<'f>,
-    /// The byte ranges of the buffers decoded so far.
-    pub(crate) aliases: &'f Aliases,
+    /// The byte ranges of the buffers decoded so far (and the frame and target).
+    pub(crate) aliases: &'f Aliases<'f>,
     pub(crate) info: &'f HandlerInfo,
     next_arg: usize,
     next_ret: usize,
@@ -30,22 +31,24 @@ pub struct Call<'f> {
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
     problems: Vec<String>,
-    /// The dtype and shape of each buffer decoded so far, by slot (operands first,
-    /// then results; the first [`META_SLOTS`]), so that the declared rules are
-    /// checked on what decoding read instead of reading the frame again.
-    meta: [(DataType, &'f [i64]); META_SLOTS],
-    /// Slots of `meta` filled, as a bit set.
+    /// The dtype and shape of the first buffer decoded, so that the elementwise rules
+    /// are checked on what decoding read instead of reading the frame again.
+    first: (DataType, &'f [i64]),
+    /// The slots (operands first, then results; the first [`META_SLOTS`]) of the
+    /// buffers decoded so far, as a bit set.
     meta_seen: u32,
+    /// The slots of `meta_seen` whose buffer has `first`'s dtype and shape.
+    alike: u32,
 }
 
-/// How many buffers' dtypes and shapes [`Call`] keeps for the rule check (a call
-/// with more is checked by reading the frame again).
+/// How many buffers [`Call`] keeps track of for the rule check (a call with more is
+/// checked by reading the frame again).
 const META_SLOTS: usize = 8;
 
 impl<'f> Call<'f> {
-    pub(crate) fn new(frame: &'f Frame<'f>, aliases: &'f Aliases, info: &'f HandlerInfo) -> Self {
+    pub(crate) fn new(aliases: &'f Aliases<'f>, info: &'f HandlerInfo) -> Self {
         Call {
-            frame,
+            frame: aliases.frame,
             aliases,
             info,
             next_arg: 0,
@@ -53,8 +56,9 @@ impl<'f> Call<'f> {
             used_attrs: 0,
             accept_unbound_attrs: false,
             problems: Vec::new(),
-            meta: [(DataType::INVALID, &[]); META_SLOTS],
+            first: (DataType::INVALID, &[]),
             meta_seen: 0,
+            alike: 0,
         }
     }
 
@@ -110,55 +114,51 @@ impl<'f> Call<'f> {
         }
     }
 
-    /// Keeps the dtype and shape a buffer view was decoded with (see `meta`).
+    /// Records a decoded buffer: its byte range for the alias checks, and whether its
+    /// dtype and shape are those of the first buffer decoded (see `alike`).
     #[inline(always)]
-    pub(crate) fn record_meta(&mut self, role: Role, index: usize, dtype: DataType, dims: &'f [i64]) {
+    pub(crate) fn record_buffer(
+        &mut self,
+        role: Role,
+        index: usize,
+        range: (usize, usize),
+        dtype: DataType,
+        dims: &'f [i64],
+    ) {
         let slot = match role {
             Role::Operand => index,
             Role::Result => self.frame.count(Role::Operand) + index,
         };
+        self.aliases.record(slot, range);
         if slot < META_SLOTS {
-            self.meta[slot] = (dtype, dims);
+            if self.meta_seen == 0 {
+                self.first = (dtype, dims);
+            }
+            let (t0, d0) = self.first;
+            // A plain index loop over the few dimensions (cheaper than `memcmp`).
+            let mut same = dtype == t0 && dims.len() == d0.len();
+            let mut k = 0;
+            while same && k < dims.len() {
+                same = dims[k] == d0[k];
+                k += 1;
+            }
             self.meta_seen |= 1 << slot;
+            self.alike = (self.alike & !(1 << slot)) | (u32::from(same) << slot);
         }
     }
 
     /// Whether operands `0..n` and results `0..m` were all decoded as buffers and
-    /// have one dtype and one shape (the elementwise rules' fast path), or `None`
-    /// when not all of them were kept.
+    /// have one dtype and one shape (the elementwise rules' fast path). `false` says
+    /// only that this shortcut does not answer: the general check then does.
     #[inline(always)]
-    fn all_alike(&self, n: usize, m: usize) -> Option<bool> {
+    fn all_alike(&self, n: usize, m: usize) -> bool {
         let na = self.frame.count(Role::Operand);
         if n > na || na + m > META_SLOTS {
-            return None;
+            return false;
         }
         let want = ((1u32 << n) - 1) | (((1u32 << m) - 1) << na);
-        if self.meta_seen & want != want {
-            return None;
-        }
-        if n + m == 0 {
-            return Some(true);
-        }
-        let first = if n > 0 { 0 } else { na };
-        let (t0, d0) = self.meta[first];
-        // Operand slots `0..n`, then result slots `na..na + m`, in plain index loops
-        // (the iterator adapters are not always inlined here).
-        let mut slot = first;
-        while slot < na + m {
-            let (t, d) = self.meta[slot];
-            if t != t0 || d.len() != d0.len() {
-                return Some(false);
-            }
-            let mut k = 0;
-            while k < d.len() {
-                if d[k] != d0[k] {
-                    return Some(false);
-                }
-                k += 1;
-            }
-            slot = if slot + 1 == n { na } else { slot + 1 };
-        }
-        Some(true)
+        // All of them alike the first buffer decoded, so alike one another.
+        self.meta_seen & want == want && self.alike & want == want
     }
 
     /// Takes the next operand position (for a [`Decode`] implementation that
@@ -218,13 +218,20 @@ impl<'f> Call<'f> {
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
     pub fn finish(&mut self) -> Result<()> {
-        // The common case, with nothing to format: no problem, every attribute bound.
-        let n = self.frame.attrs().len().min(128);
-        let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
-        if self.problems.is_empty() && (self.used_attrs & all == all || self.accept_unbound_attrs) {
+        // The common case, with nothing to format: no problem, every attribute bound
+        // (no attribute at all: no mask to make).
+        let n = RawDict::count(self.frame.raw_attrs()).min(128);
+        if self.problems.is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
             return Ok(());
         }
         self.report()
+    }
+
+    /// Whether attributes `0..n` (`n <= 128`) are all marked used.
+    #[inline(always)]
+    fn all_attrs_used(&self, n: usize) -> bool {
+        let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
+        self.used_attrs & all == all
     }
 
     /// [`Call::finish`] when something is to be reported.
@@ -265,7 +272,7 @@ impl<'f> Call<'f> {
         // shapes decoding read and checked: nothing to read again. Anything else, or a
         // call that does not fit (to word the error), goes through `check_call`.
         if let Some((n, m)) = rules.elementwise() {
-            if self.all_alike(n, m) == Some(true) {
+            if self.all_alike(n, m) {
                 return Ok(());
             }
         }

@@ -64,6 +64,7 @@ pub struct Context<'f> {
 
 impl<'f> Decode<'f> for Context<'f> {
     const NEEDS_CONTEXT: bool = true;
+    #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         Context::of(call, name)
     }
@@ -73,16 +74,24 @@ impl<'f> Context<'f> {
     /// The call's context, for the parameter `name`; `None` (with the problem
     /// recorded) in an async handler's asynchronous part, where XLA's invoke context
     /// no longer exists (the frame's `ctx` is null there).
+    #[inline(always)]
     pub(crate) fn of(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         if call.frame.ctx.is_null() {
-            call.problem(format!(
-                "{}: parameter `{name}` reads XLA's execution context, which ends when the handler call \
-                 returns: an async handler cannot take it",
-                call.target()
-            ));
-            return None;
+            return Context::no_context(call, name);
         }
         Some(Context { frame: call.frame, target: call.target() })
+    }
+
+    /// [`Context::of`] in an async handler's asynchronous part.
+    #[cold]
+    #[inline(never)]
+    fn no_context(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
+        call.problem(format!(
+            "{}: parameter `{name}` reads XLA's execution context, which ends when the handler call \
+             returns: an async handler cannot take it",
+            call.target()
+        ));
+        None
     }
 }
 

@@ -127,7 +127,7 @@ pub unsafe fn dispatch(
         Err((None, e)) => return no_table_error(&e),
     };
     // The byte ranges of the decoded buffers, for the alias checks.
-    let aliases = Aliases::new();
+    let aliases = Aliases::new(&frame, info.target);
     let result = catch_unwind(AssertUnwindSafe(|| {
         if info.host && info.stage == Stage::Execute && !is_host_platform(&frame) {
             return Err(Error::failed_precondition(format!(
@@ -136,7 +136,7 @@ pub unsafe fn dispatch(
                 info.target
             )));
         }
-        let mut call = Call::new(&frame, &aliases, info);
+        let mut call = Call::new(&aliases, info);
         call.check_counts()?;
         body(&mut call)
     }));

@@ -95,18 +95,12 @@ impl DataType {
     /// assumed to be anywhere.
     #[inline]
     pub fn byte_width(self) -> Option<usize> {
-        Some(match self {
-            Self::TOKEN => 0,
-            Self::PRED | Self::S8 | Self::U8 => 1,
-            Self::F8E5M2 | Self::F8E4M3FN | Self::F8E4M3B11FNUZ | Self::F8E5M2FNUZ | Self::F8E4M3FNUZ => 1,
-            Self::F8E4M3 | Self::F8E3M4 | Self::F8E8M0FNU | Self::F4E2M1FN => 1,
-            Self::S4 | Self::U4 | Self::S2 | Self::U2 | Self::S1 | Self::U1 => 1,
-            Self::S16 | Self::U16 | Self::F16 | Self::BF16 => 2,
-            Self::S32 | Self::U32 | Self::F32 => 4,
-            Self::S64 | Self::U64 | Self::F64 | Self::C64 => 8,
-            Self::C128 => 16,
-            _ => return None,
-        })
+        // One load from a table (made at compile time by `width_of`), not a match:
+        // every buffer of every call asks.
+        match BYTE_WIDTHS.get(self.0 as usize) {
+            Some(&w) if w != NO_WIDTH => Some(w as usize),
+            _ => None,
+        }
     }
 
     /// Whether this is one of the floating types [`AnyFloat`](crate::AnyFloat) accepts:
@@ -121,6 +115,37 @@ impl DataType {
     #[inline]
     pub fn is_complex(self) -> bool {
         matches!(self, Self::C64 | Self::C128)
+    }
+}
+
+/// [`DataType::byte_width`] by code, for the codes below [`BYTE_WIDTHS`]'s length;
+/// [`NO_WIDTH`] where the width is unknown.
+const BYTE_WIDTHS: [u8; 64] = {
+    let mut table = [NO_WIDTH; 64];
+    let mut code = 0;
+    while code < table.len() {
+        table[code] = width_of(DataType(code as u32));
+        code += 1;
+    }
+    table
+};
+
+/// The mark of an unknown width in [`BYTE_WIDTHS`].
+const NO_WIDTH: u8 = u8::MAX;
+
+/// The width table's one source: bytes per element, or [`NO_WIDTH`].
+const fn width_of(dtype: DataType) -> u8 {
+    match dtype {
+        DataType::TOKEN => 0,
+        DataType::PRED | DataType::S8 | DataType::U8 => 1,
+        DataType::F8E5M2 | DataType::F8E4M3FN | DataType::F8E4M3B11FNUZ | DataType::F8E5M2FNUZ => 1,
+        DataType::F8E4M3FNUZ | DataType::F8E4M3 | DataType::F8E3M4 | DataType::F8E8M0FNU | DataType::F4E2M1FN => 1,
+        DataType::S4 | DataType::U4 | DataType::S2 | DataType::U2 | DataType::S1 | DataType::U1 => 1,
+        DataType::S16 | DataType::U16 | DataType::F16 | DataType::BF16 => 2,
+        DataType::S32 | DataType::U32 | DataType::F32 => 4,
+        DataType::S64 | DataType::U64 | DataType::F64 | DataType::C64 => 8,
+        DataType::C128 => 16,
+        _ => NO_WIDTH,
     }
 }
 

@@ -338,6 +338,7 @@ pub(crate) enum Entry<'f> {
 ///
 /// # Safety
 /// `raw` must be the call frame XLA passed to the handler, valid for `'f`.
+#[inline(always)]
 pub(crate) unsafe fn open<'f>(
     raw: *mut sys::XLA_FFI_CallFrame,
     info: &HandlerInfo,

@@ -140,9 +140,9 @@ impl AsyncCall {
             // SAFETY: the future is not completed before `complete` below, so XLA
             // keeps the buffers the copied entries address alive, and untouched.
             let frame = unsafe { frame.frame() };
-            let aliases = Aliases::new();
             let info = info();
-            let mut call = Call::new(&frame, &aliases, &info);
+            let aliases = Aliases::new(&frame, info.target);
+            let mut call = Call::new(&aliases, &info);
             call.check_counts()?;
             body(&mut call)
             // Every view decoded from `frame` is dropped here, before completion.

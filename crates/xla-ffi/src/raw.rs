@@ -60,11 +60,17 @@ pub(crate) unsafe fn buffer<'f>(ptr: *mut c_void) -> Option<BufferEntry<'f>> {
     }
     // SAFETY: the struct is as large as this header's, so every field is there.
     let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
-    if b.rank < 0 || (b.rank > 0 && b.dims.is_null()) {
+    // One test per case: a scalar, `rank` dims at a non-null address, or malformed (a
+    // negative rank, or NULL dims with a positive rank).
+    let dims: &'f [i64] = if b.rank == 0 {
+        &[]
+    } else if b.rank > 0 && !b.dims.is_null() {
+        // SAFETY: XLA gives `rank` dims, alive for the call; the rank is positive and
+        // the pointer non-null.
+        unsafe { core::slice::from_raw_parts(b.dims as *const i64, b.rank as usize) }
+    } else {
         return None;
-    }
-    // SAFETY: XLA gives `rank` dims, alive for the call.
-    let dims = unsafe { c_slice(b.dims as *const i64, b.rank) };
+    };
     Some(BufferEntry { dtype: DataType(b.dtype), data: b.data, dims })
 }
 
@@ -126,6 +132,22 @@ impl<'f> RawDict<'f> {
                 values: c_slice(raw.attrs as *const *mut c_void, raw.size),
             }
         }
+    }
+
+    /// The number of entries of `raw`, as [`RawDict::from_raw`]`(raw).len()` counts
+    /// them, without making the slices: 0 for a struct too small, a size not above
+    /// 0 or a NULL array.
+    #[inline(always)]
+    pub(crate) fn count(raw: &sys::XLA_FFI_Attrs) -> usize {
+        if raw.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize
+            || raw.size <= 0
+            || raw.names.is_null()
+            || raw.types.is_null()
+            || raw.attrs.is_null()
+        {
+            return 0;
+        }
+        raw.size as usize
     }
 
     /// The number of entries.
