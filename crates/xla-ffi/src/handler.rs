@@ -274,7 +274,7 @@
 /// let mut call = CallBuilder::new()
 ///     .arg(Arg::from_slice(&[1.0f32, 2.0], &[2]))
 ///     .ret(Arg::zeros::<f32>(&[2]))
-///     .attr("delay_ms", AttrArg::scalar(10u64));
+///     .attr("delay_ms", AttrArg::scalar(100u64));
 /// call.run(DEMO_SLOW_DOUBLE).unwrap();
 /// assert_eq!(call.pending_at_return(), Some(true)); // it finished after the handler returned
 /// assert_eq!(call.ret_as::<f32>(0), vec![2.0, 4.0]);

@@ -36,7 +36,7 @@ fn success_from_another_thread() {
 /// returned.
 fn later(call: AsyncCall) {
     std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(200));
         call.run();
     });
 }
