@@ -71,6 +71,8 @@ def _double(x: Any) -> Any:
     """``2 x`` by the same ufunc call as JAXbind's contender (``np.multiply(x, 2.0,
     out=...)``), so both sides run the same NumPy work."""
     return np.multiply(x, 2.0)
+
+
 #: In-graph pairs: ours, theirs (each ratio is a target, <= 0.5).
 IN_GRAPH_PAIRS = (("python_op", "jaxbind"), ("nonlinear_op", "jaxbind"), ("linear_op", "jaxbind linear"))
 
@@ -88,9 +90,7 @@ def contenders(n: int) -> dict[str, Callable[[], Any]]:
     nl = jax.jit(
         nonlinear_op(np.sin, lambda x, dx: np.cos(x) * dx, lambda x, ct: np.cos(x) * ct, abstract_eval=lambda x: x)
     )
-    lin = jax.jit(
-        linear_op(_double, _double, abstract_eval=lambda x: x, abstract_eval_T=lambda c: c)
-    )
+    lin = jax.jit(linear_op(_double, _double, abstract_eval=lambda x: x, abstract_eval_T=lambda c: c))
     fns: dict[str, Callable[[], Any]] = {
         "python_op": lambda: ret(x).block_until_ready(),
         "python_op out": lambda: out(x).block_until_ready(),

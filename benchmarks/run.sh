@@ -12,8 +12,9 @@
 #   bash benchmarks/run.sh --quick    tiny sizes, 1 repeat: proves the harness runs
 #
 # Pythons: $XFR_PY312 and $XFR_PY311 if set, else .venv-ci/py3{12,11}/bin/python
-# (scripts/env.sh makes them); if one is missing, the venvs are made and the wheel
-# built and installed. XFR_BENCH_ONLY=py312 (or py311) runs one version only.
+# (scripts/env.sh makes them if one is missing); the wheel is built from the code as
+# it is and installed into each (XFR_BENCH_NO_BUILD=1 skips that).
+# XFR_BENCH_ONLY=py312 (or py311) runs one version only.
 # Results go under $XFR_BENCH_RESULTS (default benchmarks/results).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,17 +27,18 @@ case "${XFR_BENCH_ONLY:-}" in
     "") pys=("$PY312" "$PY311") ;;
     *) echo "error: XFR_BENCH_ONLY must be py312 or py311" >&2; exit 2 ;;
 esac
-for py in "${pys[@]}"; do
-    if [ ! -x "$py" ]; then
-        # shellcheck source=/dev/null
-        source "$root/scripts/env.sh"
-        setup_venvs
-        wheel="$(build_wheel)"
-        install_wheel "$XFR_PY312" "$wheel"
-        install_wheel "$XFR_PY311" "$wheel"
-        break
-    fi
-done
+# The wheel of the code as it is now, in every venv measured (a venv keeps the
+# wheel it was last given: without this a run after a change measures old code).
+# XFR_BENCH_NO_BUILD=1 measures the wheels already installed.
+if [ "${XFR_BENCH_NO_BUILD:-0}" != 1 ]; then
+    # shellcheck source=/dev/null
+    source "$root/scripts/env.sh"
+    setup_venvs # makes a missing venv; sets PYO3_PYTHON for the build
+    wheel="$(build_wheel)"
+    for py in "${pys[@]}"; do
+        install_wheel "$py" "$wheel"
+    done
+fi
 args=("$@")
 top="${XFR_BENCH_RESULTS:-$here/results}"
 status=0
