@@ -305,9 +305,7 @@ def test_grad_runs_the_solver_and_the_cotangent_kernel(make: Callable[[], Any]) 
     ],
     ids=["grad", "grad_of_jit", "grad_of_checkpoint", "grad_of_scan"],
 )
-def test_grad_wrt_m_alone_runs_the_solver_and_the_cotangent_kernel(
-    make: Callable[[], Any]
-) -> None:
+def test_grad_wrt_m_alone_runs_the_solver_and_the_cotangent_kernel(make: Callable[[], Any]) -> None:
     """With e's tangent a symbolic zero, the JVP is a scalar-tangent fused op; its
     partial evaluation still keeps the solver forward and transposes the tangent."""
     m, e = point()
