@@ -160,7 +160,7 @@ mod tests {
         let f = |k: f64, a: f64, b: f64| (0..n).map(|i| a + b * ((i as f64 + 1.0) * k).sin()).collect::<Vec<f64>>();
         let mut m = f(0.7, 0.0, 10.0);
         if n > 3 {
-            m[3] = 1e18; // the exact (Payne-Hanek) reduction inside a chunk
+            m[3] = 1e18; // the exact (Payne-Hanek) reduction inside a block
         }
         [m, f(0.3, 0.5, 0.4999), f(1.1, 0.0, 2.0), f(0.9, 0.0, 1.0)]
     }
