@@ -7,7 +7,7 @@ numpy solutions of Kepler's equation and the implicit derivative."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -262,15 +262,6 @@ def test_jvp_of_vmap_and_vmap_of_jvp_are_one_fused_call() -> None:
 # -- reverse mode: the solver forward, the cotangent kernel -----------------------
 
 
-@pytest.fixture(params=[True, False], ids=["direct_linearize", "jvp_partial_eval"])
-def linearize_mode(request: pytest.FixtureRequest) -> Iterator[bool]:
-    """Both ways jax linearizes: directly, or the JVP rule then partial evaluation."""
-    old = jax.config.jax_use_direct_linearize
-    jax.config.update("jax_use_direct_linearize", request.param)
-    yield request.param
-    jax.config.update("jax_use_direct_linearize", old)
-
-
 def loss(m: jax.Array, e: jax.Array) -> jax.Array:
     s, c = kepler(m, e)
     return jnp.sum(2 * s + 3 * c)
@@ -293,7 +284,7 @@ def scanned(m: jax.Array, e: jax.Array) -> jax.Array:
     ],
     ids=["grad", "grad_of_jit", "grad_of_checkpoint", "grad_of_scan"],
 )
-def test_grad_runs_the_solver_and_the_cotangent_kernel(make: Callable[[], Any], linearize_mode: bool) -> None:
+def test_grad_runs_the_solver_and_the_cotangent_kernel(make: Callable[[], Any]) -> None:
     m, e = point()
     g_m, g_e = jax.jit(make())(m, e)
     _, _, ds_m, dc_m = reference(m, e, 1.0, 0.0)
@@ -314,9 +305,7 @@ def test_grad_runs_the_solver_and_the_cotangent_kernel(make: Callable[[], Any], 
     ],
     ids=["grad", "grad_of_jit", "grad_of_checkpoint", "grad_of_scan"],
 )
-def test_grad_wrt_m_alone_runs_the_solver_and_the_cotangent_kernel(
-    make: Callable[[], Any], linearize_mode: bool
-) -> None:
+def test_grad_wrt_m_alone_runs_the_solver_and_the_cotangent_kernel(make: Callable[[], Any]) -> None:
     """With e's tangent a symbolic zero, the JVP is a scalar-tangent fused op; its
     partial evaluation still keeps the solver forward and transposes the tangent."""
     m, e = point()
@@ -339,7 +328,7 @@ def tangent_loss(kind: str) -> Callable[[jax.Array, jax.Array, jax.Array], jax.A
 
 
 @pytest.mark.parametrize("kind", ["plain", "checkpoint"])
-def test_grad_wrt_the_tangent_of_a_scalar_tangent_op(kind: str, linearize_mode: bool) -> None:
+def test_grad_wrt_the_tangent_of_a_scalar_tangent_op(kind: str) -> None:
     """Reverse mode through the tangent of a scalar-tangent fused op (second order):
     the op once for the values, the tangent formula's transpose in jnp."""
     m, e = point()
@@ -350,7 +339,7 @@ def test_grad_wrt_the_tangent_of_a_scalar_tangent_op(kind: str, linearize_mode: 
     assert calls(lowered(jax.grad(tangent_loss(kind)), v, m, e)) == (0, 0, 0, 1)
 
 
-def test_linearize_runs_the_solver_once_and_the_tangent_kernel_per_call(linearize_mode: bool) -> None:
+def test_linearize_runs_the_solver_once_and_the_tangent_kernel_per_call() -> None:
     m, e = point()
     v = np.linspace(-1, 1, m.size)
 
@@ -429,7 +418,7 @@ def kepler_jvp_bound(m: np.ndarray, e: np.ndarray) -> Callable[..., Any]:
 
 
 @pytest.mark.parametrize("e", [0.05, 0.3, 0.9])
-def test_check_grads_second_order_both_linearize_modes(e: float, linearize_mode: bool) -> None:
+def test_check_grads_second_order(e: float) -> None:
     m, ecc = np.array([0.4, 2.5, -3.0, 6.0]), np.full(4, e)
     for k in (0, 1):
         check_grads(lambda m, e, k=k: kepler(m, e)[k], (m, ecc), order=2, modes=("fwd", "rev"))

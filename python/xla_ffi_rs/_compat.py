@@ -102,8 +102,8 @@ def linearize_with(primitive: Primitive, jvp_rule: Callable[..., Any]) -> None:
     with unknown tangents and partially evaluating it, instead of its JVP rule,
     which ``jax.jvp`` keeps using. JAX's fallback linearization finds the JVP rule
     by primitive, so ``jvp_rule`` is registered under a stand-in primitive that is
-    never bound. Direct linearization (``jax_use_direct_linearize``, on by default)
-    reads this table; with it off, JAX partially evaluates the JVP rule itself.
+    never bound. Direct linearization reads this table (jax 0.10 and 0.12 always
+    linearize directly: ``jax_use_direct_linearize`` is declared but read nowhere).
     """
     from jax._src.interpreters import ad as ad_src
 

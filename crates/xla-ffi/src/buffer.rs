@@ -109,8 +109,12 @@ struct RawBuffer<'f> {
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(core::mem::size_of::<RawBuffer<'static>>() == 72);
 
-/// Results smaller than this are never advised (see [`ResultBuffer::advise_huge_pages`]).
-pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+/// Results smaller than this are never advised (see [`ResultBuffer::advise_huge_pages`]):
+/// one 2 MiB page, the least that can hold a whole aligned huge page. A result of
+/// 2 to 4 MiB holds one or none, depending on where it starts; one saves about 500
+/// faults on fresh memory (a 1e6-element `f32` result, 4,000,000 bytes, took 977
+/// faults on fresh pages without the advice), against one `madvise` call.
+pub const HUGE_PAGE_MIN_BYTES: usize = 2 << 20;
 
 #[cfg(target_os = "linux")]
 fn advise_huge_pages((start, end): (usize, usize)) -> bool {

@@ -233,34 +233,10 @@ def _kepler_linear_jvp(
 
 
 ad.primitive_jvps[kepler_op.primitive] = _kepler_jvp
-# Linearization (direct, jax's default) runs the unfused JVP; with direct
-# linearization off, jax partially evaluates the JVP rule, and the fused op's
-# partial-evaluation rules below split it the same way.
+# Linearization runs the unfused JVP (jax 0.10 and 0.12 always linearize directly:
+# `jax_use_direct_linearize` is declared but read nowhere); the fused ops' jaxpr
+# partial-evaluation rule below splits them the same way under `checkpoint`.
 linearize_with(kepler_op.primitive, _kepler_linear_jvp)
-
-
-def _fused_partial_eval(op: binding.Op) -> Callable[..., list[Any]]:
-    """Partial evaluation of a fused op (linearization by JVP then partial
-    evaluation, as jax does with ``jax_use_direct_linearize`` off): with the
-    primals known and a tangent unknown, the solver runs on the known side and
-    only the tangent op is staged, linear in the tangents, so it transposes (a
-    known scalar tangent is broadcast on the known side)."""
-
-    def rule(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-        m, e, dm, de = tracers
-        known_m, known_e = m.pval.get_known(), e.pval.get_known()
-        scalar_known = [t.pval.is_known() for t, sc in zip((dm, de), _FUSED[op], strict=True) if sc]
-        if known_m is None or known_e is None or (dm.pval.is_known() and de.pval.is_known()) or not all(scalar_known):
-            staged: list[Any] = trace.default_process_primitive(op.primitive, tracers, params)
-            return staged
-        known_tangents = [t.pval.get_known() if sc else None for t, sc in zip((dm, de), _FUSED[op], strict=True)]
-        arrays = _broadcast_tangents(op, known_m, *known_tangents)
-        d_m, d_e = (trace.new_const(a) if sc else t for a, t, sc in zip(arrays, (dm, de), _FUSED[op], strict=True))
-        sin_e, cos_e = (trace.new_const(v) for v in kepler_op(known_m, known_e))
-        d_sin, d_cos = trace.default_process_primitive(kepler_tangent_op.primitive, [d_m, d_e, e, sin_e, cos_e], {})
-        return [sin_e, cos_e, d_sin, d_cos]
-
-    return rule
 
 
 def _broadcast_tangent_call(op: binding.Op, avals: Sequence[Any]) -> Any:
@@ -310,7 +286,6 @@ def _fused_partial_eval_jaxpr(op: binding.Op) -> Callable[..., Any]:
 
 
 for _op in _FUSED:
-    pe.custom_partial_eval_rules[_op.primitive] = _fused_partial_eval(_op)
     pe.partial_eval_jaxpr_custom_rules[_op.primitive] = _fused_partial_eval_jaxpr(_op)
 
 

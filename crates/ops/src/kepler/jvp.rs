@@ -1,29 +1,25 @@
 //! The fused forward + tangent of the solver (`xla_ffi_rs.kepler_jvp`): `sin E`,
 //! `cos E` and the tangent `(d sin E, d cos E)` of `(dM, de)` in one pass.
 //!
-//! The slice functions solve a chunk of [`CHUNK`] elements into the stack, then
-//! apply the tangent map (`super::tangent`) to it while it is in L1 and write all
-//! four outputs: the inputs are read once and nothing is read back from memory,
-//! where the solver followed by `xla_ffi_rs.kepler_tangent` reads five arrays and
-//! writes two more in a second pass. The results are bit-identical to that pair.
+//! The solver's blocks ([`solver::block_with`]) hand each element's `(sin E, cos E)`
+//! to the tangent map (`super::tangent::tangent_one`) in their last stage, which
+//! writes all four outputs there: the inputs are read once, nothing is read back,
+//! and the stores stream out at the pace of the solver, as the forward's two do
+//! (where the solver followed by `xla_ffi_rs.kepler_tangent` reads five arrays and
+//! writes two more in a second pass). The results are bit-identical to that pair.
 //!
 //! Each tangent is [`Tangent::Each`] (one value per element) or [`Tangent::All`]
 //! (one value for every element: a tangent built in the program as a constant, or a
-//! symbolic zero), which is never materialized: the chunk reads it from a stack
+//! symbolic zero), which is never materialized: a block reads it from a stack
 //! array filled once.
 
 use core::mem::MaybeUninit;
 
-use super::solver::{solve_into_f32, solve_into_f64};
-use super::tangent::{self, Out4, Real};
+use multiversion::multiversion;
+
+use super::solver::{self, BLOCK32, BLOCK64};
+use super::tangent::{self, tangent_one, Out4};
 use crate::slot::Slot;
-
-/// Elements solved into the stack before their tangent is written (2 KiB of
-/// `f64` per output: the chunk stays in L1).
-pub const CHUNK: usize = 256;
-
-/// A solver into initialized slices: `(M, e, sin E, cos E)`.
-type SolveInto<T> = fn(&[T], &[T], &mut [T], &mut [T]);
 
 /// One tangent operand of the fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -53,48 +49,84 @@ impl<'a, T: Copy> Tangent<'a, T> {
             Tangent::All(_) => true,
         }
     }
+
+    /// Element `i`.
+    #[inline(always)]
+    fn at(self, i: usize) -> T {
+        match self {
+            Tangent::Each(v) => v[i],
+            Tangent::All(v) => v,
+        }
+    }
 }
 
 /// The two tangents `(dM, de)` of the fused kernel.
 pub type Tangents<'a, T> = (Tangent<'a, T>, Tangent<'a, T>);
 
-/// `start..end` of `t`, or of the chunk-sized stack array `all` holds its scalar in.
+/// Block `start..start + L` of `t`, or the block-sized stack array `all` holds its scalar in.
 #[inline(always)]
-fn chunk_of<'a, T>(t: Tangent<'a, T>, all: &'a [T; CHUNK], start: usize, end: usize) -> &'a [T] {
+fn block_of<'a, T, const L: usize>(t: Tangent<'a, T>, all: &'a [T; L], start: usize) -> &'a [T; L] {
     match t {
-        Tangent::Each(v) => &v[start..end],
-        Tangent::All(_) => &all[..end - start],
+        Tangent::Each(v) => v[start..start + L].try_into().unwrap(),
+        Tangent::All(_) => all,
     }
 }
 
-fn solve_jvp<T: Real, S: Slot<T>>(
-    solve_into: SolveInto<T>,
+/// The fused kernel over equal-length slices: whole solver blocks of `L`, then the
+/// remainder element by element (as the solver's own slice function).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]
+fn jvp_dispatch<T: solver::Real + tangent::Real, S: Slot<T>, const L: usize>(
     m: &[T],
     e: &[T],
     (dm, de): Tangents<'_, T>,
     (o0, o1, o2, o3): Out4<'_, S>,
 ) {
+    const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
     let n = m.len();
-    let lens = [e.len(), o0.len(), o1.len(), o2.len(), o3.len()];
+    let fill = |t: Tangent<'_, T>| [if let Tangent::All(v) = t { v } else { <T as tangent::Real>::ONE }; L];
+    let (dm_all, de_all) = (fill(dm), fill(de));
+    let whole = n - n % L;
+    let mut start = 0;
+    while start < whole {
+        let end = start + L;
+        let (mb, eb): (&[T; L], &[T; L]) = (m[start..end].try_into().unwrap(), e[start..end].try_into().unwrap());
+        let (dmb, deb) = (block_of(dm, &dm_all, start), block_of(de, &de_all, start));
+        let o0: &mut [S; L] = (&mut o0[start..end]).try_into().unwrap();
+        let o1: &mut [S; L] = (&mut o1[start..end]).try_into().unwrap();
+        let o2: &mut [S; L] = (&mut o2[start..end]).try_into().unwrap();
+        let o3: &mut [S; L] = (&mut o3[start..end]).try_into().unwrap();
+        solver::block_with::<T, FMA, L>(mb, eb, |i, s, c| {
+            let (x, y) = tangent_one(dmb[i], deb[i], eb[i], s, c);
+            o0[i].put(s);
+            o1[i].put(c);
+            o2[i].put(x);
+            o3[i].put(y);
+        });
+        start = end;
+    }
+    for i in whole..n {
+        let (s, c) = solver::solve_masked::<T, FMA>(m[i], e[i]);
+        let (x, y) = tangent_one(dm.at(i), de.at(i), e[i], s, c);
+        o0[i].put(s);
+        o1[i].put(c);
+        o2[i].put(x);
+        o3[i].put(y);
+    }
+}
+
+fn solve_jvp<T: solver::Real + tangent::Real, S: Slot<T>, const L: usize>(
+    m: &[T],
+    e: &[T],
+    (dm, de): Tangents<'_, T>,
+    out: Out4<'_, S>,
+) {
+    let n = m.len();
+    let lens = [e.len(), out.0.len(), out.1.len(), out.2.len(), out.3.len()];
     assert!(
         lens.iter().all(|&k| k == n) && dm.covers(n) && de.covers(n),
         "kepler jvp: slice lengths differ (m: {n}, others: {lens:?})"
     );
-    let fill = |t: Tangent<'_, T>| [if let Tangent::All(v) = t { v } else { T::ONE }; CHUNK];
-    let (dm_all, de_all) = (fill(dm), fill(de));
-    let (mut s, mut c) = ([T::ONE; CHUNK], [T::ONE; CHUNK]);
-    let mut start = 0;
-    while start < n {
-        let end = (start + CHUNK).min(n);
-        let (s, c) = (&mut s[..end - start], &mut c[..end - start]);
-        solve_into(&m[start..end], &e[start..end], s, c);
-        tangent::write_jvp(
-            (chunk_of(dm, &dm_all, start, end), chunk_of(de, &de_all, start, end)),
-            (&e[start..end], s, c),
-            (&mut o0[start..end], &mut o1[start..end], &mut o2[start..end], &mut o3[start..end]),
-        );
-        start = end;
-    }
+    jvp_dispatch::<T, S, L>(m, e, (dm, de), out);
 }
 
 /// `(sin E, cos E, d sin E, d cos E)` for `M = E - e sin E` and the tangents
@@ -107,7 +139,7 @@ fn solve_jvp<T: Real, S: Slot<T>>(
 /// If the slices (`M`, `e`, the outputs and the [`Tangent::Each`] tangents) do not
 /// all have the same length.
 pub fn solve_jvp_f64(m: &[f64], e: &[f64], tangents: Tangents<'_, f64>, out: Out4<'_, MaybeUninit<f64>>) {
-    solve_jvp(solve_into_f64, m, e, tangents, out);
+    solve_jvp::<f64, _, BLOCK64>(m, e, tangents, out);
 }
 
 /// The `f32` twin of [`solve_jvp_f64`].
@@ -115,7 +147,7 @@ pub fn solve_jvp_f64(m: &[f64], e: &[f64], tangents: Tangents<'_, f64>, out: Out
 /// # Panics
 /// If the slices do not all have the same length.
 pub fn solve_jvp_f32(m: &[f32], e: &[f32], tangents: Tangents<'_, f32>, out: Out4<'_, MaybeUninit<f32>>) {
-    solve_jvp(solve_into_f32, m, e, tangents, out);
+    solve_jvp::<f32, _, BLOCK32>(m, e, tangents, out);
 }
 
 #[cfg(test)]
@@ -128,20 +160,20 @@ mod tests {
         let f = |k: f64, a: f64, b: f64| (0..n).map(|i| a + b * ((i as f64 + 1.0) * k).sin()).collect::<Vec<f64>>();
         let mut m = f(0.7, 0.0, 10.0);
         if n > 3 {
-            m[3] = 1e18; // the exact (Payne-Hanek) reduction inside a chunk
+            m[3] = 1e18; // the exact (Payne-Hanek) reduction inside a block
         }
         [m, f(0.3, 0.5, 0.4999), f(1.1, 0.0, 2.0), f(0.9, 0.0, 1.0)]
     }
 
-    /// Every length (chunks, blocks, remainders) gives the solver's and the tangent
+    /// Every length (both dtypes' blocks, remainders) gives the solver's and the tangent
     /// map's one-element results, bit for bit, in both dtypes.
     #[test]
     fn fused_matches_solver_and_tangent_at_every_length() {
-        for n in [0usize, 1, 5, 63, 64, 65, 255, 256, 257, 700] {
+        for n in [0usize, 1, 5, 63, 64, 65, 127, 128, 129, 255, 256, 257, 700] {
             let [m, e, dm, de] = inputs(n);
             let mut o = [vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n]];
             let [o0, o1, o2, o3] = &mut o;
-            solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (Tangent::Each(&dm), Tangent::Each(&de)), (o0, o1, o2, o3));
+            solve_jvp::<f64, f64, BLOCK64>(&m, &e, (Tangent::Each(&dm), Tangent::Each(&de)), (o0, o1, o2, o3));
             for i in 0..n {
                 let (s, c) = solve_one_f64(m[i], e[i]);
                 let (x, y) = tangent_one(dm[i], de[i], e[i], s, c);
@@ -151,7 +183,7 @@ mod tests {
             let (m, e, dm, de) = (g(&m), g(&e), g(&dm), g(&de));
             let mut p = [vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n], vec![f32::NAN; n]];
             let [p0, p1, p2, p3] = &mut p;
-            solve_jvp::<f32, f32>(solve_into_f32, &m, &e, (Tangent::Each(&dm), Tangent::Each(&de)), (p0, p1, p2, p3));
+            solve_jvp::<f32, f32, BLOCK32>(&m, &e, (Tangent::Each(&dm), Tangent::Each(&de)), (p0, p1, p2, p3));
             for i in 0..n {
                 let (s, c) = solve_one_f32(m[i], e[i]);
                 let (x, y) = tangent_one(dm[i], de[i], e[i], s, c);
@@ -169,7 +201,7 @@ mod tests {
         let (m, e) = ([1.0, f64::INFINITY, 1.0], [1.0, 0.5, f64::NAN]);
         let mut o = [[0.0f64; 3]; 4];
         let [o0, o1, o2, o3] = &mut o;
-        solve_jvp::<f64, f64>(solve_into_f64, &m, &e, (Tangent::Each(&[1.0; 3]), Tangent::All(1.0)), (o0, o1, o2, o3));
+        solve_jvp::<f64, f64, BLOCK64>(&m, &e, (Tangent::Each(&[1.0; 3]), Tangent::All(1.0)), (o0, o1, o2, o3));
         assert!(o.iter().flatten().all(|x| x.is_nan()), "{o:?}");
     }
 
@@ -179,7 +211,7 @@ mod tests {
         let mut o = [[0.0f64; 2]; 4];
         let [o0, o1, o2, o3] = &mut o;
         let t = (Tangent::Each(&[1.0][..]), Tangent::All(1.0));
-        solve_jvp::<f64, f64>(solve_into_f64, &[1.0, 2.0], &[0.5, 0.5], t, (o0, o1, o2, o3));
+        solve_jvp::<f64, f64, BLOCK64>(&[1.0, 2.0], &[0.5, 0.5], t, (o0, o1, o2, o3));
     }
 
     /// A scalar tangent gives what a slice of that value gives, bit for bit, with the
@@ -193,7 +225,7 @@ mod tests {
             let run = |t: Tangents<'_, f64>| {
                 let mut o = [vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n], vec![f64::NAN; n]];
                 let [o0, o1, o2, o3] = &mut o;
-                solve_jvp::<f64, f64>(solve_into_f64, &m, &e, t, (o0, o1, o2, o3));
+                solve_jvp::<f64, f64, BLOCK64>(&m, &e, t, (o0, o1, o2, o3));
                 o.map(|v| v.into_iter().map(f64::to_bits).collect::<Vec<_>>())
             };
             let dense = run((Tangent::Each(&dm), Tangent::Each(&vb)));

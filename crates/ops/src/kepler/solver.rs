@@ -160,8 +160,8 @@ const SIN32: [f32; 3] = [-0.166_666_64, 0.008_332_745, -0.000_195_873_61];
 const COS32: [f32; 3] = [0.041_666_664, -0.001_388_830_1, 0.000_024_547_608];
 
 /// Elements per block in the slice functions (512 bytes of each input).
-const BLOCK64: usize = 64;
-const BLOCK32: usize = 128;
+pub(crate) const BLOCK64: usize = 64;
+pub(crate) const BLOCK32: usize = 128;
 
 /// An array of `f64` constants rounded to `f32` (in a `const`, at compile time).
 const fn to_f32<const N: usize, const K: usize>(c: &[f64; N]) -> [f32; K] {
@@ -179,7 +179,7 @@ const fn to_f32<const N: usize, const K: usize>(c: &[f64; N]) -> [f32; K] {
 
 /// What the solver needs of a float type: arithmetic, its constants, and the
 /// three steps that depend on the bit layout or on the reduction's precision.
-trait Real:
+pub(crate) trait Real:
     Copy
     + 'static
     + PartialOrd
@@ -584,17 +584,22 @@ fn kernel<T: Real, const F: bool>(m_in: T, e: T) -> (T, T, T) {
 
 /// `(sin E, cos E)` of one element, NaN outside the domain.
 #[inline(always)]
-fn solve_masked<T: Real, const F: bool>(m: T, e: T) -> (T, T) {
+pub(crate) fn solve_masked<T: Real, const F: bool>(m: T, e: T) -> (T, T) {
     let (_, s, c) = kernel::<T, F>(m, e);
     let ok = valid(m, e);
     (mask(ok, s), mask(ok, c))
 }
 
-/// One block of `L` elements, stage by stage.
+/// One block of `L` elements, stage by stage; `out(i, sin E, cos E)` takes element
+/// `i`'s results (NaN outside the domain) as the last stage computes them, so a
+/// caller's own work on them and its stores run in that loop (the fused JVP writes
+/// its four outputs there: one streaming pass, no burst of stores after a chunk).
 #[inline(always)]
-fn block<T: Real, const F: bool, S: Slot<T>, const L: usize>(m: &[T], e: &[T], sin_e: &mut [S], cos_e: &mut [S]) {
-    let (m, e): (&[T; L], &[T; L]) = (m.try_into().unwrap(), e.try_into().unwrap());
-    let (sin_e, cos_e): (&mut [S; L], &mut [S; L]) = (sin_e.try_into().unwrap(), cos_e.try_into().unwrap());
+pub(crate) fn block_with<T: Real, const F: bool, const L: usize>(
+    m: &[T; L],
+    e: &[T; L],
+    mut out: impl FnMut(usize, T, T),
+) {
     let z = [T::ZERO; L];
     let (mut mr, mut d, mut q, mut r, mut y) = (z, z, z, z, z);
     for i in 0..L {
@@ -620,9 +625,19 @@ fn block<T: Real, const F: bool, S: Slot<T>, const L: usize>(m: &[T], e: &[T], s
     for i in 0..L {
         let (_, s, c) = stage4::<T, F>(mr[i], e[i], e1[i], s1[i], c1[i], f0[i], f1[i]);
         let ok = valid(m[i], e[i]);
-        sin_e[i].put(mask(ok, s));
-        cos_e[i].put(mask(ok, c));
+        out(i, mask(ok, s), mask(ok, c));
     }
+}
+
+/// One block of `L` elements into `(sin E, cos E)`.
+#[inline(always)]
+fn block<T: Real, const F: bool, S: Slot<T>, const L: usize>(m: &[T], e: &[T], sin_e: &mut [S], cos_e: &mut [S]) {
+    let (m, e): (&[T; L], &[T; L]) = (m.try_into().unwrap(), e.try_into().unwrap());
+    let (sin_e, cos_e): (&mut [S; L], &mut [S; L]) = (sin_e.try_into().unwrap(), cos_e.try_into().unwrap());
+    block_with::<T, F, L>(m, e, |i, s, c| {
+        sin_e[i].put(s);
+        cos_e[i].put(c);
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -711,25 +726,6 @@ pub fn solve_f64(m: &[f64], e: &[f64], sin_e: &mut [MaybeUninit<f64>], cos_e: &m
 /// If the four slices do not all have the same length.
 pub fn solve_f32(m: &[f32], e: &[f32], sin_e: &mut [MaybeUninit<f32>], cos_e: &mut [MaybeUninit<f32>]) {
     solve::<f32, BLOCK32>(m, e, sin_e, cos_e, solve_one_f32);
-}
-
-/// [`solve_f64`] into initialized slices (the fused JVP solves a chunk into the
-/// stack, then reads it back for the tangent). Bit-identical to [`solve_f64`].
-///
-/// # Panics
-/// If the four slices do not all have the same length.
-pub(crate) fn solve_into_f64(m: &[f64], e: &[f64], sin_e: &mut [f64], cos_e: &mut [f64]) {
-    check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
-    solve_dispatch::<f64, f64, BLOCK64>(m, e, sin_e, cos_e);
-}
-
-/// The `f32` twin of [`solve_into_f64`].
-///
-/// # Panics
-/// If the four slices do not all have the same length.
-pub(crate) fn solve_into_f32(m: &[f32], e: &[f32], sin_e: &mut [f32], cos_e: &mut [f32]) {
-    check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
-    solve_dispatch::<f32, f32, BLOCK32>(m, e, sin_e, cos_e);
 }
 
 /// One element of [`solve_f64`]: returns `(sin E, cos E)` (NaNs outside the

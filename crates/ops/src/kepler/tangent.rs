@@ -132,32 +132,6 @@ pub fn apply_f32(dir: Direction, lin: Linear<'_, f32>, at: Point<'_, f32>, out: 
 /// The four outputs of the fused forward + tangent: `(sin E, cos E, d sin E, d cos E)`.
 pub type Out4<'a, S> = (&'a mut [S], &'a mut [S], &'a mut [S], &'a mut [S]);
 
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]
-fn jvp_dispatch<T: Real, S: Slot<T>>((a, b): Linear<'_, T>, (e, s, c): Point<'_, T>, (o0, o1, o2, o3): Out4<'_, S>) {
-    let n = a.len();
-    let (b, e, s, c) = (&b[..n], &e[..n], &s[..n], &c[..n]);
-    let (o0, o1, o2, o3) = (&mut o0[..n], &mut o1[..n], &mut o2[..n], &mut o3[..n]);
-    for i in 0..n {
-        let (x, y) = tangent_one(a[i], b[i], e[i], s[i], c[i]);
-        o0[i].put(s[i]);
-        o1[i].put(c[i]);
-        o2[i].put(x);
-        o3[i].put(y);
-    }
-}
-
-/// Writes `(sin E, cos E)` and the tangent map of `(dM, de)` at `(e, sin E, cos E)`:
-/// the second half of the fused forward + tangent (`super::jvp`).
-///
-/// # Panics
-/// If the nine slices do not all have the same length.
-pub(crate) fn write_jvp<T: Real, S: Slot<T>>(lin: Linear<'_, T>, at: Point<'_, T>, out: Out4<'_, S>) {
-    let n = [lin.0.len(), lin.1.len(), at.0.len(), at.1.len(), at.2.len(), out.0.len(), out.1.len()];
-    check_lengths(n);
-    assert!(out.2.len() == n[0] && out.3.len() == n[0], "kepler tangent: slice lengths differ");
-    jvp_dispatch(lin, at, out);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
