@@ -21,9 +21,10 @@
 //! that are combined by a fixed pairwise tree at the end of the row. The lanes are
 //! what lets LLVM vectorize the reductions without fast-math; the same order holds
 //! in the AVX2+FMA copies that `multiversion` compiles of the public functions (and
-//! in the AVX-512 copies of the bf16 forward's row loops), so results do not depend
-//! on the CPU the code runs on, but for the payload of a NaN where two NaNs meet in
-//! a multiply (x86 keeps the first operand's, and LLVM may commute the operands).
+//! in the AVX-512 and AVX-512 BF16 copies of the bf16 forward's row loops), so
+//! results do not depend on the CPU the code runs on, but for the payload of a NaN
+//! where two NaNs meet in a multiply (x86 keeps the first operand's, and LLVM may
+//! commute the operands).
 //!
 //! # Layout of the code
 //!
@@ -35,7 +36,9 @@
 //! each monomorphisation (no run-time cost):
 //! - `bf16` is converted with bit operations (a 16-bit shift to widen; round to
 //!   nearest even, NaN kept quiet, to narrow), which vectorize (in `convert.rs`,
-//!   tested bit for bit against `half`);
+//!   tested bit for bit against `half`); where the CPU has AVX-512 BF16 the
+//!   forward narrows with `vcvtne2ps2bf16` instead, the same bits (see
+//!   `bf16_avx512.rs`);
 //! - `f16` goes through `half`'s slice conversions, which use F16C when the CPU
 //!   has it (detected at run time) — faster here than a branch-free bit-level
 //!   conversion, which needs some twenty vector operations per eight values;
@@ -297,7 +300,7 @@ fn sum_sq_pairs<T: Float, A: AccFloat>(x: &[T]) -> A {
 
 /// Overwrites a `bf16` row (as `T`) with `xy * r * w` in the pair layout (`w` from
 /// [`pair_weight`]), each chunk narrowed by `narrow` ([`narrow_pairs`], or the
-/// AVX-512 BF16 one of [`bf16_avx512`]: the same bits).
+/// AVX-512 BF16 one of `bf16_avx512.rs`: the same bits).
 #[inline(always)]
 fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A, narrow: impl Fn(&[A; L]) -> [T; L]) {
     let mut xc = xy.chunks_exact_mut(L);
@@ -371,7 +374,7 @@ fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
 }
 
 /// [`pair_rows_inplace_body`], compiled also for AVX-512 with BF16 (narrowing with
-/// `vcvtne2ps2bf16`, see [`bf16_avx512`]), for AVX-512 without it (with BW: LLVM
+/// `vcvtne2ps2bf16`, see `bf16_avx512.rs`), for AVX-512 without it (with BW: LLVM
 /// packs the pair words with one `vpermt2w`) and for AVX2+FMA, chosen at run time;
 /// every copy gives the same bits (lane-wise integer operations or the exact
 /// instruction, plain IEEE multiplies and adds in a fixed order). The AVX-512

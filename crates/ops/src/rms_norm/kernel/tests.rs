@@ -428,7 +428,7 @@ fn pair_narrowing_matches_half() {
     }
 }
 
-/// [`bf16_avx512::narrow`] where the CPU has AVX-512 BF16 (the dispatch picks the
+/// `bf16_avx512::narrow` where the CPU has AVX-512 BF16 (the dispatch picks the
 /// copy compiled for it), else `None`.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx512bf16"))]
 fn narrow_pairs_bf16_instr(src: &[f32; L]) -> Option<[bf16; L]> {
