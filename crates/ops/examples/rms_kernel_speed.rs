@@ -74,10 +74,11 @@ fn main() {
     let rows_list: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("rows")).collect();
     let rows_list = if rows_list.is_empty() { vec![16, 8192] } else { rows_list };
     let only: Option<usize> = std::env::var("RMS_ONLY").ok().map(|v| v.parse().expect("RMS_ONLY"));
+    let scale: usize = std::env::var("RMS_REPS").ok().map_or(1, |v| v.parse().expect("RMS_REPS"));
     for rows in rows_list {
         let (mut b, mut f) = (Case::<bf16>::new(rows), Case::<f32>::new(rows));
         let len = rows * N;
-        let reps = (64 * 4096 * 100 / len).max(3);
+        let reps = (64 * 4096 * 100 / len).max(3) * scale;
         let mut t: [Vec<f64>; 6] = Default::default();
         for _ in 0..15 {
             // RMS_ONLY=k runs only kernel k (0..6, in the order printed).

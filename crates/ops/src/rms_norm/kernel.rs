@@ -21,9 +21,10 @@
 //! that are combined by a fixed pairwise tree at the end of the row. The lanes are
 //! what lets LLVM vectorize the reductions without fast-math; the same order holds
 //! in the AVX2+FMA copies that `multiversion` compiles of the public functions (and
-//! in the AVX-512 copies of the bf16 forward's row loops), so results do not depend
-//! on the CPU the code runs on, but for the payload of a NaN where two NaNs meet in
-//! a multiply (x86 keeps the first operand's, and LLVM may commute the operands).
+//! in the AVX-512 and AVX-512 BF16 copies of the bf16 forward's row loops), so
+//! results do not depend on the CPU the code runs on, but for the payload of a NaN
+//! where two NaNs meet in a multiply (x86 keeps the first operand's, and LLVM may
+//! commute the operands).
 //!
 //! # Layout of the code
 //!
@@ -35,7 +36,9 @@
 //! each monomorphisation (no run-time cost):
 //! - `bf16` is converted with bit operations (a 16-bit shift to widen; round to
 //!   nearest even, NaN kept quiet, to narrow), which vectorize (in `convert.rs`,
-//!   tested bit for bit against `half`);
+//!   tested bit for bit against `half`); where the CPU has AVX-512 BF16 the
+//!   forward narrows with `vcvtne2ps2bf16` instead, the same bits (see
+//!   `bf16_avx512.rs`);
 //! - `f16` goes through `half`'s slice conversions, which use F16C when the CPU
 //!   has it (detected at run time) — faster here than a branch-free bit-level
 //!   conversion, which needs some twenty vector operations per eight values;
@@ -49,9 +52,12 @@ use crate::slot::Slot;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use multiversion::multiversion;
+use multiversion::target::match_target;
 
 use super::convert::{bf16_bits_to_f32, bf16_pair_to_f32, f32_to_bf16_bits, f32_to_bf16_pair};
 
+#[cfg(target_arch = "x86_64")]
+mod bf16_avx512;
 #[cfg(test)]
 mod tests;
 
@@ -293,14 +299,15 @@ fn sum_sq_pairs<T: Float, A: AccFloat>(x: &[T]) -> A {
 }
 
 /// Overwrites a `bf16` row (as `T`) with `xy * r * w` in the pair layout (`w` from
-/// [`pair_weight`]).
+/// [`pair_weight`]), each chunk narrowed by `narrow` ([`narrow_pairs`], or the
+/// AVX-512 BF16 one of `bf16_avx512.rs`: the same bits).
 #[inline(always)]
-fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A) {
+fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A, narrow: impl Fn(&[A; L]) -> [T; L]) {
     let mut xc = xy.chunks_exact_mut(L);
     let mut wc = w.chunks_exact(L);
     for (xs, ws) in (&mut xc).zip(&mut wc) {
         let v = scale(load_pairs::<T, A>(arr(xs)), *arr(ws), r);
-        xs.copy_from_slice(&narrow_pairs::<T, A>(&v));
+        xs.copy_from_slice(&narrow(&v));
     }
     // The weight's last chunk, padded by `pair_weight`, goes with the row's tail.
     let xs = xc.into_remainder();
@@ -309,20 +316,27 @@ fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A) {
         let mut buf = [T::default(); L];
         buf[..len].copy_from_slice(xs);
         let v = scale(load_pairs::<T, A>(&buf), *arr(ws), r);
-        xs.copy_from_slice(&narrow_pairs::<T, A>(&v)[..len]);
+        xs.copy_from_slice(&narrow(&v)[..len]);
     }
 }
 
 /// Writes `y = x * r * w` for one row, `x` and `y` both `bf16` (as `X`, `Y`), in
-/// the pair layout (`w` from [`pair_weight`]).
+/// the pair layout (`w` from [`pair_weight`]), narrowed by `narrow` (as in
+/// [`scale_row_pairs_inplace`]).
 #[inline(always)]
-fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::Acc, y: &mut [O]) {
+fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(
+    x: &[X],
+    w: &[Y::Acc],
+    r: Y::Acc,
+    y: &mut [O],
+    narrow: impl Fn(&[Y::Acc; L]) -> [Y; L],
+) {
     let mut xc = x.chunks_exact(L);
     let mut wc = w.chunks_exact(L);
     let mut yc = y.chunks_exact_mut(L);
     for ((xs, ws), ys) in (&mut xc).zip(&mut wc).zip(&mut yc) {
         let v = scale(load_pairs::<X, Y::Acc>(arr(xs)), *arr(ws), r);
-        for (d, s) in ys.iter_mut().zip(narrow_pairs::<Y, Y::Acc>(&v)) {
+        for (d, s) in ys.iter_mut().zip(narrow(&v)) {
             d.put(s);
         }
     }
@@ -332,7 +346,7 @@ fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::
         let mut buf = [X::default(); L];
         buf[..xs.len()].copy_from_slice(xs);
         let v = scale(load_pairs::<X, Y::Acc>(&buf), *arr(ws), r);
-        for (d, s) in ys.iter_mut().zip(narrow_pairs::<Y, Y::Acc>(&v)) {
+        for (d, s) in ys.iter_mut().zip(narrow(&v)) {
             d.put(s);
         }
     }
@@ -340,30 +354,47 @@ fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::
 
 /// The rows of a `bf16` forward in place, in the pair layout (`w` from
 /// [`pair_weight`], `n > 0`): `inv_rms` of each row, then the row overwritten
-/// with `x * inv_rms * w`. Portable; [`pair_rows_inplace`] runs it compiled for
-/// AVX-512 where the CPU has it.
+/// with `x * inv_rms * w`, each chunk narrowed by `narrow`. Portable with
+/// [`narrow_pairs`]; [`pair_rows_inplace`] runs it compiled for AVX-512 where the
+/// CPU has it (with the AVX-512 BF16 narrowing where it has that too).
 #[inline(always)]
-fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
+fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
+    xy: &mut [T],
+    w: &[T::Acc],
+    n: usize,
+    eps: T::Acc,
+    inv: &mut [I],
+    narrow: impl Fn(&[T::Acc; L]) -> [T; L] + Copy,
+) {
     for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
         let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
         ir.put(r);
-        scale_row_pairs_inplace(row, w, r);
+        scale_row_pairs_inplace(row, w, r, narrow);
     }
 }
 
-/// [`pair_rows_inplace_body`], compiled also for AVX-512 (with BW: LLVM packs the
-/// pair words with one `vpermt2w`) and for AVX2+FMA, chosen at run time; every
-/// copy gives the same bits (lane-wise integer operations, plain IEEE multiplies
-/// and adds in a fixed order). The AVX-512 copy is for these loops only: on the
-/// natural layout of `f32` rows LLVM's 512-bit cost model picks gathers and
-/// scatters, several times slower.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma"))]
+/// [`pair_rows_inplace_body`], compiled also for AVX-512 with BF16 (narrowing with
+/// `vcvtne2ps2bf16`, see `bf16_avx512.rs`), for AVX-512 without it (with BW: LLVM
+/// packs the pair words with one `vpermt2w`) and for AVX2+FMA, chosen at run time;
+/// every copy gives the same bits (lane-wise integer operations or the exact
+/// instruction, plain IEEE multiplies and adds in a fixed order). The AVX-512
+/// copies are for these loops only: on the natural layout of `f32` rows LLVM's
+/// 512-bit cost model picks gathers and scatters, several times slower.
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx512bf16+avx2+fma",
+    "x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma",
+    "x86_64+avx2+fma"
+))]
 fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
-    pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv);
+    match_target! {
+        "x86_64+avx512bf16" => bf16_avx512::pair_rows_inplace::<T, I>(xy, w, n, eps, inv),
+        _ => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>),
+    }
 }
 
 /// The rows of a `bf16` forward out of place, in the pair layout (as
-/// [`pair_rows_inplace_body`], writing `y`). Portable; see [`pair_rows`].
+/// [`pair_rows_inplace_body`], writing `y`). Portable with [`narrow_pairs`]; see
+/// [`pair_rows`].
 #[inline(always)]
 fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     x: &[X],
@@ -372,16 +403,21 @@ fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     eps: Y::Acc,
     y: &mut [O],
     inv: &mut [I],
+    narrow: impl Fn(&[Y::Acc; L]) -> [Y; L] + Copy,
 ) {
     for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
         let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
         ir.put(r);
-        scale_row_pairs::<X, Y, O>(xr, w, r, yr);
+        scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow);
     }
 }
 
 /// [`pair_rows_body`], compiled as [`pair_rows_inplace`] is.
-#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma"))]
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx512bf16+avx2+fma",
+    "x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma",
+    "x86_64+avx2+fma"
+))]
 fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     x: &[X],
     w: &[Y::Acc],
@@ -390,7 +426,10 @@ fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     y: &mut [O],
     inv: &mut [I],
 ) {
-    pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv);
+    match_target! {
+        "x86_64+avx512bf16" => bf16_avx512::pair_rows::<X, Y, O, I>(x, w, n, eps, y, inv),
+        _ => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>),
+    }
 }
 
 // ---------------------------------------------------------------------------

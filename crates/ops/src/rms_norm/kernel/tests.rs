@@ -428,6 +428,63 @@ fn pair_narrowing_matches_half() {
     }
 }
 
+/// `bf16_avx512::narrow` where the CPU has AVX-512 BF16 (the dispatch picks the
+/// copy compiled for it), else `None`.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx512bf16"))]
+fn narrow_pairs_bf16_instr(src: &[f32; L]) -> Option<[bf16; L]> {
+    match_target! {
+        "x86_64+avx512bf16" => Some(bf16_avx512::narrow::<bf16, f32>(src)),
+        _ => {
+            let _ = src;
+            None
+        }
+    }
+}
+
+/// Whether this CPU has AVX-512 BF16 (and the other features of its copies).
+fn has_avx512_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") && has!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The AVX-512 BF16 narrowing (`vcvtne2ps2bf16`, and the integer rounding for a
+/// chunk that holds a subnormal, which the instruction reads as zero) gives
+/// `half`'s `bf16` bits on every rounding case (NaNs, infinities, overflow and
+/// subnormals included), in both halves of a pair word. On a CPU without AVX-512
+/// BF16 it checks only that the dispatch found none.
+#[test]
+fn avx512_bf16_narrowing_matches_half() {
+    let inputs = super::super::convert::tests::narrowing_inputs();
+    let (mut by_instruction, mut with_subnormal) = (0, 0);
+    for shift in [0, 1] {
+        for start in (0..inputs.len()).step_by(L) {
+            let wide = chunk_of(&inputs, start + shift, 0.0);
+            let Some(b) = narrow_pairs_bf16_instr(&pair(wide)) else {
+                assert!(!has_avx512_bf16(), "the CPU has AVX-512 BF16 but its copy was not dispatched");
+                return;
+            };
+            if wide.iter().any(|v| v.is_subnormal()) {
+                with_subnormal += 1;
+            } else {
+                by_instruction += 1;
+            }
+            for i in 0..L {
+                let what = format!("{:e} ({:#010x})", wide[i], wide[i].to_bits());
+                assert_eq!(b[i].to_bits(), bf16::from_f32(wide[i]).to_bits(), "bf16 of {what}");
+            }
+        }
+    }
+    assert!(
+        by_instruction > 1000 && with_subnormal > 100,
+        "{by_instruction} chunks by the instruction, {with_subnormal} with a subnormal"
+    );
+}
+
 /// The bf16 forward (pair layout, in place and out of place) gives the bits of the
 /// natural layout's row functions, on rows with NaNs, infinities, subnormals and
 /// partial chunks, with a bf16 and an f32 weight.
@@ -493,7 +550,8 @@ fn bits_nan_as_one<T: Float>(v: &[T]) -> Vec<u64> {
     v.iter().map(|t| if t.to_f64().is_nan() { u64::MAX } else { t.to_f64().to_bits() }).collect()
 }
 
-/// The dispatched bf16 row loops (on a CPU with AVX-512, its copy) give the bits of
+/// The dispatched bf16 row loops (on a CPU with AVX-512, its copy; with AVX-512
+/// BF16 too, the copy that narrows with `vcvtne2ps2bf16`) give the bits of
 /// the portable ones (compiled here for baseline x86-64, the fallback of CPUs
 /// without it), in place and out of place, over every `bf16` value as input, rows
 /// whose width is and is not a multiple of the chunk, and a random `f32` weight
@@ -509,7 +567,7 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
         let w = pair_weight(&Lcg(70 + k as u64).vec::<f32>(n));
         let eps = 1e-5f32;
         let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
-        pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv);
+        pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv, narrow_pairs::<bf16, f32>);
         let (want_bits, want_inv_bits) = (bits_nan_as_one(&want), bits_nan_as_one(&want_inv));
         let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
         pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
@@ -520,7 +578,7 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
             if dispatched {
                 pair_rows::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
             } else {
-                pair_rows_body::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
+                pair_rows_body::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv, narrow_pairs::<bf16, f32>);
             }
             assert!(bits_nan_as_one(&y) == want_bits, "n={n}: out of place (dispatched {dispatched}), y");
             assert!(bits_nan_as_one(&y_inv) == want_inv_bits, "n={n}: out of place (dispatched {dispatched}), inv");
