@@ -403,21 +403,27 @@ fn numpy_c_type<'py>(numpy: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<B
 ///   with `nin` inputs for the operands and `nout` outputs for the results;
 /// * every buffer is host memory of one element type that NumPy has as a
 ///   built-in numeric dtype (no object, string or user-defined dtype), with the
-///   same dimensions and at least one element. Operands may alias results
-///   (`input_output_aliases`): NumPy handles overlapping inputs and outputs;
+///   same dimensions and at least one element;
 /// * `ufunc.types` lists a loop of exactly that dtype for every input and output
 ///   (so `frompyfunc` ufuncs, whose loops are object loops, are declined).
 ///
+/// Operands that share memory with a result (`input_output_aliases`) are declined
+/// too: a call that raised is run again by the caller on copies of the operands,
+/// which must still hold their values.
+///
 /// Why no Python code can see the arrays over XLA's memory: they are exact
-/// `numpy.ndarray`s (no `__array_ufunc__` override), handed straight to the
-/// ufunc's C code by vectorcall, from no Python frame; the loop NumPy picks for
-/// those dtypes under `casting="no"` receives raw pointers, not arrays; NumPy
-/// arrays are not tracked by the garbage collector, which is disabled meanwhile
-/// (so no `__del__` runs from a collection). After the call the arrays are
-/// dropped and the memoryviews under them released; should one still be
-/// exported (Python code reached an array anyway, say a warnings hook scanning
-/// `gc.get_objects()` for NumPy's internal tuples), the process is aborted
-/// rather than leave an array over memory XLA reuses.
+/// `numpy.ndarray`s (no `__array_ufunc__` override), handed to the ufunc's C code
+/// from no Python frame; the loop NumPy picks for those dtypes under
+/// `casting="no"` receives raw pointers, not arrays; floating-point errors raise
+/// `FloatingPointError` from C (`numpy.errstate(all="raise")` is entered around
+/// the call) instead of running the warnings machinery or an error callback, and
+/// the garbage collector is disabled meanwhile (so no `__del__` of garbage runs).
+/// The caller that gets [`UfuncCall::Raised`] can run the ufunc again on copies
+/// under its own error state, for its warnings and messages. After the call every
+/// array and memoryview must be referenced by this function alone, and the views
+/// are released; should one be referenced elsewhere (only if NumPy itself was
+/// replaced or changed), the process aborts rather than leave an array over
+/// memory that XLA reuses.
 pub fn call_ufunc(
     py: Python<'_>,
     ufunc: &Bound<'_, PyAny>,
@@ -503,6 +509,40 @@ impl Drop for GcPaused<'_> {
     }
 }
 
+/// `numpy.errstate(all="raise")`, entered while this lives: a floating-point error
+/// raises `FloatingPointError` from C instead of running the warnings machinery
+/// (whose hooks are Python code) or an error callback.
+struct RaiseOnFpErrors<'py>(Bound<'py, PyAny>);
+
+impl<'py> RaiseOnFpErrors<'py> {
+    fn new(py: Python<'py>, numpy: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(pyo3::intern!(py, "all"), pyo3::intern!(py, "raise"))?;
+        let state = numpy.getattr(pyo3::intern!(py, "errstate"))?.call((), Some(&kwargs))?;
+        state.call_method0(pyo3::intern!(py, "__enter__"))?;
+        Ok(RaiseOnFpErrors(state))
+    }
+}
+
+impl Drop for RaiseOnFpErrors<'_> {
+    fn drop(&mut self) {
+        let none = self.0.py().None();
+        let _ = self.0.call_method1(pyo3::intern!(self.0.py(), "__exit__"), (&none, &none, &none));
+    }
+}
+
+/// Aborts the process: an array over XLA's memory is still referenced after the
+/// ufunc call (which [`call_ufunc`] rules out; reached only if NumPy itself was
+/// replaced or changed), and nothing can take it back.
+#[cold]
+fn escaped() -> ! {
+    eprintln!(
+        "xla_ffi::python::call_ufunc: an array over XLA's memory outlived the ufunc call; aborting \
+         rather than let it read or write memory that XLA reuses"
+    );
+    std::process::abort()
+}
+
 fn run_ufunc(
     py: Python<'_>,
     ufunc: &Bound<'_, PyAny>,
@@ -510,54 +550,58 @@ fn run_ufunc(
     operands: &[Buffer<'_, AnyType>],
     results: &mut [ResultBuffer<'_, AnyType>],
 ) -> UfuncCall {
+    let numpy = match py.import(pyo3::intern!(py, "numpy")) {
+        Ok(numpy) => numpy.into_any(),
+        Err(e) => return UfuncCall::Raised(e),
+    };
+    // Entered before any object over XLA's memory exists, left after the last is gone.
+    let _raise = match RaiseOnFpErrors::new(py, &numpy) {
+        Ok(raise) => raise,
+        Err(e) => return UfuncCall::Raised(e),
+    };
     // No collection (so no `__del__` of garbage) while objects over XLA's memory exist.
     let _gc = GcPaused::new(py);
     let mut views: Vec<Bound<'_, PyAny>> = Vec::with_capacity(operands.len() + results.len());
+    let mut arrays: Vec<Bound<'_, PyAny>> = Vec::with_capacity(operands.len() + results.len());
     let outcome = (|| -> PyResult<UfuncCall> {
-        let numpy = py.import(pyo3::intern!(py, "numpy"))?;
-        let Some(ndarray) = numpy_c_type(numpy.as_any(), "ndarray")? else {
+        let Some(ndarray) = numpy_c_type(&numpy, "ndarray")? else {
             return Ok(UfuncCall::Declined);
         };
         let n_in = operands.len();
         for b in operands {
-            let ptr = b.as_ptr().cast::<u8>().cast_mut();
-            if ptr.is_null() {
-                return Ok(UfuncCall::Declined);
-            }
-            // SAFETY: host memory (checked by `prepare_ufunc`) of `size_bytes` bytes
-            // that XLA keeps alive for the call; only read, through a read-only view.
-            // It may overlap a result (`input_output_aliases`), which NumPy handles (it
-            // checks its inputs and outputs for overlap and buffers where needed); no
-            // Rust reference to such memory exists meanwhile: an operand that overlaps
-            // a result never hands out a slice, and `results` is borrowed mutably
-            // here. The view is released before `call_ufunc` returns (else the process
-            // aborts), and no Python code can reach it meanwhile (see `call_ufunc`).
-            views.push(unsafe { memoryview(py, ptr, b.size_bytes(), false) }?);
+            let Ok(bytes) = b.as_bytes() else {
+                return Ok(UfuncCall::Declined); // shares memory with a result
+            };
+            // SAFETY: the operand's bytes live for the whole call and nothing writes
+            // them (no result overlaps them: checked by `as_bytes`); the view is
+            // read-only. It and the array over it are gone before `call_ufunc` returns
+            // (else the process aborts), and no Python code can reach them meanwhile
+            // (see `call_ufunc`).
+            views.push(unsafe { memoryview(py, bytes.as_ptr().cast_mut(), bytes.len(), false) }?);
         }
         for b in results.iter_mut() {
-            let (ptr, n) = (b.as_mut_ptr().cast::<u8>(), b.size_bytes());
-            if ptr.is_null() {
-                return Ok(UfuncCall::Declined);
-            }
-            // SAFETY: host memory of `n` bytes that XLA keeps alive for the call and
-            // lets this call write; `results` stays mutably borrowed until the view is
-            // released, so no Rust reference to it exists meanwhile, and only NumPy's
-            // C loop writes it (overlaps handled as above). Released as above.
-            views.push(unsafe { memoryview(py, ptr, n, true) }?);
+            let Ok(bytes) = b.as_uninit_bytes() else {
+                return Ok(UfuncCall::Declined); // shares memory with another buffer
+            };
+            // SAFETY: the result's bytes live for the whole call and overlap no other
+            // buffer (checked by `as_uninit_bytes`); `results` stays mutably borrowed
+            // until the view is gone, so NumPy's C loop is the only writer, and it
+            // only writes (no input overlaps). MaybeUninit<u8> has the layout of u8.
+            // Gone before `call_ufunc` returns, as above.
+            views.push(unsafe { memoryview(py, bytes.as_mut_ptr().cast(), bytes.len(), true) }?);
         }
         let len = operands[0].len();
-        let mut arrays = Vec::with_capacity(views.len());
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(pyo3::intern!(py, "dtype"), dtype)?;
         for (i, view) in views.iter().enumerate() {
-            let kwargs = PyDict::new(py);
-            kwargs.set_item(pyo3::intern!(py, "dtype"), dtype)?;
             kwargs.set_item(pyo3::intern!(py, "buffer"), view)?;
             let array = ndarray.call(((len,),), Some(&kwargs))?;
-            drop(kwargs);
             if i < n_in {
                 array.call_method1(pyo3::intern!(py, "setflags"), (false,))?;
             }
             arrays.push(array);
         }
+        drop(kwargs);
         // The loop for exactly this dtype: `frompyfunc` and object loops are not it.
         let char: String =
             arrays[0].getattr(pyo3::intern!(py, "dtype"))?.getattr(pyo3::intern!(py, "char"))?.extract()?;
@@ -570,21 +614,24 @@ fn run_ufunc(
         casting.set_item(pyo3::intern!(py, "casting"), pyo3::intern!(py, "no"))?;
         let args = PyTuple::new(py, &arrays)?;
         let called = ufunc.call(&args, Some(&casting)).map(drop);
-        drop((args, casting, arrays));
+        drop((args, casting));
         Ok(match called {
             Ok(()) => UfuncCall::Done,
             Err(e) => UfuncCall::Raised(e),
         })
     })();
-    // Every array is gone: a view still exported means Python code holds an array
-    // over XLA's memory, which nothing can take back.
+    // Nothing but `arrays` may refer to an array now, and nothing but `views` and
+    // the arrays' bases to a view: else Python code holds an array over XLA's
+    // memory, which nothing can take back. (An array made with `buffer=` keeps no
+    // buffer export of its view, so `release()` alone would not tell.)
+    for array in arrays {
+        if refcount(&array) != 1 {
+            escaped();
+        }
+    }
     for view in views {
-        if view.call_method0(pyo3::intern!(py, "release")).is_err() {
-            eprintln!(
-                "xla_ffi::python::call_ufunc: an array over XLA's memory outlived the ufunc call; aborting \
-                 rather than let it read or write memory that XLA reuses"
-            );
-            std::process::abort();
+        if refcount(&view) != 1 || view.call_method0(pyo3::intern!(py, "release")).is_err() {
+            escaped();
         }
     }
     outcome.unwrap_or_else(UfuncCall::Raised)
