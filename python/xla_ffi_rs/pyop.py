@@ -33,7 +33,12 @@ reuses after the call, so the function may keep any array it is given (in a
 global, as a slice, as a memoryview) and read or write it later. The price is
 one copy of each operand and each result per call (memcpy speed; see the
 README's cost table). Copies of 128 KiB or more are made into arrays from a pool,
-reused only once nothing the function kept refers to them.
+reused only once nothing the function kept refers to them. One exception, where no
+Python code can see an array at all: from 4096 elements, a function that is exactly a
+``numpy.ufunc`` (no parameters, not ``takes_outputs``), on operands and results of one
+shape and one built-in numeric dtype with a loop of exactly that dtype, runs on XLA's
+buffers with no copy (``xla_ffi::python::call_ufunc``; docs/python_op.md says how
+that is made safe); anything else, and a call that raised, takes the copies.
 
 Rules:
 

@@ -20,7 +20,11 @@
 //! wrapper (no static parameters, output arrays or sharding) registers its function
 //! as `direct` too, and the handler calls `function(*operands)` itself, checking and
 //! copying exact arrays here (see [`Direct`]): one Python frame less per call, and
-//! no tuples to build and take apart. No Python code ever sees
+//! no tuples to build and take apart. An op whose function is a NumPy ufunc
+//! without parameters registers it as `ufunc` too, and calls that get output
+//! arrays first offer it [`xla_ffi::python::call_ufunc`], which runs it on XLA's own
+//! buffers where it can prove that no Python code sees them (else the copying path
+//! below runs). No Python code ever sees
 //! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
 //! taken from a pool and given back after the call unless something the function
 //! kept still refers to them (a fresh allocation that large is an `mmap`, and
