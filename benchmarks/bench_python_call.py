@@ -4,13 +4,19 @@ The function is ``np.sin`` on float64. Contenders, each jitted, called from
 Python and blocked on, measured interleaved (one batch of each in turn, per
 round; the table gives the median over rounds):
 
-* ``python_op``: ours, the function returns its result (copied into XLA's buffer);
-* ``python_op out``: ours with ``takes_outputs=True``, ``np.sin(x, out=out)``
-  writes into an output array, copied into XLA's result buffer;
+* ``python_op``: ours on ``np.sin``, an exact ``numpy.ufunc``: at N = 1 it is called
+  directly from Rust on a copy of the operand and its result is copied into XLA's
+  buffer; from 4096 elements (N = 1e5, 1e6) it runs on XLA's own buffers with no
+  copy (``xla_ffi::python::call_ufunc``, see docs/python_op.md);
+* ``python_op out``: ours with ``takes_outputs=True``, ``np.sin(x, out=out)`` (a
+  lambda, so never in place): the operand is copied in, ``out`` is a pooled array,
+  copied into XLA's result buffer;
 * ``nonlinear_op``: ours from ``np.sin`` and NumPy JVP and VJP functions, the
-  one-call constructor that matches JAXbind's ``get_nonlinear_call``;
+  one-call constructor that matches JAXbind's ``get_nonlinear_call``; its primal is
+  the ufunc itself, so it takes ``python_op``'s paths;
 * ``linear_op``: ours from ``2 x`` (``np.multiply(x, 2.0)``, the ufunc call of JAXbind's
-  contender) and its transpose (``get_linear_call``'s match);
+  contender, inside a Python function: copies) and its transpose (``get_linear_call``'s
+  match);
 * ``jaxbind``: JAXbind 1.x (``get_nonlinear_call``; writes into its outputs), and
   ``jaxbind linear`` (``get_linear_call``, ``2 x``), when it is installed
   (``pip install jaxbind``; never a dependency);

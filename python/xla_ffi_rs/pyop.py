@@ -33,7 +33,12 @@ reuses after the call, so the function may keep any array it is given (in a
 global, as a slice, as a memoryview) and read or write it later. The price is
 one copy of each operand and each result per call (memcpy speed; see the
 README's cost table). Copies of 128 KiB or more are made into arrays from a pool,
-reused only once nothing the function kept refers to them.
+reused only once nothing the function kept refers to them. One exception, where no
+Python code can see an array at all: from 4096 elements, a function that is exactly a
+``numpy.ufunc`` (no parameters, not ``takes_outputs``), on operands and results of one
+shape and one built-in numeric dtype with a loop of exactly that dtype, runs on XLA's
+buffers with no copy (``xla_ffi::python::call_ufunc``; docs/python_op.md says how
+that is made safe); anything else, and a call that raised, takes the copies.
 
 Rules:
 
@@ -303,7 +308,7 @@ class PythonOp(Op):
         invoke = _invoker(self, _user(params), None)
 
         def host(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-            wants_outs = self.takes_outputs or _is_ufunc(self.fn, _user(params))
+            wants_outs = self.takes_outputs or _is_ufunc(_plain(self.fn), _user(params))
             outs = tuple(np.empty(s, d) for s, d in specs) if wants_outs else ()
             code, payload = invoke(tuple(np.asarray(a) for a in arrays), specs, outs)
             if code:
@@ -328,11 +333,14 @@ class PythonOp(Op):
         key = self._keys.get(frozen)
         if key is None:
             params = dict(frozen[0])
-            outputs = self.takes_outputs or _is_ufunc(self.fn, params)
+            plain = _plain(self.fn)
+            outputs = self.takes_outputs or _is_ufunc(plain, params)
             # A ufunc gets output arrays only where it writes into them (`_ufunc_into`).
             min_elements = 0 if self.takes_outputs else _UFUNC_INTO_MIN_SIZE
+            # An exact ufunc runs on XLA's buffers when the handler can prove that safe.
+            ufunc = plain if outputs and not self.takes_outputs and type(plain) is np.ufunc else None
             key = _native.register(
-                _invoker(self, params, ranks), self.name, outputs, min_elements, self._direct(params, ranks)
+                _invoker(self, params, ranks), self.name, outputs, min_elements, self._direct(params, ranks), ufunc
             )
             self._key_list.append(key)
             self._keys[frozen] = key
@@ -347,7 +355,7 @@ class PythonOp(Op):
         if params or self.takes_outputs or (self.num_batch_dims is not None and ranks is not None):
             return None
         single = self._single.get(_freeze(params), True)
-        return getattr(self.fn, "_xla_ffi_rs_plain", self.fn), _settler(self.name, single), single
+        return _plain(self.fn), _settler(self.name, single), single
 
     # -- transformation rules ---------------------------------------------
 
@@ -447,7 +455,8 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
     one closure with everything it needs bound locally; it holds no reference to
     the op (the registry holds it, and must not keep the op alive)."""
     fn, name, ndarray, takes_outputs = op.fn, op.name, np.ndarray, op.takes_outputs
-    ufunc = _is_ufunc(fn, params) and not takes_outputs
+    plain = _plain(fn)
+    ufunc = _is_ufunc(plain, params) and not takes_outputs
     single = op._single.get(_freeze(params), True)
     nbd = op.num_batch_dims if ranks is not None else None
     op_ranks: tuple[int, ...] = ranks or ()
@@ -468,7 +477,7 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
                 return _checked(name, outs, shapes, specs)
             if ufunc and outs:
                 outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
-                if _ufunc_into(fn, args, outs):  # type: ignore[arg-type]
+                if _ufunc_into(plain, args, outs):
                     return 0, outs
             returned = fn(*args, **params)
             if single and len(specs) == 1:
@@ -506,6 +515,13 @@ def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, An
             return _UNKNOWN, _exception_message(name, e)
 
     return settle
+
+
+def _plain(fn: Any) -> Any:
+    """What calling ``fn`` without static parameters calls: the user's function
+    inside the wrappers of :mod:`xla_ffi_rs.pyop_roles` (``_xla_ffi_rs_plain``),
+    else ``fn`` itself."""
+    return getattr(fn, "_xla_ffi_rs_plain", fn)
 
 
 def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:

@@ -20,7 +20,11 @@
 //! wrapper (no static parameters, output arrays or sharding) registers its function
 //! as `direct` too, and the handler calls `function(*operands)` itself, checking and
 //! copying exact arrays here (see [`Direct`]): one Python frame less per call, and
-//! no tuples to build and take apart. No Python code ever sees
+//! no tuples to build and take apart. An op whose function is a NumPy ufunc
+//! without parameters registers it as `ufunc` too, and calls that get output
+//! arrays first offer it [`xla_ffi::python::call_ufunc`], which runs it on XLA's own
+//! buffers where it can prove that no Python code sees them (else the copying path
+//! below runs). No Python code ever sees
 //! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
 //! taken from a pool and given back after the call unless something the function
 //! kept still refers to them (a fresh allocation that large is an `mmap`, and
@@ -61,6 +65,10 @@ struct Entry {
     outputs_min_elements: u64,
     /// The function to call directly, when the op needs no Python wrapper.
     direct: Option<Direct>,
+    /// The function, when it is a NumPy ufunc called without parameters: run on
+    /// XLA's own buffers when [`xla_ffi::python::call_ufunc`] accepts the call
+    /// (and output arrays are due), with no copy.
+    ufunc: Option<Py<PyAny>>,
     /// The last call's copies of small operands, by operand index, for the next
     /// call to refill (see [`Reused`]); taken out while a call runs.
     reused: Mutex<Vec<Option<Reused>>>,
@@ -173,20 +181,23 @@ fn process_tag() -> i64 {
     })
 }
 
-/// `register(fn, name, outputs=False, outputs_min_elements=0, direct=None) -> int`:
+/// `register(fn, name, outputs=False, outputs_min_elements=0, direct=None, ufunc=None) -> int`:
 /// a new key under which the handler calls `fn`; `name` is the op's name, for error
 /// messages; with `outputs`, `fn` gets output arrays to fill when the first result
 /// has at least `outputs_min_elements` elements (else an empty tuple). `direct`,
 /// `(function, settle, single)`, makes calls that get no output arrays call
-/// `function(*operands)` instead (see [`Direct`]).
+/// `function(*operands)` instead (see [`Direct`]). `ufunc`, the op's function when
+/// it is a NumPy ufunc called without parameters, makes calls that get output
+/// arrays try it on XLA's buffers first ([`xla_ffi::python::call_ufunc`]).
 #[pyfunction]
-#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0, direct = None))]
+#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0, direct = None, ufunc = None))]
 pub fn register(
     callable: Bound<'_, PyAny>,
     name: String,
     outputs: bool,
     outputs_min_elements: u64,
     direct: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>, bool)>,
+    ufunc: Option<Bound<'_, PyAny>>,
 ) -> PyResult<i64> {
     let not_callable = |what: &str, obj: &Bound<'_, PyAny>| -> PyResult<()> {
         if obj.is_callable() {
@@ -207,6 +218,7 @@ pub fn register(
         None => None,
     };
     let callable = callable.unbind();
+    let ufunc = ufunc.map(Bound::unbind);
     let name: Arc<str> = name.into();
     with_registry(|reg| {
         if reg.next > u32::MAX as i64 {
@@ -216,7 +228,15 @@ pub fn register(
         reg.next += 1;
         reg.entries.insert(
             key,
-            Arc::new(Entry { callable, name, outputs, outputs_min_elements, direct, reused: Mutex::new(Vec::new()) }),
+            Arc::new(Entry {
+                callable,
+                name,
+                outputs,
+                outputs_min_elements,
+                direct,
+                ufunc,
+                reused: Mutex::new(Vec::new()),
+            }),
         );
         Ok(key)
     })
@@ -404,6 +424,18 @@ fn call_attached(
         && results.iter().next().is_none_or(|b| {
             b.dims().iter().map(|&d| u64::try_from(d).unwrap_or(0)).product::<u64>() >= entry.outputs_min_elements
         });
+    if let Some(ufunc) = entry.ufunc.as_ref().filter(|_| outputs) {
+        for r in results.iter_mut() {
+            // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
+            r.advise_huge_pages();
+        }
+        // Anything but `Done` (declined, or raised) takes the copying path below,
+        // which checks and reports as it always has.
+        let ran = xla_ffi::python::call_ufunc(py, ufunc.bind(py), operands.as_slice(), results.as_mut_slice());
+        if matches!(ran, xla_ffi::python::UfuncCall::Done) {
+            return Ok(());
+        }
+    }
     let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
     let np = numpy(py).map_err(internal)?;
     // The flat arrays behind large copies, recycled after the call.

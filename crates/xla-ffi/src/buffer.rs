@@ -341,6 +341,11 @@ fn same_dims(a: &[i64], b: &[i64]) -> bool {
 
 macro_rules! common_methods {
     () => {
+        /// Whether the buffer is host memory (the call runs on the host).
+        #[cfg(feature = "pyo3")]
+        pub(crate) fn on_host(&self) -> bool {
+            self.raw.frame_is_host()
+        }
         /// The element type.
         pub fn dtype(&self) -> DataType {
             self.raw.dtype

@@ -344,3 +344,295 @@ pub unsafe fn with_memoryviews<'py, R>(
         escaped.join(", ")
     )))
 }
+
+/// What [`call_ufunc`] did.
+#[derive(Debug)]
+pub enum UfuncCall {
+    /// The ufunc ran and wrote every result.
+    Done,
+    /// The call does not qualify (see [`call_ufunc`]); nothing ran and no result
+    /// was written.
+    Declined,
+    /// The ufunc raised (a floating-point error under `numpy.errstate(all="raise")`,
+    /// a warning turned into an error); results may be partly written.
+    Raised(PyErr),
+}
+
+/// NumPy's built-in numeric dtypes, by XLA element type (the ones whose ufunc loops
+/// see nothing but numbers: no object, string or user-defined dtype).
+const UFUNC_DTYPES: [(crate::DataType, &str); 14] = [
+    (crate::DataType::PRED, "bool"),
+    (crate::DataType::S8, "int8"),
+    (crate::DataType::S16, "int16"),
+    (crate::DataType::S32, "int32"),
+    (crate::DataType::S64, "int64"),
+    (crate::DataType::U8, "uint8"),
+    (crate::DataType::U16, "uint16"),
+    (crate::DataType::U32, "uint32"),
+    (crate::DataType::U64, "uint64"),
+    (crate::DataType::F16, "float16"),
+    (crate::DataType::F32, "float32"),
+    (crate::DataType::F64, "float64"),
+    (crate::DataType::C64, "complex64"),
+    (crate::DataType::C128, "complex128"),
+];
+
+/// Whether `numpy.<name>` is NumPy's own C type of that name (a static type, not
+/// a class defined in Python that replaced the module attribute).
+fn numpy_c_type<'py>(numpy: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    const HEAP_TYPE: u64 = 1 << 9; // Py_TPFLAGS_HEAPTYPE
+    let t = numpy.getattr(name)?;
+    let Ok(ty) = t.cast::<pyo3::types::PyType>() else {
+        return Ok(None);
+    };
+    // SAFETY: `ty` is a live type object and the thread is attached (`py`).
+    let flags = unsafe { pyo3::ffi::PyType_GetFlags(ty.as_ptr().cast()) } as u64;
+    let named = ty.getattr("__module__")?.extract::<String>().is_ok_and(|m| m == "numpy")
+        && ty.getattr("__name__")?.extract::<String>().is_ok_and(|n| n == name);
+    Ok((flags & HEAP_TYPE == 0 && named).then_some(t))
+}
+
+/// Calls the NumPy ufunc `ufunc` on a host call's own buffers, with no copy:
+/// `ufunc(*inputs, *outputs, casting="no")` where `inputs` are read-only flat
+/// arrays over the operands' memory and `outputs` writable flat arrays over the
+/// results'. Returns [`UfuncCall::Declined`], having run nothing, unless all of
+/// these hold:
+///
+/// * `ufunc`'s type is exactly `numpy.ufunc` (NumPy's C type: no subclass, whose
+///   `__call__` could be Python code), it is elementwise (`signature` is `None`),
+///   with `nin` inputs for the operands and `nout` outputs for the results;
+/// * every buffer is host memory of one element type that NumPy has as a
+///   built-in numeric dtype (no object, string or user-defined dtype), with the
+///   same dimensions and at least one element;
+/// * `ufunc.types` lists a loop of exactly that dtype for every input and output
+///   (so `frompyfunc` ufuncs, whose loops are object loops, are declined).
+///
+/// Operands that share memory with a result (`input_output_aliases`) are declined
+/// too: a call that raised is run again by the caller on copies of the operands,
+/// which must still hold their values.
+///
+/// Why no Python code can see the arrays over XLA's memory: they are exact
+/// `numpy.ndarray`s (no `__array_ufunc__` override), handed to the ufunc's C code
+/// from no Python frame; the loop NumPy picks for those dtypes under
+/// `casting="no"` receives raw pointers, not arrays; floating-point errors raise
+/// `FloatingPointError` from C (`numpy.errstate(all="raise")` is entered around
+/// the call) instead of running the warnings machinery or an error callback, and
+/// the garbage collector is disabled meanwhile (so no `__del__` of garbage runs).
+/// The caller that gets [`UfuncCall::Raised`] can run the ufunc again on copies
+/// under its own error state, for its warnings and messages. After the call every
+/// array and memoryview must be referenced by this function alone, and the views
+/// are released; should one be referenced elsewhere (only if NumPy itself was
+/// replaced or changed), the process aborts rather than leave an array over
+/// memory that XLA reuses.
+pub fn call_ufunc(
+    py: Python<'_>,
+    ufunc: &Bound<'_, PyAny>,
+    operands: &[Buffer<'_, AnyType>],
+    results: &mut [ResultBuffer<'_, AnyType>],
+) -> UfuncCall {
+    match prepare_ufunc(py, ufunc, operands, results) {
+        Ok(Some(name)) => run_ufunc(py, ufunc, name, operands, results),
+        Ok(None) => UfuncCall::Declined,
+        Err(e) => UfuncCall::Raised(e),
+    }
+}
+
+/// The NumPy dtype name of the call's common element type if [`call_ufunc`]'s
+/// conditions on the ufunc and the buffers hold (the loop is checked later).
+fn prepare_ufunc(
+    py: Python<'_>,
+    ufunc: &Bound<'_, PyAny>,
+    operands: &[Buffer<'_, AnyType>],
+    results: &[ResultBuffer<'_, AnyType>],
+) -> PyResult<Option<&'static str>> {
+    let numpy = py.import(pyo3::intern!(py, "numpy"))?;
+    let Some(ufunc_type) = numpy_c_type(numpy.as_any(), "ufunc")? else {
+        return Ok(None);
+    };
+    if !ufunc.get_type().is(&ufunc_type)
+        || !ufunc.getattr(pyo3::intern!(py, "signature"))?.is_none()
+        || ufunc.getattr(pyo3::intern!(py, "nin"))?.extract::<usize>()? != operands.len()
+        || ufunc.getattr(pyo3::intern!(py, "nout"))?.extract::<usize>()? != results.len()
+    {
+        return Ok(None);
+    }
+    let Some(first) = operands.first() else {
+        return Ok(None);
+    };
+    let (dtype, dims) = (first.dtype(), first.dims());
+    let same = |b: &RawView<'_>| b.host && b.dtype == dtype && b.dims == dims;
+    let views = operands.iter().map(RawView::of).chain(results.iter().map(RawView::of_result));
+    if first.is_empty() || !views.clone().all(|v| same(&v)) {
+        return Ok(None);
+    }
+    Ok(UFUNC_DTYPES.iter().find(|(t, _)| *t == dtype).map(|(_, name)| *name))
+}
+
+/// What [`prepare_ufunc`] compares of a buffer.
+struct RawView<'a> {
+    host: bool,
+    dtype: crate::DataType,
+    dims: &'a [i64],
+}
+
+impl<'a> RawView<'a> {
+    fn of(b: &'a Buffer<'_, AnyType>) -> Self {
+        RawView { host: b.on_host(), dtype: b.dtype(), dims: b.dims() }
+    }
+    fn of_result(b: &'a ResultBuffer<'_, AnyType>) -> Self {
+        RawView { host: b.on_host(), dtype: b.dtype(), dims: b.dims() }
+    }
+}
+
+/// The garbage collector, disabled while this lives (if it was enabled).
+struct GcPaused<'py>(Option<Bound<'py, PyAny>>);
+
+impl<'py> GcPaused<'py> {
+    fn new(py: Python<'py>) -> Self {
+        let paused = (|| -> PyResult<Option<Bound<'py, PyAny>>> {
+            let gc = py.import(pyo3::intern!(py, "gc"))?;
+            if !gc.call_method0(pyo3::intern!(py, "isenabled"))?.is_truthy()? {
+                return Ok(None);
+            }
+            gc.call_method0(pyo3::intern!(py, "disable"))?;
+            Ok(Some(gc.into_any()))
+        })();
+        GcPaused(paused.ok().flatten())
+    }
+}
+
+impl Drop for GcPaused<'_> {
+    fn drop(&mut self) {
+        if let Some(gc) = self.0.take() {
+            let _ = gc.call_method0(pyo3::intern!(gc.py(), "enable"));
+        }
+    }
+}
+
+/// `numpy.errstate(all="raise")`, entered while this lives: a floating-point error
+/// raises `FloatingPointError` from C instead of running the warnings machinery
+/// (whose hooks are Python code) or an error callback.
+struct RaiseOnFpErrors<'py>(Bound<'py, PyAny>);
+
+impl<'py> RaiseOnFpErrors<'py> {
+    fn new(py: Python<'py>, numpy: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(pyo3::intern!(py, "all"), pyo3::intern!(py, "raise"))?;
+        let state = numpy.getattr(pyo3::intern!(py, "errstate"))?.call((), Some(&kwargs))?;
+        state.call_method0(pyo3::intern!(py, "__enter__"))?;
+        Ok(RaiseOnFpErrors(state))
+    }
+}
+
+impl Drop for RaiseOnFpErrors<'_> {
+    fn drop(&mut self) {
+        let none = self.0.py().None();
+        let _ = self.0.call_method1(pyo3::intern!(self.0.py(), "__exit__"), (&none, &none, &none));
+    }
+}
+
+/// Aborts the process: an array over XLA's memory is still referenced after the
+/// ufunc call (which [`call_ufunc`] rules out; reached only if NumPy itself was
+/// replaced or changed), and nothing can take it back.
+#[cold]
+fn escaped() -> ! {
+    eprintln!(
+        "xla_ffi::python::call_ufunc: an array over XLA's memory outlived the ufunc call; aborting \
+         rather than let it read or write memory that XLA reuses"
+    );
+    std::process::abort()
+}
+
+fn run_ufunc(
+    py: Python<'_>,
+    ufunc: &Bound<'_, PyAny>,
+    dtype: &str,
+    operands: &[Buffer<'_, AnyType>],
+    results: &mut [ResultBuffer<'_, AnyType>],
+) -> UfuncCall {
+    let numpy = match py.import(pyo3::intern!(py, "numpy")) {
+        Ok(numpy) => numpy.into_any(),
+        Err(e) => return UfuncCall::Raised(e),
+    };
+    // Entered before any object over XLA's memory exists, left after the last is gone.
+    let _raise = match RaiseOnFpErrors::new(py, &numpy) {
+        Ok(raise) => raise,
+        Err(e) => return UfuncCall::Raised(e),
+    };
+    // No collection (so no `__del__` of garbage) while objects over XLA's memory exist.
+    let _gc = GcPaused::new(py);
+    let mut views: Vec<Bound<'_, PyAny>> = Vec::with_capacity(operands.len() + results.len());
+    let mut arrays: Vec<Bound<'_, PyAny>> = Vec::with_capacity(operands.len() + results.len());
+    let outcome = (|| -> PyResult<UfuncCall> {
+        let Some(ndarray) = numpy_c_type(&numpy, "ndarray")? else {
+            return Ok(UfuncCall::Declined);
+        };
+        let n_in = operands.len();
+        for b in operands {
+            let Ok(bytes) = b.as_bytes() else {
+                return Ok(UfuncCall::Declined); // shares memory with a result
+            };
+            // SAFETY: the operand's bytes live for the whole call and nothing writes
+            // them (no result overlaps them: checked by `as_bytes`); the view is
+            // read-only. It and the array over it are gone before `call_ufunc` returns
+            // (else the process aborts), and no Python code can reach them meanwhile
+            // (see `call_ufunc`).
+            views.push(unsafe { memoryview(py, bytes.as_ptr().cast_mut(), bytes.len(), false) }?);
+        }
+        for b in results.iter_mut() {
+            let Ok(bytes) = b.as_uninit_bytes() else {
+                return Ok(UfuncCall::Declined); // shares memory with another buffer
+            };
+            // SAFETY: the result's bytes live for the whole call and overlap no other
+            // buffer (checked by `as_uninit_bytes`); `results` stays mutably borrowed
+            // until the view is gone, so NumPy's C loop is the only writer, and it
+            // only writes (no input overlaps). MaybeUninit<u8> has the layout of u8.
+            // Gone before `call_ufunc` returns, as above.
+            views.push(unsafe { memoryview(py, bytes.as_mut_ptr().cast(), bytes.len(), true) }?);
+        }
+        let len = operands[0].len();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(pyo3::intern!(py, "dtype"), dtype)?;
+        for (i, view) in views.iter().enumerate() {
+            kwargs.set_item(pyo3::intern!(py, "buffer"), view)?;
+            let array = ndarray.call(((len,),), Some(&kwargs))?;
+            if i < n_in {
+                array.call_method1(pyo3::intern!(py, "setflags"), (false,))?;
+            }
+            arrays.push(array);
+        }
+        drop(kwargs);
+        // The loop for exactly this dtype: `frompyfunc` and object loops are not it.
+        let char: String =
+            arrays[0].getattr(pyo3::intern!(py, "dtype"))?.getattr(pyo3::intern!(py, "char"))?.extract()?;
+        let wanted = format!("{}->{}", char.repeat(n_in), char.repeat(results.len()));
+        let types: Vec<String> = ufunc.getattr(pyo3::intern!(py, "types"))?.extract()?;
+        if !types.contains(&wanted) {
+            return Ok(UfuncCall::Declined);
+        }
+        let casting = PyDict::new(py);
+        casting.set_item(pyo3::intern!(py, "casting"), pyo3::intern!(py, "no"))?;
+        let args = PyTuple::new(py, &arrays)?;
+        let called = ufunc.call(&args, Some(&casting)).map(drop);
+        drop((args, casting));
+        Ok(match called {
+            Ok(()) => UfuncCall::Done,
+            Err(e) => UfuncCall::Raised(e),
+        })
+    })();
+    // Nothing but `arrays` may refer to an array now, and nothing but `views` and
+    // the arrays' bases to a view: else Python code holds an array over XLA's
+    // memory, which nothing can take back. (An array made with `buffer=` keeps no
+    // buffer export of its view, so `release()` alone would not tell.)
+    for array in arrays {
+        if refcount(&array) != 1 {
+            escaped();
+        }
+    }
+    for view in views {
+        if refcount(&view) != 1 || view.call_method0(pyo3::intern!(py, "release")).is_err() {
+            escaped();
+        }
+    }
+    outcome.unwrap_or_else(UfuncCall::Raised)
+}
