@@ -421,9 +421,12 @@ fn numpy_c_type<'py>(numpy: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<B
 /// The caller that gets [`UfuncCall::Raised`] can run the ufunc again on copies
 /// under its own error state, for its warnings and messages. After the call every
 /// array and memoryview must be referenced by this function alone, and the views
-/// are released; should one be referenced elsewhere (only if NumPy itself was
-/// replaced or changed), the process aborts rather than leave an array over
-/// memory that XLA reuses.
+/// are released; should one be referenced elsewhere, the process aborts rather
+/// than leave an array over memory that XLA reuses. Two things can cause that,
+/// both outside what this function guards against (like `ctypes`): NumPy itself
+/// replaced or changed, and another Python thread that searches the interpreter's
+/// objects (`gc.get_objects()`, `gc.get_referrers()`) while the ufunc's loop runs
+/// with the GIL released, and keeps an array from its argument tuple.
 pub fn call_ufunc(
     py: Python<'_>,
     ufunc: &Bound<'_, PyAny>,
@@ -532,8 +535,8 @@ impl Drop for RaiseOnFpErrors<'_> {
 }
 
 /// Aborts the process: an array over XLA's memory is still referenced after the
-/// ufunc call (which [`call_ufunc`] rules out; reached only if NumPy itself was
-/// replaced or changed), and nothing can take it back.
+/// ufunc call (see [`call_ufunc`] for the only ways to get here), and nothing can
+/// take it back.
 #[cold]
 fn escaped() -> ! {
     eprintln!(
