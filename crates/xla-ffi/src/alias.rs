@@ -72,6 +72,11 @@ pub(crate) struct Aliases<'f> {
     /// or [`OVERLAPPING`](Aliases::OVERLAPPING). The common case (no aliasing at all)
     /// then answers every later access with one compare.
     disjoint: Cell<u8>,
+    /// Every buffer of the call recorded, no two sharing a byte, and host memory: a
+    /// slice of a buffer then needs only its dtype and alignment checked. Worked out
+    /// once per call, when decoding ends ([`Aliases::settle`]); any later `record`
+    /// clears it.
+    clean: Cell<bool>,
 }
 
 impl<'f> Aliases<'f> {
@@ -88,6 +93,25 @@ impl<'f> Aliases<'f> {
             slots: [const { Cell::new(EMPTY) }; Aliases::MAX],
             seen: Cell::new(0),
             disjoint: Cell::new(Aliases::UNKNOWN),
+            clean: Cell::new(false),
+        }
+    }
+
+    /// Whether a buffer of this call may be handed out as a slice of its dtype with
+    /// only the dtype and alignment checked (see `clean`): one load on the hot path.
+    #[inline(always)]
+    pub(crate) fn is_clean(&self) -> bool {
+        self.clean.get()
+    }
+
+    /// When decoding ends: finds out, once, whether the recorded buffers are all of the
+    /// call's and pairwise disjoint (which sets `clean` for a host call).
+    #[inline(always)]
+    pub(crate) fn settle(&self) {
+        let frame = self.frame;
+        let n = frame.count(Role::Operand) + frame.count(Role::Result);
+        if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
+            self.all_disjoint(n);
         }
     }
 
@@ -101,6 +125,7 @@ impl<'f> Aliases<'f> {
             _ => {
                 let disjoint = self.pairwise_disjoint(n);
                 self.disjoint.set(if disjoint { Aliases::DISJOINT } else { Aliases::OVERLAPPING });
+                self.clean.set(disjoint && self.frame.host);
                 disjoint
             }
         }
@@ -131,6 +156,7 @@ impl<'f> Aliases<'f> {
             self.slots[slot].set(range);
             self.seen.set(self.seen.get() | 1 << slot);
             self.disjoint.set(Aliases::UNKNOWN);
+            self.clean.set(false);
         }
     }
 
