@@ -80,8 +80,9 @@ pub(crate) struct Aliases<'f> {
 }
 
 impl<'f> Aliases<'f> {
-    /// Calls with more buffers than this scan the frame instead.
-    const MAX: usize = 8;
+    /// Calls with more buffers than this scan the frame instead (and their rules are
+    /// checked on the frame).
+    pub(crate) const MAX: usize = 8;
     const UNKNOWN: u8 = 0;
     const DISJOINT: u8 = 1;
     const OVERLAPPING: u8 = 2;
@@ -149,15 +150,24 @@ impl<'f> Aliases<'f> {
         true
     }
 
+    /// Records the range of the buffer at `slot` (operands first, then results), and
+    /// says whether the slot is one this table keeps (below [`Aliases::MAX`]).
     #[inline(always)]
-    /// Records the range of the buffer at `slot` (operands first, then results).
-    pub(crate) fn record(&self, slot: usize, range: (usize, usize)) {
+    pub(crate) fn record(&self, slot: usize, range: (usize, usize)) -> bool {
         if slot < Aliases::MAX {
             self.slots[slot].set(range);
             self.seen.set(self.seen.get() | 1 << slot);
             self.disjoint.set(Aliases::UNKNOWN);
             self.clean.set(false);
+            return true;
         }
+        false
+    }
+
+    /// The slots recorded, as a bit set.
+    #[inline(always)]
+    pub(crate) fn seen(&self) -> u32 {
+        self.seen.get()
     }
 
     /// The first buffer on the other side of the call that shares memory with the one
