@@ -49,9 +49,15 @@ pub(crate) fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
+/// The number of elements of a shape, or `None` for a negative dimension or a count
+/// past `usize`. Scalars and vectors (most calls) without the loop.
 #[inline(always)]
 pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+    match *dims {
+        [] => Some(1),
+        [d] => usize::try_from(d).ok(),
+        _ => dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?)),
+    }
 }
 
 /// The byte ranges of the decoded buffers, recorded as they are decoded (through a
