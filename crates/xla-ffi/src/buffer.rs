@@ -533,7 +533,11 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     #[inline]
     pub fn advise_huge_pages(&mut self) -> bool {
         // The common small result returns here, without a call (and without working
-        // out the byte range: a type without a width has size 0 here).
+        // out the byte range: a type without a width has size 0 here); first on its
+        // element count alone (no element is wider than `MAX_BYTE_WIDTH`).
+        if self.raw.len < HUGE_PAGE_MIN_BYTES / crate::dtype::MAX_BYTE_WIDTH {
+            return false;
+        }
         if !self.raw.frame_is_host() || self.size_bytes() < HUGE_PAGE_MIN_BYTES {
             return false;
         }
