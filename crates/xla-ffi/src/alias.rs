@@ -49,9 +49,15 @@ pub(crate) fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
+/// The number of elements of a shape, or `None` for a negative dimension or a count
+/// past `usize`. Scalars and vectors (most calls) without the loop.
 #[inline(always)]
 pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+    match *dims {
+        [] => Some(1),
+        [d] => usize::try_from(d).ok(),
+        _ => dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?)),
+    }
 }
 
 /// The byte ranges of the decoded buffers, recorded as they are decoded (through a
@@ -72,11 +78,17 @@ pub(crate) struct Aliases<'f> {
     /// or [`OVERLAPPING`](Aliases::OVERLAPPING). The common case (no aliasing at all)
     /// then answers every later access with one compare.
     disjoint: Cell<u8>,
+    /// Every buffer of the call recorded, no two sharing a byte, and host memory: a
+    /// slice of a buffer then needs only its dtype and alignment checked. Worked out
+    /// once per call, when decoding ends ([`Aliases::settle`]); any later `record`
+    /// clears it.
+    clean: Cell<bool>,
 }
 
 impl<'f> Aliases<'f> {
-    /// Calls with more buffers than this scan the frame instead.
-    const MAX: usize = 8;
+    /// Calls with more buffers than this scan the frame instead (and their rules are
+    /// checked on the frame).
+    pub(crate) const MAX: usize = 8;
     const UNKNOWN: u8 = 0;
     const DISJOINT: u8 = 1;
     const OVERLAPPING: u8 = 2;
@@ -88,6 +100,25 @@ impl<'f> Aliases<'f> {
             slots: [const { Cell::new(EMPTY) }; Aliases::MAX],
             seen: Cell::new(0),
             disjoint: Cell::new(Aliases::UNKNOWN),
+            clean: Cell::new(false),
+        }
+    }
+
+    /// Whether a buffer of this call may be handed out as a slice of its dtype with
+    /// only the dtype and alignment checked (see `clean`): one load on the hot path.
+    #[inline(always)]
+    pub(crate) fn is_clean(&self) -> bool {
+        self.clean.get()
+    }
+
+    /// When decoding ends: finds out, once, whether the recorded buffers are all of the
+    /// call's and pairwise disjoint (which sets `clean` for a host call).
+    #[inline(always)]
+    pub(crate) fn settle(&self) {
+        let frame = self.frame;
+        let n = frame.count(Role::Operand) + frame.count(Role::Result);
+        if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
+            self.all_disjoint(n);
         }
     }
 
@@ -101,6 +132,7 @@ impl<'f> Aliases<'f> {
             _ => {
                 let disjoint = self.pairwise_disjoint(n);
                 self.disjoint.set(if disjoint { Aliases::DISJOINT } else { Aliases::OVERLAPPING });
+                self.clean.set(disjoint && self.frame.host);
                 disjoint
             }
         }
@@ -124,14 +156,24 @@ impl<'f> Aliases<'f> {
         true
     }
 
+    /// Records the range of the buffer at `slot` (operands first, then results), and
+    /// says whether the slot is one this table keeps (below [`Aliases::MAX`]).
     #[inline(always)]
-    /// Records the range of the buffer at `slot` (operands first, then results).
-    pub(crate) fn record(&self, slot: usize, range: (usize, usize)) {
+    pub(crate) fn record(&self, slot: usize, range: (usize, usize)) -> bool {
         if slot < Aliases::MAX {
             self.slots[slot].set(range);
             self.seen.set(self.seen.get() | 1 << slot);
             self.disjoint.set(Aliases::UNKNOWN);
+            self.clean.set(false);
+            return true;
         }
+        false
+    }
+
+    /// The slots recorded, as a bit set.
+    #[inline(always)]
+    pub(crate) fn seen(&self) -> u32 {
+        self.seen.get()
     }
 
     /// The first buffer on the other side of the call that shares memory with the one

@@ -251,6 +251,21 @@ impl<'f> RawBuffer<'f> {
     #[inline(always)]
     fn check_access<T: Element>(&self, operands: bool) -> Result<()> {
         let align = core::mem::align_of::<T>();
+        let aligned = !self.data.is_null() && (self.data as usize) & (align - 1) == 0;
+        // Decoding found every buffer of the call in host memory, each apart from the
+        // others: only the dtype and alignment are left.
+        if self.dtype == T::DTYPE && self.aliases.is_clean() && aligned {
+            return Ok(());
+        }
+        self.check_access_slow::<T>(operands)
+    }
+
+    /// [`RawBuffer::check_access`] when the call is not clean (aliased buffers, a
+    /// device frame, buffers not all decoded) or the data pointer is null or
+    /// misaligned: every check, in full.
+    #[inline(never)]
+    fn check_access_slow<T: Element>(&self, operands: bool) -> Result<()> {
+        let align = core::mem::align_of::<T>();
         let aligned = self.len == 0 || (!self.data.is_null() && (self.data as usize).is_multiple_of(align));
         if self.frame_is_host() && self.dtype == T::DTYPE && aligned && self.aliased_by(operands).is_none() {
             return Ok(());
@@ -527,7 +542,11 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     #[inline]
     pub fn advise_huge_pages(&mut self) -> bool {
         // The common small result returns here, without a call (and without working
-        // out the byte range: a type without a width has size 0 here).
+        // out the byte range: a type without a width has size 0 here); first on its
+        // element count alone (no element is wider than `MAX_BYTE_WIDTH`).
+        if self.raw.len < HUGE_PAGE_MIN_BYTES / crate::dtype::MAX_BYTE_WIDTH {
+            return false;
+        }
         if !self.raw.frame_is_host() || self.size_bytes() < HUGE_PAGE_MIN_BYTES {
             return false;
         }

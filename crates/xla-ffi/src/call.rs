@@ -31,19 +31,14 @@ pub struct Call<'f> {
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
     problems: Vec<String>,
-    /// The dtype and shape of the first buffer decoded, so that the elementwise rules
-    /// are checked on what decoding read instead of reading the frame again.
-    first: (DataType, &'f [i64]),
-    /// The slots (operands first, then results; the first [`META_SLOTS`]) of the
-    /// buffers decoded so far, as a bit set.
-    meta_seen: u32,
-    /// The slots of `meta_seen` whose buffer has `first`'s dtype and shape.
-    alike: u32,
+    /// The dtype and shape of the first buffer decoded (of the slots the alias table
+    /// records), so that the elementwise rules are checked on what decoding read
+    /// instead of reading the frame again.
+    first: Option<(DataType, &'f [i64])>,
+    /// Whether every buffer decoded since (in a recorded slot) had `first`'s dtype and
+    /// shape.
+    alike: bool,
 }
-
-/// How many buffers [`Call`] keeps track of for the rule check (a call with more is
-/// checked by reading the frame again).
-const META_SLOTS: usize = 8;
 
 impl<'f> Call<'f> {
     pub(crate) fn new(aliases: &'f Aliases<'f>, info: &'f HandlerInfo) -> Self {
@@ -56,9 +51,8 @@ impl<'f> Call<'f> {
             used_attrs: 0,
             accept_unbound_attrs: false,
             problems: Vec::new(),
-            first: (DataType::INVALID, &[]),
-            meta_seen: 0,
-            alike: 0,
+            first: None,
+            alike: true,
         }
     }
 
@@ -129,21 +123,20 @@ impl<'f> Call<'f> {
             Role::Operand => index,
             Role::Result => self.frame.count(Role::Operand) + index,
         };
-        self.aliases.record(slot, range);
-        if slot < META_SLOTS {
-            if self.meta_seen == 0 {
-                self.first = (dtype, dims);
+        if self.aliases.record(slot, range) {
+            match self.first {
+                None => self.first = Some((dtype, dims)),
+                Some((t0, d0)) => {
+                    // A plain index loop over the few dimensions (cheaper than `memcmp`).
+                    let mut same = dtype == t0 && dims.len() == d0.len();
+                    let mut k = 0;
+                    while same && k < dims.len() {
+                        same = dims[k] == d0[k];
+                        k += 1;
+                    }
+                    self.alike &= same;
+                }
             }
-            let (t0, d0) = self.first;
-            // A plain index loop over the few dimensions (cheaper than `memcmp`).
-            let mut same = dtype == t0 && dims.len() == d0.len();
-            let mut k = 0;
-            while same && k < dims.len() {
-                same = dims[k] == d0[k];
-                k += 1;
-            }
-            self.meta_seen |= 1 << slot;
-            self.alike = (self.alike & !(1 << slot)) | (u32::from(same) << slot);
         }
     }
 
@@ -153,12 +146,14 @@ impl<'f> Call<'f> {
     #[inline(always)]
     fn all_alike(&self, n: usize, m: usize) -> bool {
         let na = self.frame.count(Role::Operand);
-        if n > na || na + m > META_SLOTS {
+        if n > na || na + m > Aliases::MAX {
             return false;
         }
         let want = ((1u32 << n) - 1) | (((1u32 << m) - 1) << na);
-        // All of them alike the first buffer decoded, so alike one another.
-        self.meta_seen & want == want && self.alike & want == want
+        // All of them (and any other recorded buffer) alike the first buffer decoded,
+        // so alike one another. A recorded buffer outside the rule that differs makes
+        // this `false`: the general check then answers.
+        self.aliases.seen() & want == want && self.alike
     }
 
     /// Takes the next operand position (for a [`Decode`] implementation that
@@ -217,7 +212,10 @@ impl<'f> Call<'f> {
     /// After every parameter is decoded: the collected problems, and any attribute
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
+    #[inline]
     pub fn finish(&mut self) -> Result<()> {
+        // Every buffer is decoded: the alias check, once for the call.
+        self.aliases.settle();
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = RawDict::count(self.frame.raw_attrs()).min(128);

@@ -133,6 +133,18 @@ const BYTE_WIDTHS: [u8; 64] = {
 /// The mark of an unknown width in [`BYTE_WIDTHS`].
 const NO_WIDTH: u8 = u8::MAX;
 
+/// No [`DataType::byte_width`] is larger (checked over the table at compile time).
+pub(crate) const MAX_BYTE_WIDTH: usize = 16;
+
+const _: () = {
+    let mut code = 0;
+    while code < BYTE_WIDTHS.len() {
+        let w = BYTE_WIDTHS[code];
+        assert!(w == NO_WIDTH || w as usize <= MAX_BYTE_WIDTH);
+        code += 1;
+    }
+};
+
 /// The width table's one source: bytes per element, or [`NO_WIDTH`].
 const fn width_of(dtype: DataType) -> u8 {
     match dtype {
