@@ -382,13 +382,14 @@ const UFUNC_DTYPES: [(crate::DataType, &str); 14] = [
 fn numpy_c_type<'py>(numpy: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
     const HEAP_TYPE: u64 = 1 << 9; // Py_TPFLAGS_HEAPTYPE
     let t = numpy.getattr(name)?;
-    let Ok(ty) = t.cast::<pyo3::types::PyType>() else {
+    // `is_instance_of`, not `cast`/`downcast`: the one spelling every pyo3 from 0.25 to 0.30 has.
+    if !t.is_instance_of::<pyo3::types::PyType>() {
         return Ok(None);
-    };
-    // SAFETY: `ty` is a live type object and the thread is attached (`py`).
-    let flags = unsafe { pyo3::ffi::PyType_GetFlags(ty.as_ptr().cast()) } as u64;
-    let named = ty.getattr("__module__")?.extract::<String>().is_ok_and(|m| m == "numpy")
-        && ty.getattr("__name__")?.extract::<String>().is_ok_and(|n| n == name);
+    }
+    // SAFETY: `t` is a live type object (checked above) and the thread is attached (`py`).
+    let flags = unsafe { pyo3::ffi::PyType_GetFlags(t.as_ptr().cast()) } as u64;
+    let named = t.getattr("__module__")?.extract::<String>().is_ok_and(|m| m == "numpy")
+        && t.getattr("__name__")?.extract::<String>().is_ok_and(|n| n == name);
     Ok((flags & HEAP_TYPE == 0 && named).then_some(t))
 }
 
