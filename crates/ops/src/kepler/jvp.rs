@@ -1,7 +1,7 @@
 //! The fused forward + tangent of the solver (`xla_ffi_rs.kepler_jvp`): `sin E`,
 //! `cos E` and the tangent `(d sin E, d cos E)` of `(dM, de)` in one pass.
 //!
-//! The solver's blocks ([`solver::block_with`]) hand each element's `(sin E, cos E)`
+//! The solver's blocks (`solver::block_with`) hand each element's `(sin E, cos E)`
 //! to the tangent map (`super::tangent::tangent_one`) in their last stage, which
 //! writes all four outputs there: the inputs are read once, nothing is read back,
 //! and the stores stream out at the pace of the solver, as the forward's two do
