@@ -283,7 +283,7 @@ impl<'f> Call<'f> {
         let frame = self.frame;
         let read = move |role: Role, i: usize| -> (DataType, &'f [i64]) {
             match frame.buffer(role, i) {
-                Slot::Buffer(b) => (b.dtype, b.dims),
+                Slot::Buffer(b) => (b.dtype(), b.dims()),
                 _ => (DataType::INVALID, &[]),
             }
         };
