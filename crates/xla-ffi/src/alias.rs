@@ -117,24 +117,31 @@ impl<'f> Aliases<'f> {
 
     /// When decoding ends: finds out, once, whether the recorded buffers are all of the
     /// call's and no result meets another buffer (which sets `clean` for a host call).
+    ///
+    /// `declared` is the handler's operand and result count: when the call has exactly
+    /// those (every call of a handler without optional or variadic parameters), the
+    /// pass runs on them, constants where the handler's description is inlined, so the
+    /// few compares are unrolled.
     #[inline(always)]
-    pub(crate) fn settle(&self) {
+    pub(crate) fn settle(&self, declared: (usize, usize)) {
         let frame = self.frame;
-        let n = frame.count(Role::Operand) + frame.count(Role::Result);
+        let got = (frame.count(Role::Operand), frame.count(Role::Result));
+        let (na, n) = if got == declared { (declared.0, declared.0 + declared.1) } else { (got.0, got.0 + got.1) };
         if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
-            self.all_disjoint(n);
+            self.all_disjoint(na, n);
         }
     }
 
-    /// Whether, of the first `n` slots (all recorded), no result meets an operand or
-    /// another result; worked out once per call.
+    /// Whether, of the first `n` slots (all recorded; the first `na` of them
+    /// operands), no result meets an operand or another result; worked out once per
+    /// call.
     #[inline(always)]
-    fn all_disjoint(&self, n: usize) -> bool {
+    fn all_disjoint(&self, na: usize, n: usize) -> bool {
         match self.disjoint.get() {
             Aliases::DISJOINT => true,
             Aliases::OVERLAPPING => false,
             _ => {
-                let disjoint = self.pairwise_disjoint(n);
+                let disjoint = self.pairwise_disjoint(na, n);
                 self.disjoint.set(if disjoint { Aliases::DISJOINT } else { Aliases::OVERLAPPING });
                 self.clean.set(disjoint && self.frame.host);
                 disjoint
@@ -151,13 +158,13 @@ impl<'f> Aliases<'f> {
         unsafe { self.slots[slot].get().assume_init() }
     }
 
-    /// Whether, of the first `n` slots (all recorded), no result (slots from the
-    /// operand count on) meets an operand or another result. Two operands may share
-    /// memory: both are only read.
-    #[inline]
-    fn pairwise_disjoint(&self, n: usize) -> bool {
+    /// Whether, of the first `n` slots (all recorded), no result (the slots from `na`
+    /// on) meets an operand or another result. Two operands may share memory: both
+    /// are only read.
+    #[inline(always)]
+    fn pairwise_disjoint(&self, na: usize, n: usize) -> bool {
         let n = n.min(Aliases::MAX);
-        let mut j = self.frame.count(Role::Operand).min(n);
+        let mut j = na.min(n);
         while j < n {
             let b = self.slot(j);
             let mut i = 0;
@@ -216,7 +223,7 @@ impl<'f> Aliases<'f> {
         let n = na + nr;
         let recorded = n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32);
         // No result shares a byte with another buffer: nothing to look for.
-        if recorded && self.all_disjoint(n) {
+        if recorded && self.all_disjoint(na, n) {
             return None;
         }
         if mine == EMPTY {

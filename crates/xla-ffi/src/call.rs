@@ -212,10 +212,11 @@ impl<'f> Call<'f> {
     /// After every parameter is decoded: the collected problems, and any attribute
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
-    #[inline]
+    #[inline(always)]
     pub fn finish(&mut self) -> Result<()> {
-        // Every buffer is decoded: the alias check, once for the call.
-        self.aliases.settle();
+        // Every buffer is decoded: the alias check, once for the call (on the declared
+        // counts when the call has them: constants in the handler's shim).
+        self.aliases.settle((self.info.n_args, self.info.n_rets));
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = RawDict::count(self.frame.raw_attrs()).min(128);
