@@ -126,7 +126,18 @@ impl<'f> Aliases<'f> {
     pub(crate) fn settle(&self, declared: (usize, usize)) {
         let frame = self.frame;
         let got = (frame.count(Role::Operand), frame.count(Role::Result));
-        let (na, n) = if got == declared { (declared.0, declared.0 + declared.1) } else { (got.0, got.0 + got.1) };
+        // Two calls, not one on a chosen count: the first is then compiled for the
+        // constants.
+        if got == declared {
+            self.settle_on(declared.0, declared.0 + declared.1);
+        } else {
+            self.settle_on(got.0, got.0 + got.1);
+        }
+    }
+
+    /// [`Aliases::settle`] for `n` buffers, the first `na` of them operands.
+    #[inline(always)]
+    fn settle_on(&self, na: usize, n: usize) {
         if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
             self.all_disjoint(na, n);
         }

@@ -212,11 +212,19 @@ impl<'f> Call<'f> {
     /// After every parameter is decoded: the collected problems, and any attribute
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
-    #[inline(always)]
+    #[inline]
     pub fn finish(&mut self) -> Result<()> {
+        self.finish_declared((self.info.n_args, self.info.n_rets))
+    }
+
+    /// [`Call::finish`], given the handler's declared operand and result counts
+    /// (constants in the code the [`handler`](crate::handler) macro generates).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn finish_declared(&mut self, declared: (usize, usize)) -> Result<()> {
         // Every buffer is decoded: the alias check, once for the call (on the declared
-        // counts when the call has them: constants in the handler's shim).
-        self.aliases.settle((self.info.n_args, self.info.n_rets));
+        // counts when the call has them: its few compares then unrolled).
+        self.aliases.settle(declared);
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = RawDict::count(self.frame.raw_attrs()).min(128);
