@@ -283,7 +283,8 @@ fn scan(
     let first = |role: Role, skip: Option<usize>| {
         (0..frame.count(role)).filter(|&i| Some(i) != skip).find(|&i| match frame.buffer(role, i) {
             Slot::Buffer(b) => {
-                let range = element_count(b.dims()).and_then(|n| byte_range(b.data(), n, b.dtype())).unwrap_or(EVERYWHERE);
+                let range =
+                    element_count(b.dims()).and_then(|n| byte_range(b.data(), n, b.dtype())).unwrap_or(EVERYWHERE);
                 overlaps(mine, range)
             }
             Slot::Missing => false,

@@ -595,7 +595,13 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
                 let s = inp.site();
                 return Err(self.error(format!(
                     "aliases {} {} ({}) but differs in dtype or size ({} {:?} vs {} {:?})",
-                    s.role, s.index, s.name, out.dtype(), out.dims(), inp.dtype(), inp.dims()
+                    s.role,
+                    s.index,
+                    s.name,
+                    out.dtype(),
+                    out.dims(),
+                    inp.dtype(),
+                    inp.dims()
                 )));
             }
             // Check dtype, host, alignment; aliasing with `input` is expected here, but

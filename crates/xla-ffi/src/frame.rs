@@ -474,15 +474,7 @@ pub(crate) unsafe fn open<'f>(
             Entries::new(frame.rets.rets as *const *mut c_void, frame.rets.types as *const u32, frame.rets.size),
         )
     };
-    Ok(Entry::Call(Frame {
-        api,
-        ctx: frame.ctx,
-        stage: frame.stage,
-        args,
-        rets,
-        attrs: &frame.attrs,
-        host: info.host,
-    }))
+    Ok(Entry::Call(Frame { api, ctx: frame.ctx, stage: frame.stage, args, rets, attrs: &frame.attrs, host: info.host }))
 }
 
 /// The first FFI API version with the record stage (`XLA_FFI_ExecutionStage_RECORD`,
