@@ -611,9 +611,23 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     } else {
         quote!()
     };
+    // `'static` for every lifetime: the description is a `static` item.
+    let stys: Vec<Type> = tys
+        .iter()
+        .map(|t| {
+            let mut t = (*t).clone();
+            StaticLifetimes.visit_type_mut(&mut t);
+            t
+        })
+        .collect();
+    // The declared operand and result counts, as constants: `finish` runs its
+    // once-per-call overlap pass on them (unrolled) when the call has them.
+    let declared = quote! {
+        (0usize #(+ <#stys as #krate::Decode<'static>>::ARGS)*, 0usize #(+ <#stys as #krate::Decode<'static>>::RETS)*)
+    };
     let run = quote! {
         #(#decodes)*
-        __call.finish()?;
+        __call.finish_declared(#declared)?;
         #check_rules
         // One `let else` per parameter, not a match on a tuple of them: building the
         // tuple would copy every decoded view once more on each call.
@@ -626,15 +640,6 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     };
     let state_type_id = stages::state_type_id(krate, opts.stage, &ret_ty, &tys);
     let state_checks = stages::state_checks(krate, &stage, &params);
-    // `'static` for every lifetime: the description is a `static` item.
-    let stys: Vec<Type> = tys
-        .iter()
-        .map(|t| {
-            let mut t = (*t).clone();
-            StaticLifetimes.visit_type_mut(&mut t);
-            t
-        })
-        .collect();
     let info = quote! {
         #krate::__private::HandlerInfo {
             target: #target,
@@ -662,7 +667,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 Some(a) => {
                     let decode_only = quote! {
                         #(#decodes_again)*
-                        __call.finish()?;
+                        __call.finish_declared(#declared)?;
                         #check_rules
                     };
                     let body = async_handler::shim_body(krate, a, &info, &decode_only, &run);

@@ -4,9 +4,10 @@
 //! (`input_output_aliases`), and nothing stops a malformed call from overlapping two
 //! results. The buffer views must never hand out `&[T]` and `&mut [T]` (or two
 //! `&mut`) to the same bytes, so each buffer's byte range is recorded as it is
-//! decoded ([`Aliases`]); the first slice request, once every buffer is recorded,
-//! finds out whether any two ranges meet at all (`n(n-1)/2` compares, once per
-//! call); when none do, as in almost every call, each request is answered by that
+//! decoded ([`Aliases`]); when decoding ends, one pass finds out whether any result
+//! meets an operand or another result (the pairs that could give a `&mut` beside
+//! another reference: two operands may share memory, both being read only), once per
+//! call; when none do, as in almost every call, each request is answered by that
 //! one fact, otherwise by comparing its range with the others'. A call whose
 //! buffers were not all recorded (more than [`Aliases::MAX`], or a custom `Decode`
 //! that took a slice before every buffer was decoded) scans the frame instead.
@@ -15,6 +16,7 @@
 
 use core::cell::Cell;
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 
 use crate::dtype::DataType;
 use crate::frame::{Frame, Slot};
@@ -69,16 +71,18 @@ pub(crate) struct Aliases<'f> {
     /// The FFI target, for messages.
     pub(crate) target: &'static str,
     /// `(start, end)` per slot (operands first, then results); [`EMPTY`] overlaps
-    /// nothing.
-    slots: [Cell<(usize, usize)>; Aliases::MAX],
+    /// nothing. A slot is written before its bit is set in `seen`, and read only
+    /// when that bit is set (so the table needs no clearing per call).
+    slots: [Cell<MaybeUninit<(usize, usize)>>; Aliases::MAX],
     /// Slots recorded, as a bit set.
     seen: Cell<u32>,
-    /// Whether the recorded ranges are pairwise disjoint, once every buffer of the
-    /// call is recorded: [`UNKNOWN`](Aliases::UNKNOWN), [`DISJOINT`](Aliases::DISJOINT)
+    /// Whether no recorded result meets an operand or another result, once every
+    /// buffer of the call is recorded: [`UNKNOWN`](Aliases::UNKNOWN), [`DISJOINT`](Aliases::DISJOINT)
     /// or [`OVERLAPPING`](Aliases::OVERLAPPING). The common case (no aliasing at all)
     /// then answers every later access with one compare.
     disjoint: Cell<u8>,
-    /// Every buffer of the call recorded, no two sharing a byte, and host memory: a
+    /// Every buffer of the call recorded, no result sharing a byte with another
+    /// buffer, and host memory: a
     /// slice of a buffer then needs only its dtype and alignment checked. Worked out
     /// once per call, when decoding ends ([`Aliases::settle`]); any later `record`
     /// clears it.
@@ -97,7 +101,7 @@ impl<'f> Aliases<'f> {
         Aliases {
             frame,
             target,
-            slots: [const { Cell::new(EMPTY) }; Aliases::MAX],
+            slots: [const { Cell::new(MaybeUninit::uninit()) }; Aliases::MAX],
             seen: Cell::new(0),
             disjoint: Cell::new(Aliases::UNKNOWN),
             clean: Cell::new(false),
@@ -112,25 +116,43 @@ impl<'f> Aliases<'f> {
     }
 
     /// When decoding ends: finds out, once, whether the recorded buffers are all of the
-    /// call's and pairwise disjoint (which sets `clean` for a host call).
+    /// call's and no result meets another buffer (which sets `clean` for a host call).
+    ///
+    /// `declared` is the handler's operand and result count: when the call has exactly
+    /// those (every call of a handler without optional or variadic parameters), the
+    /// pass runs on them, constants where the handler's description is inlined, so the
+    /// few compares are unrolled.
     #[inline(always)]
-    pub(crate) fn settle(&self) {
+    pub(crate) fn settle(&self, declared: (usize, usize)) {
         let frame = self.frame;
-        let n = frame.count(Role::Operand) + frame.count(Role::Result);
-        if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
-            self.all_disjoint(n);
+        let got = (frame.count(Role::Operand), frame.count(Role::Result));
+        // Two calls, not one on a chosen count: the first is then compiled for the
+        // constants.
+        if got == declared {
+            self.settle_on(declared.0, declared.0 + declared.1);
+        } else {
+            self.settle_on(got.0, got.0 + got.1);
         }
     }
 
-    /// Whether the first `n` slots (all recorded) are pairwise disjoint, worked out
-    /// once per call.
+    /// [`Aliases::settle`] for `n` buffers, the first `na` of them operands.
     #[inline(always)]
-    fn all_disjoint(&self, n: usize) -> bool {
+    fn settle_on(&self, na: usize, n: usize) {
+        if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
+            self.all_disjoint(na, n);
+        }
+    }
+
+    /// Whether, of the first `n` slots (all recorded; the first `na` of them
+    /// operands), no result meets an operand or another result; worked out once per
+    /// call.
+    #[inline(always)]
+    fn all_disjoint(&self, na: usize, n: usize) -> bool {
         match self.disjoint.get() {
             Aliases::DISJOINT => true,
             Aliases::OVERLAPPING => false,
             _ => {
-                let disjoint = self.pairwise_disjoint(n);
+                let disjoint = self.pairwise_disjoint(na, n);
                 self.disjoint.set(if disjoint { Aliases::DISJOINT } else { Aliases::OVERLAPPING });
                 self.clean.set(disjoint && self.frame.host);
                 disjoint
@@ -138,20 +160,32 @@ impl<'f> Aliases<'f> {
         }
     }
 
-    #[inline]
-    fn pairwise_disjoint(&self, n: usize) -> bool {
+    /// The range recorded in `slot`.
+    #[inline(always)]
+    fn slot(&self, slot: usize) -> (usize, usize) {
+        debug_assert!(self.seen.get() & (1 << slot) != 0);
+        // SAFETY: callers read only recorded slots (their bit set in `seen`), and
+        // `record` writes a slot before setting its bit.
+        unsafe { self.slots[slot].get().assume_init() }
+    }
+
+    /// Whether, of the first `n` slots (all recorded), no result (the slots from `na`
+    /// on) meets an operand or another result. Two operands may share memory: both
+    /// are only read.
+    #[inline(always)]
+    fn pairwise_disjoint(&self, na: usize, n: usize) -> bool {
         let n = n.min(Aliases::MAX);
-        let mut i = 0;
-        while i < n {
-            let a = self.slots[i].get();
-            let mut j = i + 1;
-            while j < n {
-                if overlaps(a, self.slots[j].get()) {
+        let mut j = na.min(n);
+        while j < n {
+            let b = self.slot(j);
+            let mut i = 0;
+            while i < j {
+                if overlaps(self.slot(i), b) {
                     return false;
                 }
-                j += 1;
+                i += 1;
             }
-            i += 1;
+            j += 1;
         }
         true
     }
@@ -161,7 +195,7 @@ impl<'f> Aliases<'f> {
     #[inline(always)]
     pub(crate) fn record(&self, slot: usize, range: (usize, usize)) -> bool {
         if slot < Aliases::MAX {
-            self.slots[slot].set(range);
+            self.slots[slot].set(MaybeUninit::new(range));
             self.seen.set(self.seen.get() | 1 << slot);
             self.disjoint.set(Aliases::UNKNOWN);
             self.clean.set(false);
@@ -189,8 +223,9 @@ impl<'f> Aliases<'f> {
         mine: (usize, usize),
         operands: bool,
     ) -> Option<(Role, usize)> {
-        // Every buffer recorded and no two sharing a byte (found by an earlier access;
-        // any later `record` resets it): one compare.
+        // Every buffer recorded and no result sharing a byte with another buffer (found
+        // when decoding ended or by an earlier access; any later `record` resets it):
+        // one compare.
         if self.disjoint.get() == Aliases::DISJOINT {
             return None;
         }
@@ -198,8 +233,8 @@ impl<'f> Aliases<'f> {
         let (na, nr) = (frame.count(Role::Operand), frame.count(Role::Result));
         let n = na + nr;
         let recorded = n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32);
-        // No two buffers of the call share a byte: nothing to look for.
-        if recorded && self.all_disjoint(n) {
+        // No result shares a byte with another buffer: nothing to look for.
+        if recorded && self.all_disjoint(na, n) {
             return None;
         }
         if mine == EMPTY {
@@ -213,7 +248,7 @@ impl<'f> Aliases<'f> {
         let first = |lo: usize, hi: usize, skip: usize| {
             let mut i = lo;
             while i < hi {
-                if i != skip && overlaps(mine, self.slots[i & (Aliases::MAX - 1)].get()) {
+                if i != skip && overlaps(mine, self.slot(i & (Aliases::MAX - 1))) {
                     return Some(i - lo);
                 }
                 i += 1;
@@ -248,7 +283,8 @@ fn scan(
     let first = |role: Role, skip: Option<usize>| {
         (0..frame.count(role)).filter(|&i| Some(i) != skip).find(|&i| match frame.buffer(role, i) {
             Slot::Buffer(b) => {
-                let range = element_count(b.dims).and_then(|n| byte_range(b.data, n, b.dtype)).unwrap_or(EVERYWHERE);
+                let range =
+                    element_count(b.dims()).and_then(|n| byte_range(b.data(), n, b.dtype())).unwrap_or(EVERYWHERE);
                 overlaps(mine, range)
             }
             Slot::Missing => false,

@@ -23,6 +23,7 @@ use crate::decl::ParamDecl;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
 use crate::frame::Slot;
+use crate::raw::BufferEntry;
 use crate::site::{Role, Site};
 
 /// The rank parameter that means "any rank".
@@ -87,13 +88,15 @@ impl ElementSpec for AnyType {
 
 /// The parts of a decoded buffer, shared by operands and results.
 ///
-/// Kept small (72 bytes): the handler's views are built and moved on every call.
-/// What one call shares (frame, target, the alias table) is reached through one
-/// reference, and the byte range and [`Site`] are worked out when asked for.
+/// Kept small (56 bytes): the handler's views are built on every call and stored
+/// where the handler body takes their address. XLA's buffer struct is reached through
+/// one pointer (its dtype, address and dims read when asked for), what one call
+/// shares (frame, target, the alias table) through another, and the byte range and
+/// [`Site`] are worked out when asked for.
 #[derive(Clone, Copy)]
 struct RawBuffer<'f> {
-    data: *mut c_void,
-    dims: &'f [i64],
+    /// XLA's buffer struct, checked well-formed by decoding.
+    entry: BufferEntry<'f>,
     len: usize,
     /// Position among the operands or among the results.
     index: usize,
@@ -101,13 +104,12 @@ struct RawBuffer<'f> {
     name: &'static str,
     /// The call's frame, target and alias table.
     aliases: &'f Aliases<'f>,
-    dtype: DataType,
     role: Role,
 }
 
 // Its size is part of the per-call cost: keep it from growing unnoticed.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(core::mem::size_of::<RawBuffer<'static>>() == 72);
+const _: () = assert!(core::mem::size_of::<RawBuffer<'static>>() == 56);
 
 /// Results smaller than this are never advised (see [`ResultBuffer::advise_huge_pages`]):
 /// one 2 MiB page, the least that can hold a whole aligned huge page. A result of
@@ -180,12 +182,12 @@ impl<'f> RawBuffer<'f> {
     ) -> Option<Self> {
         let frame = call.frame;
         if let Slot::Buffer(b) = frame.buffer(role, index) {
-            let (dtype, data, dims) = (b.dtype, b.data, b.dims);
+            let (dtype, data, dims) = (b.dtype(), b.data(), b.dims());
             if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
                 if let Some((len, range)) = len_and_range(data, dims, dtype) {
                     call.record_buffer(role, index, range, dtype, dims);
                     let aliases = call.aliases;
-                    return Some(RawBuffer { data, dims, len, index, name, aliases, dtype, role });
+                    return Some(RawBuffer { entry: b, len, index, name, aliases, role });
                 }
             }
         }
@@ -199,7 +201,7 @@ impl<'f> RawBuffer<'f> {
     #[inline(never)]
     fn reject(call: &mut Call<'f>, site: Site, accepts: fn(DataType) -> bool, describe: fn() -> String, rank: usize) {
         let (dtype, data, dims) = match call.frame.buffer(site.role, site.index) {
-            Slot::Buffer(b) => (b.dtype, b.data, b.dims),
+            Slot::Buffer(b) => (b.dtype(), b.data(), b.dims()),
             Slot::Missing => return call.problem(format!("{site}: missing")),
             Slot::Kind(kind) => {
                 return call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
@@ -221,10 +223,28 @@ impl<'f> RawBuffer<'f> {
         }
     }
 
+    /// The element type.
+    #[inline(always)]
+    fn dtype(&self) -> DataType {
+        self.entry.dtype()
+    }
+
+    /// The address of the elements.
+    #[inline(always)]
+    fn data(&self) -> *mut c_void {
+        self.entry.data()
+    }
+
+    /// The dimensions, row-major.
+    #[inline(always)]
+    fn dims(&self) -> &'f [i64] {
+        self.entry.dims()
+    }
+
     /// The bytes it covers (see [`byte_range`]; `decode` checked that there is a range).
     #[inline(always)]
     fn range(&self) -> (usize, usize) {
-        byte_range(self.data, self.len, self.dtype).unwrap_or(EVERYWHERE)
+        byte_range(self.data(), self.len, self.dtype()).unwrap_or(EVERYWHERE)
     }
 
     /// Where this buffer sits in the call, for messages.
@@ -251,10 +271,10 @@ impl<'f> RawBuffer<'f> {
     #[inline(always)]
     fn check_access<T: Element>(&self, operands: bool) -> Result<()> {
         let align = core::mem::align_of::<T>();
-        let aligned = !self.data.is_null() && (self.data as usize) & (align - 1) == 0;
+        let aligned = !self.data().is_null() && (self.data() as usize) & (align - 1) == 0;
         // Decoding found every buffer of the call in host memory, each apart from the
         // others: only the dtype and alignment are left.
-        if self.dtype == T::DTYPE && self.aliases.is_clean() && aligned {
+        if self.dtype() == T::DTYPE && self.aliases.is_clean() && aligned {
             return Ok(());
         }
         self.check_access_slow::<T>(operands)
@@ -266,8 +286,8 @@ impl<'f> RawBuffer<'f> {
     #[inline(never)]
     fn check_access_slow<T: Element>(&self, operands: bool) -> Result<()> {
         let align = core::mem::align_of::<T>();
-        let aligned = self.len == 0 || (!self.data.is_null() && (self.data as usize).is_multiple_of(align));
-        if self.frame_is_host() && self.dtype == T::DTYPE && aligned && self.aliased_by(operands).is_none() {
+        let aligned = self.len == 0 || (!self.data().is_null() && (self.data() as usize).is_multiple_of(align));
+        if self.frame_is_host() && self.dtype() == T::DTYPE && aligned && self.aliased_by(operands).is_none() {
             return Ok(());
         }
         Err(self.access_error(T::DTYPE, align, operands))
@@ -289,11 +309,11 @@ impl<'f> RawBuffer<'f> {
                 .site()
                 .error("a device buffer cannot be read or written on the host; pass its address to a kernel"));
         }
-        if self.dtype != dtype {
-            return Err(self.site().error(format!("is {}, not {dtype}", self.dtype)));
+        if self.dtype() != dtype {
+            return Err(self.site().error(format!("is {}, not {dtype}", self.dtype())));
         }
-        if self.len > 0 && (self.data.is_null() || !(self.data as usize).is_multiple_of(align)) {
-            return Err(self.site().error(format!("data pointer {:p} is not aligned to {align} bytes", self.data)));
+        if self.len > 0 && (self.data().is_null() || !(self.data() as usize).is_multiple_of(align)) {
+            return Err(self.site().error(format!("data pointer {:p} is not aligned to {align} bytes", self.data())));
         }
         if let Some((role, i)) = self.aliased_by(operands) {
             return Err(self
@@ -314,13 +334,13 @@ impl<'f> RawBuffer<'f> {
         // Tokens have no data, and sub-byte integers may be packed several to a byte:
         // neither has one byte range per element to hand out.
         let packed = matches!(
-            self.dtype,
+            self.dtype(),
             DataType::TOKEN | DataType::S4 | DataType::U4 | DataType::S2 | DataType::U2 | DataType::S1 | DataType::U1
         );
-        let Some(width) = self.dtype.byte_width().filter(|_| !packed) else {
-            return Err(self.site().error(format!("{} has no byte representation", self.dtype)));
+        let Some(width) = self.dtype().byte_width().filter(|_| !packed) else {
+            return Err(self.site().error(format!("{} has no byte representation", self.dtype())));
         };
-        if self.len > 0 && self.data.is_null() {
+        if self.len > 0 && self.data().is_null() {
             return Err(self.site().error("null data pointer"));
         }
         if let Some((role, i)) = self.aliased_by(true) {
@@ -337,13 +357,13 @@ impl<'f> RawBuffer<'f> {
     #[cold]
     #[inline(never)]
     fn dims_error(&self, dims: &[i64], what: &dyn fmt::Display) -> Error {
-        self.site().error(format!("expected shape {dims:?} ({what}), got {:?}", self.dims))
+        self.site().error(format!("expected shape {dims:?} ({what}), got {:?}", self.dims()))
     }
 
     #[cold]
     #[inline(never)]
     fn dtype_error(&self, dtype: DataType, what: &dyn fmt::Display) -> Error {
-        self.site().error(format!("expected dtype {dtype} ({what}), got {}", self.dtype))
+        self.site().error(format!("expected dtype {dtype} ({what}), got {}", self.dtype()))
     }
 }
 
@@ -363,15 +383,15 @@ macro_rules! common_methods {
         }
         /// The element type.
         pub fn dtype(&self) -> DataType {
-            self.raw.dtype
+            self.raw.dtype()
         }
         /// The dimensions, row-major (empty for a scalar).
         pub fn dims(&self) -> &'f [i64] {
-            self.raw.dims
+            self.raw.dims()
         }
         /// The number of dimensions.
         pub fn rank(&self) -> usize {
-            self.raw.dims.len()
+            self.raw.dims().len()
         }
         /// The number of elements (1 for a scalar, 0 if any dimension is 0).
         pub fn len(&self) -> usize {
@@ -383,7 +403,7 @@ macro_rules! common_methods {
         }
         /// The size in bytes (0 for types without a byte width, such as tokens).
         pub fn size_bytes(&self) -> usize {
-            self.raw.len * self.raw.dtype.byte_width().unwrap_or(0)
+            self.raw.len * self.raw.dtype().byte_width().unwrap_or(0)
         }
         /// Where this buffer sits in the call, for error messages.
         pub fn site(&self) -> Site {
@@ -396,7 +416,7 @@ macro_rules! common_methods {
         /// Fails unless the shape is exactly `dims`; `what` says where `dims` came from.
         #[inline]
         pub fn expect_dims(&self, dims: &[i64], what: impl fmt::Display) -> Result<()> {
-            if same_dims(self.raw.dims, dims) {
+            if same_dims(self.raw.dims(), dims) {
                 Ok(())
             } else {
                 Err(self.raw.dims_error(dims, &what))
@@ -405,7 +425,7 @@ macro_rules! common_methods {
         /// Fails unless the element type is `dtype`; `what` says why.
         #[inline]
         pub fn expect_dtype(&self, dtype: DataType, what: impl fmt::Display) -> Result<()> {
-            if self.raw.dtype == dtype {
+            if self.raw.dtype() == dtype {
                 Ok(())
             } else {
                 Err(self.raw.dtype_error(dtype, &what))
@@ -441,7 +461,7 @@ impl<'f, D: ElementSpec, const R: usize> Buffer<'f, D, R> {
         // SAFETY: checked above: host memory, dtype T, aligned, non-null, `len`
         // elements that XLA initialised and keeps alive for the call, and no result
         // (the only memory anyone may write during the call) overlaps it.
-        Ok(unsafe { core::slice::from_raw_parts(self.raw.data as *const T, self.raw.len) })
+        Ok(unsafe { core::slice::from_raw_parts(self.raw.data() as *const T, self.raw.len) })
     }
 
     /// The raw bytes, row-major, whatever the element type (for a handler that only
@@ -457,13 +477,13 @@ impl<'f, D: ElementSpec, const R: usize> Buffer<'f, D, R> {
         // SAFETY: checked above: host memory, non-null, `bytes` bytes that XLA
         // initialised and keeps alive for the call, and no result overlaps it; u8
         // needs no alignment.
-        Ok(unsafe { core::slice::from_raw_parts(self.raw.data as *const u8, bytes) })
+        Ok(unsafe { core::slice::from_raw_parts(self.raw.data() as *const u8, bytes) })
     }
 
     /// The buffer's address: a device pointer for a GPU handler. Reading through it
     /// on the host is up to you.
     pub fn as_ptr(&self) -> *const c_void {
-        self.raw.data
+        self.raw.data()
     }
 }
 
@@ -512,7 +532,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         // SAFETY: host memory of dtype T, aligned, `len` elements alive for the call;
         // no operand or other result overlaps it, so this is the only reference to it
         // (`&mut self` keeps it unique); MaybeUninit makes no claim about contents.
-        Ok(unsafe { core::slice::from_raw_parts_mut(self.raw.data as *mut MaybeUninit<T>, self.raw.len) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.raw.data() as *mut MaybeUninit<T>, self.raw.len) })
     }
 
     /// The raw bytes, uninitialised, whatever the element type; see
@@ -524,7 +544,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         }
         // SAFETY: host memory, non-null, `bytes` bytes alive for the call; no operand
         // or other result overlaps it, and `&mut self` keeps this the only reference.
-        Ok(unsafe { core::slice::from_raw_parts_mut(self.raw.data as *mut MaybeUninit<u8>, bytes) })
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.raw.data() as *mut MaybeUninit<u8>, bytes) })
     }
 
     /// Asks Linux to back this (host) result with transparent huge pages, and says
@@ -570,12 +590,18 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         input: &'a Buffer<'g, E, S>,
     ) -> Result<InOut<'a, T>> {
         let (out, inp) = (self.raw, input.raw);
-        if out.range() != EMPTY && out.data == inp.data {
-            if out.dtype != inp.dtype || out.len != inp.len {
+        if out.range() != EMPTY && out.data() == inp.data() {
+            if out.dtype() != inp.dtype() || out.len != inp.len {
                 let s = inp.site();
                 return Err(self.error(format!(
                     "aliases {} {} ({}) but differs in dtype or size ({} {:?} vs {} {:?})",
-                    s.role, s.index, s.name, out.dtype, out.dims, inp.dtype, inp.dims
+                    s.role,
+                    s.index,
+                    s.name,
+                    out.dtype(),
+                    out.dims(),
+                    inp.dtype(),
+                    inp.dims()
                 )));
             }
             // Check dtype, host, alignment; aliasing with `input` is expected here, but
@@ -585,7 +611,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
             // keeps the reference made below unique.
             // SAFETY: host memory of dtype T, aligned, `len` elements initialised by XLA
             // (the input's data), overlapping no other result (checked above).
-            let xy = unsafe { core::slice::from_raw_parts_mut(out.data as *mut T, out.len) };
+            let xy = unsafe { core::slice::from_raw_parts_mut(out.data() as *mut T, out.len) };
             return Ok(InOut::InPlace(xy));
         }
         let input = input.typed::<T>()?;
@@ -595,7 +621,7 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
 
     /// The buffer's address: a device pointer for a GPU handler.
     pub fn as_mut_ptr(&mut self) -> *mut c_void {
-        self.raw.data
+        self.raw.data()
     }
 }
 

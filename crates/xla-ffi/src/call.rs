@@ -214,8 +214,17 @@ impl<'f> Call<'f> {
     #[doc(hidden)]
     #[inline]
     pub fn finish(&mut self) -> Result<()> {
-        // Every buffer is decoded: the alias check, once for the call.
-        self.aliases.settle();
+        self.finish_declared((self.info.n_args, self.info.n_rets))
+    }
+
+    /// [`Call::finish`], given the handler's declared operand and result counts
+    /// (constants in the code the [`handler`](crate::handler) macro generates).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn finish_declared(&mut self, declared: (usize, usize)) -> Result<()> {
+        // Every buffer is decoded: the alias check, once for the call (on the declared
+        // counts when the call has them: its few compares then unrolled).
+        self.aliases.settle(declared);
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = RawDict::count(self.frame.raw_attrs()).min(128);
@@ -283,7 +292,7 @@ impl<'f> Call<'f> {
         let frame = self.frame;
         let read = move |role: Role, i: usize| -> (DataType, &'f [i64]) {
             match frame.buffer(role, i) {
-                Slot::Buffer(b) => (b.dtype, b.dims),
+                Slot::Buffer(b) => (b.dtype(), b.dims()),
                 _ => (DataType::INVALID, &[]),
             }
         };

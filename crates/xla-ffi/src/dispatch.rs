@@ -109,9 +109,14 @@ fn ask_host_platform(frame: &Frame<'_>) -> bool {
 
 /// Runs a handler body at its stage. See the module docs.
 ///
+/// Inlined into the handler's shim, its one caller (the body closure makes each
+/// instance the shim's own): the handler's description is then a constant there, so
+/// the checks against it (stage, platform, operand counts) fold.
+///
 /// # Safety
 /// `raw` must be the call frame XLA passed to the handler.
 #[doc(hidden)]
+#[inline(always)]
 pub unsafe fn dispatch(
     raw: *mut sys::XLA_FFI_CallFrame,
     info: &HandlerInfo,

@@ -266,14 +266,66 @@ pub(crate) struct Frame<'f> {
     pub(crate) api: ApiTable<'f>,
     pub(crate) ctx: *mut sys::compat::XLA_FFI_InvokeContext,
     pub(crate) stage: u32,
-    args: &'f [*mut c_void],
-    arg_types: &'f [u32],
-    rets: &'f [*mut c_void],
-    ret_types: &'f [u32],
+    /// The operand entries.
+    args: Entries<'f>,
+    /// The result entries.
+    rets: Entries<'f>,
     /// The call's attributes (struct size checked by `open`); read by [`Frame::attrs`].
     attrs: &'f sys::XLA_FFI_Attrs,
     /// Buffers are host memory (a CPU handler).
     pub(crate) host: bool,
+}
+
+/// The operand or result entries of a frame: `len` entry pointers at `ptrs`, and
+/// their kinds at `types` (NULL when XLA gave none: every entry then reads as
+/// missing). Kept as pointers and a count, not two slices, so that `open` makes them
+/// with a few instructions; `len` is 0 when the pointers are NULL or XLA's size is
+/// not positive.
+#[derive(Clone, Copy)]
+struct Entries<'f> {
+    ptrs: *const *mut c_void,
+    types: *const u32,
+    len: usize,
+    _life: core::marker::PhantomData<&'f ()>,
+}
+
+impl<'f> Entries<'f> {
+    /// XLA's `size` entries at `ptrs` and `types`.
+    ///
+    /// # Safety
+    /// When `size > 0`, `ptrs` (if not NULL) must point to `size` entry pointers and
+    /// `types` (if not NULL) to `size` kinds, alive for `'f`.
+    #[inline(always)]
+    unsafe fn new(ptrs: *const *mut c_void, types: *const u32, size: i64) -> Self {
+        let len = if ptrs.is_null() || size <= 0 { 0 } else { size as usize };
+        Entries { ptrs, types, len, _life: core::marker::PhantomData }
+    }
+
+    /// Entry `index` and its kind; no kind when XLA gave no kinds.
+    #[inline(always)]
+    fn get(self, index: usize) -> Option<(*mut c_void, Option<u32>)> {
+        if index >= self.len {
+            return None;
+        }
+        // SAFETY: `index < len`, and `new` has `len` entries at `ptrs` (non-null when
+        // `len > 0`), and `len` kinds at `types` when that is not NULL.
+        unsafe {
+            let kind = if self.types.is_null() { None } else { Some(self.types.add(index).read()) };
+            Some((self.ptrs.add(index).read(), kind))
+        }
+    }
+
+    /// Copied entries and their kinds (as many of each).
+    fn of_copies((ptrs, types): (&'f [*mut c_void], &'f [u32])) -> Self {
+        let len = ptrs.len().min(types.len());
+        Entries { ptrs: ptrs.as_ptr(), types: types.as_ptr(), len, _life: core::marker::PhantomData }
+    }
+
+    /// As two slices (the kinds empty when XLA gave none).
+    fn slices(self) -> (&'f [*mut c_void], &'f [u32]) {
+        // SAFETY: as `get`: `len` entries, and `len` kinds when `types` is not NULL.
+        unsafe { (c_slice(self.ptrs, self.len as i64), c_slice(self.types, self.len as i64)) }
+    }
 }
 
 /// One operand or result entry of a frame, read.
@@ -293,8 +345,8 @@ impl<'f> Frame<'f> {
     /// How many operands or results the frame has.
     pub(crate) fn count(&self, role: Role) -> usize {
         match role {
-            Role::Operand => self.args.len(),
-            Role::Result => self.rets.len(),
+            Role::Operand => self.args.len,
+            Role::Result => self.rets.len,
         }
     }
 
@@ -308,12 +360,12 @@ impl<'f> Frame<'f> {
     /// The operand or result at `index`, read.
     #[inline(always)]
     pub(crate) fn buffer(&self, role: Role, index: usize) -> Slot<'f> {
-        let (ptrs, types) = match role {
-            Role::Operand => (self.args, self.arg_types),
-            Role::Result => (self.rets, self.ret_types),
+        let entries = match role {
+            Role::Operand => self.args,
+            Role::Result => self.rets,
         };
-        match (ptrs.get(index), types.get(index)) {
-            (Some(&ptr), Some(&sys::XLA_FFI_ArgType_BUFFER)) => {
+        match entries.get(index) {
+            Some((ptr, Some(sys::XLA_FFI_ArgType_BUFFER))) => {
                 // SAFETY: XLA passes, for an entry of kind BUFFER, NULL or a pointer to
                 // an `XLA_FFI_Buffer` alive for the call.
                 match unsafe { raw::buffer(ptr) } {
@@ -321,7 +373,7 @@ impl<'f> Frame<'f> {
                     None => Slot::Malformed,
                 }
             }
-            (Some(_), Some(&kind)) => Slot::Kind(kind),
+            Some((_, Some(kind))) => Slot::Kind(kind),
             _ => Slot::Missing,
         }
     }
@@ -416,25 +468,13 @@ pub(crate) unsafe fn open<'f>(
         return Err((Some(api), e));
     }
     // SAFETY: XLA provides `size` entries in each array, alive for the call.
-    let (args, arg_types, rets, ret_types) = unsafe {
+    let (args, rets) = unsafe {
         (
-            c_slice(frame.args.args as *const *mut c_void, frame.args.size),
-            c_slice(frame.args.types as *const u32, frame.args.size),
-            c_slice(frame.rets.rets as *const *mut c_void, frame.rets.size),
-            c_slice(frame.rets.types as *const u32, frame.rets.size),
+            Entries::new(frame.args.args as *const *mut c_void, frame.args.types as *const u32, frame.args.size),
+            Entries::new(frame.rets.rets as *const *mut c_void, frame.rets.types as *const u32, frame.rets.size),
         )
     };
-    Ok(Entry::Call(Frame {
-        api,
-        ctx: frame.ctx,
-        stage: frame.stage,
-        args,
-        arg_types,
-        rets,
-        ret_types,
-        attrs: &frame.attrs,
-        host: info.host,
-    }))
+    Ok(Entry::Call(Frame { api, ctx: frame.ctx, stage: frame.stage, args, rets, attrs: &frame.attrs, host: info.host }))
 }
 
 /// The first FFI API version with the record stage (`XLA_FFI_ExecutionStage_RECORD`,
@@ -505,8 +545,8 @@ impl<'f> Frame<'f> {
     /// The operand or result entries (pointers and kinds), as `open` read them.
     pub(crate) fn entries(&self, role: Role) -> (&'f [*mut c_void], &'f [u32]) {
         match role {
-            Role::Operand => (self.args, self.arg_types),
-            Role::Result => (self.rets, self.ret_types),
+            Role::Operand => self.args.slices(),
+            Role::Result => self.rets.slices(),
         }
     }
 
@@ -536,10 +576,8 @@ impl<'f> Frame<'f> {
             api: ApiTable { raw: api, _life: core::marker::PhantomData },
             ctx: core::ptr::null_mut(),
             stage,
-            args: args.0,
-            arg_types: args.1,
-            rets: rets.0,
-            ret_types: rets.1,
+            args: Entries::of_copies(args),
+            rets: Entries::of_copies(rets),
             attrs,
             host,
         }

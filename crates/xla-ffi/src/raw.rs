@@ -34,12 +34,38 @@ pub(crate) unsafe fn c_slice<'a, T>(ptr: *const T, len: i64) -> &'a [T] {
     }
 }
 
-/// A well-formed `XLA_FFI_Buffer`, read: its element type, address and dimensions.
+/// A well-formed `XLA_FFI_Buffer` (checked by [`buffer`]): its element type, address
+/// and dimensions are read from XLA's struct when asked for, so that a decoded view
+/// carries one pointer instead of four fields.
 #[derive(Clone, Copy)]
 pub(crate) struct BufferEntry<'f> {
-    pub(crate) dtype: DataType,
-    pub(crate) data: *mut c_void,
-    pub(crate) dims: &'f [i64],
+    raw: &'f sys::XLA_FFI_Buffer,
+}
+
+impl<'f> BufferEntry<'f> {
+    /// The element type.
+    #[inline(always)]
+    pub(crate) fn dtype(self) -> DataType {
+        DataType(self.raw.dtype)
+    }
+
+    /// The address of the elements.
+    #[inline(always)]
+    pub(crate) fn data(self) -> *mut c_void {
+        self.raw.data
+    }
+
+    /// The dimensions, row-major (empty for a scalar).
+    #[inline(always)]
+    pub(crate) fn dims(self) -> &'f [i64] {
+        // `buffer` refused a negative rank, and NULL dims with a positive rank.
+        if self.raw.rank <= 0 {
+            return &[];
+        }
+        // SAFETY: checked by `buffer`: a positive rank with non-null dims, which XLA
+        // gives `rank` of, alive (and unchanged) for the call.
+        unsafe { core::slice::from_raw_parts(self.raw.dims as *const i64, self.raw.rank as usize) }
+    }
 }
 
 /// Reads the `XLA_FFI_Buffer` at `ptr`; `None` if it is NULL or malformed (too small,
@@ -60,18 +86,12 @@ pub(crate) unsafe fn buffer<'f>(ptr: *mut c_void) -> Option<BufferEntry<'f>> {
     }
     // SAFETY: the struct is as large as this header's, so every field is there.
     let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
-    // One test per case: a scalar, `rank` dims at a non-null address, or malformed (a
-    // negative rank, or NULL dims with a positive rank).
-    let dims: &'f [i64] = if b.rank == 0 {
-        &[]
-    } else if b.rank > 0 && !b.dims.is_null() {
-        // SAFETY: XLA gives `rank` dims, alive for the call; the rank is positive and
-        // the pointer non-null.
-        unsafe { core::slice::from_raw_parts(b.dims as *const i64, b.rank as usize) }
-    } else {
+    // A scalar, or `rank` dims at a non-null address; malformed: a negative rank, or
+    // NULL dims with a positive rank.
+    if b.rank < 0 || (b.rank > 0 && b.dims.is_null()) {
         return None;
-    };
-    Some(BufferEntry { dtype: DataType(b.dtype), data: b.data, dims })
+    }
+    Some(BufferEntry { raw: b })
 }
 
 /// An `XLA_FFI_Attrs` (the call's attributes or a nested dictionary), read: its

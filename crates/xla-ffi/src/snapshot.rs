@@ -107,8 +107,8 @@ impl Entries {
             } else {
                 None
             };
-            read.push(entry.map(|b| (b.dtype, b.data)));
-            dims.push(entry.map(|b| b.dims.to_vec()).unwrap_or_default());
+            read.push(entry.map(|b| (b.dtype(), b.data())));
+            dims.push(entry.map(|b| b.dims().to_vec()).unwrap_or_default());
         }
         // `dims` is complete: its inner buffers no longer move.
         let bufs: Vec<sys::XLA_FFI_Buffer> = read
