@@ -22,7 +22,7 @@
 
 use core::any::Any;
 use core::arch::x86_64::{
-    __m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps_mask, _mm512_permutexvar_epi16, _mm_prefetch, _MM_HINT_T0,
+    __m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps_mask, _mm512_permutexvar_epi16, _mm_prefetch, _MM_HINT_T1,
 };
 
 use half::bf16;
@@ -68,17 +68,21 @@ pub(super) fn narrow<T: Float, A: AccFloat>(src: &[A; L]) -> [T; L] {
     }
 }
 
-/// Asks for `row` to be brought into L1, one prefetch per cache line (a hint:
-/// it reads nothing and cannot fault).
+/// Asks for chunk `k` of `row` (`L` elements: one 64-byte cache line of `bf16`)
+/// to be brought into L2, if the row has that chunk (a hint: it reads nothing and
+/// cannot fault). `prefetcht1`, not `prefetcht0`: the row is read once from L2 by
+/// the sum of squares, then the scale pass reads it from L1; fetching it into L1 a
+/// row early only evicts the current row and the weight.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn prefetch<T>(row: &[T]) {
-    for line in row.chunks(64 / size_of::<T>().max(1)) {
-        _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+fn prefetch_chunk<T>(row: &[T], k: usize) {
+    if let Some(e) = row.get(k * L) {
+        _mm_prefetch::<_MM_HINT_T1>(core::ptr::from_ref(e).cast());
     }
 }
 
-/// [`super::pair_rows_inplace_body`] with [`narrow`], prefetching the next row.
+/// [`super::pair_rows_inplace_body`] with [`narrow`], prefetching the next row one
+/// cache line per chunk of the scale pass.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
 pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
     xy: &mut [T],
@@ -91,14 +95,13 @@ pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
     while let Some((row, ir)) = rows.next() {
         let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
         ir.put(r);
-        if let Some((next, _)) = rows.peek() {
-            prefetch(next);
-        }
-        scale_row_pairs_inplace(row, w, r, |v| narrow::<T, T::Acc>(v));
+        let next: &[T] = rows.peek().map_or(&[], |(next, _)| next);
+        scale_row_pairs_inplace(row, w, r, |v| narrow::<T, T::Acc>(v), |k| prefetch_chunk(next, k));
     }
 }
 
-/// [`super::pair_rows_body`] with [`narrow`], prefetching the next row of `x`.
+/// [`super::pair_rows_body`] with [`narrow`], prefetching the next row of `x` as
+/// [`pair_rows_inplace`] does.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
 pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     x: &[X],
@@ -112,9 +115,7 @@ pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     while let Some(((xr, yr), ir)) = rows.next() {
         let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
         ir.put(r);
-        if let Some(((next, _), _)) = rows.peek() {
-            prefetch(next);
-        }
-        scale_row_pairs::<X, Y, O>(xr, w, r, yr, |v| narrow::<Y, Y::Acc>(v));
+        let next: &[X] = rows.peek().map_or(&[], |((next, _), _)| next);
+        scale_row_pairs::<X, Y, O>(xr, w, r, yr, |v| narrow::<Y, Y::Acc>(v), |k| prefetch_chunk(next, k));
     }
 }
