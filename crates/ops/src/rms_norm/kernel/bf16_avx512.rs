@@ -17,8 +17,12 @@
 //! The row loops also prefetch the next row of `x` while the current one is
 //! scaled (that pass reads the row from L1 and nothing from memory, so the
 //! hardware prefetcher would otherwise stall until the next row's first misses):
-//! measured 15-20 % less CPU time per element streaming 8192x4096 (see
-//! docs/performance.md).
+//! one `prefetcht1` per chunk of the scale pass, the chunk's cache line of the
+//! next row, so the row streams into L2 while the pass computes. Prefetching the
+//! whole row at once into L1 at the row's start (the first version) stalled the
+//! pass behind the misses and evicted the weight; streaming 8192x4096 on two
+//! threads the per-chunk `prefetcht1` took about a third off the CPU time per
+//! element (see docs/performance.md).
 
 use core::any::Any;
 use core::arch::x86_64::{
