@@ -74,9 +74,10 @@ pub(super) fn narrow<T: Float, A: AccFloat>(src: &[A; L]) -> [T; L] {
 
 /// Asks for chunk `k` of `row` (`L` elements: one 64-byte cache line of `bf16`)
 /// to be brought into L2, if the row has that chunk (a hint: it reads nothing and
-/// cannot fault). `prefetcht1`, not `prefetcht0`: the row is read once from L2 by
-/// the sum of squares, then the scale pass reads it from L1; fetching it into L1 a
-/// row early only evicts the current row and the weight.
+/// cannot fault). `prefetcht1`, not `prefetcht0`, measured faster: the sum of
+/// squares reads the row once (from L2 then) and the scale pass from L1, and a row
+/// fetched into the 32 KB L1 a row early competes there with the current row and
+/// the 16 KB weight.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn prefetch_chunk<T>(row: &[T], k: usize) {
