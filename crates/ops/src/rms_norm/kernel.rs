@@ -300,12 +300,20 @@ fn sum_sq_pairs<T: Float, A: AccFloat>(x: &[T]) -> A {
 
 /// Overwrites a `bf16` row (as `T`) with `xy * r * w` in the pair layout (`w` from
 /// [`pair_weight`]), each chunk narrowed by `narrow` ([`narrow_pairs`], or the
-/// AVX-512 BF16 one of `bf16_avx512.rs`: the same bits).
+/// AVX-512 BF16 one of `bf16_avx512.rs`: the same bits). `each(k)` runs before
+/// whole chunk `k` (the AVX-512 BF16 loops prefetch the next row there).
 #[inline(always)]
-fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A, narrow: impl Fn(&[A; L]) -> [T; L]) {
+fn scale_row_pairs_inplace<T: Float, A: AccFloat>(
+    xy: &mut [T],
+    w: &[A],
+    r: A,
+    narrow: impl Fn(&[A; L]) -> [T; L],
+    each: impl Fn(usize),
+) {
     let mut xc = xy.chunks_exact_mut(L);
     let mut wc = w.chunks_exact(L);
-    for (xs, ws) in (&mut xc).zip(&mut wc) {
+    for (k, (xs, ws)) in (&mut xc).zip(&mut wc).enumerate() {
+        each(k);
         let v = scale(load_pairs::<T, A>(arr(xs)), *arr(ws), r);
         xs.copy_from_slice(&narrow(&v));
     }
@@ -321,8 +329,8 @@ fn scale_row_pairs_inplace<T: Float, A: AccFloat>(xy: &mut [T], w: &[A], r: A, n
 }
 
 /// Writes `y = x * r * w` for one row, `x` and `y` both `bf16` (as `X`, `Y`), in
-/// the pair layout (`w` from [`pair_weight`]), narrowed by `narrow` (as in
-/// [`scale_row_pairs_inplace`]).
+/// the pair layout (`w` from [`pair_weight`]), narrowed by `narrow` and calling
+/// `each` (as in [`scale_row_pairs_inplace`]).
 #[inline(always)]
 fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(
     x: &[X],
@@ -330,11 +338,13 @@ fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(
     r: Y::Acc,
     y: &mut [O],
     narrow: impl Fn(&[Y::Acc; L]) -> [Y; L],
+    each: impl Fn(usize),
 ) {
     let mut xc = x.chunks_exact(L);
     let mut wc = w.chunks_exact(L);
     let mut yc = y.chunks_exact_mut(L);
-    for ((xs, ws), ys) in (&mut xc).zip(&mut wc).zip(&mut yc) {
+    for (k, ((xs, ws), ys)) in (&mut xc).zip(&mut wc).zip(&mut yc).enumerate() {
+        each(k);
         let v = scale(load_pairs::<X, Y::Acc>(arr(xs)), *arr(ws), r);
         for (d, s) in ys.iter_mut().zip(narrow(&v)) {
             d.put(s);
@@ -369,7 +379,7 @@ fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
     for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
         let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
         ir.put(r);
-        scale_row_pairs_inplace(row, w, r, narrow);
+        scale_row_pairs_inplace(row, w, r, narrow, |_| {});
     }
 }
 
@@ -408,7 +418,7 @@ fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
         let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
         ir.put(r);
-        scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow);
+        scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow, |_| {});
     }
 }
 
