@@ -90,9 +90,17 @@ def test_below_the_size_and_other_functions_copy() -> None:
     np.testing.assert_array_equal(np.asarray(small(x[:100])), np.sin(x[:100]))
     lam = jax.jit(python_op(lambda x: np.sin(x), abstract_eval=like, name="copy_lambda"))
     np.testing.assert_array_equal(np.asarray(lam(x)), np.sin(x))
-    out = jax.jit(python_op(np.sin, abstract_eval=like, takes_outputs=True, name="copy_takes_outputs"))
-    assert python_frames(lambda: out(x)) == ["invoke"]
+    # takes_outputs: called directly (no frame of ours), on outputs in Python's memory.
+    bases: list[Any] = []
+
+    def sin_into(x: np.ndarray, o: np.ndarray) -> None:
+        bases.append(o.base)
+        np.sin(x, out=o)
+
+    out = jax.jit(python_op(sin_into, abstract_eval=like, takes_outputs=True, name="copy_takes_outputs"))
+    assert python_frames(lambda: out(x)) == []
     np.testing.assert_array_equal(np.asarray(out(x)), np.sin(x))
+    assert all(type(b) is np.ndarray and b.flags.owndata and b.dtype == np.uint8 for b in bases)
     # Static parameters: the function gets them, so the copying path.
     par = jax.jit(lambda x: python_op(np.add, abstract_eval=like, name="copy_params")(x, x, casting="no"))
     assert python_frames(lambda: par(x)) == ["invoke"]
