@@ -17,10 +17,11 @@
 //!   `outputs_min_elements`: a ufunc computes small results itself);
 //!
 //! with the shapes XLA gives (per shard under sharding). An op that needs no Python
-//! wrapper (no static parameters, output arrays or sharding) registers its function
-//! as `direct` too, and the handler calls `function(*operands)` itself, checking and
-//! copying exact arrays here (see [`Direct`]): one Python frame less per call, and
-//! no tuples to build and take apart. An op whose function is a NumPy ufunc
+//! wrapper (no static parameters or sharding) registers its function as `direct`
+//! too, and the handler calls `function(*operands)` itself (`function(*operands,
+//! *outputs)` for `takes_outputs=True`), checking and copying exact arrays here
+//! (see [`Direct`]): one Python frame less per call, and no tuples to build and
+//! take apart. An op whose function is a NumPy ufunc
 //! without parameters registers it as `ufunc` too, and calls that get output
 //! arrays first offer it [`xla_ffi::python::call_ufunc`], which runs it on XLA's own
 //! buffers where it can prove that no Python code sees them (else the copying path
@@ -139,9 +140,9 @@ fn fill(py: Python<'_>, flat: &Bound<'_, PyAny>, bytes: &[u8]) -> PyResult<()> {
     pyo3::buffer::PyBuffer::<u8>::get(flat)?.copy_from_slice(py, bytes)
 }
 
-/// A function the handler calls itself, `function(*operands)`, with no Python
-/// frame around it: an op without static parameters, output arrays or sharding
-/// unit axes. Its result is checked and copied here when it is exactly what XLA
+/// A function the handler calls itself, `function(*operands)` (or, with
+/// `outputs`, `function(*operands, *outputs)`: [`call_direct_outputs`]), with no
+/// Python frame around it: an op without static parameters or sharding unit axes. Its result is checked and copied here when it is exactly what XLA
 /// expects (exact `numpy.ndarray`s of the results' dtypes and shapes); anything
 /// else (a list, a scalar, a wrong shape) and any exception go to
 /// `settle(kind, value, extra)`, which returns what the registered callable would
