@@ -9,8 +9,8 @@ round; the table gives the median over rounds):
   buffer; from 4096 elements (N = 1e5, 1e6) it runs on XLA's own buffers with no
   copy (``xla_ffi::python::call_ufunc``, see docs/python_op.md);
 * ``python_op out``: ours with ``takes_outputs=True``, ``np.sin(x, out=out)`` (a
-  lambda, so never in place): the operand is copied in, ``out`` is a pooled array,
-  copied into XLA's result buffer;
+  lambda, so never in place), called directly from Rust: the operand is copied in,
+  ``out`` is a pooled array, copied into XLA's result buffer;
 * ``nonlinear_op``: ours from ``np.sin`` and NumPy JVP and VJP functions, the
   one-call constructor that matches JAXbind's ``get_nonlinear_call``; its primal is
   the ufunc itself, so it takes ``python_op``'s paths;

@@ -107,13 +107,16 @@ def test_exceptions_keep_the_functions_own_frames() -> None:
     np.testing.assert_array_equal(jax.jit(ok)(np.zeros(3)), np.ones(3))
 
 
-def test_the_direct_path_is_used_only_without_params_outputs_or_sharding() -> None:
+def test_the_direct_path_is_used_only_without_params_or_sharding() -> None:
     def f(x, **params):
         return x
 
     assert python_op(f, abstract_eval=like)._direct({}, (1,)) is not None
     assert python_op(f, abstract_eval=like)._direct({"k": 1}, (1,)) is None
-    assert python_op(lambda x, o: None, abstract_eval=like, takes_outputs=True)._direct({}, (1,)) is None
+    # takes_outputs: called directly too (with its output arrays), not with parameters.
+    outs = python_op(lambda x, o, **params: None, abstract_eval=like, takes_outputs=True)
+    assert outs._direct({}, (1,)) is not None
+    assert outs._direct({"k": 1}, (1,)) is None
     op: PythonOp = python_op(f, abstract_eval=like, num_batch_dims=1)
     assert op._direct({}, (1,)) is None
     with_params = python_op(f, abstract_eval=lambda x, **params: x)
@@ -129,3 +132,83 @@ def test_a_result_in_the_other_byte_order_is_converted(shape) -> None:
     wrong = python_op(lambda x: x.astype(">f4"), abstract_eval=like, name="big_endian_f32")
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"result 0: expected float64\[.*got float32"):
         jax.jit(wrong)(x).block_until_ready()
+
+
+@pytest.mark.parametrize("shape", SIZES)
+def test_takes_outputs_is_called_directly_and_kept_outputs_keep_their_values(shape) -> None:
+    """A ``takes_outputs`` function is called by the handler itself; an output or
+    operand array it keeps across calls is its own: later calls neither reuse nor
+    change it (small and pooled large sizes)."""
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def keep(x, o):
+        np.multiply(x, 2.0, out=o)
+        kept.append((x, o))
+
+    op = jax.jit(python_op(keep, abstract_eval=like, takes_outputs=True, name="direct_keeper"))
+    xs = [np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape) + i for i in range(4)]
+    for x in xs:
+        np.testing.assert_array_equal(np.asarray(op(x)), 2.0 * x)
+    assert len(kept) == len(xs)
+    for x, (kx, ko) in zip(xs, kept, strict=True):
+        np.testing.assert_array_equal(kx, x)
+        np.testing.assert_array_equal(ko, 2.0 * x)
+    assert len({ko.ctypes.data for _, ko in kept}) == len(kept)
+
+
+@pytest.mark.parametrize("shape", SIZES)
+def test_takes_outputs_may_return_its_outputs(shape) -> None:
+    x = np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape)
+    one = python_op(lambda x, o: np.sin(x, out=o), abstract_eval=like, takes_outputs=True, name="direct_out")
+    np.testing.assert_array_equal(np.asarray(jax.jit(one)(x)), np.sin(x))
+    two = python_op(
+        lambda x, a, b: [np.sin(x, out=a), np.cos(x, out=b)],
+        abstract_eval=lambda x: (x, x),
+        takes_outputs=True,
+        name="direct_outs",
+    )
+    s, c = jax.jit(two)(x)
+    np.testing.assert_array_equal(np.asarray(s), np.sin(x))
+    np.testing.assert_array_equal(np.asarray(c), np.cos(x))
+
+
+@pytest.mark.filterwarnings("ignore:Setting the shape:DeprecationWarning")
+def test_takes_outputs_direct_errors_keep_their_messages() -> None:
+    x = np.ones((300, 200))
+
+    def reshaped(x, o):
+        o[...] = x
+        o.shape = (o.size,)
+
+    op = jax.jit(python_op(reshaped, abstract_eval=like, takes_outputs=True, name="direct_reshaped"))
+    with pytest.raises(
+        jax.errors.JaxRuntimeError, match=r"result 0: expected float64\[300,200\], got float64\[60000\]"
+    ):
+        jax.block_until_ready(op(x))
+    other = jax.jit(python_op(lambda x, o: (o, o), abstract_eval=like, takes_outputs=True, name="direct_pair"))
+    with pytest.raises(
+        jax.errors.JaxRuntimeError, match=r"op 'direct_pair': with takes_outputs=True .* returned tuple"
+    ):
+        jax.block_until_ready(other(x))
+
+    def inner(o):
+        raise ValueError("no room")
+
+    def outer(x, o):
+        inner(o)
+
+    raises = jax.jit(python_op(outer, abstract_eval=like, takes_outputs=True, name="direct_out_raises"))
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        jax.block_until_ready(raises(x))
+    text = str(info.value)
+    assert "op 'direct_out_raises' raised ValueError: no room" in text
+    assert "in outer" in text and "in inner" in text
+    # The process goes on.
+    np.testing.assert_array_equal(
+        np.asarray(
+            jax.jit(
+                python_op(lambda x, o: np.copyto(o, x), abstract_eval=like, takes_outputs=True, name="direct_after_out")
+            )(x)
+        ),
+        x,
+    )

@@ -90,9 +90,17 @@ def test_below_the_size_and_other_functions_copy() -> None:
     np.testing.assert_array_equal(np.asarray(small(x[:100])), np.sin(x[:100]))
     lam = jax.jit(python_op(lambda x: np.sin(x), abstract_eval=like, name="copy_lambda"))
     np.testing.assert_array_equal(np.asarray(lam(x)), np.sin(x))
-    out = jax.jit(python_op(np.sin, abstract_eval=like, takes_outputs=True, name="copy_takes_outputs"))
-    assert python_frames(lambda: out(x)) == ["invoke"]
+    # takes_outputs: called directly (no frame of ours), on outputs in Python's memory.
+    bases: list[Any] = []
+
+    def sin_into(x: np.ndarray, o: np.ndarray) -> None:
+        bases.append(o.base)
+        np.sin(x, out=o)
+
+    out = jax.jit(python_op(sin_into, abstract_eval=like, takes_outputs=True, name="copy_takes_outputs"))
+    assert python_frames(lambda: out(x)) == []
     np.testing.assert_array_equal(np.asarray(out(x)), np.sin(x))
+    assert all(type(b) is np.ndarray and b.flags.owndata and b.dtype == np.uint8 for b in bases)
     # Static parameters: the function gets them, so the copying path.
     par = jax.jit(lambda x: python_op(np.add, abstract_eval=like, name="copy_params")(x, x, casting="no"))
     assert python_frames(lambda: par(x)) == ["invoke"]
@@ -240,3 +248,43 @@ def test_a_warnings_hook_hunting_arrays_finds_none() -> None:
     assert done.returncode == 0, done.stderr
     assert "divide by zero encountered in log" in done.stdout, done.stdout
     assert "over raw memory 0" in done.stdout, done.stdout
+
+
+def test_the_callers_error_state_and_collector_are_kept() -> None:
+    """The in-place call sets NumPy's error state to ``all="raise"`` and pauses the
+    garbage collector only while it runs: the caller's state (inside an errstate,
+    with the collector off or on) is what it was after each call."""
+    import gc
+
+    x = np.linspace(-3.0, 3.0, N)
+    op = jax.jit(python_op(np.sin, abstract_eval=like, name="in_place_state"))
+    assert python_frames(lambda: op(x)) == []
+    default = np.geterr()
+    with np.errstate(divide="ignore", over="warn", invalid="call"):
+        inside = np.geterr()
+        np.testing.assert_array_equal(np.asarray(op(x)), np.sin(x))
+        assert np.geterr() == inside
+    assert np.geterr() == default
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        np.testing.assert_array_equal(np.asarray(op(x + 1.0)), np.sin(x + 1.0))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    np.testing.assert_array_equal(np.asarray(op(x + 2.0)), np.sin(x + 2.0))
+    assert gc.isenabled()
+
+
+def test_a_loop_found_for_one_dtype_is_not_assumed_for_another() -> None:
+    """np.sin runs in place on float64 (its loop is remembered), then on int64
+    operands and results, for which it has no loop: declined, the copying path
+    reports NumPy's float64 result as before."""
+    x = np.linspace(-3.0, 3.0, N)
+    op = jax.jit(python_op(np.sin, abstract_eval=like, name="sin_loops"))
+    assert python_frames(lambda: op(x)) == []
+    np.testing.assert_array_equal(np.asarray(op(x)), np.sin(x))
+    i = np.arange(N, dtype=np.int64)
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"result 0: expected int64\[5000\], got float64\[5000\]"):
+        jax.block_until_ready(op(i))
+    np.testing.assert_array_equal(np.asarray(op(x + 1.0)), np.sin(x + 1.0))

@@ -339,8 +339,15 @@ class PythonOp(Op):
             min_elements = 0 if self.takes_outputs else _UFUNC_INTO_MIN_SIZE
             # An exact ufunc runs on XLA's buffers when the handler can prove that safe.
             ufunc = plain if outputs and not self.takes_outputs and type(plain) is np.ufunc else None
+            direct = self._direct(params, ranks)
             key = _native.register(
-                _invoker(self, params, ranks), self.name, outputs, min_elements, self._direct(params, ranks), ufunc
+                _invoker(self, params, ranks),
+                self.name,
+                outputs,
+                min_elements,
+                direct,
+                ufunc,
+                direct_outputs=direct is not None and self.takes_outputs,
             )
             self._key_list.append(key)
             self._keys[frozen] = key
@@ -349,11 +356,14 @@ class PythonOp(Op):
     def _direct(
         self, params: dict[str, Any], ranks: tuple[int, ...] | None
     ) -> tuple[Callable[..., Any], Callable[..., Any], bool] | None:
-        """``(fn, settle, single)`` for the handler to call ``fn(*operands)`` itself,
-        with no Python frame around it, when nothing needs one: no static parameters,
-        no output arrays, no sharding unit axes to drop (None otherwise)."""
-        if params or self.takes_outputs or (self.num_batch_dims is not None and ranks is not None):
+        """``(fn, settle, single)`` for the handler to call ``fn(*operands)`` itself
+        (``fn(*operands, *outputs)`` with ``takes_outputs``), with no Python frame
+        around it, when nothing needs one: no static parameters, no sharding unit
+        axes to drop (None otherwise)."""
+        if params or (self.num_batch_dims is not None and ranks is not None):
             return None
+        if self.takes_outputs:
+            return _plain(self.fn), _outputs_settler(self.name), False
         single = self._single.get(_freeze(params), True)
         return _plain(self.fn), _settler(self.name, single), single
 
@@ -511,6 +521,30 @@ def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, An
             if single and len(specs) == 1:
                 value = (value,)
             return _checked(name, value, [s for s, _ in specs], specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return _UNKNOWN, _exception_message(name, e)
+
+    return settle
+
+
+def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
+    """:func:`_settler` for a directly called function with ``takes_outputs=True``:
+    ``extra`` is ``(specs, outs)`` (``((specs, outs), traceback)`` for an
+    exception), and ``value`` what the function returned, which must be None or the
+    output arrays; the outputs are then checked as :func:`_invoker`'s ``invoke``
+    checks them."""
+
+    def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
+        try:
+            if kind:
+                _, tb = extra
+                if tb is not None and value.__traceback__ is None:
+                    value = value.with_traceback(tb)
+                return _UNKNOWN, _exception_message(name, value, skip=0)
+            specs, outs = extra
+            if value is not None and not _are(value, outs):
+                return _INVALID_ARGUMENT, _not_none(name, value)
+            return _checked(name, outs, [s for s, _ in specs], specs)
         except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
             return _UNKNOWN, _exception_message(name, e)
 

@@ -17,10 +17,11 @@
 //!   `outputs_min_elements`: a ufunc computes small results itself);
 //!
 //! with the shapes XLA gives (per shard under sharding). An op that needs no Python
-//! wrapper (no static parameters, output arrays or sharding) registers its function
-//! as `direct` too, and the handler calls `function(*operands)` itself, checking and
-//! copying exact arrays here (see [`Direct`]): one Python frame less per call, and
-//! no tuples to build and take apart. An op whose function is a NumPy ufunc
+//! wrapper (no static parameters or sharding) registers its function as `direct`
+//! too, and the handler calls `function(*operands)` itself (`function(*operands,
+//! *outputs)` for `takes_outputs=True`), checking and copying exact arrays here
+//! (see [`Direct`]): one Python frame less per call, and no tuples to build and
+//! take apart. An op whose function is a NumPy ufunc
 //! without parameters registers it as `ufunc` too, and calls that get output
 //! arrays first offer it [`xla_ffi::python::call_ufunc`], which runs it on XLA's own
 //! buffers where it can prove that no Python code sees them (else the copying path
@@ -139,9 +140,9 @@ fn fill(py: Python<'_>, flat: &Bound<'_, PyAny>, bytes: &[u8]) -> PyResult<()> {
     pyo3::buffer::PyBuffer::<u8>::get(flat)?.copy_from_slice(py, bytes)
 }
 
-/// A function the handler calls itself, `function(*operands)`, with no Python
-/// frame around it: an op without static parameters, output arrays or sharding
-/// unit axes. Its result is checked and copied here when it is exactly what XLA
+/// A function the handler calls itself, `function(*operands)` (or, with
+/// `outputs`, `function(*operands, *outputs)`: [`call_direct_outputs`]), with no
+/// Python frame around it: an op without static parameters or sharding unit axes. Its result is checked and copied here when it is exactly what XLA
 /// expects (exact `numpy.ndarray`s of the results' dtypes and shapes); anything
 /// else (a list, a scalar, a wrong shape) and any exception go to
 /// `settle(kind, value, extra)`, which returns what the registered callable would
@@ -152,6 +153,9 @@ struct Direct {
     settle: Py<PyAny>,
     /// Whether the function returns one array (else a tuple, one per result).
     single: bool,
+    /// Whether the function takes output arrays (`takes_outputs=True`): called as
+    /// `function(*operands, *outputs)`, see [`call_direct_outputs`].
+    outputs: bool,
 }
 
 /// Key -> function; keys are `process_tag << 32 | n` for n = 1, 2, ...
@@ -181,16 +185,18 @@ fn process_tag() -> i64 {
     })
 }
 
-/// `register(fn, name, outputs=False, outputs_min_elements=0, direct=None, ufunc=None) -> int`:
+/// `register(fn, name, outputs=False, outputs_min_elements=0, direct=None, ufunc=None, direct_outputs=False) -> int`:
 /// a new key under which the handler calls `fn`; `name` is the op's name, for error
 /// messages; with `outputs`, `fn` gets output arrays to fill when the first result
 /// has at least `outputs_min_elements` elements (else an empty tuple). `direct`,
 /// `(function, settle, single)`, makes calls that get no output arrays call
 /// `function(*operands)` instead (see [`Direct`]). `ufunc`, the op's function when
 /// it is a NumPy ufunc called without parameters, makes calls that get output
-/// arrays try it on XLA's buffers first ([`xla_ffi::python::call_ufunc`]).
+/// arrays try it on XLA's buffers first ([`xla_ffi::python::call_ufunc`]). With
+/// `direct_outputs`, `direct`'s function takes output arrays, and every call that
+/// gets them calls `function(*operands, *outputs)` (see [`call_direct_outputs`]).
 #[pyfunction]
-#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0, direct = None, ufunc = None))]
+#[pyo3(signature = (callable, name, outputs = false, outputs_min_elements = 0, direct = None, ufunc = None, direct_outputs = false))]
 pub fn register(
     callable: Bound<'_, PyAny>,
     name: String,
@@ -198,6 +204,7 @@ pub fn register(
     outputs_min_elements: u64,
     direct: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>, bool)>,
     ufunc: Option<Bound<'_, PyAny>>,
+    direct_outputs: bool,
 ) -> PyResult<i64> {
     let not_callable = |what: &str, obj: &Bound<'_, PyAny>| -> PyResult<()> {
         if obj.is_callable() {
@@ -213,7 +220,7 @@ pub fn register(
         Some((function, settle, single)) => {
             not_callable("direct's function", &function)?;
             not_callable("direct's settle", &settle)?;
-            Some(Direct { function: function.unbind(), settle: settle.unbind(), single })
+            Some(Direct { function: function.unbind(), settle: settle.unbind(), single, outputs: direct_outputs })
         }
         None => None,
     };
@@ -473,7 +480,8 @@ fn call_attached(
     }
     drop(last);
     let stored = match &entry.direct {
-        Some(direct) if !outputs => {
+        Some(direct) if direct.outputs && outputs => call_direct_outputs(py, np, op, direct, args, results, &mut flats),
+        Some(direct) if !outputs && !direct.outputs => {
             let dtypes = (results.iter().enumerate())
                 .map(|(i, b)| np_dtype(py, np, op, "result", i, b.dtype()))
                 .collect::<Result<Vec<_>>>()?;
@@ -570,6 +578,74 @@ fn call_direct(
         Err(e) => {
             let specs = result_specs(py, np, op, results)?;
             direct.settle.bind(py).call1((1, e.value(py), (specs, e.traceback(py))))
+        }
+    };
+    store(py, np, op, settled.map_err(internal)?, results)
+}
+
+/// Calls `direct.function(*args, *outputs)`, a function with `takes_outputs=True`,
+/// where `outputs` are writable arrays of the results' shapes and dtypes over
+/// pooled flat arrays (pushed to `flats`, recycled by the caller unless the
+/// function kept them), and copies the outputs into the results when it returned
+/// `None`, the output array or the tuple of them, and they still are exact arrays
+/// of the results' dtypes and shapes. Anything else, and any exception, goes to
+/// `settle(kind, value, extra)` with `extra` the results' specs and the outputs
+/// (`(specs, outputs)`, or `((specs, outputs), traceback)` for an exception), which
+/// returns what the registered callable would have.
+fn call_direct_outputs<'py>(
+    py: Python<'py>,
+    np: &NumPy,
+    op: &str,
+    direct: &Direct,
+    mut args: Vec<Bound<'py, PyAny>>,
+    results: &mut RemainingRets<'_>,
+    flats: &mut Vec<Bound<'py, PyAny>>,
+) -> Result<()> {
+    let internal = |e: PyErr| Error::internal(format!("{TARGET}: op {op:?}: {e}"));
+    let mut dtypes = Vec::with_capacity(results.len());
+    let mut outs = Vec::with_capacity(results.len());
+    for (i, b) in results.iter().enumerate() {
+        let dtype = np_dtype(py, np, op, "result", i, b.dtype())?;
+        let flat = flat_array(py, np, b.size_bytes()).map_err(internal)?;
+        let arr = flat
+            .call_method1(pyo3::intern!(py, "view"), (&dtype,))
+            .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (PyTuple::new(py, b.dims())?,)))
+            .map_err(internal)?;
+        flats.push(flat);
+        dtypes.push(dtype);
+        outs.push(arr);
+    }
+    let function = direct.function.bind(py);
+    let called = match (args.as_slice(), outs.as_slice()) {
+        ([a], [o]) => function.call1((a, o)),
+        ([a, b], [o]) => function.call1((a, b, o)),
+        _ => {
+            args.extend(outs.iter().cloned());
+            PyTuple::new(py, &args).and_then(|t| function.call1(t))
+        }
+    };
+    // The function's references to the operand copies are gone: drop ours too.
+    drop(args);
+    let outs = PyTuple::new(py, outs).map_err(internal)?;
+    let settled = match called {
+        Ok(value) => {
+            let theirs = value.is_none()
+                || (results.len() == 1 && value.is(outs.get_item(0).map_err(internal)?))
+                || value
+                    .cast::<PyTuple>()
+                    .is_ok_and(|t| t.len() == outs.len() && t.iter().zip(outs.iter()).all(|(a, b)| a.is(&b)))
+                || value
+                    .cast::<pyo3::types::PyList>()
+                    .is_ok_and(|l| l.len() == outs.len() && l.iter().zip(outs.iter()).all(|(a, b)| a.is(&b)));
+            if theirs && store_exact(py, np, op, false, outs.as_any(), &dtypes, results)? {
+                return Ok(());
+            }
+            let specs = result_specs(py, np, op, results)?;
+            direct.settle.bind(py).call1((0, value, (specs, &outs)))
+        }
+        Err(e) => {
+            let specs = result_specs(py, np, op, results)?;
+            direct.settle.bind(py).call1((1, e.value(py), ((specs, &outs), e.traceback(py))))
         }
     };
     store(py, np, op, settled.map_err(internal)?, results)

@@ -45,7 +45,9 @@ use pyo3::types::{PyAnyMethods, PyDict, PyDictMethods, PyTuple};
 use pyo3::{Bound, PyAny, PyErr, PyResult, Python};
 
 mod declarations;
+mod ufunc_lookups;
 pub use declarations::declarations;
+use ufunc_lookups::RaiseOnFpErrors;
 
 use crate::{bundles, AnyType, Buffer, Error, Handler, HandlerDescriptor, ResultBuffer, Site, StateType};
 
@@ -449,11 +451,10 @@ fn prepare_ufunc(
     operands: &[Buffer<'_, AnyType>],
     results: &[ResultBuffer<'_, AnyType>],
 ) -> PyResult<Option<&'static str>> {
-    let numpy = py.import(pyo3::intern!(py, "numpy"))?;
-    let Some(ufunc_type) = numpy_c_type(numpy.as_any(), "ufunc")? else {
+    let Some(lookups) = ufunc_lookups::lookups(py)? else {
         return Ok(None);
     };
-    if !ufunc.get_type().is(&ufunc_type)
+    if !ufunc.get_type().is(lookups.ufunc.bind(py))
         || !ufunc.getattr(pyo3::intern!(py, "signature"))?.is_none()
         || ufunc.getattr(pyo3::intern!(py, "nin"))?.extract::<usize>()? != operands.len()
         || ufunc.getattr(pyo3::intern!(py, "nout"))?.extract::<usize>()? != results.len()
@@ -488,18 +489,18 @@ impl<'a> RawView<'a> {
     }
 }
 
-/// The garbage collector, disabled while this lives (if it was enabled).
+/// The garbage collector, disabled while this lives (if it was enabled); holds
+/// `gc.enable`.
 struct GcPaused<'py>(Option<Bound<'py, PyAny>>);
 
 impl<'py> GcPaused<'py> {
-    fn new(py: Python<'py>) -> Self {
+    fn new(py: Python<'py>, lookups: &'static ufunc_lookups::Lookups) -> Self {
         let paused = (|| -> PyResult<Option<Bound<'py, PyAny>>> {
-            let gc = py.import(pyo3::intern!(py, "gc"))?;
-            if !gc.call_method0(pyo3::intern!(py, "isenabled"))?.is_truthy()? {
+            if !lookups.gc_isenabled.bind(py).call0()?.is_truthy()? {
                 return Ok(None);
             }
-            gc.call_method0(pyo3::intern!(py, "disable"))?;
-            Ok(Some(gc.into_any()))
+            lookups.gc_disable.bind(py).call0()?;
+            Ok(Some(lookups.gc_enable.bind(py).clone()))
         })();
         GcPaused(paused.ok().flatten())
     }
@@ -507,31 +508,9 @@ impl<'py> GcPaused<'py> {
 
 impl Drop for GcPaused<'_> {
     fn drop(&mut self) {
-        if let Some(gc) = self.0.take() {
-            let _ = gc.call_method0(pyo3::intern!(gc.py(), "enable"));
+        if let Some(enable) = self.0.take() {
+            let _ = enable.call0();
         }
-    }
-}
-
-/// `numpy.errstate(all="raise")`, entered while this lives: a floating-point error
-/// raises `FloatingPointError` from C instead of running the warnings machinery
-/// (whose hooks are Python code) or an error callback.
-struct RaiseOnFpErrors<'py>(Bound<'py, PyAny>);
-
-impl<'py> RaiseOnFpErrors<'py> {
-    fn new(py: Python<'py>, numpy: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item(pyo3::intern!(py, "all"), pyo3::intern!(py, "raise"))?;
-        let state = numpy.getattr(pyo3::intern!(py, "errstate"))?.call((), Some(&kwargs))?;
-        state.call_method0(pyo3::intern!(py, "__enter__"))?;
-        Ok(RaiseOnFpErrors(state))
-    }
-}
-
-impl Drop for RaiseOnFpErrors<'_> {
-    fn drop(&mut self) {
-        let none = self.0.py().None();
-        let _ = self.0.call_method1(pyo3::intern!(self.0.py(), "__exit__"), (&none, &none, &none));
     }
 }
 
@@ -550,27 +529,26 @@ fn escaped() -> ! {
 fn run_ufunc(
     py: Python<'_>,
     ufunc: &Bound<'_, PyAny>,
-    dtype: &str,
+    dtype: &'static str,
     operands: &[Buffer<'_, AnyType>],
     results: &mut [ResultBuffer<'_, AnyType>],
 ) -> UfuncCall {
-    let numpy = match py.import(pyo3::intern!(py, "numpy")) {
-        Ok(numpy) => numpy.into_any(),
+    let lookups = match ufunc_lookups::lookups(py) {
+        Ok(Some(lookups)) => lookups,
+        Ok(None) => return UfuncCall::Declined,
         Err(e) => return UfuncCall::Raised(e),
     };
     // Entered before any object over XLA's memory exists, left after the last is gone.
-    let _raise = match RaiseOnFpErrors::new(py, &numpy) {
+    let _raise = match RaiseOnFpErrors::new(py, lookups.numpy.bind(py)) {
         Ok(raise) => raise,
         Err(e) => return UfuncCall::Raised(e),
     };
     // No collection (so no `__del__` of garbage) while objects over XLA's memory exist.
-    let _gc = GcPaused::new(py);
+    let _gc = GcPaused::new(py, lookups);
     let mut views: Vec<Bound<'_, PyAny>> = Vec::with_capacity(operands.len() + results.len());
     let mut arrays: Vec<Bound<'_, PyAny>> = Vec::with_capacity(operands.len() + results.len());
     let outcome = (|| -> PyResult<UfuncCall> {
-        let Some(ndarray) = numpy_c_type(&numpy, "ndarray")? else {
-            return Ok(UfuncCall::Declined);
-        };
+        let ndarray = lookups.ndarray.bind(py);
         let n_in = operands.len();
         for b in operands {
             let Ok(bytes) = b.as_bytes() else {
@@ -607,11 +585,8 @@ fn run_ufunc(
         }
         drop(kwargs);
         // The loop for exactly this dtype: `frompyfunc` and object loops are not it.
-        let char: String =
-            arrays[0].getattr(pyo3::intern!(py, "dtype"))?.getattr(pyo3::intern!(py, "char"))?.extract()?;
-        let wanted = format!("{}->{}", char.repeat(n_in), char.repeat(results.len()));
-        let types: Vec<String> = ufunc.getattr(pyo3::intern!(py, "types"))?.extract()?;
-        if !types.contains(&wanted) {
+        let char = || arrays[0].getattr(pyo3::intern!(py, "dtype"))?.getattr(pyo3::intern!(py, "char"))?.extract();
+        if !ufunc_lookups::has_loop(ufunc, dtype, char, n_in, results.len())? {
             return Ok(UfuncCall::Declined);
         }
         let casting = PyDict::new(py);
