@@ -224,21 +224,28 @@ impl<'f> Dict<'f> {
 
     /// The index and value of the entry called `name`.
     pub fn find(&self, name: &str) -> Option<(usize, Option<AttrValue<'f>>)> {
-        (0..self.len()).find(|&i| self.name_at(i) == Some(name)).map(|i| (i, self.value_at(i)))
+        // Bytes against bytes: `name` is UTF-8, so an equal name is too (the same
+        // answer as comparing `name_at`, without validating every name first).
+        (0..self.len()).find(|&i| self.raw.name(i) == Some(name.as_bytes())).map(|i| (i, self.value_at(i)))
     }
 
     /// The value called `name`, decoded as `T`.
     pub fn get<T: FromAttr<'f>>(&self, name: &str) -> Result<T, String> {
-        match self.find(name) {
-            None => T::if_missing().ok_or_else(|| format!("missing (expected {})", T::expected())),
-            Some((_, None)) => Err(format!("unsupported attribute kind (expected {})", T::expected())),
-            Some((_, Some(v))) => T::from_attr(&v),
-        }
+        decode_found(self.find(name))
     }
 
     /// The names, in order.
     pub fn names(&self) -> impl Iterator<Item = &'f str> + '_ {
         (0..self.len()).map(|i| self.name_at(i).unwrap_or("?"))
+    }
+}
+
+/// What [`Dict::get`] answers for what [`Dict::find`] found.
+pub(crate) fn decode_found<'f, T: FromAttr<'f>>(found: Option<(usize, Option<AttrValue<'f>>)>) -> Result<T, String> {
+    match found {
+        None => T::if_missing().ok_or_else(|| format!("missing (expected {})", T::expected())),
+        Some((_, None)) => Err(format!("unsupported attribute kind (expected {})", T::expected())),
+        Some((_, Some(v))) => T::from_attr(&v),
     }
 }
 
@@ -490,27 +497,62 @@ pub trait FromAttrs<'f>: Sized {
 /// Collects what [`FromAttrs::from_dict`] finds.
 #[doc(hidden)]
 pub struct FieldCx<'a> {
-    pub(crate) prefix: &'a str,
+    /// The target the messages start with (`""`: none, for a nested dictionary).
+    pub(crate) target: &'a str,
     pub(crate) problems: Vec<String>,
-    pub(crate) used: Vec<usize>,
+    pub(crate) used: UsedEntries,
 }
 
-impl FieldCx<'_> {
+impl<'a> FieldCx<'a> {
+    pub(crate) fn new(target: &'a str) -> Self {
+        FieldCx { target, problems: Vec::new(), used: UsedEntries::default() }
+    }
+
     /// Decodes one field, or records why it failed.
     pub fn field<'f, T: FromAttr<'f>>(&mut self, dict: &Dict<'f>, name: &str, default: Option<T>) -> Option<T> {
         match dict.find(name) {
             Some((i, v)) => {
-                self.used.push(i);
+                self.used.insert(i);
                 let r = match v {
                     Some(v) => T::from_attr(&v),
                     None => Err(format!("unsupported attribute kind (expected {})", T::expected())),
                 };
-                r.map_err(|e| self.problems.push(format!("{}attribute `{name}`: {e}", self.prefix))).ok()
+                r.map_err(|e| self.problem(format!("attribute `{name}`: {e}"))).ok()
             }
             None => default.or_else(T::if_missing).or_else(|| {
-                self.problems.push(format!("{}attribute `{name}`: missing (expected {})", self.prefix, T::expected()));
+                self.problem(format!("attribute `{name}`: missing (expected {})", T::expected()));
                 None
             }),
+        }
+    }
+
+    fn problem(&mut self, msg: String) {
+        self.problems.push(if self.target.is_empty() { msg } else { format!("{}: {msg}", self.target) });
+    }
+}
+
+/// The entries of a dictionary that fields asked for: a bit each for the first 128
+/// (no allocation on a call), a list for any beyond.
+#[derive(Default)]
+pub(crate) struct UsedEntries {
+    pub(crate) low: u128,
+    high: Vec<usize>,
+}
+
+impl UsedEntries {
+    fn insert(&mut self, i: usize) {
+        if i < 128 {
+            self.low |= 1 << i;
+        } else {
+            self.high.push(i);
+        }
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        if i < 128 {
+            self.low & (1 << i) != 0
+        } else {
+            self.high.contains(&i)
         }
     }
 }
@@ -521,9 +563,9 @@ pub fn struct_from_dict<'f, S: FromAttrs<'f>>(value: &AttrValue<'f>) -> Result<S
     let AttrValue::Dict(d) = value else {
         return mismatch("a dictionary".into(), value);
     };
-    let mut cx = FieldCx { prefix: "", problems: Vec::new(), used: Vec::new() };
+    let mut cx = FieldCx::new("");
     let s = S::from_dict(d, &mut cx);
-    let extra: Vec<&str> = (0..d.len()).filter(|i| !cx.used.contains(i)).filter_map(|i| d.name_at(i)).collect();
+    let extra: Vec<&str> = (0..d.len()).filter(|&i| !cx.used.contains(i)).filter_map(|i| d.name_at(i)).collect();
     if !extra.is_empty() {
         cx.problems.push(format!("unexpected key(s) {}", extra.join(", ")));
     }

@@ -66,7 +66,10 @@ impl<'f> Call<'f> {
     #[inline(always)]
     pub(crate) fn check_counts(&self) -> Result<()> {
         let (na, nr) = (self.frame.count(Role::Operand), self.frame.count(Role::Result));
-        if na == self.info.n_args && nr == self.info.n_rets {
+        // The declared counts, or more where the parameters end in a variadic one: no
+        // message (what `count_error` would find too), without its cold call.
+        let fits = |got: usize, declared: usize, variadic: bool| got == declared || (variadic && got > declared);
+        if fits(na, self.info.n_args, self.info.variadic_args) && fits(nr, self.info.n_rets, self.info.variadic_rets) {
             return Ok(());
         }
         self.count_error(na, nr)
@@ -491,11 +494,11 @@ impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
     }
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let target = call.target();
-        let dict = call.attrs();
-        if let Some((i, _)) = dict.find(name) {
+        let found = call.attrs().find(name);
+        if let Some((i, _)) = found {
             call.use_attr(i);
         }
-        match dict.get::<T>(name) {
+        match crate::attr::decode_found::<T>(found) {
             Ok(v) => Some(Attr(v)),
             Err(e) => {
                 call.problem(format!("{target}: attribute `{name}`: {e}"));
@@ -512,13 +515,11 @@ impl<'f, S: FromAttrs<'f>> Decode<'f> for Attrs<S> {
         }
     }
     fn decode(call: &mut Call<'f>, _name: &'static str) -> Option<Self> {
-        let prefix = format!("{}: ", call.target());
         let dict = call.attrs();
-        let mut cx = FieldCx { prefix: &prefix, problems: Vec::new(), used: Vec::new() };
+        let mut cx = FieldCx::new(call.target());
         let s = S::from_dict(&dict, &mut cx);
-        for i in cx.used {
-            call.use_attr(i);
-        }
+        // Entries past the first 128 are not tracked (see `use_attr`).
+        call.used_attrs |= cx.used.low;
         for p in cx.problems {
             call.problem(p);
         }
