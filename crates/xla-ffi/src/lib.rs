@@ -79,11 +79,11 @@
 //!
 //! None is on by default, and the crate builds with no libclang, jaxlib or Python.
 //!
-//! * `pyo3`: [`python`], capsules and registration dictionaries for a PyO3 module
+//! * `pyo3`: the `python` module, capsules and registration dictionaries for a PyO3 module
 //!   (any pyo3 from 0.25 to 0.30; no pyo3 feature, such as abi3, is forced).
-//! * `testing`: [`testing`], synthetic call frames on a fake API table, to test
+//! * `testing`: the `testing` module, synthetic call frames on a fake API table, to test
 //!   handlers without JAX.
-//! * `cuda`: [`cuda`], kernel launches from `platform = device` handlers (cudarc,
+//! * `cuda`: the `cuda` module, kernel launches from `platform = device` handlers (cudarc,
 //!   loaded at run time: no CUDA toolkit needed to build).
 //! * `bindgen`: take the ABI from an installed jaxlib's header with bindgen instead
 //!   of `xla-ffi-sys`'s Rust declarations (for checking them; needs libclang).
