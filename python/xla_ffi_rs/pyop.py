@@ -513,10 +513,7 @@ def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, An
     def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
         try:
             if kind:
-                _, tb = extra
-                if tb is not None and value.__traceback__ is None:
-                    value = value.with_traceback(tb)
-                return _UNKNOWN, _exception_message(name, value, skip=0)
+                return _raised(name, value, extra[1])
             specs = extra
             if single and len(specs) == 1:
                 value = (value,)
@@ -525,6 +522,14 @@ def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, An
             return _UNKNOWN, _exception_message(name, e)
 
     return settle
+
+
+def _raised(name: str, exc: BaseException, tb: Any) -> tuple[int, str]:
+    """A settler's answer for an exception the function raised: its message, with
+    the traceback the handler caught attached where the exception has none."""
+    if tb is not None and exc.__traceback__ is None:
+        exc = exc.with_traceback(tb)
+    return _UNKNOWN, _exception_message(name, exc, skip=0)
 
 
 def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
@@ -537,10 +542,7 @@ def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
     def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
         try:
             if kind:
-                _, tb = extra
-                if tb is not None and value.__traceback__ is None:
-                    value = value.with_traceback(tb)
-                return _UNKNOWN, _exception_message(name, value, skip=0)
+                return _raised(name, value, extra[1])
             specs, outs = extra
             if value is not None and not _are(value, outs):
                 return _INVALID_ARGUMENT, _not_none(name, value)
