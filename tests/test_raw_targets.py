@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -118,6 +119,32 @@ def test_import_initializes_no_backend_and_queued_cuda_registration_is_harmless(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_cuda_targets_reach_the_cuda_plugins_registration_handler() -> None:
+    # What jax's CUDA plugin does when its backend starts: it installs handlers for
+    # the XLA platform name "CUDA", and only entries queued under that exact name
+    # reach the GPU (a target queued under "cuda" is never registered there).
+    proc = run_python(
+        """
+        import json
+        from jax._src.lib import xla_client
+        calls = []
+        xla_client.register_custom_call_handler(
+            "CUDA", lambda name, fn, platform, api_version, traits: calls.append([name, platform, api_version]))
+        import xla_ffi_rs
+        xla_ffi_rs.register_targets({"plugin.gpu_probe": xla_ffi_rs.handlers("cpu")["xla_ffi_rs.kepler"]}, "cuda")
+        print(json.dumps({"calls": calls, "has_cuda": xla_ffi_rs.has_cuda,
+                          "cuda": sorted(xla_ffi_rs.handlers("cuda"))}))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    if not got["has_cuda"]:
+        pytest.skip("built without the CUDA handlers")
+    names = {c[0] for c in got["calls"]}
+    assert set(got["cuda"]) | {"plugin.gpu_probe"} == names, got
+    assert {c[1] for c in got["calls"]} == {"CUDA"} and {c[2] for c in got["calls"]} == {1}, got
 
 
 # -- good calls ----------------------------------------------------------------

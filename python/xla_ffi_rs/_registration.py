@@ -34,6 +34,12 @@ from xla_ffi_rs import _native
 #: Platforms (JAX names) asked for handlers, in order.
 PLATFORMS: tuple[str, ...] = ("cpu", "cuda")
 
+#: JAX platform name -> the name XLA's plugins register their handlers under
+#: (``jax.ffi.register_ffi_target`` passes the platform through as given, and the
+#: CUDA and ROCm plugins listen for "CUDA" and "ROCM" only: a target queued under
+#: "cuda" never reaches the GPU).
+_XLA_PLATFORM_NAMES: dict[str, str] = {"cuda": "CUDA", "gpu": "CUDA", "rocm": "ROCM"}
+
 _lock = threading.Lock()
 _registered: dict[str, frozenset[str]] = {}
 _examples_registered = False
@@ -64,14 +70,27 @@ def register_examples() -> Mapping[str, frozenset[str]]:
         return dict(_registered)
 
 
+def xla_platform(platform: str) -> str:
+    """The platform name to give ``jax.ffi.register_ffi_target`` for a JAX platform
+    name: "CUDA" for "cuda" (and "gpu"), "ROCM" for "rocm", others unchanged.
+
+    Example:
+        >>> from xla_ffi_rs._registration import xla_platform
+        >>> xla_platform("cuda"), xla_platform("cpu")
+        ('CUDA', 'cpu')
+    """
+    return _XLA_PLATFORM_NAMES.get(platform.lower(), platform)
+
+
 def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> list[str]:
     handlers = source(platform)
+    xla_name = xla_platform(platform)
     if any(isinstance(h, Mapping) for h in handlers.values()):
         # Stateful targets (stage bundles) need their state types first.
         for type_name, registration in _native.state_types().items():
-            jax.ffi.register_ffi_type(type_name, registration, platform=platform)
+            jax.ffi.register_ffi_type(type_name, registration, platform=xla_name)
     for name, handler in handlers.items():
-        jax.ffi.register_ffi_target(name, handler, platform=platform)
+        jax.ffi.register_ffi_target(name, handler, platform=xla_name)
     return sorted(handlers)
 
 
@@ -111,7 +130,7 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
     register_all()
     with _lock:
         for name, handler in handlers.items():
-            jax.ffi.register_ffi_target(name, handler, platform=platform)
+            jax.ffi.register_ffi_target(name, handler, platform=xla_platform(platform))
         _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
 
 

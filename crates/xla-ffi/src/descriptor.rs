@@ -16,8 +16,9 @@ pub type HandlerFn = unsafe extern "C" fn(*mut sys::XLA_FFI_CallFrame) -> *mut s
 pub enum Platform {
     /// Host (CPU) memory: register with `platform="cpu"`. Buffers can be slices.
     Host,
-    /// Device (GPU) memory: register with `platform="cuda"` (or `"gpu"`). Buffers are
-    /// only addresses.
+    /// Device (GPU) memory: register with `platform="CUDA"` (the name XLA's CUDA plugin
+    /// listens for; `jax.ffi.register_ffi_target` does not translate `"cuda"`).
+    /// Buffers are only addresses.
     Device,
 }
 
