@@ -131,9 +131,88 @@ __device__ __forceinline__ bool fits(u64 count, u64 elem_size, u64 bytes) {
     return count == 0 || (count <= bytes / elem_size);
 }
 
+// ---- packed access: L consecutive elements in one aligned load or store ----
+// L = 16 bytes / the widest of x's, weight's and y's element types, so their packs are
+// at most 16 bytes (ld.global.v4 / v2 on the GPU); a pack of the accumulator type may
+// be 32 bytes (two accesses). The packed path is taken when n is a multiple of L and
+// every base address is aligned to its pack: then every row starts aligned.
+template <class T, int L>
+struct alignas(sizeof(T) * L > 16 ? 16 : sizeof(T) * L) Pack {
+    T v[L];
+};
+
+template <class A, class B, class C>
+struct Lanes {
+    static constexpr int wide = sizeof(A) > sizeof(B) ? (sizeof(A) > sizeof(C) ? sizeof(A) : sizeof(C))
+                                                      : (sizeof(B) > sizeof(C) ? sizeof(B) : sizeof(C));
+    static constexpr int L = 16 / wide;
+};
+
+template <class T, int L>
+__device__ __forceinline__ bool pack_aligned(const void* p) {
+    return ((u64)p % alignof(Pack<T, L>)) == 0;
+}
+
+// Packs of a row each thread keeps in registers between the two passes over it
+// (the rest, for rows longer than KEEP * blockDim.x packs, is read again).
+#define KEEP 4
+
 // Forward. One block per row (grid-stride over rows). `y` may alias `x` (same
 // dtype): each element is read (second pass) and written by the same thread, after
 // the whole row was read in the first pass.
+template <class X, class W, class Y, class ACC, int L>
+__device__ __forceinline__ void fwd_rows_packed(const X* x, const W* w, Y* y, ACC* inv, u64 rows, u64 n, ACC eps,
+                                                ACC* sh) {
+    typedef Pack<X, L> PX;
+    typedef Pack<W, L> PW;
+    typedef Pack<Y, L> PY;
+    const u64 np = n / L;
+    const ACC n_acc = (ACC)(n > 0 ? n : 1);
+    const PW* wp = reinterpret_cast<const PW*>(w);
+    for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const PX* xp = reinterpret_cast<const PX*>(x + r * n);
+        PY* yp = reinterpret_cast<PY*>(y + r * n);
+        PX keep[KEEP];
+        ACC s = ACC(0);
+        for (int k = 0; k < KEEP; ++k) {
+            const u64 j = threadIdx.x + (u64)k * blockDim.x;
+            if (j < np) {
+                keep[k] = xp[j];
+                for (int i = 0; i < L; ++i) {
+                    const ACC v = Widen<ACC>::of(keep[k].v[i]);
+                    s += v * v;
+                }
+            }
+        }
+        for (u64 j = threadIdx.x + (u64)KEEP * blockDim.x; j < np; j += blockDim.x) {
+            const PX p = xp[j];
+            for (int i = 0; i < L; ++i) {
+                const ACC v = Widen<ACC>::of(p.v[i]);
+                s += v * v;
+            }
+        }
+        s = block_sum(s, sh);
+        const ACC iv = ACC(1) / sqrt_acc(s / n_acc + eps);
+        if (threadIdx.x == 0) inv[r] = iv;
+        for (int k = 0; k < KEEP; ++k) {
+            const u64 j = threadIdx.x + (u64)k * blockDim.x;
+            if (j < np) {
+                const PW q = wp[j];
+                PY o;
+                for (int i = 0; i < L; ++i) o.v[i] = Narrow<Y>::of(Widen<ACC>::of(keep[k].v[i]) * iv * Widen<ACC>::of(q.v[i]));
+                yp[j] = o;
+            }
+        }
+        for (u64 j = threadIdx.x + (u64)KEEP * blockDim.x; j < np; j += blockDim.x) {
+            const PX p = xp[j];
+            const PW q = wp[j];
+            PY o;
+            for (int i = 0; i < L; ++i) o.v[i] = Narrow<Y>::of(Widen<ACC>::of(p.v[i]) * iv * Widen<ACC>::of(q.v[i]));
+            yp[j] = o;
+        }
+    }
+}
+
 template <class X, class W, class Y, class ACC>
 __global__ void rms_norm_fwd(const void* x_, u64 x_bytes, const void* w_, u64 w_bytes, void* y_, u64 y_bytes,
                              void* inv_, u64 inv_bytes, u64 rows, u64 n, double eps_) {
@@ -146,6 +225,11 @@ __global__ void rms_norm_fwd(const void* x_, u64 x_bytes, const void* w_, u64 w_
     ACC* inv = static_cast<ACC*>(inv_);
     __shared__ ACC sh[32];
     const ACC eps = (ACC)eps_;
+    constexpr int L = Lanes<X, W, Y>::L;
+    if (n % L == 0 && pack_aligned<X, L>(x) && pack_aligned<W, L>(w) && pack_aligned<Y, L>(y)) {
+        fwd_rows_packed<X, W, Y, ACC, L>(x, w, y, inv, rows, n, eps, sh);
+        return;
+    }
     const ACC n_acc = (ACC)(n > 0 ? n : 1);
     for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const X* xr = x + r * n;
@@ -160,6 +244,88 @@ __global__ void rms_norm_fwd(const void* x_, u64 x_bytes, const void* w_, u64 w_
         if (threadIdx.x == 0) inv[r] = iv;
         for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
             yr[j] = Narrow<Y>::of(Widen<ACC>::of(xr[j]) * iv * Widen<ACC>::of(w[j]));
+        }
+    }
+}
+
+// The rows [r0, r1) of the backward with packed access (see fwd_rows_packed): thread t
+// owns packs j = t, t + blockDim.x, ..., i.e. columns j*L .. j*L + L - 1, and alone
+// accumulates their dweight, in row order.
+template <class X, class W, class Y, class ACC, int L>
+__device__ __forceinline__ void bwd_rows_packed(const Y* dy, const X* x, const W* w, X* dx, ACC* acc, u64 r0, u64 r1,
+                                                u64 n, ACC eps, ACC* sh) {
+    typedef Pack<X, L> PX;
+    typedef Pack<W, L> PW;
+    typedef Pack<Y, L> PY;
+    typedef Pack<ACC, L> PA;
+    const u64 np = n / L;
+    const ACC n_acc = (ACC)(n > 0 ? n : 1);
+    const PW* wp = reinterpret_cast<const PW*>(w);
+    PA* ap = reinterpret_cast<PA*>(acc);
+    for (u64 r = r0; r < r1; ++r) {
+        const PY* dyp = reinterpret_cast<const PY*>(dy + r * n);
+        const PX* xp = reinterpret_cast<const PX*>(x + r * n);
+        PX* dxp = reinterpret_cast<PX*>(dx + r * n);
+        PX kx[KEEP];
+        PY kdy[KEEP];
+        ACC s = ACC(0), sq = ACC(0);
+        for (int k = 0; k < KEEP; ++k) {
+            const u64 j = threadIdx.x + (u64)k * blockDim.x;
+            if (j < np) {
+                kx[k] = xp[j];
+                kdy[k] = dyp[j];
+                const PW q = wp[j];
+                for (int i = 0; i < L; ++i) {
+                    const ACC xj = Widen<ACC>::of(kx[k].v[i]);
+                    s += Widen<ACC>::of(kdy[k].v[i]) * Widen<ACC>::of(q.v[i]) * xj;
+                    sq += xj * xj;
+                }
+            }
+        }
+        for (u64 j = threadIdx.x + (u64)KEEP * blockDim.x; j < np; j += blockDim.x) {
+            const PX p = xp[j];
+            const PY d = dyp[j];
+            const PW q = wp[j];
+            for (int i = 0; i < L; ++i) {
+                const ACC xj = Widen<ACC>::of(p.v[i]);
+                s += Widen<ACC>::of(d.v[i]) * Widen<ACC>::of(q.v[i]) * xj;
+                sq += xj * xj;
+            }
+        }
+        s = block_sum(s, sh);
+        sq = block_sum(sq, sh);
+        const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
+        const ACC c = rr * rr * rr / n_acc * s;
+        for (int k = 0; k < KEEP; ++k) {
+            const u64 j = threadIdx.x + (u64)k * blockDim.x;
+            if (j < np) {
+                const PW q = wp[j];
+                PX o;
+                PA a = ap[j];
+                for (int i = 0; i < L; ++i) {
+                    const ACC dyj = Widen<ACC>::of(kdy[k].v[i]);
+                    const ACC xj = Widen<ACC>::of(kx[k].v[i]);
+                    o.v[i] = Narrow<X>::of(rr * Widen<ACC>::of(q.v[i]) * dyj - xj * c);
+                    a.v[i] += dyj * xj * rr;
+                }
+                dxp[j] = o;
+                ap[j] = a;
+            }
+        }
+        for (u64 j = threadIdx.x + (u64)KEEP * blockDim.x; j < np; j += blockDim.x) {
+            const PX p = xp[j];
+            const PY d = dyp[j];
+            const PW q = wp[j];
+            PX o;
+            PA a = ap[j];
+            for (int i = 0; i < L; ++i) {
+                const ACC dyj = Widen<ACC>::of(d.v[i]);
+                const ACC xj = Widen<ACC>::of(p.v[i]);
+                o.v[i] = Narrow<X>::of(rr * Widen<ACC>::of(q.v[i]) * dyj - xj * c);
+                a.v[i] += dyj * xj * rr;
+            }
+            dxp[j] = o;
+            ap[j] = a;
         }
     }
 }
@@ -199,28 +365,36 @@ __global__ void rms_norm_bwd(const void* dy_, u64 dy_bytes, const void* x_, u64 
     const u64 r1 = r0 + per < rows ? r0 + per : rows;
     const ACC n_acc = (ACC)(n > 0 ? n : 1);
     const ACC eps = (ACC)eps_;
-    for (u64 r = r0; r < r1; ++r) {
-        const Y* dyr = dy + r * n;
-        const X* xr = x + r * n;
-        X* dxr = dx + r * n;
-        ACC s = ACC(0), sq = ACC(0);
-        for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
-            const ACC xj = Widen<ACC>::of(xr[j]);
-            s += Widen<ACC>::of(dyr[j]) * Widen<ACC>::of(w[j]) * xj;
-            sq += xj * xj;
-        }
-        s = block_sum(s, sh);
-        sq = block_sum(sq, sh);
-        // As the forward computes it, from the same sum of squares.
-        const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
-        const ACC c = rr * rr * rr / n_acc * s;
-        for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
-            const ACC dyj = Widen<ACC>::of(dyr[j]);
-            const ACC xj = Widen<ACC>::of(xr[j]);
-            dxr[j] = Narrow<X>::of(rr * Widen<ACC>::of(w[j]) * dyj - xj * c);
-            acc[j] += dyj * xj * rr;
+    constexpr int L = Lanes<X, W, Y>::L;
+    if (n % L == 0 && pack_aligned<Y, L>(dy) && pack_aligned<X, L>(x) && pack_aligned<W, L>(w) &&
+        pack_aligned<X, L>(dx) && pack_aligned<ACC, L>(acc)) {
+        bwd_rows_packed<X, W, Y, ACC, L>(dy, x, w, dx, acc, r0, r1, n, eps, sh);
+    } else {
+        for (u64 r = r0; r < r1; ++r) {
+            const Y* dyr = dy + r * n;
+            const X* xr = x + r * n;
+            X* dxr = dx + r * n;
+            ACC s = ACC(0), sq = ACC(0);
+            for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
+                const ACC xj = Widen<ACC>::of(xr[j]);
+                s += Widen<ACC>::of(dyr[j]) * Widen<ACC>::of(w[j]) * xj;
+                sq += xj * xj;
+            }
+            s = block_sum(s, sh);
+            sq = block_sum(sq, sh);
+            // As the forward computes it, from the same sum of squares.
+            const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
+            const ACC c = rr * rr * rr / n_acc * s;
+            for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
+                const ACC dyj = Widen<ACC>::of(dyr[j]);
+                const ACC xj = Widen<ACC>::of(xr[j]);
+                dxr[j] = Narrow<X>::of(rr * Widen<ACC>::of(w[j]) * dyj - xj * c);
+                acc[j] += dyj * xj * rr;
+            }
         }
     }
+    // The packed path's threads own other columns than this loop's.
+    __syncthreads();
     if (in_smem) {
         ACC* out = ws + blockIdx.x * n;
         for (u64 j = threadIdx.x; j < n; j += blockDim.x) out[j] = acc[j];
