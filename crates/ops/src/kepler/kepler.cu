@@ -180,6 +180,22 @@ KEPLER_HD double kepler_reduce(double M) {
 }
 KEPLER_HD float kepler_reduce(float M) { return (float)kepler_reduce((double)M); }
 
+// Division. In float on the GPU: PTX div.full.f32 (at most 2 ulp, what NVRTC's
+// --prec-div=false gives) instead of the IEEE division's longer sequence: on an H200
+// the float solver took 86 us instead of 107 us per 1e7 elements with the same worst
+// backward error (3.2e-7), since the correction step recovers the last bits. The
+// emulator and the host build divide exactly; double always does.
+#if defined(__CUDACC__) && !defined(XFR_CUDA_EMU)
+KEPLER_HD float kepler_div(float a, float b) {
+    float q;
+    asm("div.full.f32 %0, %1, %2;" : "=f"(q) : "f"(a), "f"(b));
+    return q;
+}
+#else
+KEPLER_HD float kepler_div(float a, float b) { return a / b; }
+#endif
+KEPLER_HD double kepler_div(double a, double b) { return a / b; }
+
 KEPLER_HD void kepler_sincos(double x, double* s, double* c) { sincos(x, s, c); }
 KEPLER_HD void kepler_sincos(float x, float* s, float* c) { sincosf(x, s, c); }
 
@@ -191,9 +207,9 @@ KEPLER_HD T kepler_step(T E, T e, T m, T sE, T cE) {
     const T f1 = T(1) - e * cE;
     const T f2 = e * sE;
     const T f3 = e * cE;
-    const T d3 = -f / (f1 - T(0.5) * f * f2 / f1);
-    const T d4 = -f / (f1 + d3 * (T(0.5) * f2 + d3 * f3 * T(1.0 / 6.0)));
-    return -f / (f1 + d4 * (T(0.5) * f2 + d4 * (f3 * T(1.0 / 6.0) - d4 * f2 * T(1.0 / 24.0))));
+    const T d3 = kepler_div(-f, f1 - kepler_div(T(0.5) * f * f2, f1));
+    const T d4 = kepler_div(-f, f1 + d3 * (T(0.5) * f2 + d3 * f3 * T(1.0 / 6.0)));
+    return kepler_div(-f, f1 + d4 * (T(0.5) * f2 + d4 * (f3 * T(1.0 / 6.0) - d4 * f2 * T(1.0 / 24.0))));
 }
 
 // Rotates (s, c) = (sin E, cos E) by a small angle d: (sin(E + d), cos(E + d)).
@@ -220,7 +236,7 @@ KEPLER_HD void kepler_solve(T M, T e, T* sin_e, T* cos_e) {
     const T pi = K::pi();
     const T pi2 = pi * pi;
     const T one_e = T(1) - e;
-    const T alpha = (T(3) * pi2 + T(1.6) * pi * (pi - m) / (T(1) + e)) / (pi2 - T(6));
+    const T alpha = kepler_div(T(3) * pi2 + kepler_div(T(1.6) * pi * (pi - m), T(1) + e), pi2 - T(6));
     const T d = T(3) * one_e + alpha * e;
     const T q = T(2) * alpha * d * one_e - m * m;
     const T rr = T(3) * alpha * d * (d - one_e) * m + m * m * m;
@@ -229,7 +245,7 @@ KEPLER_HD void kepler_solve(T M, T e, T* sin_e, T* cos_e) {
     T w = cbrt(fabs(rr) + sqrt(disc));
     w = w * w;
     const T den = w * w + w * q + q * q;
-    T E = den > T(0) ? (T(2) * rr * w / den + m) / d : m / d;
+    T E = den > T(0) ? kepler_div(kepler_div(T(2) * rr * w, den) + m, d) : kepler_div(m, d);
 
     // Fixed-count high-order corrections.
     T sE, cE;
@@ -255,14 +271,14 @@ KEPLER_HD void kepler_solve(T M, T e, T* sin_e, T* cos_e) {
 // t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E), (t, sin E t).
 template <class T>
 KEPLER_HD void kepler_tangent_one(T a, T b, T e, T s, T c, T* out0, T* out1) {
-    const T t = (a + s * b) / (T(1) - e * c);
+    const T t = kepler_div(a + s * b, T(1) - e * c);
     *out0 = c * t;
     *out1 = -(s * t);
 }
 
 template <class T>
 KEPLER_HD void kepler_cotangent_one(T a, T b, T e, T s, T c, T* out0, T* out1) {
-    const T t = (c * a - s * b) / (T(1) - e * c);
+    const T t = kepler_div(c * a - s * b, T(1) - e * c);
     *out0 = t;
     *out1 = s * t;
 }
