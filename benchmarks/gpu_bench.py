@@ -3,10 +3,20 @@
 
 * rms_norm fwd and bwd at x (8192, 4096), weight (4096,), bf16 and f32: achieved
   GB/s (bytes that must move: fwd reads x and w, writes y and inv_rms; bwd reads dy,
-  x, w and inv_rms, writes dx and dweight) against a device-to-device copy measured
+  x and w, writes dx and dweight) against a device-to-device copy measured
   in the same run, and against the jnp reference under jit.
 * kepler at 1e7 elements, f32 and f64: elements/s against a pure-jnp solver under jit
   (Newton iterations from E0 = M + e sin M, a fixed count).
+
+Timing: each figure is the median over 15 rounds of a batch of 20 calls dispatched
+back to back and waited for once (so the host's dispatch cost overlaps the GPU's
+work), ours and the baseline in interleaved batches; "vs jnp" is the median of the
+per-round ratios. A batch cannot go faster than the host dispatches calls: on the
+H200 machine that floor was 55-70 us per call (Kepler at 1e6 and XLA's sin + cos
+both took it), so rows near it measure dispatch, not the kernels;
+``benchmarks/gpu_kernels.cu`` times the kernels alone with CUDA events.
+
+    python benchmarks/gpu_bench.py --out gpu_bench.json   # on a machine with a GPU
 
 Targets: fwd >= 80% of copy bandwidth, bwd >= 60%, both faster than jnp; kepler >= 3x
 jnp. Prints a table and writes JSON (``--out``, default gpu_bench.json).
@@ -26,21 +36,35 @@ jax.config.update("jax_enable_x64", True)
 import xla_ffi_rs as xr  # noqa: E402
 
 
-def bench(fn, *args, reps=20, warmup=3):
-    for _ in range(warmup):
-        jax.block_until_ready(fn(*args))
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+def _batch(fn, args, reps):
+    """Seconds per call of `reps` calls dispatched back to back, waited for once: the
+    GPU's time per call when it exceeds the host's dispatch cost (which a single
+    timed call would add in full)."""
+    jax.block_until_ready(fn(*args))
+    t = time.perf_counter()
+    outs = [fn(*args) for _ in range(reps)]
+    jax.block_until_ready(outs)
+    return (time.perf_counter() - t) / reps
+
+
+def bench_pair(fn, ref, args, rounds=15, reps=20):
+    """Median seconds per call of `fn` and `ref` and the median of their per-round
+    ratios, timed in interleaved batches (fn, ref, fn, ref, ...)."""
+    for f in (fn, ref):
+        for _ in range(3):
+            jax.block_until_ready(f(*args))
+    ts, trs = [], []
+    for _ in range(rounds):
+        ts.append(_batch(fn, args, reps))
+        trs.append(_batch(ref, args, reps))
+    ratio = float(np.median(np.asarray(trs) / np.asarray(ts)))
+    return float(np.median(ts)), float(np.median(trs)), ratio
 
 
 def copy_bandwidth(nbytes, dev):
     a = jax.device_put(jnp.zeros(nbytes // 4, jnp.float32), dev)
     f = jax.jit(lambda v: v + 0.0)  # a fused elementwise op: read + write, like a D2D copy
-    t = bench(f, a, reps=30)
+    t = float(np.median([_batch(f, (a,), 20) for _ in range(15)]))
     return 2 * nbytes / t / 1e9
 
 
@@ -56,6 +80,44 @@ def jnp_kepler(m, e, iters=8):
     for _ in range(iters):
         E = E - (E - e * jnp.sin(E) - m) / (1 - e * jnp.cos(E))
     return jnp.sin(E), jnp.cos(E)
+
+
+def shape_rows(rng, dev):
+    """Other rms_norm shapes (a row length that 16-byte packs do not divide takes the
+    unpacked kernels) and Kepler against XLA's sin + cos and its JVP, one line each."""
+    lines = []
+    for rows, cols, dt in [
+        (32768, 1024, jnp.bfloat16),
+        (2048, 16384, jnp.bfloat16),
+        (8192, 4100, jnp.bfloat16),
+        (8192, 4096, jnp.float64),
+    ]:
+        x = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
+        w = jax.device_put(jnp.asarray(rng.uniform(0.5, 1.5, cols), dt), dev)
+        dy = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
+        fwd = jax.jit(lambda x, w: xr.rms_norm(x, w, eps=1e-5))
+        bwd = jax.jit(lambda x, w, dy: jax.vjp(lambda a, b: xr.rms_norm(a, b, eps=1e-5), x, w)[1](dy))
+        bwd_ref = jax.jit(lambda x, w, dy: jax.vjp(jnp_rms, x, w)[1](dy))
+        nb = rows * cols * jnp.dtype(dt).itemsize
+        t, _, r = bench_pair(fwd, jax.jit(jnp_rms), (x, w), rounds=7)
+        tb, _, rb = bench_pair(bwd, bwd_ref, (x, w, dy), rounds=7)
+        lines.append(
+            f"rms_norm {rows}x{cols} {jnp.dtype(dt).name}: fwd {t * 1e3:.3f} ms ({2 * nb / t / 1e9:.0f} GB/s), "
+            f"{r:.2f}x jnp; bwd {tb * 1e3:.3f} ms ({3 * nb / tb / 1e9:.0f} GB/s), {rb:.2f}x jnp"
+        )
+    for n in (10**6, 10**7):
+        for dt in (jnp.float32, jnp.float64):
+            m = jax.device_put(jnp.asarray(rng.uniform(-10, 10, n), dt), dev)
+            e = jax.device_put(jnp.asarray(rng.uniform(0, 0.99, n), dt), dev)
+            sincos = jax.jit(lambda m, e: (jnp.sin(m), jnp.cos(e)))
+            jvp = jax.jit(lambda m, e: jax.jvp(xr.kepler, (m, e), (m, e)))
+            t, _, r = bench_pair(jax.jit(xr.kepler), sincos, (m, e), rounds=7)
+            _, _, rj = bench_pair(jvp, jax.jit(xr.kepler), (m, e), rounds=7)
+            lines.append(
+                f"kepler n={n:.0e} {jnp.dtype(dt).name}: {t * 1e6:.1f} us ({n / t / 1e9:.1f} G/s), "
+                f"/ XLA sin+cos {1 / r:.2f}, jvp / forward {1 / rj:.2f}"
+            )
+    return lines
 
 
 def main():
@@ -81,12 +143,15 @@ def main():
         fwd_ref = jax.jit(jnp_rms)
         bwd = jax.jit(lambda x, w, dy: jax.vjp(lambda a, b: xr.rms_norm(a, b, eps=1e-5), x, w)[1](dy))
         bwd_ref = jax.jit(lambda x, w, dy: jax.vjp(jnp_rms, x, w)[1](dy))
-        # the fwd that the bwd needs (inv_rms) is recomputed inside both vjp's; count bwd bytes only
+        # the backward recomputes inv_rms from x (ours and jnp's): count its own bytes only
         fwd_bytes = rows * cols * es * 2 + cols * es + rows * 4
-        bwd_bytes = rows * cols * es * 3 + cols * es * 2 + rows * 4
-        t_f, t_fr = bench(fwd, x, w), bench(fwd_ref, x, w)
-        t_b, t_br = bench(bwd, x, w, dy), bench(bwd_ref, x, w, dy)
-        for name, t, tr, nb, target in [("fwd", t_f, t_fr, fwd_bytes, 0.8), ("bwd", t_b, t_br, bwd_bytes, 0.6)]:
+        bwd_bytes = rows * cols * es * 3 + cols * es * 2
+        t_f, t_fr, r_f = bench_pair(fwd, fwd_ref, (x, w))
+        t_b, t_br, r_b = bench_pair(bwd, bwd_ref, (x, w, dy))
+        for name, t, tr, ratio, nb, target in [
+            ("fwd", t_f, t_fr, r_f, fwd_bytes, 0.8),
+            ("bwd", t_b, t_br, r_b, bwd_bytes, 0.6),
+        ]:
             gbs = nb / t / 1e9
             results["rms_norm"].append(
                 {
@@ -96,9 +161,9 @@ def main():
                     "jnp_time_ms": tr * 1e3,
                     "GBps": gbs,
                     "frac_of_copy": gbs / copy_gbs,
-                    "speedup_vs_jnp": tr / t,
+                    "speedup_vs_jnp": ratio,
                     "target_frac": target,
-                    "ok": gbs / copy_gbs >= target and tr > t,
+                    "ok": gbs / copy_gbs >= target and ratio > 1,
                 }
             )
 
@@ -106,8 +171,7 @@ def main():
     for dt in (jnp.float32, jnp.float64):
         m = jax.device_put(jnp.asarray(rng.uniform(-10, 10, n), dt), dev)
         e = jax.device_put(jnp.asarray(rng.uniform(0, 0.99, n), dt), dev)
-        t = bench(jax.jit(xr.kepler), m, e)
-        tr = bench(jax.jit(jnp_kepler), m, e)
+        t, tr, ratio = bench_pair(jax.jit(xr.kepler), jax.jit(jnp_kepler), (m, e))
         results["kepler"].append(
             {
                 "dtype": jnp.dtype(dt).name,
@@ -115,10 +179,12 @@ def main():
                 "jnp_time_ms": tr * 1e3,
                 "elements_per_s": n / t,
                 "jnp_elements_per_s": n / tr,
-                "speedup_vs_jnp": tr / t,
-                "ok": tr / t >= 3,
+                "speedup_vs_jnp": ratio,
+                "ok": ratio >= 3,
             }
         )
+
+    results["shapes"] = shape_rows(rng, dev)
 
     print(f"device: {results['device_kind']}   copy bandwidth: {copy_gbs:.0f} GB/s")
     print(f"{'op':<14}{'dtype':<10}{'ms':>9}{'jnp ms':>9}{'GB/s':>9}{'of copy':>9}{'vs jnp':>8}  target")
@@ -133,6 +199,8 @@ def main():
             f"{'kepler':<14}{r['dtype']:<10}{r['time_ms']:>9.3f}{r['jnp_time_ms']:>9.3f}"
             f"{r['elements_per_s'] / 1e9:>8.2f}G/s{'':>7} {r['speedup_vs_jnp']:>7.2f}x  >=3x: {'OK' if r['ok'] else 'MISSED'}"
         )
+    for line in results["shapes"]:
+        print(line)
     with open(a.out, "w") as f:
         json.dump(results, f, indent=2)
     print(f"wrote {a.out}")
