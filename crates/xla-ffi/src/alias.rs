@@ -139,20 +139,24 @@ impl<'f> Aliases<'f> {
     #[inline(always)]
     fn settle_on(&self, na: usize, n: usize) {
         if n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32) {
-            self.all_disjoint(na, n);
+            // SAFETY: the first `n` slots are recorded (their bits are all set).
+            unsafe { self.all_disjoint(na, n) };
         }
     }
 
-    /// Whether, of the first `n` slots (all recorded; the first `na` of them
-    /// operands), no result meets an operand or another result; worked out once per
-    /// call.
+    /// Whether, of the first `n` slots (the first `na` of them operands), no result
+    /// meets an operand or another result; worked out once per call.
+    ///
+    /// # Safety
+    /// The first `n` slots are recorded (their bits set in `seen`).
     #[inline(always)]
-    fn all_disjoint(&self, na: usize, n: usize) -> bool {
+    unsafe fn all_disjoint(&self, na: usize, n: usize) -> bool {
         match self.disjoint.get() {
             Aliases::DISJOINT => true,
             Aliases::OVERLAPPING => false,
             _ => {
-                let disjoint = self.pairwise_disjoint(na, n);
+                // SAFETY: this function's own precondition.
+                let disjoint = unsafe { self.pairwise_disjoint(na, n) };
                 self.disjoint.set(if disjoint { Aliases::DISJOINT } else { Aliases::OVERLAPPING });
                 self.clean.set(disjoint && self.frame.host);
                 disjoint
@@ -161,26 +165,33 @@ impl<'f> Aliases<'f> {
     }
 
     /// The range recorded in `slot`.
+    ///
+    /// # Safety
+    /// `slot` is recorded (its bit set in `seen`).
     #[inline(always)]
-    fn slot(&self, slot: usize) -> (usize, usize) {
+    unsafe fn slot(&self, slot: usize) -> (usize, usize) {
         debug_assert!(self.seen.get() & (1 << slot) != 0);
-        // SAFETY: callers read only recorded slots (their bit set in `seen`), and
-        // `record` writes a slot before setting its bit.
+        // SAFETY: the slot is recorded (the caller's promise), and `record` writes a
+        // slot before setting its bit.
         unsafe { self.slots[slot].get().assume_init() }
     }
 
-    /// Whether, of the first `n` slots (all recorded), no result (the slots from `na`
-    /// on) meets an operand or another result. Two operands may share memory: both
-    /// are only read.
+    /// Whether, of the first `n` slots, no result (the slots from `na` on) meets an
+    /// operand or another result. Two operands may share memory: both are only read.
+    ///
+    /// # Safety
+    /// The first `n` slots are recorded (their bits set in `seen`).
     #[inline(always)]
-    fn pairwise_disjoint(&self, na: usize, n: usize) -> bool {
+    unsafe fn pairwise_disjoint(&self, na: usize, n: usize) -> bool {
         let n = n.min(Aliases::MAX);
         let mut j = na.min(n);
         while j < n {
-            let b = self.slot(j);
+            // SAFETY: i < j < n, recorded (the caller's promise).
+            let b = unsafe { self.slot(j) };
             let mut i = 0;
             while i < j {
-                if overlaps(self.slot(i), b) {
+                // SAFETY: as above.
+                if overlaps(unsafe { self.slot(i) }, b) {
                     return false;
                 }
                 i += 1;
@@ -234,7 +245,8 @@ impl<'f> Aliases<'f> {
         let n = na + nr;
         let recorded = n <= Aliases::MAX && self.seen.get() == (((1u64 << n) - 1) as u32);
         // No result shares a byte with another buffer: nothing to look for.
-        if recorded && self.all_disjoint(na, n) {
+        // SAFETY: `recorded`: the first `n` slots are.
+        if recorded && unsafe { self.all_disjoint(na, n) } {
             return None;
         }
         if mine == EMPTY {
@@ -248,7 +260,8 @@ impl<'f> Aliases<'f> {
         let first = |lo: usize, hi: usize, skip: usize| {
             let mut i = lo;
             while i < hi {
-                if i != skip && overlaps(mine, self.slot(i & (Aliases::MAX - 1))) {
+                // SAFETY: `recorded` holds here, and lo <= i < hi <= n: slot i is recorded.
+                if i != skip && overlaps(mine, unsafe { self.slot(i & (Aliases::MAX - 1)) }) {
                     return Some(i - lo);
                 }
                 i += 1;
