@@ -93,7 +93,9 @@ pub fn type_registration<S: StateType>(py: Python<'_>) -> PyResult<Bound<'_, PyD
 
 /// `{target: capsule, or {stage: capsule}}` for the `handlers` of `platform` (JAX's
 /// platform name, `"cpu"` or `"cuda"`), ready for
-/// `jax.ffi.register_ffi_target(name, value, platform=platform)`.
+/// `jax.ffi.register_ffi_target(name, value, platform=...)` with XLA's name for the
+/// platform: `"cpu"`, or `"CUDA"` for `"cuda"` (a registration under `"cuda"` never
+/// reaches XLA's CUDA plugin; `xla_ffi_rs.register_targets` translates the name).
 ///
 /// A target served only by an execute handler maps to its capsule; one with more
 /// stages maps to a bundle dictionary keyed by stage (`"instantiate"`, `"prepare"`,
