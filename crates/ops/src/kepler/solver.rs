@@ -27,7 +27,8 @@
 //!    empirical `alpha` needs `1 / (1 + e)`, taken from a degree-5 polynomial
 //!    (relative error 5e-5; this moves `alpha` by < 1e-5 relative). The cube root
 //!    comes from the exponent bits, a cubic polynomial and two division-free
-//!    Newton steps for `x^(-1/3)`.
+//!    Newton steps for `x^(-1/3)` (in `f32`: a cubic for `x^(1/3)` and one Halley
+//!    step).
 //! 3. **One fifth-order correction.** With `f(E) = E - e sin E - m` and its
 //!    derivatives at the starter `E1`, the correction solves the quartic Taylor
 //!    model `f0 + f1 d + f2 d^2/2 + f3 d^3/6 + f4 d^4/24 = 0` by series reversion
@@ -52,17 +53,18 @@
 //! in `f32` (three-part `2 pi`, exact first step, one correcting step), beyond
 //! that and without FMA in `f64` as above; it takes `1 / (1 + e)` by a division,
 //! three-term fitted polynomials for `sin` and `cos`, and a third-order
-//! (Halley-class) correction. (The `f32` solver is bound by the FMA ports, not
-//! by the divider, so a division that replaces FMAs pays there.)
+//! (Halley-class) correction. (The divider has room in the `f32` solver, so a
+//! division that replaces FMAs pays there.)
 //!
 //! # Speed
 //!
 //! The slice functions run each stage (reduction + starter, cube root, `sin`/`cos`,
 //! correction) over a block of 64 (`f64`) or 128 (`f32`) elements before the
 //! next: one fused loop body is a single ~300-cycle dependency chain, and the
-//! blocks give the out-of-order core many independent vectors. Measured on one
-//! Zen 4 core (AVX-512, executed as two 256-bit halves) in cache: about 5.5
-//! ns/element `f64` and 2.6 ns `f32` (`--example kepler_speed`), against 17-22 ns
+//! blocks give the out-of-order core many independent vectors (the range
+//! reduction has a loop of its own: chained into the starter, the chain was still
+//! too long). Measured on one Zen 4 core (AVX-512) in cache: about 5.4
+//! ns/element `f64` and 2.3 ns `f32` (`--example kepler_speed`), against 17-22 ns
 //! (`f64`) and 6-8 ns (`f32`) for glibc's scalar `sin` + `cos`, which is what
 //! XLA's CPU backend calls for `jnp.sin`, `jnp.cos`.
 //!
@@ -363,8 +365,8 @@ impl Real for f32 {
         (r as f32).clamp(-Self::PI, Self::PI)
     }
 
-    /// A division: in `f32` the FMA ports are the bottleneck and the divider has
-    /// room (two divisions and a square root per vector otherwise).
+    /// A division: in `f32` the divider has room (with it, three divisions and a
+    /// square root per vector).
     #[inline(always)]
     fn recip_1pe<const F: bool>(e: f32) -> f32 {
         1.0 / (1.0 + e)
