@@ -27,7 +27,8 @@
 //!    empirical `alpha` needs `1 / (1 + e)`, taken from a degree-5 polynomial
 //!    (relative error 5e-5; this moves `alpha` by < 1e-5 relative). The cube root
 //!    comes from the exponent bits, a cubic polynomial and two division-free
-//!    Newton steps for `x^(-1/3)`.
+//!    Newton steps for `x^(-1/3)` (in `f32`: a cubic for `x^(1/3)` and one Halley
+//!    step).
 //! 3. **One fifth-order correction.** With `f(E) = E - e sin E - m` and its
 //!    derivatives at the starter `E1`, the correction solves the quartic Taylor
 //!    model `f0 + f1 d + f2 d^2/2 + f3 d^3/6 + f4 d^4/24 = 0` by series reversion
@@ -52,17 +53,18 @@
 //! in `f32` (three-part `2 pi`, exact first step, one correcting step), beyond
 //! that and without FMA in `f64` as above; it takes `1 / (1 + e)` by a division,
 //! three-term fitted polynomials for `sin` and `cos`, and a third-order
-//! (Halley-class) correction. (The `f32` solver is bound by the FMA ports, not
-//! by the divider, so a division that replaces FMAs pays there.)
+//! (Halley-class) correction. (The divider has room in the `f32` solver, so a
+//! division that replaces FMAs pays there.)
 //!
 //! # Speed
 //!
 //! The slice functions run each stage (reduction + starter, cube root, `sin`/`cos`,
 //! correction) over a block of 64 (`f64`) or 128 (`f32`) elements before the
 //! next: one fused loop body is a single ~300-cycle dependency chain, and the
-//! blocks give the out-of-order core many independent vectors. Measured on one
-//! Zen 4 core (AVX-512, executed as two 256-bit halves) in cache: about 5.5
-//! ns/element `f64` and 2.6 ns `f32` (`--example kepler_speed`), against 17-22 ns
+//! blocks give the out-of-order core many independent vectors (the range
+//! reduction has a loop of its own: chained into the starter, the chain was still
+//! too long). Measured on one Zen 4 core (AVX-512) in cache: about 5.4
+//! ns/element `f64` and 2.3 ns `f32` (`--example kepler_speed`), against 17-22 ns
 //! (`f64`) and 6-8 ns (`f32`) for glibc's scalar `sin` + `cos`, which is what
 //! XLA's CPU backend calls for `jnp.sin`, `jnp.cos`.
 //!
@@ -128,6 +130,9 @@ const RECIP_1PE: [f64; 6] = [
 /// (Chebyshev fit, relative error 2.6e-2 before the Newton steps).
 const RCBRT_INIT: [f64; 4] =
     [1.205_349_891_422_690_1, -0.267_643_418_046_174_1, 0.038_675_058_265_227_75, -0.002_038_603_180_644_133];
+/// `f32`: polynomial approximating `z^(1/3)` itself on `[1, 8]` (fitted for
+/// relative error, 1.9e-2), for one Halley step (error 4.5e-6 after it).
+const CBRT32: [f32; 4] = [0.726_920_8, 0.324_196_5, -0.033_637_353, 0.001_645_962];
 
 /// `sin x = x + x^3 * S(x^2)`, Taylor through `x^15` (error below `5e-17` on
 /// `[-pi/4, pi/4]`); `f32` has its own shorter fit, `SIN32`.
@@ -163,17 +168,6 @@ const COS32: [f32; 3] = [0.041_666_664, -0.001_388_830_1, 0.000_024_547_608];
 pub(crate) const BLOCK64: usize = 64;
 pub(crate) const BLOCK32: usize = 128;
 
-/// An array of `f64` constants rounded to `f32` (in a `const`, at compile time).
-const fn to_f32<const N: usize, const K: usize>(c: &[f64; N]) -> [f32; K] {
-    let mut out = [0.0f32; K];
-    let mut i = 0;
-    while i < K {
-        out[i] = c[i] as f32;
-        i += 1;
-    }
-    out
-}
-
 // ---------------------------------------------------------------------------
 // The float type the solver is generic over.
 
@@ -202,7 +196,6 @@ pub(crate) trait Real:
     const ROUND_MAGIC: Self;
     const ALPHA0: Self;
     const ALPHA1: Self;
-    const RCBRT_INIT: &'static [Self];
     const SIN: &'static [Self];
     const COS: &'static [Self];
     /// Whether the correction is of fifth order (else third, Halley-class).
@@ -257,7 +250,6 @@ impl Real for f64 {
     const ROUND_MAGIC: Self = 6_755_399_441_055_744.0;
     const ALPHA0: Self = ALPHA0;
     const ALPHA1: Self = ALPHA1;
-    const RCBRT_INIT: &'static [Self] = &RCBRT_INIT;
     const SIN: &'static [Self] = &SIN;
     const COS: &'static [Self] = &COS;
     const FIFTH_ORDER: bool = true;
@@ -308,7 +300,7 @@ impl Real for f64 {
         let j2 = (2.0 * j + Self::ROUND_MAGIC).to_bits().wrapping_sub(magic_bits);
         let z = f64::from_bits(bits.wrapping_sub(j3 << 52));
         // w = (z^(1/3))^2 * 2^(2j).
-        let t = cbrt_1_8::<f64, F>(z);
+        let t = cbrt_1_8::<F>(z);
         f64::from_bits((t * t).to_bits().wrapping_add(j2 << 52))
     }
 }
@@ -326,7 +318,6 @@ impl Real for f32 {
     const ROUND_MAGIC: Self = 12_582_912.0;
     const ALPHA0: Self = ALPHA0 as f32;
     const ALPHA1: Self = ALPHA1 as f32;
-    const RCBRT_INIT: &'static [Self] = &to_f32::<4, 4>(&RCBRT_INIT);
     const SIN: &'static [Self] = &SIN32;
     const COS: &'static [Self] = &COS32;
     const FIFTH_ORDER: bool = false;
@@ -374,8 +365,8 @@ impl Real for f32 {
         (r as f32).clamp(-Self::PI, Self::PI)
     }
 
-    /// A division: in `f32` the FMA ports are the bottleneck and the divider has
-    /// room (two divisions and a square root per vector otherwise).
+    /// A division: in `f32` the divider has room (with it, three divisions and a
+    /// square root per vector).
     #[inline(always)]
     fn recip_1pe<const F: bool>(e: f32) -> f32 {
         1.0 / (1.0 + e)
@@ -393,7 +384,7 @@ impl Real for f32 {
         let j3 = (3.0 * j + Self::ROUND_MAGIC).to_bits().wrapping_sub(magic_bits);
         let j2 = (2.0 * j + Self::ROUND_MAGIC).to_bits().wrapping_sub(magic_bits);
         let z = f32::from_bits(bits.wrapping_sub(j3 << 23));
-        let t = cbrt_1_8::<f32, F>(z);
+        let t = cbrt_1_8_halley::<F>(z);
         f32::from_bits((t * t).to_bits().wrapping_add(j2 << 23))
     }
 }
@@ -431,17 +422,29 @@ fn round<T: Real>(x: T) -> T {
     (x + T::ROUND_MAGIC) - T::ROUND_MAGIC
 }
 
-/// `z^(1/3)` for `z` in `[1, 8)`: `g ~ z^(-1/3)` from a polynomial, two
+/// `f64`: `z^(1/3)` for `z` in `[1, 8)`: `g ~ z^(-1/3)` from a polynomial, two
 /// division-free Newton steps `g += g (1 - z g^3) / 3` (error -> 2 err^2), then
 /// `z g^2`.
 #[inline(always)]
-fn cbrt_1_8<T: Real, const F: bool>(z: T) -> T {
-    let mut g = poly::<T, F>(z, T::RCBRT_INIT);
+fn cbrt_1_8<const F: bool>(z: f64) -> f64 {
+    let mut g = poly::<f64, F>(z, &RCBRT_INIT);
     for _ in 0..2 {
         let g3 = g * g * g;
-        g = fma::<T, F>(g * T::lit(1.0 / 3.0), fma::<T, F>(-z, g3, T::ONE), g);
+        g = fma::<f64, F>(g * (1.0 / 3.0), fma::<f64, F>(-z, g3, 1.0), g);
     }
     z * g * g
+}
+
+/// `f32`: `z^(1/3)` for `z` in `[1, 8)`: `t ~ z^(1/3)` from a polynomial, then one
+/// Halley step `t (t^3 + 2z) / (2t^3 + z)` (error -> err^3): one division in
+/// place of seven multiplies and FMAs and a shorter dependency chain than two
+/// Newton steps. The divider has room in the `f32` solver (with all four of its
+/// divisions made multiplies, an experiment, it ran only about 3% faster).
+#[inline(always)]
+fn cbrt_1_8_halley<const F: bool>(z: f32) -> f32 {
+    let t = poly::<f32, F>(z, &CBRT32);
+    let t3 = t * t * t;
+    t * fma::<f32, F>(2.0, z, t3) / fma::<f32, F>(2.0, t3, z)
 }
 
 /// `x` where `ok`, else NaN.
@@ -602,8 +605,14 @@ pub(crate) fn block_with<T: Real, const F: bool, const L: usize>(
 ) {
     let z = [T::ZERO; L];
     let (mut mr, mut d, mut q, mut r, mut y) = (z, z, z, z, z);
+    // The reduction in a loop of its own: its chain (two rounding steps) and the
+    // starter's (a division and a square root) in one loop body are too long for
+    // the out-of-order window to overlap several vectors.
     for i in 0..L {
-        (mr[i], d[i], q[i], r[i], y[i]) = stage1::<T, F>(T::reduce_fast::<F>(m[i]), e[i]);
+        mr[i] = T::reduce_fast::<F>(m[i]);
+    }
+    for i in 0..L {
+        (mr[i], d[i], q[i], r[i], y[i]) = stage1::<T, F>(mr[i], e[i]);
     }
     if any_large(m) {
         // The rare elements whose Cody-Waite reduction is not exact: again,
