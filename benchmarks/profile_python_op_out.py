@@ -15,7 +15,8 @@ round:
 * ``out``: the contender itself.
 
 It also prints the minor page faults per call of each (``RUSAGE_THREAD``), to show
-whether pooled or XLA's buffers fault. Run from benchmarks/ with the venv's Python::
+whether pooled or XLA's buffers fault, and the involuntary context switches per
+call (how often other processes took the core during a call). Run from benchmarks/ with the venv's Python::
 
     python profile_python_op_out.py [N] [ROUNDS]
 """
@@ -68,14 +69,17 @@ def main() -> None:
         f()
     cpu: dict[str, list[float]] = {k: [] for k in fns}
     faults: dict[str, list[float]] = {k: [] for k in fns}
+    switches: dict[str, list[float]] = {k: [] for k in fns}
     calls = 20
     for _ in range(rounds):
         for k, f in fns.items():
-            f0, c0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt, time.thread_time()
+            r0, c0 = resource.getrusage(resource.RUSAGE_THREAD), time.thread_time()
             for _ in range(calls):
                 f()
             cpu[k].append((time.thread_time() - c0) / calls)
-            faults[k].append((resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0) / calls)
+            r1 = resource.getrusage(resource.RUSAGE_THREAD)
+            faults[k].append((r1.ru_minflt - r0.ru_minflt) / calls)
+            switches[k].append((r1.ru_nivcsw - r0.ru_nivcsw) / calls)
     base = cpu["numpy out"]
     print(f"N = {n}, jax {jax.__version__}, {rounds} rounds of {calls} calls, thread CPU time")
     for k in fns:
@@ -84,6 +88,7 @@ def main() -> None:
         print(
             f"  {k:11s} {statistics.median(cpu[k]) * 1e6:8.1f} us   - numpy out {extra * 1e6:+8.1f} us"
             f"   / numpy out {ratio:6.3f}   faults/call {statistics.median(faults[k]):6.1f}"
+            f"   preempted/call {statistics.mean(switches[k]):5.2f}"
         )
 
 
