@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 
 from helpers import KEPLER, RMS_BWD, RMS_FWD, run_threads
-from xla_ffi_rs import kepler, rms_norm
+from xla_ffi_rs import examples, kepler, rms_norm
 
 THREADS = 8
 CALLS = int(os.environ.get("XFR_STRESS_CALLS", "10000"))
 SOAK_CALLS = int(os.environ.get("XFR_SOAK_CALLS", "100000"))
 SCALE = "xla_ffi_rs.examples.scale"
+examples.register()  # the stateful example target (this module may run alone)
 
 
 def sds(shape: Sequence[int], dtype: Any) -> jax.ShapeDtypeStruct:
