@@ -6,12 +6,6 @@ use xla_ffi::{Context, Result};
 /// XLA's pool costs about a microsecond; this is tens of microseconds of work).
 const MIN_TASK_WORK: usize = 1 << 15;
 
-/// Blocks per pool thread for [`block_count`]: a few, for balance.
-const BLOCKS_PER_THREAD: usize = 4;
-
-/// Blocks per pool thread for [`fine_block_count`].
-const FINE_BLOCKS_PER_THREAD: usize = 16;
-
 /// The number of blocks to split `items` items of `work_per_item` cost into: a few
 /// per thread for balance, none smaller than [`MIN_TASK_WORK`].
 ///
@@ -19,38 +13,19 @@ const FINE_BLOCKS_PER_THREAD: usize = 16;
 /// answered without a call or a look at the pool.
 #[inline]
 pub(crate) fn block_count(ctx: &Context<'_>, items: usize, work_per_item: usize) -> usize {
-    blocks_for(ctx, items, work_per_item, BLOCKS_PER_THREAD)
-}
-
-/// [`block_count`] with [`FINE_BLOCKS_PER_THREAD`] blocks per thread, for
-/// elementwise work (whose results do not depend on the split).
-///
-/// Blocks are claimed from one atomic counter by the calling thread and the pool
-/// threads (one scheduling round trip per helper thread, not per block), so a
-/// block costs little more than that claim. What fine blocks buy is the end: the
-/// threads finish at most one block apart, and a helper that starts late, or a
-/// thread held up by page faults on fresh outputs or by another process, leaves
-/// the others a small block rather than an eighth of the call.
-#[inline]
-pub(crate) fn fine_block_count(ctx: &Context<'_>, items: usize, work_per_item: usize) -> usize {
-    blocks_for(ctx, items, work_per_item, FINE_BLOCKS_PER_THREAD)
-}
-
-#[inline(always)]
-fn blocks_for(ctx: &Context<'_>, items: usize, work_per_item: usize, per_thread: usize) -> usize {
     let total = items.saturating_mul(work_per_item.max(1));
     let by_work = total / MIN_TASK_WORK;
     if by_work < 2 {
         return 1;
     }
-    blocks_on_pool(ctx, items, by_work, per_thread)
+    blocks_on_pool(ctx, items, by_work)
 }
 
-/// [`blocks_for`] for work worth splitting: `per_thread` blocks per pool thread.
+/// [`block_count`] for work worth splitting: a few blocks per pool thread.
 #[inline(never)]
-fn blocks_on_pool(ctx: &Context<'_>, items: usize, by_work: usize, per_thread: usize) -> usize {
+fn blocks_on_pool(ctx: &Context<'_>, items: usize, by_work: usize) -> usize {
     let threads = ctx.thread_pool().num_threads();
-    by_work.clamp(1, threads.saturating_mul(per_thread)).min(items.max(1))
+    by_work.clamp(1, threads * 4).min(items.max(1))
 }
 
 /// Items per block, for `blocks` blocks over `items` items.

@@ -11,7 +11,7 @@ use super::jvp;
 use super::shapes::F32OrF64;
 use super::solver;
 use super::tangent::{self, Direction};
-use crate::parallel::{block_len, fine_block_count, run_blocks};
+use crate::parallel::{block_count, block_len, run_blocks};
 
 /// The cost of one element of the solver relative to a memory pass, for blocking.
 const WORK_PER_ELEMENT: usize = 16;
@@ -32,7 +32,7 @@ fn two_results_parallel<T: Element + Send + Sync>(
     r0.advise_huge_pages();
     r1.advise_huge_pages();
     let (o0, o1) = (r0.typed_uninit::<T>()?, r1.typed_uninit::<T>()?);
-    let blocks = fine_block_count(ctx, n, work_per_element);
+    let blocks = block_count(ctx, n, work_per_element);
     if blocks <= 1 {
         // Small calls: no parts, no pool (what a call costs matters here).
         f(0, n, o0, o1);
@@ -222,7 +222,7 @@ fn jvp_parallel<T: Element + Send + Sync>(
     let (o0, o1) = (r0.typed_uninit::<T>()?, r1.typed_uninit::<T>()?);
     let (o2, o3) = (r2.typed_uninit::<T>()?, r3.typed_uninit::<T>()?);
     let n = m.len();
-    let blocks = fine_block_count(ctx, n, WORK_PER_ELEMENT);
+    let blocks = block_count(ctx, n, WORK_PER_ELEMENT);
     if blocks <= 1 {
         solve(m, e, (dm, de), (o0, o1, o2, o3));
         return Ok(());
