@@ -153,8 +153,11 @@ impl<'f> ThreadPool<'f> {
     /// Runs `f(i)` for every `i` in `0..n` on this thread and XLA's pool; returns when
     /// all have run. A panic in `f` becomes an `INTERNAL` error.
     ///
-    /// Split work into a few tasks per thread (contiguous row blocks, say); each task
-    /// costs a scheduling round trip of a microsecond or so.
+    /// This thread and up to `num_threads() - 1` helpers scheduled on XLA's pool (one
+    /// scheduling call each) claim tasks one at a time from a shared counter, so a
+    /// task costs one atomic increment. A helper may start late or not at all (the
+    /// pool may be busy); split work into a few tasks per thread (contiguous row
+    /// blocks, say) so that the threads finish close together.
     pub fn for_each(&self, n: usize, f: impl Fn(usize) + Sync) -> Result<()> {
         let helpers = self.num_threads().min(n).saturating_sub(1);
         if helpers == 0 {
