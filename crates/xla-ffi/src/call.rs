@@ -149,6 +149,11 @@ impl<'f> Call<'f> {
     #[inline(always)]
     fn all_alike(&self, n: usize, m: usize) -> bool {
         let na = self.frame.count(Role::Operand);
+        // The usual case: the rule covers every buffer of the call, and `finish`
+        // found them all recorded (so there is no mask to make).
+        if n == na && m == self.frame.count(Role::Result) && self.aliases.all_recorded() {
+            return self.alike;
+        }
         if n > na || na + m > Aliases::MAX {
             return false;
         }
