@@ -130,13 +130,21 @@ impl<'f> Call<'f> {
             match self.first {
                 None => self.first = Some((dtype, dims)),
                 Some((t0, d0)) => {
-                    // A plain index loop over the few dimensions (cheaper than `memcmp`).
-                    let mut same = dtype == t0 && dims.len() == d0.len();
-                    let mut k = 0;
-                    while same && k < dims.len() {
-                        same = dims[k] == d0[k];
-                        k += 1;
-                    }
+                    // A vector (most calls) with one compare; else a plain index loop over
+                    // the few dimensions (cheaper than `memcmp`).
+                    let same = dtype == t0
+                        && match (dims, d0) {
+                            ([a], [b]) => a == b,
+                            _ => {
+                                let mut same = dims.len() == d0.len();
+                                let mut k = 0;
+                                while same && k < dims.len() {
+                                    same = dims[k] == d0[k];
+                                    k += 1;
+                                }
+                                same
+                            }
+                        };
                     self.alike &= same;
                 }
             }
