@@ -11,7 +11,6 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::frame::Slot;
 use crate::frame::{Frame, HandlerInfo};
-use crate::raw::RawDict;
 use crate::site::{Arity, Role};
 
 /// One call of a handler, being decoded.
@@ -243,7 +242,7 @@ impl<'f> Call<'f> {
         self.aliases.settle(declared);
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
-        let n = RawDict::count(self.frame.raw_attrs()).min(128);
+        let n = self.frame.attr_count().min(128);
         if self.problems.is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
             return Ok(());
         }

@@ -558,6 +558,14 @@ impl<'f> Frame<'f> {
         self.attrs
     }
 
+    /// How many attributes the call has, as [`Frame::attrs`] reads them (without
+    /// checking the struct's size again: `open` did, and `from_copies` is given one
+    /// that `open` accepted).
+    #[inline(always)]
+    pub(crate) fn attr_count(&self) -> usize {
+        RawDict::count_sized(self.attrs)
+    }
+
     /// A frame over copies of a call's entries and attributes, with no invoke
     /// context (`ctx` is null: the context-reading parameters refuse it). For an
     /// async handler's asynchronous part (`snapshot.rs`).
