@@ -215,6 +215,13 @@ impl<'f> Aliases<'f> {
         false
     }
 
+    /// Whether every buffer of the call is recorded, as [`Aliases::settle`] found
+    /// (and no `record` since): its overlap pass then ran, which left the state known.
+    #[inline(always)]
+    pub(crate) fn all_recorded(&self) -> bool {
+        self.disjoint.get() != Aliases::UNKNOWN
+    }
+
     /// The slots recorded, as a bit set.
     #[inline(always)]
     pub(crate) fn seen(&self) -> u32 {

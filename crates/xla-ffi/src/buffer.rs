@@ -157,6 +157,19 @@ fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(us
         // `checked_len` counts a byte per element; `byte_range` covers everything.
         return (len <= isize::MAX as usize).then_some((len, if len == 0 { EMPTY } else { EVERYWHERE }));
     };
+    // The common case, one compare for every overflow: no element is wider than
+    // `MAX_BYTE_WIDTH` (16 bytes), so at most `isize::MAX / 16` elements take at most
+    // `isize::MAX` bytes, and an address and such a size, both below 2^63, add without
+    // wrapping; the end (and so the start) fits in `isize` when its sign bit is clear.
+    if len <= isize::MAX as usize / crate::dtype::MAX_BYTE_WIDTH {
+        let bytes = len * width;
+        if bytes == 0 {
+            return Some((len, EMPTY));
+        }
+        let start = data as usize;
+        let end = start.wrapping_add(bytes);
+        return ((start | end) <= isize::MAX as usize).then_some((len, (start, end)));
+    }
     let bytes = len.checked_mul(width).filter(|&b| b <= isize::MAX as usize)?;
     if bytes == 0 {
         return Some((len, EMPTY));

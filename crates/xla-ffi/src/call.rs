@@ -11,7 +11,6 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::frame::Slot;
 use crate::frame::{Frame, HandlerInfo};
-use crate::raw::RawDict;
 use crate::site::{Arity, Role};
 
 /// One call of a handler, being decoded.
@@ -130,13 +129,21 @@ impl<'f> Call<'f> {
             match self.first {
                 None => self.first = Some((dtype, dims)),
                 Some((t0, d0)) => {
-                    // A plain index loop over the few dimensions (cheaper than `memcmp`).
-                    let mut same = dtype == t0 && dims.len() == d0.len();
-                    let mut k = 0;
-                    while same && k < dims.len() {
-                        same = dims[k] == d0[k];
-                        k += 1;
-                    }
+                    // A vector (most calls) with one compare; else a plain index loop over
+                    // the few dimensions (cheaper than `memcmp`).
+                    let same = dtype == t0
+                        && match (dims, d0) {
+                            ([a], [b]) => a == b,
+                            _ => {
+                                let mut same = dims.len() == d0.len();
+                                let mut k = 0;
+                                while same && k < dims.len() {
+                                    same = dims[k] == d0[k];
+                                    k += 1;
+                                }
+                                same
+                            }
+                        };
                     self.alike &= same;
                 }
             }
@@ -149,6 +156,11 @@ impl<'f> Call<'f> {
     #[inline(always)]
     fn all_alike(&self, n: usize, m: usize) -> bool {
         let na = self.frame.count(Role::Operand);
+        // The usual case: the rule covers every buffer of the call, and `finish`
+        // found them all recorded (so there is no mask to make).
+        if n == na && m == self.frame.count(Role::Result) && self.aliases.all_recorded() {
+            return self.alike;
+        }
         if n > na || na + m > Aliases::MAX {
             return false;
         }
@@ -230,7 +242,7 @@ impl<'f> Call<'f> {
         self.aliases.settle(declared);
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
-        let n = RawDict::count(self.frame.raw_attrs()).min(128);
+        let n = self.frame.attr_count().min(128);
         if self.problems.is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
             return Ok(());
         }

@@ -286,6 +286,9 @@ struct Entries<'f> {
     ptrs: *const *mut c_void,
     types: *const u32,
     len: usize,
+    /// `len`, or 0 when `types` is NULL: the entries that have a kind (one compare
+    /// per entry read, not two).
+    typed: usize,
     _life: core::marker::PhantomData<&'f ()>,
 }
 
@@ -298,27 +301,27 @@ impl<'f> Entries<'f> {
     #[inline(always)]
     unsafe fn new(ptrs: *const *mut c_void, types: *const u32, size: i64) -> Self {
         let len = if ptrs.is_null() || size <= 0 { 0 } else { size as usize };
-        Entries { ptrs, types, len, _life: core::marker::PhantomData }
+        let typed = if types.is_null() { 0 } else { len };
+        Entries { ptrs, types, len, typed, _life: core::marker::PhantomData }
     }
 
-    /// Entry `index` and its kind; no kind when XLA gave no kinds.
+    /// Entry `index` and its kind; `None` past the entries, or when XLA gave no
+    /// kinds (every entry then reads as missing).
     #[inline(always)]
-    fn get(self, index: usize) -> Option<(*mut c_void, Option<u32>)> {
-        if index >= self.len {
+    fn get(self, index: usize) -> Option<(*mut c_void, u32)> {
+        if index >= self.typed {
             return None;
         }
-        // SAFETY: `index < len`, and `new` has `len` entries at `ptrs` (non-null when
-        // `len > 0`), and `len` kinds at `types` when that is not NULL.
-        unsafe {
-            let kind = if self.types.is_null() { None } else { Some(self.types.add(index).read()) };
-            Some((self.ptrs.add(index).read(), kind))
-        }
+        // SAFETY: `index < typed <= len`, and `new` has `len` entries at `ptrs`
+        // (non-null when `len > 0`), and `len` kinds at `types` (non-null when
+        // `typed > 0`).
+        unsafe { Some((self.ptrs.add(index).read(), self.types.add(index).read())) }
     }
 
     /// Copied entries and their kinds (as many of each).
     fn of_copies((ptrs, types): (&'f [*mut c_void], &'f [u32])) -> Self {
         let len = ptrs.len().min(types.len());
-        Entries { ptrs: ptrs.as_ptr(), types: types.as_ptr(), len, _life: core::marker::PhantomData }
+        Entries { ptrs: ptrs.as_ptr(), types: types.as_ptr(), len, typed: len, _life: core::marker::PhantomData }
     }
 
     /// As two slices (the kinds empty when XLA gave none).
@@ -365,7 +368,7 @@ impl<'f> Frame<'f> {
             Role::Result => self.rets,
         };
         match entries.get(index) {
-            Some((ptr, Some(sys::XLA_FFI_ArgType_BUFFER))) => {
+            Some((ptr, sys::XLA_FFI_ArgType_BUFFER)) => {
                 // SAFETY: XLA passes, for an entry of kind BUFFER, NULL or a pointer to
                 // an `XLA_FFI_Buffer` alive for the call.
                 match unsafe { raw::buffer(ptr) } {
@@ -373,8 +376,8 @@ impl<'f> Frame<'f> {
                     None => Slot::Malformed,
                 }
             }
-            Some((_, Some(kind))) => Slot::Kind(kind),
-            _ => Slot::Missing,
+            Some((_, kind)) => Slot::Kind(kind),
+            None => Slot::Missing,
         }
     }
 }
@@ -553,6 +556,14 @@ impl<'f> Frame<'f> {
     /// The call's raw attributes struct (its size checked by `open`).
     pub(crate) fn raw_attrs(&self) -> &'f sys::XLA_FFI_Attrs {
         self.attrs
+    }
+
+    /// How many attributes the call has, as [`Frame::attrs`] reads them (without
+    /// checking the struct's size again: `open` did, and `from_copies` is given one
+    /// that `open` accepted).
+    #[inline(always)]
+    pub(crate) fn attr_count(&self) -> usize {
+        RawDict::count_sized(self.attrs)
     }
 
     /// A frame over copies of a call's entries and attributes, with no invoke

@@ -155,16 +155,12 @@ impl<'f> RawDict<'f> {
     }
 
     /// The number of entries of `raw`, as [`RawDict::from_raw`]`(raw).len()` counts
-    /// them, without making the slices: 0 for a struct too small, a size not above
+    /// them when `raw` is at least this header's size (a frame's attributes:
+    /// `frame::open` checked it), without making the slices: 0 for a size not above
     /// 0 or a NULL array.
     #[inline(always)]
-    pub(crate) fn count(raw: &sys::XLA_FFI_Attrs) -> usize {
-        if raw.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize
-            || raw.size <= 0
-            || raw.names.is_null()
-            || raw.types.is_null()
-            || raw.attrs.is_null()
-        {
+    pub(crate) fn count_sized(raw: &sys::XLA_FFI_Attrs) -> usize {
+        if raw.size <= 0 || raw.names.is_null() || raw.types.is_null() || raw.attrs.is_null() {
             return 0;
         }
         raw.size as usize

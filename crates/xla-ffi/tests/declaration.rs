@@ -268,6 +268,20 @@ fn an_elementwise_rule_checks_every_buffer() {
         msg,
         "decl.elementwise: operand 1 (b): expected dtype float32 (T, the dtype of operand 0 (a)), got bfloat16"
     );
+    // Vectors (compared with one compare as they are decoded), and ranks that differ.
+    expect_ok(call(Arg::zeros::<f32>(&[4]), Arg::zeros::<f32>(&[4]), Arg::zeros::<f32>(&[4])).run(DECL_ELEMENTWISE));
+    expect_ok(call(Arg::zeros::<f32>(&[]), Arg::zeros::<f32>(&[]), Arg::zeros::<f32>(&[])).run(DECL_ELEMENTWISE));
+    for (a, b, out, want) in [
+        (&[4][..], &[4][..], &[3][..], "result 0 (out): expected shape [4] (...b of operand 0 (a)), got [3]"),
+        (&[4], &[5], &[4], "operand 1 (b): expected shape [4] (...b of operand 0 (a)), got [5]"),
+        (&[4], &[4], &[4, 1], "result 0 (out): expected shape [4] (...b of operand 0 (a)), got [4, 1]"),
+        (&[1], &[], &[1], "operand 1 (b): expected shape [1] (...b of operand 0 (a)), got []"),
+        (&[], &[], &[1], "result 0 (out): expected shape [] (...b of operand 0 (a)), got [1]"),
+    ] {
+        let mut bad = call(Arg::zeros::<f32>(a), Arg::zeros::<f32>(b), Arg::zeros::<f32>(out));
+        let msg = expect_err(bad.run(DECL_ELEMENTWISE), ErrorCode::InvalidArgument, &[]);
+        assert_eq!(msg, format!("decl.elementwise: {want}"));
+    }
 }
 
 /// Nine buffers under an elementwise rule: more than the decoder keeps for the

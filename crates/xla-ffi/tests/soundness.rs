@@ -404,6 +404,17 @@ fn buffer_end_past_the_address_space_is_an_error() {
         CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).arg_data_address(0, isize::MAX as usize - 1)
     };
     expect_err(call.run(SND_HOST_GUARD), ErrorCode::InvalidArgument, &["snd.host_guard", "operand 0"]);
+    // One element that would end one byte past isize::MAX (an aligned address).
+    // SAFETY: as above.
+    let mut call = unsafe {
+        CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).arg_data_address(0, isize::MAX as usize - 3)
+    };
+    expect_err(call.run(SND_HOST_GUARD), ErrorCode::InvalidArgument, &["snd.host_guard", "operand 0", "address space"]);
+    // No bytes at all cover nothing, wherever they start: an empty slice.
+    // SAFETY: an empty buffer is never read.
+    let mut call =
+        unsafe { CallBuilder::new().arg(Arg::from_slice(&[] as &[f32], &[0])).arg_data_address(0, usize::MAX - 3) };
+    assert!(call.run(SND_HOST_GUARD).is_ok());
 }
 
 #[handler(target = "snd.stateful_md")]
