@@ -165,6 +165,45 @@ def _describe(shape: Sequence[int], dtype: Any) -> str:
     return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
 
 
+def _result_shape(name: str, i: int, aval: Any) -> tuple[Any, ...]:
+    """The shape of ``abstract_eval``'s result ``i``, checked: a negative, float, bool
+    or None dimension would otherwise fail later in MLIR or XLA, naming neither the op
+    nor the result. Dimensions that are not ints (symbolic ones) are left to JAX."""
+    shape = aval.shape
+    dims: tuple[Any, ...] | None
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    bad = dims is None or any(d is None or isinstance(d, (bool, np.bool_, float, np.floating, str)) for d in dims)
+    if bad or any(isinstance(d, (int, np.integer)) and d < 0 for d in dims or ()):
+        raise (TypeError if bad else ValueError)(
+            f"{name}: abstract_eval result {i}: expected a shape of non-negative ints, got {shape!r}"
+        )
+    return dims or ()
+
+
+def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
+    """The dtype of ``abstract_eval``'s result ``i``, checked: bool or numeric (the
+    ``ml_dtypes`` ones too), and not 64-bit while ``jax_enable_x64`` is off (no JAX
+    array is then; ``jax.pure_callback``, the lowering off CPU, refuses it too)."""
+    dtype: np.dtype[Any] | None
+    try:
+        dtype = np.dtype(aval.dtype)
+    except TypeError:
+        dtype = None
+    if dtype is None or not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
+        got = repr(aval.dtype) if dtype is None else str(dtype)
+        raise TypeError(f"{name}: abstract_eval result {i}: expected a bool or numeric dtype, got {got}")
+    if jax.dtypes.canonicalize_dtype(dtype) != dtype:
+        raise ValueError(
+            f"{name}: abstract_eval result {i}: expected a dtype without 64 bits while jax_enable_x64 is off, got "
+            f"{dtype.name} (return {jax.dtypes.canonicalize_dtype(dtype).name}, or turn 64-bit types on: "
+            "jax.config.update('jax_enable_x64', True))"
+        )
+    return dtype
+
+
 def _freeze(params: dict[str, Any]) -> tuple[tuple[str, Hashable], ...]:
     return tuple(sorted(params.items()))
 
@@ -298,7 +337,10 @@ class PythonOp(Op):
                     f"{self.name}: abstract_eval must return avals (objects with .shape and .dtype, e.g. "
                     f"jax.ShapeDtypeStruct); result {i} is {type(o).__name__}"
                 )
-        return [ShapedArray((*batch, *o.shape), o.dtype) for o in outs]
+        return [
+            ShapedArray((*batch, *_result_shape(self.name, i, o)), _result_dtype(self.name, i, o))
+            for i, o in enumerate(outs)
+        ]
 
     def _callback_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
         """The lowering on platforms without the target (GPUs): ``jax.pure_callback``,
