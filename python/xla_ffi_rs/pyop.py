@@ -150,6 +150,9 @@ _RANKS = "_operand_ranks"
 #: the op (and so its registered functions) alive through its jaxpr.
 _OP = "_python_op"
 _INTERNAL = (_BATCH, _RANKS, _OP)
+#: XLA:CPU's limit of computations in flight per device (jaxlib's CPU client): an
+#: eager call made inside this many running python op calls would never start.
+_MAX_IN_FLIGHT = 32
 
 AbstractEvalFn = Callable[..., Any]
 """``(*operand_avals, **params) -> aval | sequence of avals`` (anything with
@@ -311,6 +314,13 @@ class PythonOp(Op):
         return outs[0] if len(outs) == 1 and self._single.get(frozen, True) else outs
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
+        running = _native.active_calls()
+        if running >= _MAX_IN_FLIGHT:
+            raise RuntimeError(
+                f"{self.name}: called eagerly inside {running} running python op calls: XLA:CPU runs at most "
+                f"{_MAX_IN_FLIGHT} computations at once per device, each of those waits for this call, and this "
+                "call would wait for one of them to finish (forever); recurse fewer levels through ops"
+            )
         params[_OP] = self._weak_handle
         return super()._eager_impl(*operands, **params)
 

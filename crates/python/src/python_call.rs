@@ -45,6 +45,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::prelude::*;
@@ -410,8 +411,36 @@ fn np_dtype<'py>(
     })
 }
 
+/// How many calls of the handler are running, on any thread. Each holds one of
+/// XLA:CPU's in-flight computation slots (32 per device) while its function runs, so
+/// the Python side refuses an eager call that would wait for a slot none of them frees.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one running call in `ACTIVE` while it lives.
+struct Running;
+
+impl Running {
+    fn start() -> Self {
+        ACTIVE.fetch_add(1, Ordering::Relaxed);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// `active_calls() -> int`: how many calls of the handler are running now.
+#[pyfunction]
+pub fn active_calls() -> usize {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
 /// Runs the callable under `key` on this call's buffers.
 pub fn call(key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
+    let _running = Running::start();
     let attached =
         xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, key, operands, results)));
     attached.flatten().unwrap_or_else(|| {
