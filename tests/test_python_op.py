@@ -488,3 +488,28 @@ def test_other_platforms_fall_back_to_pure_callback() -> None:
 def test_package_exports() -> None:
     assert xla_ffi_rs.python_op is python_op
     assert "xla_ffi_rs.python_call" in xla_ffi_rs.handlers("cpu")
+
+
+def test_a_call_abstract_eval_cannot_take_names_the_op_and_what_it_got() -> None:
+    """Too many or too few operands, or a parameter abstract_eval has no keyword for,
+    raise TypeError naming the op and the call, not only the bare lambda."""
+    one = python_op(np.sin, abstract_eval=lambda x: x, name="one_operand")
+    with pytest.raises(TypeError, match=r"one_operand: abstract_eval cannot take this call \(2 operands\): "):
+        one(jnp.ones(2), jnp.ones(2))
+    with pytest.raises(
+        TypeError, match=r"one_operand: abstract_eval cannot take this call \(1 operands, parameters \['k'\]\): .*'k'"
+    ):
+        one(jnp.ones(2), k=3)
+    mv = xla_ffi_rs.linear_op(
+        lambda a, x: a @ x,
+        lambda a, ct: a.T @ ct,
+        abstract_eval=lambda a, x: jax.ShapeDtypeStruct(a.shape[:1], x.dtype),
+        abstract_eval_T=lambda a, ct: jax.ShapeDtypeStruct(a.shape[1:], ct.dtype),
+        fixed=(0,),
+        name="matvec",
+    )
+    with pytest.raises(TypeError, match=r"matvec: abstract_eval cannot take this call \(1 operands\): "):
+        jax.jit(lambda a: mv(a))(jnp.ones((2, 3)))
+    errors = python_op(np.sin, abstract_eval=lambda x: x.no_such_attribute, name="inner_error")
+    with pytest.raises(AttributeError, match="no_such_attribute"):  # an error inside abstract_eval is its own
+        errors(jnp.ones(2))

@@ -337,7 +337,7 @@ class PythonOp(Op):
         batch = tuple(params.get(_BATCH, ()))
         inner = [ShapedArray(a.shape[len(batch) :], a.dtype) for a in avals]
         user = _user(params)
-        out = self._user_abstract_eval(*inner, **user)
+        out = pyop_rules.call_abstract(self.name, self._user_abstract_eval, inner, user)
         single = not isinstance(out, (tuple, list))
         self._single[_freeze(user)] = single
         outs = [out] if single else list(out)
