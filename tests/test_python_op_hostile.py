@@ -117,6 +117,36 @@ def test_recursion_past_the_in_flight_limit_is_an_error_not_a_hang() -> None:
     assert last == "ok"
 
 
+def test_a_call_outside_any_op_waits_for_a_slot_instead_of_failing() -> None:
+    """Only a call made inside a running op is refused at the limit: with 32 ops
+    running on other threads, a call from a thread outside any waits for a slot and
+    runs once one of them finishes."""
+    out = run_python("""
+        import faulthandler, threading, time
+        faulthandler.dump_traceback_later(120, exit=True)
+        go, started = threading.Event(), []
+        def wait(x):
+            if x[0]:
+                started.append(1)
+                go.wait()
+            return x
+        busy = python_op(wait, abstract_eval=lambda x: x, name="busy")
+        other = python_op(np.negative, abstract_eval=lambda x: x, name="other")
+        busy(np.zeros(2)), other(np.zeros(2))  # compiled before the threads (no cache miss among them)
+        threads = [threading.Thread(target=lambda: busy(np.ones(2))) for _ in range(32)]
+        for t in threads:
+            t.start()
+        while len(started) < 32:
+            time.sleep(0.01)
+        threading.Timer(1.0, go.set).start()
+        np.testing.assert_array_equal(np.asarray(other(np.ones(2))), -np.ones(2))
+        for t in threads:
+            t.join()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
 def test_an_op_called_inside_a_sharded_ops_shard() -> None:
     out = run_python(
         """

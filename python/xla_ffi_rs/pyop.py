@@ -314,8 +314,8 @@ class PythonOp(Op):
         return outs[0] if len(outs) == 1 and self._single.get(frozen, True) else outs
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
-        running = _native.active_calls()
-        if running >= _MAX_IN_FLIGHT:
+        running, here = _native.active_calls()
+        if here and running >= _MAX_IN_FLIGHT:
             raise RuntimeError(
                 f"{self.name}: called eagerly inside {running} running python op calls: XLA:CPU runs at most "
                 f"{_MAX_IN_FLIGHT} computations at once per device, each of those waits for this call, and this "
