@@ -242,6 +242,55 @@ def test_bad_arguments_raise_before_lowering() -> None:
         erfcx(jnp.ones(2), _batch_shape=(2,))
 
 
+class _Aval:
+    """An aval-like object with any shape and dtype (jax.ShapeDtypeStruct checks both)."""
+
+    def __init__(self, shape, dtype) -> None:
+        self.shape, self.dtype = shape, dtype
+
+
+@pytest.mark.parametrize(
+    ("aval", "error", "words"),
+    [
+        (jax.ShapeDtypeStruct((-1,), np.float32), ValueError, "expected a shape of non-negative ints, got (-1,)"),
+        (_Aval((2, -3), np.float32), ValueError, "expected a shape of non-negative ints, got (2, -3)"),
+        (_Aval((2.0,), np.float32), TypeError, "expected a shape of non-negative ints, got (2.0,)"),
+        (_Aval((None,), np.float32), TypeError, "expected a shape of non-negative ints, got (None,)"),
+        (_Aval((True,), np.float32), TypeError, "expected a shape of non-negative ints, got (True,)"),
+        (_Aval(3, np.float32), TypeError, "expected a shape of non-negative ints, got 3"),
+        (_Aval((3,), np.dtype(object)), TypeError, "expected a bool or numeric dtype, got object"),
+        (_Aval((3,), np.dtype("U3")), TypeError, "expected a bool or numeric dtype, got <U3"),
+        (_Aval((3,), "nope"), TypeError, "expected a bool or numeric dtype, got 'nope'"),
+    ],
+)
+def test_bad_avals_from_abstract_eval_raise_before_lowering(aval, error, words) -> None:
+    """An aval no array can have fails at the call, naming the op and the result,
+    under jit and eagerly, instead of in MLIR or XLA."""
+    op = python_op(np.sin, abstract_eval=lambda x: (x, aval), name="badshape")
+    for call in (op, jax.jit(op)):
+        with pytest.raises(error) as info:
+            call(jnp.ones(3, jnp.float32))
+        assert f"badshape: abstract_eval result 1: {words}" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64, np.complex128])
+def test_a_64_bit_result_with_x64_off_is_refused(dtype) -> None:
+    """With 64-bit types off no JAX array is 64-bit: a 64-bit aval is refused, naming
+    the op, the result and the flag (as pure_callback, the op's lowering off CPU, does),
+    instead of making a 64-bit array in a 32-bit program."""
+    op = python_op(lambda x: x.astype(dtype), abstract_eval=lambda x: jax.ShapeDtypeStruct(x.shape, dtype), name="wide")
+    want = np.dtype(dtype).name
+    with jax.enable_x64(False):
+        for call in (op, jax.jit(op)):
+            with pytest.raises(ValueError) as info:
+                call(jnp.ones(3, jnp.float32))
+            assert (
+                f"wide: abstract_eval result 0: expected a dtype without 64 bits while jax_enable_x64 is off, got {want}"
+                in str(info.value)
+            )
+    assert np.asarray(op(jnp.ones(3, jnp.float32))).dtype == np.dtype(dtype)  # with x64 on it works
+
+
 # -- derivatives ----------------------------------------------------------------
 
 
@@ -439,3 +488,28 @@ def test_other_platforms_fall_back_to_pure_callback() -> None:
 def test_package_exports() -> None:
     assert xla_ffi_rs.python_op is python_op
     assert "xla_ffi_rs.python_call" in xla_ffi_rs.handlers("cpu")
+
+
+def test_a_call_abstract_eval_cannot_take_names_the_op_and_what_it_got() -> None:
+    """Too many or too few operands, or a parameter abstract_eval has no keyword for,
+    raise TypeError naming the op and the call, not only the bare lambda."""
+    one = python_op(np.sin, abstract_eval=lambda x: x, name="one_operand")
+    with pytest.raises(TypeError, match=r"one_operand: abstract_eval cannot take this call \(2 operands\): "):
+        one(jnp.ones(2), jnp.ones(2))
+    with pytest.raises(
+        TypeError, match=r"one_operand: abstract_eval cannot take this call \(1 operands, parameters \['k'\]\): .*'k'"
+    ):
+        one(jnp.ones(2), k=3)
+    mv = xla_ffi_rs.linear_op(
+        lambda a, x: a @ x,
+        lambda a, ct: a.T @ ct,
+        abstract_eval=lambda a, x: jax.ShapeDtypeStruct(a.shape[:1], x.dtype),
+        abstract_eval_T=lambda a, ct: jax.ShapeDtypeStruct(a.shape[1:], ct.dtype),
+        fixed=(0,),
+        name="matvec",
+    )
+    with pytest.raises(TypeError, match=r"matvec: abstract_eval cannot take this call \(1 operands\): "):
+        jax.jit(lambda a: mv(a))(jnp.ones((2, 3)))
+    errors = python_op(np.sin, abstract_eval=lambda x: x.no_such_attribute, name="inner_error")
+    with pytest.raises(AttributeError, match="no_such_attribute"):  # an error inside abstract_eval is its own
+        errors(jnp.ones(2))

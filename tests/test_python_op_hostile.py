@@ -93,6 +93,60 @@ def test_an_op_that_calls_itself() -> None:
     assert out.strip() == "ok"
 
 
+def test_recursion_past_the_in_flight_limit_is_an_error_not_a_hang() -> None:
+    """XLA:CPU runs at most 32 computations per device at once; a 33rd eager call
+    made inside 32 running python ops would wait for a slot that none of them frees
+    (it hung). It raises instead, naming the op and the limit; 32 levels still run."""
+    out = run_python("""
+        import faulthandler
+        faulthandler.dump_traceback_later(120, exit=True)   # a hang fails the test
+        def rec(x):
+            return x if x.shape[0] <= 1 else np.concatenate([x[:1], np.asarray(op(x[1:]))])
+        op = python_op(rec, abstract_eval=lambda x: x, name="deep")
+        np.testing.assert_array_equal(np.asarray(op(np.arange(32.0))), np.arange(32.0))
+        try:
+            op(np.arange(40.0))
+        except jax.errors.JaxRuntimeError as e:
+            print(str(e).splitlines()[0])
+        np.testing.assert_array_equal(np.asarray(op(np.arange(5.0))), np.arange(5.0))   # still works
+        print("ok")
+    """)
+    first, last = out.strip().splitlines()[0], out.strip().splitlines()[-1]
+    assert "op 'deep' raised RuntimeError: deep: called eagerly inside 32 running python op calls" in first, out
+    assert "at most 32 computations at once" in first, out
+    assert last == "ok"
+
+
+def test_a_call_outside_any_op_waits_for_a_slot_instead_of_failing() -> None:
+    """Only a call made inside a running op is refused at the limit: with 32 ops
+    running on other threads, a call from a thread outside any waits for a slot and
+    runs once one of them finishes."""
+    out = run_python("""
+        import faulthandler, threading, time
+        faulthandler.dump_traceback_later(120, exit=True)
+        go, started = threading.Event(), []
+        def wait(x):
+            if x[0]:
+                started.append(1)
+                go.wait()
+            return x
+        busy = python_op(wait, abstract_eval=lambda x: x, name="busy")
+        other = python_op(np.negative, abstract_eval=lambda x: x, name="other")
+        busy(np.zeros(2)), other(np.zeros(2))  # compiled before the threads (no cache miss among them)
+        threads = [threading.Thread(target=lambda: busy(np.ones(2))) for _ in range(32)]
+        for t in threads:
+            t.start()
+        while len(started) < 32:
+            time.sleep(0.01)
+        threading.Timer(1.0, go.set).start()
+        np.testing.assert_array_equal(np.asarray(other(np.ones(2))), -np.ones(2))
+        for t in threads:
+            t.join()
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
 def test_an_op_called_inside_a_sharded_ops_shard() -> None:
     out = run_python(
         """

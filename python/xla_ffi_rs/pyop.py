@@ -150,6 +150,9 @@ _RANKS = "_operand_ranks"
 #: the op (and so its registered functions) alive through its jaxpr.
 _OP = "_python_op"
 _INTERNAL = (_BATCH, _RANKS, _OP)
+#: XLA:CPU's limit of computations in flight per device (jaxlib's CPU client): an
+#: eager call made inside this many running python op calls would never start.
+_MAX_IN_FLIGHT = 32
 
 AbstractEvalFn = Callable[..., Any]
 """``(*operand_avals, **params) -> aval | sequence of avals`` (anything with
@@ -163,6 +166,45 @@ _Rule = TypeVar("_Rule", bound=Callable[..., Any])
 
 def _describe(shape: Sequence[int], dtype: Any) -> str:
     return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+
+
+def _result_shape(name: str, i: int, aval: Any) -> tuple[Any, ...]:
+    """The shape of ``abstract_eval``'s result ``i``, checked: a negative, float, bool
+    or None dimension would otherwise fail later in MLIR or XLA, naming neither the op
+    nor the result. Dimensions that are not ints (symbolic ones) are left to JAX."""
+    shape = aval.shape
+    dims: tuple[Any, ...] | None
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    bad = dims is None or any(d is None or isinstance(d, (bool, np.bool_, float, np.floating, str)) for d in dims)
+    if bad or any(isinstance(d, (int, np.integer)) and d < 0 for d in dims or ()):
+        raise (TypeError if bad else ValueError)(
+            f"{name}: abstract_eval result {i}: expected a shape of non-negative ints, got {shape!r}"
+        )
+    return dims or ()
+
+
+def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
+    """The dtype of ``abstract_eval``'s result ``i``, checked: bool or numeric (the
+    ``ml_dtypes`` ones too), and not 64-bit while ``jax_enable_x64`` is off (no JAX
+    array is then; ``jax.pure_callback``, the lowering off CPU, refuses it too)."""
+    dtype: np.dtype[Any] | None
+    try:
+        dtype = np.dtype(aval.dtype)
+    except TypeError:
+        dtype = None
+    if dtype is None or not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
+        got = repr(aval.dtype) if dtype is None else str(dtype)
+        raise TypeError(f"{name}: abstract_eval result {i}: expected a bool or numeric dtype, got {got}")
+    if jax.dtypes.canonicalize_dtype(dtype) != dtype:
+        raise ValueError(
+            f"{name}: abstract_eval result {i}: expected a dtype without 64 bits while jax_enable_x64 is off, got "
+            f"{dtype.name} (return {jax.dtypes.canonicalize_dtype(dtype).name}, or turn 64-bit types on: "
+            "jax.config.update('jax_enable_x64', True))"
+        )
+    return dtype
 
 
 def _freeze(params: dict[str, Any]) -> tuple[tuple[str, Hashable], ...]:
@@ -272,6 +314,13 @@ class PythonOp(Op):
         return outs[0] if len(outs) == 1 and self._single.get(frozen, True) else outs
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
+        running, here = _native.active_calls()
+        if here and running >= _MAX_IN_FLIGHT:
+            raise RuntimeError(
+                f"{self.name}: called eagerly inside {running} running python op calls: XLA:CPU runs at most "
+                f"{_MAX_IN_FLIGHT} computations at once per device, each of those waits for this call, and this "
+                "call would wait for one of them to finish (forever); recurse fewer levels through ops"
+            )
         params[_OP] = self._weak_handle
         return super()._eager_impl(*operands, **params)
 
@@ -288,7 +337,7 @@ class PythonOp(Op):
         batch = tuple(params.get(_BATCH, ()))
         inner = [ShapedArray(a.shape[len(batch) :], a.dtype) for a in avals]
         user = _user(params)
-        out = self._user_abstract_eval(*inner, **user)
+        out = pyop_rules.call_abstract(self.name, self._user_abstract_eval, inner, user)
         single = not isinstance(out, (tuple, list))
         self._single[_freeze(user)] = single
         outs = [out] if single else list(out)
@@ -298,7 +347,10 @@ class PythonOp(Op):
                     f"{self.name}: abstract_eval must return avals (objects with .shape and .dtype, e.g. "
                     f"jax.ShapeDtypeStruct); result {i} is {type(o).__name__}"
                 )
-        return [ShapedArray((*batch, *o.shape), o.dtype) for o in outs]
+        return [
+            ShapedArray((*batch, *_result_shape(self.name, i, o)), _result_dtype(self.name, i, o))
+            for i, o in enumerate(outs)
+        ]
 
     def _callback_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
         """The lowering on platforms without the target (GPUs): ``jax.pure_callback``,

@@ -20,6 +20,7 @@ import jax
 from xla_ffi_rs._compat import ShapedArray, ad
 from xla_ffi_rs.pyop import PythonOp, _user
 from xla_ffi_rs.pyop_axes import BatchAxes, append_level, out_axes_of, unbatched
+from xla_ffi_rs.pyop_rules import call_abstract
 
 #: Private static parameters: ``((index, shape, dtype), ...)`` of the operands that
 #: are symbolic zeros (passed to the function as None, not bound), and the number of
@@ -137,7 +138,7 @@ class Role:
             if len(idx) == 1:
                 return [avals[idx[0]]], [axes[idx[0]]], True
             return [avals[i] for i in idx], [axes[i] for i in idx], False
-        out = self.user_abstract(*avals, **kw, **params)
+        out = call_abstract(self.name, self.user_abstract, avals, {**kw, **params})
         return out_axes_of(self.name, out, axes if self.batch else unbatched(len(avals)))
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> Any:

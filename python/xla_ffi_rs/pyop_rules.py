@@ -44,6 +44,23 @@ def names_of(fn: Callable[..., Any]) -> list[str]:
     return [p.name for p in params if p.kind in kinds]
 
 
+def call_abstract(name: str, fn: Callable[..., Any], avals: Sequence[Any], params: dict[str, Any]) -> Any:
+    """``fn(*avals, **params)``; a call ``fn``'s signature cannot take (too many or too
+    few operands, a parameter it has no keyword for) raises TypeError naming the op and
+    the call first. Errors raised inside ``fn`` are its own."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*avals, **params)
+        except TypeError as e:
+            call = f"{len(avals)} operands" + (f", parameters {sorted(params)}" if params else "")
+            raise TypeError(f"{name}: abstract_eval cannot take this call ({call}): {e}") from None
+    return fn(*avals, **params)
+
+
 def describe_operand(names: Sequence[str], i: int) -> str:
     return f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
 

@@ -43,8 +43,10 @@
 //! callables: the Python op does it when it is garbage collected; a program
 //! still calling such a key fails with `NOT_FOUND`.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::prelude::*;
@@ -410,8 +412,45 @@ fn np_dtype<'py>(
     })
 }
 
+/// How many calls of the handler are running, on any thread. Each holds one of
+/// XLA:CPU's in-flight computation slots (32 per device) while its function runs, so
+/// the Python side refuses an eager call made inside one of them that would wait for
+/// a slot none of them frees.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// How many calls of the handler are running on this thread (nested ones).
+    static HERE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts one running call in `ACTIVE` and `HERE` while it lives.
+struct Running;
+
+impl Running {
+    fn start() -> Self {
+        ACTIVE.fetch_add(1, Ordering::Relaxed);
+        HERE.with(|h| h.set(h.get() + 1));
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        HERE.with(|h| h.set(h.get() - 1));
+        ACTIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// `active_calls() -> (int, int)`: how many calls of the handler are running now, on
+/// any thread and on the calling thread.
+#[pyfunction]
+pub fn active_calls() -> (usize, usize) {
+    (ACTIVE.load(Ordering::Relaxed), HERE.with(Cell::get))
+}
+
 /// Runs the callable under `key` on this call's buffers.
 pub fn call(key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
+    let _running = Running::start();
     let attached =
         xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, key, operands, results)));
     attached.flatten().unwrap_or_else(|| {
