@@ -212,3 +212,58 @@ def test_takes_outputs_direct_errors_keep_their_messages() -> None:
         ),
         x,
     )
+
+
+_WEAK_SCALARS = r"""
+import warnings
+warnings.simplefilter("error")
+import jax, numpy as np
+from xla_ffi_rs import python_op
+assert not jax.config.jax_enable_x64
+def scalar_op(fn, dtype, name):
+    return python_op(fn, abstract_eval=lambda x: jax.ShapeDtypeStruct((), dtype), name=name)
+x = np.arange(1.0, 4.0, dtype=np.float32)
+cases = [
+    (lambda x: float(x.sum()), np.float32, 6.0),
+    (lambda x: 1e300, np.float32, np.inf),
+    (lambda x: 7, np.float32, 7.0),
+    (lambda x: 7, np.int32, 7),
+    (lambda x: 7, np.uint8, 7),
+    (lambda x: 1.5, np.complex64, 1.5 + 0j),
+    (lambda x: 2j, np.complex64, 2j),
+    (lambda x: True, np.bool_, True),
+]
+for i, (fn, dtype, want) in enumerate(cases):
+    for call in (scalar_op(fn, dtype, f"weak{i}"), jax.jit(scalar_op(fn, dtype, f"weak_jit{i}"))):
+        got = call(x)
+        assert got.dtype == dtype and got.shape == () and got == want, (i, got)
+refused = [
+    (lambda x: 1.5, np.int32, "expected int32[], got float64[]"),
+    (lambda x: -1, np.uint8, "expected uint8[], got int"),
+    (lambda x: True, np.int32, "expected int32[], got bool[]"),
+    (lambda x: 1j, np.float32, "expected float32[], got complex128[]"),
+]
+for i, (fn, dtype, words) in enumerate(refused):
+    try:
+        jax.jit(scalar_op(fn, dtype, f"refused{i}"))(x).block_until_ready()
+    except jax.errors.JaxRuntimeError as e:
+        assert "INVALID_ARGUMENT" in str(e) and f"op 'refused{i}': result 0: " + words in str(e), str(e)
+    else:
+        raise AssertionError(f"case {i} was not refused")
+print("OK")
+"""
+
+
+def test_python_scalars_take_the_results_dtype_as_jax_weak_types_do() -> None:
+    """With JAX's default (x64 off), a function returning a Python float for a
+    float32 result is answered (the float rounded to float32), as a weakly typed
+    Python scalar is in JAX; casts weak typing does not make are still refused."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    done = subprocess.run(
+        [sys.executable, "-c", _WEAK_SCALARS], check=False, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("OK"), done.stderr[-3000:]

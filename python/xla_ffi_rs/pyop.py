@@ -654,7 +654,9 @@ def _checked(
         )
     arrays = []
     for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
-        arr = np.asarray(value)
+        arr = _weak_scalar(value, dtype)
+        if arr is None:
+            arr = np.asarray(value)
         if arr.dtype != dtype and arr.dtype.newbyteorder("=") == dtype:
             arr = arr.astype(dtype)  # the same values in the other byte order
         if arr.shape != tuple(shape) or arr.dtype != dtype:
@@ -663,6 +665,30 @@ def _checked(
             )
         arrays.append(arr)
     return 0, arrays
+
+
+def _weak_scalar(value: Any, dtype: np.dtype) -> np.ndarray | None:
+    """A Python ``bool``, ``int``, ``float`` or ``complex`` as a 0-d array of the
+    result's ``dtype`` where JAX's weak typing would take it there (an int into any
+    numeric dtype it fits, a float into a floating or complex one, a complex into a
+    complex one, a bool into bool), so that ``float(x.sum())`` answers a float32
+    result with x64 off; else None (NumPy's own dtype decides, and the check reports
+    a mismatch)."""
+    kind = np.dtype(dtype).kind
+    t = type(value)
+    fits = (
+        (t is bool and kind == "b")
+        or (t is int and kind in "iufc")
+        or (t is float and kind in "fc")
+        or (t is complex and kind == "c")
+    )
+    if not fits:
+        return None
+    try:
+        with np.errstate(over="ignore"):  # a float past the dtype's range is inf, as in JAX
+            return np.asarray(value, dtype=dtype)
+    except OverflowError:  # an int the dtype cannot hold: reported as NumPy's dtype
+        return None
 
 
 def _not_none(name: str, returned: Any) -> str:
