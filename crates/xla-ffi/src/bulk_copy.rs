@@ -45,7 +45,27 @@ pub(crate) unsafe fn copy_bytes(dst: *mut u8, src: *const u8, n: usize) {
 unsafe fn copy_streaming(dst: *mut u8, src: *const u8, n: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        #[cfg(not(miri))]
+        use core::arch::x86_64::_mm_sfence;
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128};
+        /// `movntdq`; under Miri (which runs no inline assembly, what the intrinsic
+        /// is made of) an aligned ordinary store of the same 16 bytes.
+        ///
+        /// # Safety
+        /// `d` is valid for a write of 16 bytes and 16-byte aligned.
+        #[inline(always)]
+        unsafe fn stream(d: *mut __m128i, v: __m128i) {
+            #[cfg(not(miri))]
+            // SAFETY: the caller's contract; SSE2 is part of x86-64's baseline.
+            unsafe {
+                core::arch::x86_64::_mm_stream_si128(d, v)
+            };
+            #[cfg(miri)]
+            // SAFETY: the caller's contract (Miri checks the alignment too).
+            unsafe {
+                d.write(v)
+            };
+        }
         const LINE: usize = 64;
         let head = dst.align_offset(16).min(n);
         let body = (n - head) / LINE * LINE;
@@ -64,18 +84,22 @@ unsafe fn copy_streaming(dst: *mut u8, src: *const u8, n: usize) {
                 let b = _mm_loadu_si128(s.add(1));
                 let c = _mm_loadu_si128(s.add(2));
                 let e = _mm_loadu_si128(s.add(3));
-                _mm_stream_si128(d, a);
-                _mm_stream_si128(d.add(1), b);
-                _mm_stream_si128(d.add(2), c);
-                _mm_stream_si128(d.add(3), e);
+                stream(d, a);
+                stream(d.add(1), b);
+                stream(d.add(2), c);
+                stream(d.add(3), e);
             }
             i += LINE;
         }
         // SAFETY: the `n - i` bytes after `i` lie inside both ranges, which do not overlap.
         unsafe { core::ptr::copy_nonoverlapping(src.add(i), dst.add(i), n - i) };
         // SAFETY: SSE is part of x86-64's baseline; the fence orders the
-        // non-temporal stores above before every later store.
-        unsafe { _mm_sfence() };
+        // non-temporal stores above before every later store. (Miri has no `sfence`;
+        // it runs non-temporal stores as ordinary ones, which need none.)
+        #[cfg(not(miri))]
+        unsafe {
+            _mm_sfence()
+        };
     }
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: the caller's contract.
