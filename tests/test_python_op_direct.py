@@ -172,6 +172,41 @@ def test_takes_outputs_may_return_its_outputs(shape) -> None:
     np.testing.assert_array_equal(np.asarray(c), np.cos(x))
 
 
+#: Copies of 4 MiB or more are written with non-temporal stores (``bulk_copy.rs``):
+#: an odd byte length (int8) and a float64 one, both above that.
+STREAMED = [(np.int8, (4 << 20) + 3), (np.float64, (4 << 20) // 8 + 5)]
+
+
+@pytest.mark.parametrize(("dtype", "n"), STREAMED)
+def test_streamed_copies_hold_the_exact_bytes_and_kept_arrays_keep_theirs(dtype, n) -> None:
+    """Operand copies, output arrays and returned results of 4 MiB or more (the
+    streamed copies), also from a source at an odd address, carry every byte
+    exactly; arrays the function keeps keep the values of their own call."""
+    rng = np.random.default_rng(7)
+    xs = [rng.integers(-100, 100, n).astype(dtype) for _ in range(3)]
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def keep(x, o):
+        np.add(x, 1, out=o)
+        kept.append((x, o))
+
+    out = jax.jit(python_op(keep, abstract_eval=like, takes_outputs=True, name="streamed_out"))
+
+    def shifted(x):
+        buf = np.empty(n * np.dtype(dtype).itemsize + 1, dtype=np.uint8)
+        view = buf[1:].view(dtype)  # C-contiguous at an odd address
+        np.multiply(x, 3, out=view)
+        return view
+
+    returned = jax.jit(python_op(shifted, abstract_eval=like, name="streamed_returned"))
+    for x in xs:
+        np.testing.assert_array_equal(np.asarray(out(x)), x + 1)
+        np.testing.assert_array_equal(np.asarray(returned(x)), x * 3)
+    for x, (kx, ko) in zip(xs, kept, strict=True):
+        np.testing.assert_array_equal(kx, x)
+        np.testing.assert_array_equal(ko, x + 1)
+
+
 @pytest.mark.filterwarnings("ignore:Setting the shape:DeprecationWarning")
 def test_takes_outputs_direct_errors_keep_their_messages() -> None:
     x = np.ones((300, 200))

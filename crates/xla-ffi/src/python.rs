@@ -166,9 +166,10 @@ pub fn with_interpreter<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// Copies the bytes of `src` into `result`: `src` is any object with the buffer
 /// protocol whose memory is C-contiguous and whose format is one character (`bytes`,
 /// a NumPy array of a built-in real dtype; for others pass
-/// `a.reshape(-1).view(numpy.uint8)`), of exactly the result's byte size. Python code never sees the result's memory: the copy is
-/// one `memoryview` slice assignment from Rust, and that memoryview is released
-/// before this returns.
+/// `a.reshape(-1).view(numpy.uint8)`), of exactly the result's byte size. Python code
+/// never sees the result's memory: the bytes are copied from Rust, from a buffer
+/// export of `src` released before this returns, with non-temporal stores for a
+/// copy of several MiB (which would not stay in the caches anyway).
 ///
 /// Fails with `INVALID_ARGUMENT` if `src` has no C-contiguous buffer or its size
 /// differs, naming the result (`result 0 (name)`).
@@ -180,36 +181,61 @@ pub fn copy_into_result(
     let site = result.site();
     let what = || format!("{} {} ({})", site.role, site.index, site.name);
     let py_err = |e: PyErr| Error::invalid_argument(format!("copying into {}: {e}", what()));
-    let builtins = py.import(pyo3::intern!(py, "builtins")).map_err(py_err)?;
-    let view = builtins.getattr(pyo3::intern!(py, "memoryview")).and_then(|m| m.call1((src,))).map_err(py_err)?;
-    let flat = view.call_method1(pyo3::intern!(py, "cast"), ("B",)).map_err(py_err)?;
-    let n: usize = flat.getattr(pyo3::intern!(py, "nbytes")).and_then(|n| n.extract()).map_err(py_err)?;
     let bytes = result.as_uninit_bytes()?;
-    if n != bytes.len() {
-        let _ = flat.call_method0(pyo3::intern!(py, "release"));
-        let _ = view.call_method0(pyo3::intern!(py, "release"));
-        return Err(Error::invalid_argument(format!(
-            "copying into {}: expected {} bytes, got {n}",
-            what(),
-            bytes.len()
-        )));
-    }
-    let everything = pyo3::types::PySlice::full(py);
-    // SAFETY: the result's bytes live for the whole call and overlap no other buffer
-    // (checked by `as_uninit_bytes`); `result` stays mutably borrowed until the view
-    // is released below. MaybeUninit<u8> has the layout of u8.
-    let dst = unsafe { memoryview(py, bytes.as_mut_ptr().cast(), bytes.len(), true) }.map_err(py_err)?;
-    // A memoryview slice assignment from a memoryview of the same size: a memcpy
-    // in C, which runs no Python code (and allocates no object, so no garbage
-    // collection runs `__del__` methods while `dst` exists).
-    let copied = dst.set_item(everything, &flat);
-    // No Python code ran while `dst` existed, so nothing else holds it or exports
-    // from it, and `release` succeeds.
-    let released = dst.call_method0(pyo3::intern!(py, "release"));
-    let _ = flat.call_method0(pyo3::intern!(py, "release"));
-    let _ = view.call_method0(pyo3::intern!(py, "release"));
-    released.map_err(py_err)?;
-    copied.map_err(py_err)
+    let copied = with_flat_buffer(py, src, |buf| {
+        if buf.len_bytes() != bytes.len() {
+            return Err(Error::invalid_argument(format!(
+                "copying into {}: expected {} bytes, got {}",
+                what(),
+                bytes.len(),
+                buf.len_bytes()
+            )));
+        }
+        // SAFETY: the export `buf` keeps `src`'s `len_bytes()` bytes (C-contiguous:
+        // `with_flat_buffer`) valid until it is released, after this closure; the
+        // result's bytes live for the whole call and overlap no other buffer of the
+        // call (checked by `as_uninit_bytes`), and `result` stays mutably borrowed, so
+        // nothing else writes them; `copy_bytes` copies overlapping ranges as
+        // `memmove` does. Another thread could write `src` during the copy only
+        // through a buffer it exported itself with the GIL released, which the
+        // memcpy of CPython's own copy (a memoryview slice assignment) would race
+        // just the same. MaybeUninit<u8> has the layout of u8.
+        unsafe { crate::bulk_copy::copy_bytes(bytes.as_mut_ptr().cast(), buf.buf_ptr().cast(), bytes.len()) };
+        Ok(())
+    });
+    copied.map_err(py_err)?
+}
+
+/// Calls `f` with a buffer export of `obj` as flat bytes (`memoryview(obj).cast("B")`,
+/// which needs C-contiguous memory and a one-character format), and releases the
+/// export and both memoryviews after it, also when it fails. No Python code runs
+/// while the export exists.
+fn with_flat_buffer<R>(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    f: impl FnOnce(&pyo3::buffer::PyBuffer<u8>) -> R,
+) -> PyResult<R> {
+    let builtins = py.import(pyo3::intern!(py, "builtins"))?;
+    let view = builtins.getattr(pyo3::intern!(py, "memoryview"))?.call1((obj,))?;
+    let release = |v: &Bound<'_, PyAny>| {
+        let _ = v.call_method0(pyo3::intern!(py, "release"));
+    };
+    let flat = match view.call_method1(pyo3::intern!(py, "cast"), ("B",)) {
+        Ok(flat) => flat,
+        Err(e) => {
+            release(&view);
+            return Err(e);
+        }
+    };
+    let value = pyo3::buffer::PyBuffer::<u8>::get(&flat).map(|buf| {
+        let value = f(&buf);
+        // (Released on drop; `release(py)` is not spelled alike in every pyo3 version.)
+        drop(buf);
+        value
+    });
+    release(&flat);
+    release(&view);
+    value
 }
 
 /// The reference count of `obj` (1 when the caller's reference is the only one).
@@ -221,57 +247,35 @@ pub fn refcount(obj: &Bound<'_, PyAny>) -> isize {
 /// Copies `operand`'s bytes into `dst`: a writable object with the buffer protocol
 /// whose memory is C-contiguous with a one-character format and exactly the
 /// operand's byte size (a NumPy `uint8` array of that length). As in
-/// [`copy_into_result`], the operand's memory is seen only through a read-only
-/// memoryview that no Python code sees, released before this returns.
+/// [`copy_into_result`], the bytes are copied from Rust (no Python code sees the
+/// operand's memory), with non-temporal stores for a copy of several MiB.
 ///
 /// Fails with `INVALID_ARGUMENT` if `dst` is not such an object, naming the operand.
 pub fn copy_from_operand(py: Python<'_>, operand: &Buffer<'_, AnyType>, dst: &Bound<'_, PyAny>) -> crate::Result<()> {
     let site = operand.site();
     let what = || format!("{} {} ({})", site.role, site.index, site.name);
     let py_err = |e: PyErr| Error::invalid_argument(format!("copying from {}: {e}", what()));
-    let builtins = py.import(pyo3::intern!(py, "builtins")).map_err(py_err)?;
-    let view = builtins.getattr(pyo3::intern!(py, "memoryview")).and_then(|m| m.call1((dst,))).map_err(py_err)?;
-    let flat = view.call_method1(pyo3::intern!(py, "cast"), ("B",));
-    let release = || {
-        let _ = view.call_method0(pyo3::intern!(py, "release"));
-    };
-    let flat = match flat {
-        Ok(f) => f,
-        Err(e) => {
-            release();
-            return Err(py_err(e));
-        }
-    };
-    let n: usize = flat.getattr(pyo3::intern!(py, "nbytes")).and_then(|n| n.extract()).unwrap_or(usize::MAX);
-    let readonly = flat.getattr(pyo3::intern!(py, "readonly")).and_then(|r| r.extract::<bool>()).unwrap_or(true);
     let bytes = operand.as_bytes()?;
-    if n != bytes.len() || readonly {
-        let _ = flat.call_method0(pyo3::intern!(py, "release"));
-        release();
-        return Err(Error::invalid_argument(format!(
-            "copying from {}: expected a writable buffer of {} bytes",
-            what(),
-            bytes.len()
-        )));
-    }
-    // SAFETY: the operand's bytes live for the whole call and nothing writes them
-    // (no result overlaps them: checked by `as_bytes`); the view is read-only, no
-    // Python code runs while it exists, and it is released before this returns.
-    let src = match unsafe { memoryview(py, bytes.as_ptr().cast_mut(), bytes.len(), false) } {
-        Ok(src) => src,
-        Err(e) => {
-            let _ = flat.call_method0(pyo3::intern!(py, "release"));
-            release();
-            return Err(py_err(e));
+    let copied = with_flat_buffer(py, dst, |buf| {
+        if buf.len_bytes() != bytes.len() || buf.readonly() {
+            return Err(Error::invalid_argument(format!(
+                "copying from {}: expected a writable buffer of {} bytes",
+                what(),
+                bytes.len()
+            )));
         }
-    };
-    // A memoryview slice assignment: a memcpy in C, which runs no Python code.
-    let copied = flat.set_item(pyo3::types::PySlice::full(py), &src);
-    let released = src.call_method0(pyo3::intern!(py, "release"));
-    let _ = flat.call_method0(pyo3::intern!(py, "release"));
-    release();
-    released.map_err(py_err)?;
-    copied.map_err(py_err)
+        // SAFETY: the writable export `buf` keeps `dst`'s `len_bytes()` bytes
+        // (C-contiguous: `with_flat_buffer`) valid until it is released, after this
+        // closure; the operand's bytes live for the whole call and nothing writes them
+        // (no result overlaps them: checked by `as_bytes`); `copy_bytes` copies
+        // overlapping ranges as `memmove` does. No Python code runs during the copy;
+        // another thread could touch `dst` meanwhile only through a buffer it
+        // exported itself with the GIL released, which the memcpy of CPython's own
+        // copy (a memoryview slice assignment) would race just the same.
+        unsafe { crate::bulk_copy::copy_bytes(buf.buf_ptr().cast(), bytes.as_ptr(), bytes.len()) };
+        Ok(())
+    });
+    copied.map_err(py_err)?
 }
 
 /// Calls `f` with zero-copy memoryviews of a host call's buffers: a tuple of
