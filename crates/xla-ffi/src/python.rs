@@ -191,15 +191,17 @@ pub fn copy_into_result(
                 buf.len_bytes()
             )));
         }
-        // SAFETY: the export `buf` keeps `src`'s `len_bytes()` bytes (C-contiguous:
-        // `with_flat_buffer`) valid until it is released, after this closure; the
-        // result's bytes live for the whole call and overlap no other buffer of the
-        // call (checked by `as_uninit_bytes`), and `result` stays mutably borrowed, so
-        // nothing else writes them; `copy_bytes` copies overlapping ranges as
-        // `memmove` does. Another thread could write `src` during the copy only
-        // through a buffer it exported itself with the GIL released, which the
-        // memcpy of CPython's own copy (a memoryview slice assignment) would race
-        // just the same. MaybeUninit<u8> has the layout of u8.
+        // Why the copy below is sound: the export `buf` keeps `src`'s `len_bytes()`
+        // bytes (C-contiguous: `with_flat_buffer`) valid until it is released, after
+        // this closure; the result's bytes live for the whole call and overlap no
+        // other buffer of the call (checked by `as_uninit_bytes`), and `result` stays
+        // mutably borrowed, so nothing else writes them; `copy_bytes` copies
+        // overlapping ranges as `memmove` does. Another thread could write `src`
+        // during the copy only through a buffer it exported itself with the GIL
+        // released, which the memcpy of CPython's own copy (a memoryview slice
+        // assignment) would race just the same.
+        // SAFETY: as above; both ranges hold `bytes.len()` bytes (compared just
+        // before), and MaybeUninit<u8> has the layout of u8.
         unsafe { crate::bulk_copy::copy_bytes(bytes.as_mut_ptr().cast(), buf.buf_ptr().cast(), bytes.len()) };
         Ok(())
     });
