@@ -8,6 +8,9 @@ wall time), paired against ``np.sin(x, out=o)`` on NumPy's own arrays in the sam
 round:
 
 * ``jit(x + 1)``: a jitted call with no Python in it (the dispatch floor);
+* ``python_op``: ``python_op(np.sin)``, an exact ufunc, which runs on XLA's buffers
+  with no copy: the dispatch and handler of a Python op without the two copies, so
+  ``out`` minus this row is what the copies and the output array cost;
 * ``noop out``: ``lambda x, o: None`` with ``takes_outputs=True``: the dispatch,
   the operand copied in, the pooled output copied out, and the handler's own work;
 * ``copyto out``: ``np.copyto(o, x)``: the same plus one more copy in Python;
@@ -50,9 +53,11 @@ def contenders(n: int) -> dict[str, Callable[[], Any]]:
         return lambda: j(x).block_until_ready()
 
     plus = jax.jit(lambda x: x + 1.0)
+    ufunc = jax.jit(python_op(np.sin, abstract_eval=lambda x: x, name="profile_sin"))
     return {
         "numpy out": lambda: np.sin(xn, out=on),
         "out": op(lambda x, o: np.sin(x, out=o), "profile_sin_out"),
+        "python_op": lambda: ufunc(x).block_until_ready(),
         "noop out": op(lambda x, o: None, "profile_noop_out"),
         "copyto out": op(lambda x, o: np.copyto(o, x), "profile_copyto_out"),
         "jit(x + 1)": lambda: plus(x).block_until_ready(),

@@ -15,7 +15,7 @@ from xla_ffi_rs import python_op
 from xla_ffi_rs.pyop import PythonOp
 
 #: Small (tobytes copy) and large (flat memoryview copy, >= 128 KiB) results.
-SIZES = [(2, 3), (300, 200)]
+SIZES = [(2, 3), (300, 200), (1 << 15,)]
 
 
 def like(x):

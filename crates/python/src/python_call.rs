@@ -310,6 +310,23 @@ fn flat_array<'py>(py: Python<'py>, np: &NumPy, n: usize) -> PyResult<Bound<'py,
     np.empty.bind(py).call1((n, np.uint8.bind(py)))
 }
 
+/// `flat` (a flat `uint8` array of exactly the buffer's bytes, from [`flat_array`])
+/// as an array of `dtype` and shape `dims`: `flat.view(dtype).reshape(dims)`, with
+/// no `reshape` for one dimension, where the view already has that shape (one
+/// element per `itemsize` bytes, which is the buffer's element count).
+fn typed_view<'py>(
+    py: Python<'py>,
+    flat: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyAny>,
+    dims: &[i64],
+) -> PyResult<Bound<'py, PyAny>> {
+    let view = flat.call_method1(pyo3::intern!(py, "view"), (dtype,))?;
+    if dims.len() == 1 {
+        return Ok(view);
+    }
+    view.call_method1(pyo3::intern!(py, "reshape"), (PyTuple::new(py, dims)?,))
+}
+
 /// Gives `flat` back to the pool if nothing but this reference holds it.
 fn recycle(py: Python<'_>, flat: Bound<'_, PyAny>) {
     let n = flat.len().unwrap_or(0);
@@ -504,13 +521,9 @@ fn call_attached(
             arg
         } else {
             copies.push(None);
-            let dims = PyTuple::new(py, b.dims()).map_err(internal)?;
             let flat = flat_array(py, np, bytes.len()).map_err(internal)?;
             xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(op, e))?;
-            let arr = flat
-                .call_method1(pyo3::intern!(py, "view"), (dtype,))
-                .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (dims,)))
-                .map_err(internal)?;
+            let arr = typed_view(py, &flat, &dtype, b.dims()).map_err(internal)?;
             arr.call_method1(pyo3::intern!(py, "setflags"), (false,)).map_err(internal)?;
             flats.push(flat);
             arr
@@ -646,10 +659,7 @@ fn call_direct_outputs<'py>(
     for (i, b) in results.iter().enumerate() {
         let dtype = np_dtype(py, np, op, "result", i, b.dtype())?;
         let flat = flat_array(py, np, b.size_bytes()).map_err(internal)?;
-        let arr = flat
-            .call_method1(pyo3::intern!(py, "view"), (&dtype,))
-            .and_then(|a| a.call_method1(pyo3::intern!(py, "reshape"), (PyTuple::new(py, b.dims())?,)))
-            .map_err(internal)?;
+        let arr = typed_view(py, &flat, &dtype, b.dims()).map_err(internal)?;
         flats.push(flat);
         dtypes.push(dtype);
         outs.push(arr);
@@ -742,8 +752,9 @@ fn same_shape(py: Python<'_>, value: &Bound<'_, PyAny>, dims: &[i64]) -> bool {
 }
 
 /// Copies the bytes of `value`, an exact `numpy.ndarray` of the result's dtype and
-/// shape, into the result: small ones through `tobytes()` (one call), large ones
-/// as flat bytes through a memoryview (one memcpy, no temporary).
+/// shape, into the result, in C order: small ones through `tobytes()` (one call),
+/// large ones as flat bytes from a buffer export (one copy, and no temporary when
+/// the array is C-contiguous).
 fn copy_array(
     py: Python<'_>,
     np: &NumPy,
@@ -755,8 +766,10 @@ fn copy_array(
     if result.size_bytes() >= POOLED_MIN_BYTES {
         // Large results are fresh memory: fault them in 2 MiB pages, not 4 KiB ones.
         result.advise_huge_pages();
+        // `ravel()` is a view of a C-contiguous array and a C-order copy of any other
+        // (`reshape(-1)` keeps a strided 1-D array strided, which `view` refuses).
         let flat = value
-            .call_method1(pyo3::intern!(py, "reshape"), (-1,))
+            .call_method0(pyo3::intern!(py, "ravel"))
             .and_then(|f| f.call_method1(pyo3::intern!(py, "view"), (np.uint8.bind(py),)))
             .map_err(internal)?;
         return xla_ffi::python::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e));

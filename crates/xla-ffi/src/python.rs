@@ -210,33 +210,44 @@ pub fn copy_into_result(
 
 /// Calls `f` with a buffer export of `obj` as flat bytes (`memoryview(obj).cast("B")`,
 /// which needs C-contiguous memory and a one-character format), and releases the
-/// export and both memoryviews after it, also when it fails. No Python code runs
-/// while the export exists.
+/// export (and any memoryview made for it) after it, also when it fails. No Python
+/// code runs while the export exists.
+///
+/// An object that exports C-contiguous unsigned bytes itself (a flat `uint8` NumPy
+/// array, `bytes`, `bytearray`) is exported directly, with no memoryview: the same
+/// bytes, one export instead of two memoryviews and their releases.
 fn with_flat_buffer<R>(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     f: impl FnOnce(&pyo3::buffer::PyBuffer<u8>) -> R,
 ) -> PyResult<R> {
-    let builtins = py.import(pyo3::intern!(py, "builtins"))?;
-    let view = builtins.getattr(pyo3::intern!(py, "memoryview"))?.call1((obj,))?;
+    if let Ok(buf) = pyo3::buffer::PyBuffer::<u8>::get(obj) {
+        if buf.is_c_contiguous() {
+            let value = f(&buf);
+            // (Released on drop; `release(py)` is not spelled alike in every pyo3 version.)
+            drop(buf);
+            return Ok(value);
+        }
+    }
+    let view = pyo3::types::PyMemoryView::from(obj)?;
+    let view = view.as_any();
     let release = |v: &Bound<'_, PyAny>| {
         let _ = v.call_method0(pyo3::intern!(py, "release"));
     };
     let flat = match view.call_method1(pyo3::intern!(py, "cast"), ("B",)) {
         Ok(flat) => flat,
         Err(e) => {
-            release(&view);
+            release(view);
             return Err(e);
         }
     };
     let value = pyo3::buffer::PyBuffer::<u8>::get(&flat).map(|buf| {
         let value = f(&buf);
-        // (Released on drop; `release(py)` is not spelled alike in every pyo3 version.)
         drop(buf);
         value
     });
     release(&flat);
-    release(&view);
+    release(view);
     value
 }
 
