@@ -20,6 +20,7 @@ use core::mem::MaybeUninit;
 
 use crate::dtype::DataType;
 use crate::frame::{Frame, Slot};
+pub(crate) use crate::raw::element_count;
 use crate::site::Role;
 
 /// The range of no bytes: overlaps nothing.
@@ -52,6 +53,13 @@ pub(crate) fn byte_range(data: *mut c_void, len: usize, dtype: DataType) -> Opti
 #[inline(always)]
 pub(crate) fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(usize, (usize, usize))> {
     let len = element_count(dims)?;
+    Some((len, range_of_len(data, len, dtype)?))
+}
+
+/// The bytes a buffer of `len` elements (a valid element count) covers, as
+/// [`len_and_range`] finds them: `None` where its size or end do not fit in `isize`.
+#[inline(always)]
+pub(crate) fn range_of_len(data: *mut c_void, len: usize, dtype: DataType) -> Option<(usize, usize)> {
     // The common case, one compare for every overflow: no element is wider than
     // `MAX_BYTE_WIDTH` (16 bytes), so at most `isize::MAX / 16` elements take at most
     // `isize::MAX` bytes, and an address and such a size, both below 2^63, add without
@@ -60,23 +68,23 @@ pub(crate) fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) ->
     if len <= isize::MAX as usize / crate::dtype::MAX_BYTE_WIDTH {
         let bytes = len * dtype.width_or_zero();
         if bytes == 0 {
-            return Some((len, empty_or_everywhere(len, dtype)));
+            return Some(empty_or_everywhere(len, dtype));
         }
         let start = data as usize;
         let end = start.wrapping_add(bytes);
-        return ((start | end) <= isize::MAX as usize).then_some((len, (start, end)));
+        return ((start | end) <= isize::MAX as usize).then_some((start, end));
     }
     let Some(width) = dtype.byte_width() else {
         // Counted a byte per element; `byte_range` covers everything.
-        return (len <= isize::MAX as usize).then_some((len, EVERYWHERE));
+        return (len <= isize::MAX as usize).then_some(EVERYWHERE);
     };
     let bytes = len.checked_mul(width).filter(|&b| b <= isize::MAX as usize)?;
     if bytes == 0 {
-        return Some((len, EMPTY));
+        return Some(EMPTY);
     }
     let start = data as usize;
     let end = start.checked_add(bytes).filter(|&end| end <= isize::MAX as usize)?;
-    Some((len, (start, end)))
+    Some((start, end))
 }
 
 /// The range of a buffer of `len` elements that covers no bytes by its width:
@@ -94,17 +102,6 @@ fn empty_or_everywhere(len: usize, dtype: DataType) -> (usize, usize) {
 #[inline(always)]
 pub(crate) fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
-}
-
-/// The number of elements of a shape, or `None` for a negative dimension or a count
-/// past `usize`. Scalars and vectors (most calls) without the loop.
-#[inline(always)]
-pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
-    match *dims {
-        [] => Some(1),
-        [d] => usize::try_from(d).ok(),
-        _ => dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?)),
-    }
 }
 
 /// The byte ranges of the decoded buffers, recorded as they are decoded (through a

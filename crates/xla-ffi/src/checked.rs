@@ -15,9 +15,9 @@
 
 use core::mem::MaybeUninit;
 
-use crate::alias::{len_and_range, Aliases};
+use crate::alias::{range_of_len, Aliases};
 use crate::dtype::DataType;
-use crate::frame::{Frame, Slot};
+use crate::frame::Frame;
 use crate::raw::BufferEntry;
 use crate::site::Role;
 
@@ -132,11 +132,11 @@ fn check_one<'f>(
     (role, index, slot): (Role, usize, usize),
     (first, alike): (&mut (DataType, &'f [i64]), &mut bool),
 ) -> bool {
-    let Slot::Buffer(b) = frame.buffer(role, index) else {
+    let Some((b, len)) = frame.buffer_with_len(role, index) else {
         return false;
     };
     let (dtype, dims) = (b.dtype(), b.dims());
-    let Some((len, range)) = len_and_range(b.data(), dims, dtype) else {
+    let Some(range) = range_of_len(b.data(), len, dtype) else {
         return false;
     };
     checked.entries[slot & (Aliases::MAX - 1)] = MaybeUninit::new((b, len));
