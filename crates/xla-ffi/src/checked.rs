@@ -2,13 +2,15 @@
 //!
 //! When a call has the operand and result counts its handler declares (every call of
 //! a handler without optional or variadic parameters, up to [`Aliases::MAX`]
-//! buffers), [`check_all`] reads every entry of the frame at once: each must be a
-//! well-formed buffer (`raw::buffer`: kind, struct size, rank, dims) whose element
-//! count and byte range are valid (`len_and_range`). Their byte ranges go into the
-//! alias table, whose overlap pass then runs once, and the first buffer's dtype and
-//! shape are compared with every other's for the elementwise rules. What each
-//! buffer parameter then does is look its entry and element count up in
-//! [`Checked`] and check its own dtype and rank.
+//! buffers), [`check_all`] reads every entry of the frame at once, in straight-line
+//! code (the counts are constants): each must be a well-formed buffer whose element
+//! count is valid (`raw::buffer_with_len`: kind, struct size, rank, dims, count) and
+//! whose byte range fits (`alias::range_of_len`). Their byte ranges go into the alias
+//! table, whose overlap pass then runs once, and the first buffer's dtype and shape
+//! are compared with every other's for the elementwise rules. Each buffer parameter
+//! then takes its entry and element count from [`Checked`] (the `Buffer` and
+//! `ResultBuffer` implementations of `Decode::decode_checked`) and checks its own
+//! position, dtype and rank.
 //!
 //! The pass is all or nothing: if any entry fails, nothing is kept, and every
 //! parameter decodes (and reports) as it would without the pass.
@@ -21,8 +23,8 @@ use crate::frame::Frame;
 use crate::raw::BufferEntry;
 use crate::site::Role;
 
-/// What [`check_all`] found: per slot (operands first, then results), XLA's checked
-/// buffer struct and its element count.
+/// What the one pass over a call's buffers found: per slot (operands first, then
+/// results), XLA's checked buffer struct and its element count.
 ///
 /// A local of the code the [`handler`](crate::handler) macro generates (so that
 /// the optimizer keeps it in registers), handed to each parameter's
