@@ -673,15 +673,19 @@ def _weak_scalar(value: Any, dtype: np.dtype) -> np.ndarray | None:
     numeric dtype it fits, a float into a floating or complex one, a complex into a
     complex one, a bool into bool), so that ``float(x.sum())`` answers a float32
     result with x64 off; else None (NumPy's own dtype decides, and the check reports
-    a mismatch)."""
-    kind = np.dtype(dtype).kind
+    a mismatch). The dtype is classified by JAX's hierarchy, not NumPy's kind, so
+    that ml_dtypes' floats (bfloat16, the float8 types: kind ``'V'``) are floats."""
     t = type(value)
-    fits = (
-        (t is bool and kind == "b")
-        or (t is int and kind in "iufc")
-        or (t is float and kind in "fc")
-        or (t is complex and kind == "c")
-    )
+    if t is bool:
+        fits = jnp.issubdtype(dtype, jnp.bool_)
+    elif t is int:
+        fits = jnp.issubdtype(dtype, jnp.number)
+    elif t is float:
+        fits = jnp.issubdtype(dtype, jnp.inexact)
+    elif t is complex:
+        fits = jnp.issubdtype(dtype, jnp.complexfloating)
+    else:
+        return None
     if not fits:
         return None
     try:
