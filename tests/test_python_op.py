@@ -291,6 +291,43 @@ def test_a_64_bit_result_with_x64_off_is_refused(dtype) -> None:
     assert np.asarray(op(jnp.ones(3, jnp.float32))).dtype == np.dtype(dtype)  # with x64 on it works
 
 
+_SUB_BYTE = [n for n in ("int4", "uint4", "int2", "uint2", "float4_e2m1fn") if hasattr(jnp, n)]
+
+
+@pytest.mark.parametrize("dtype_name", _SUB_BYTE)
+def test_sub_byte_operands_and_results_are_refused_before_lowering(dtype_name) -> None:
+    """A dtype XLA packs below one byte per element (int4, float4_e2m1fn, ...) has no
+    NumPy array: an operand or an abstract_eval result of one is a TypeError naming the
+    op and the operand or result when the op is called (eagerly, under jit, in
+    eval_shape), not an error from the handler when the program runs."""
+    dtype = getattr(jnp, dtype_name)
+    take = python_op(lambda x: x, abstract_eval=lambda x: x, name="subin")
+    make = python_op(lambda x: x, abstract_eval=lambda x: jax.ShapeDtypeStruct(x.shape, dtype), name="subout")
+    small, ones = jnp.zeros(3, dtype), jnp.ones(3, jnp.float32)
+    cases = [(take, small, "subin: operand 0: "), (make, ones, "subout: abstract_eval result 0: ")]
+    for op, x, where in cases:
+        for call in (op, jax.jit(op), lambda x, op=op: jax.eval_shape(op, x)):
+            with pytest.raises(TypeError) as info:
+                call(x)
+            assert f"{where}python_op does not support {dtype_name}, whose elements are packed below one byte" in str(
+                info.value
+            )
+
+
+def test_a_prng_key_operand_is_refused_before_lowering() -> None:
+    """A typed PRNG key would reach the function as its raw uint32 words, with a shape
+    abstract_eval never saw: refused at the call, naming the op and the operand and
+    how to pass the words."""
+    op = python_op(lambda k: np.zeros(2, np.float32), abstract_eval=lambda k: jax.ShapeDtypeStruct((2,), jnp.float32))
+    for keys in (jax.random.key(0), jax.random.split(jax.random.key(0), 3)):
+        for call in (op, jax.jit(op)):
+            with pytest.raises(TypeError) as info:
+                call(keys)
+            assert "operand 0: expected a bool or numeric dtype, got key<fry>" in str(info.value)
+            assert "jax.random.key_data(key)" in str(info.value)
+    assert op(jax.random.key_data(jax.random.key(0))).shape == (2,)
+
+
 # -- derivatives ----------------------------------------------------------------
 
 

@@ -74,8 +74,8 @@ not valid UTF-8 (a lone surrogate) with backslash escapes. ``KeyboardInterrupt``
 and ``SystemExit`` raised inside the function cannot unwind through XLA: they
 fail the computation the same way (``... raised KeyboardInterrupt``), and the
 caller gets the ``JaxRuntimeError``. Operands and results of float8 types go
-through ``ml_dtypes``; sub-byte types (int4, float4) are refused with an error
-naming the op and the operand.
+through ``ml_dtypes``; sub-byte types (int4, float4) and PRNG keys are refused
+with a ``TypeError`` at the call naming the op and the operand or result.
 
 Nesting: the function may itself call JAX, other python ops, or its own op
 (recursion), eagerly or under ``jit``, also when it runs on a shard of a sharded
@@ -186,10 +186,36 @@ def _result_shape(name: str, i: int, aval: Any) -> tuple[Any, ...]:
     return dims or ()
 
 
+def _sub_byte(dtype: Any) -> bool:
+    """Whether ``dtype`` packs its elements below one byte in XLA (``int4``,
+    ``uint2``, ``float4_e2m1fn``, ...): NumPy has no array of them, so the handler
+    cannot pass or take one."""
+    return int(jax.dtypes.itemsize_bits(dtype)) < 8
+
+
+def _operand_dtype(name: str, i: int, aval: Any) -> None:
+    """Raise TypeError naming the op and operand ``i`` if its dtype cannot reach the
+    function as a NumPy array: a sub-byte dtype (the handler would refuse it when
+    the op runs) or an extended one, such as a PRNG key (the function would get its
+    raw ``uint32`` words, with a shape ``abstract_eval`` did not see)."""
+    dtype = aval.dtype
+    if jnp.issubdtype(dtype, jax.dtypes.extended):
+        raise TypeError(
+            f"{name}: operand {i}: expected a bool or numeric dtype, got {dtype} "
+            "(pass a PRNG key's words: jax.random.key_data(key))"
+        )
+    if _sub_byte(dtype):
+        raise TypeError(
+            f"{name}: operand {i}: python_op does not support {np.dtype(dtype).name}, whose elements are packed "
+            "below one byte (no NumPy array holds them); cast it to a dtype of one byte or more"
+        )
+
+
 def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
     """The dtype of ``abstract_eval``'s result ``i``, checked: bool or numeric (the
-    ``ml_dtypes`` ones too), and not 64-bit while ``jax_enable_x64`` is off (no JAX
-    array is then; ``jax.pure_callback``, the lowering off CPU, refuses it too)."""
+    ``ml_dtypes`` ones too) of at least one byte per element, and not 64-bit while
+    ``jax_enable_x64`` is off (no JAX array is then; ``jax.pure_callback``, the
+    lowering off CPU, refuses it too)."""
     dtype: np.dtype[Any] | None
     try:
         dtype = np.dtype(aval.dtype)
@@ -198,6 +224,11 @@ def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
     if dtype is None or not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
         got = repr(aval.dtype) if dtype is None else str(dtype)
         raise TypeError(f"{name}: abstract_eval result {i}: expected a bool or numeric dtype, got {got}")
+    if _sub_byte(dtype):
+        raise TypeError(
+            f"{name}: abstract_eval result {i}: python_op does not support {dtype.name}, whose elements are "
+            "packed below one byte (no NumPy array holds them); return a dtype of one byte or more"
+        )
     if jax.dtypes.canonicalize_dtype(dtype) != dtype:
         raise ValueError(
             f"{name}: abstract_eval result {i}: expected a dtype without 64 bits while jax_enable_x64 is off, got "
@@ -334,6 +365,8 @@ class PythonOp(Op):
     # -- abstract evaluation and lowering -----------------------------------
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        for i, a in enumerate(avals):
+            _operand_dtype(self.name, i, a)
         batch = tuple(params.get(_BATCH, ()))
         inner = [ShapedArray(a.shape[len(batch) :], a.dtype) for a in avals]
         user = _user(params)
