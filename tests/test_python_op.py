@@ -328,6 +328,21 @@ def test_a_prng_key_operand_is_refused_before_lowering() -> None:
     assert op(jax.random.key_data(jax.random.key(0))).shape == (2,)
 
 
+def test_jnp_code_in_abstract_eval_computes_under_every_transformation() -> None:
+    """abstract_eval may compute with jnp (here the result dtype, from a concrete
+    array): jax 0.12 runs abstract evaluation with no trace, where that raised
+    ``AttributeError: 'NoneType' object has no attribute 'stage_value'``."""
+
+    def abstract_eval(x):
+        return jax.ShapeDtypeStruct(x.shape, (jnp.asarray(x.dtype.type(0)) * 2).dtype)
+
+    op = python_op(lambda x: x * 2, abstract_eval=abstract_eval, vectorized=True, name="jnp_aval")
+    x = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
+    for call in (op, jax.jit(op), jax.vmap(op), jax.vmap(jax.vmap(op))):
+        np.testing.assert_array_equal(np.asarray(call(x)), np.arange(6.0).reshape(2, 3) * 2)
+    assert jax.eval_shape(op, jax.ShapeDtypeStruct((4,), jnp.float16)) == jax.ShapeDtypeStruct((4,), jnp.float16)
+
+
 # -- derivatives ----------------------------------------------------------------
 
 
