@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -229,6 +230,20 @@ def test_decorator_form() -> None:
     assert isinstance(cube, PythonOp)
     np.testing.assert_array_equal(np.asarray(jax.jit(cube)(jnp.arange(4.0))), np.arange(4.0) ** 3)
     assert cube.name == "python_op[test_decorator_form.<locals>.cube]"
+
+
+@pytest.mark.parametrize("rule", ["jvp", "transpose", "batching"])
+def test_a_rule_that_is_not_callable_is_refused_when_given(rule) -> None:
+    """jvp=, transpose=, batching= (and the def_* methods) refuse a non-callable at
+    once, naming the op and the rule, instead of failing at the first grad or vmap
+    with ``'int' object is not callable``."""
+    with pytest.raises(TypeError) as info:
+        python_op(np.sin, abstract_eval=like, name="norule", **{rule: 3})  # type: ignore[call-overload]
+    assert str(info.value) == f"norule: the {rule} rule must be callable, got int"
+    op = python_op(np.sin, abstract_eval=like, name="norule2")
+    method: Any = {"jvp": op.def_jvp_rule, "transpose": op.def_transpose_rule, "batching": op.def_batching}[rule]
+    with pytest.raises(TypeError, match=f"norule2: the {rule} rule must be callable, got str"):
+        method("rule")
 
 
 def test_bad_arguments_raise_before_lowering() -> None:

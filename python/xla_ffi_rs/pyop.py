@@ -454,6 +454,12 @@ class PythonOp(Op):
 
     # -- transformation rules ---------------------------------------------
 
+    def _callable_rule(self, what: str, rule: Any) -> None:
+        """TypeError naming the op unless ``rule`` is callable (else it would fail only
+        when JAX first applies the rule, as ``'int' object is not callable``)."""
+        if not callable(rule):
+            raise TypeError(f"{self.name}: the {what} rule must be callable, got {type(rule).__name__}")
+
     def def_jvp_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
 
@@ -463,6 +469,7 @@ class PythonOp(Op):
         non-zero tangent for a ``fixed`` operand raises ``ValueError`` before the
         rule runs. Usable as a decorator.
         """
+        self._callable_rule("jvp", rule)
         ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
             rule, self.name, pyop_rules.names_of(self.fn), self.fixed, _vmap_levels, _user
         )
@@ -478,6 +485,7 @@ class PythonOp(Op):
         cotangent). Transposing with respect to a ``fixed`` operand raises
         ``ValueError``. Usable as a decorator.
         """
+        self._callable_rule("transpose", rule)
         ref = weakref.ref(self)
 
         def call(ct: Any, operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -498,6 +506,7 @@ class PythonOp(Op):
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register a batching rule of your own: ``rule(operands, dims, **params)`` with
         the op's static parameters, returning ``(results, result_dims)``."""
+        self._callable_rule("batching", rule)
 
         def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
             return rule(operands, dims, **_user(params))
