@@ -238,6 +238,40 @@ def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
     return dtype
 
 
+def _check_batch_axes(
+    name: str,
+    k: int,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None,
+    operands: Sequence[tuple[int, ...]],
+    results: Sequence[tuple[int, ...]],
+) -> None:
+    """With ``num_batch_dims=k``, every operand and result flagged batched (all of
+    them without ``batched=``) must have the same ``k`` leading axes: under sharding
+    XLA's batch partitioner splits the first ``k`` axes of each one like the batch
+    axes, so a weight of shape ``(H,)`` next to ``x`` of shape ``(T, H)`` would be
+    split along ``H`` (a wrong answer), and a value of rank below ``k`` fails in
+    JAX's sharding rule, naming neither the op nor the value. ValueError naming the
+    op and the value otherwise, on every call, sharded or not."""
+    b_in, b_out = batched or ((True,) * len(operands), (True,) * len(results))
+    values = [(f"operand {i}", s) for i, (s, b) in enumerate(zip(operands, b_in, strict=True)) if b]
+    values += [(f"result {i}", s) for i, (s, b) in enumerate(zip(results, b_out, strict=True)) if b]
+    if not values:
+        return
+    first, shape = values[0]
+    for what, s in values:
+        if len(s) < k:
+            problem = f"has shape {tuple(s)}, of rank below {k}"
+        elif tuple(s[:k]) != tuple(shape[:k]):
+            problem = f"has shape {tuple(s)}, whose first {k} axes are not the batch axes {tuple(shape[:k])} of {first}"
+        else:
+            continue
+        raise ValueError(
+            f"{name}: num_batch_dims={k}: {what} {problem}; every operand and result the function treats per "
+            "batch element needs the batch axes in front, and the others must be declared: batched=(operand "
+            "flags, result flags), e.g. batched=((True, False), (True,)) for a weight beside x"
+        )
+
+
 def _freeze(params: dict[str, Any]) -> tuple[tuple[str, Hashable], ...]:
     return tuple(sorted(params.items()))
 
@@ -380,10 +414,12 @@ class PythonOp(Op):
                     f"{self.name}: abstract_eval must return avals (objects with .shape and .dtype, e.g. "
                     f"jax.ShapeDtypeStruct); result {i} is {type(o).__name__}"
                 )
-        return [
-            ShapedArray((*batch, *_result_shape(self.name, i, o)), _result_dtype(self.name, i, o))
-            for i, o in enumerate(outs)
-        ]
+        results = [(_result_shape(self.name, i, o), _result_dtype(self.name, i, o)) for i, o in enumerate(outs)]
+        if self.num_batch_dims:
+            _check_batch_axes(
+                self.name, self.num_batch_dims, self._batched, [a.shape for a in inner], [s for s, _ in results]
+            )
+        return [ShapedArray((*batch, *s), d) for s, d in results]
 
     def _callback_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
         """The lowering on platforms without the target (GPUs): ``jax.pure_callback``,
@@ -923,7 +959,9 @@ def python_op(
       num_batch_dims: the number of leading axes ``fn`` treats independently;
         enables per-shard execution under sharding.
       batched: ``(operands, results)`` flags: which carry those batch axes
-        (default: all).
+        (default: all). Every flagged operand and result must have the same
+        ``num_batch_dims`` leading axes (else ``ValueError`` at the call): a
+        weight ``(H,)`` beside ``x`` ``(T, H)`` is declared unbatched.
       fixed: indices of operands that are not differentiable (a grid, a
         configuration): a non-zero tangent for one, or transposing with respect to
         one, raises ``ValueError`` naming the op and the operand (the rules never
