@@ -358,6 +358,23 @@ def test_jnp_code_in_abstract_eval_computes_under_every_transformation() -> None
     assert jax.eval_shape(op, jax.ShapeDtypeStruct((4,), jnp.float16)) == jax.ShapeDtypeStruct((4,), jnp.float16)
 
 
+def test_an_op_with_no_results_is_refused_instead_of_never_running() -> None:
+    """abstract_eval returning no results made an op JAX always dropped: the function
+    was never called, eagerly or under jit, and nothing said so."""
+    calls = []
+
+    def record(x):
+        calls.append(x)
+        return ()
+
+    op = python_op(record, abstract_eval=lambda x: (), name="noresults")
+    for call in (op, jax.jit(op)):
+        with pytest.raises(ValueError) as info:
+            call(jnp.ones(2))
+        assert "noresults: abstract_eval returned no results, so the function would never run" in str(info.value)
+    assert not calls
+
+
 # -- derivatives ----------------------------------------------------------------
 
 

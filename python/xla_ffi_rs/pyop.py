@@ -408,6 +408,12 @@ class PythonOp(Op):
         single = not isinstance(out, (tuple, list))
         self._single[_freeze(user)] = single
         outs = [out] if single else list(out)
+        if not outs:
+            raise ValueError(
+                f"{self.name}: abstract_eval returned no results, so the function would never run (JAX drops a "
+                "call whose results are not used, and one with none is never used); return at least one result, "
+                "or call the function through jax.debug.callback or jax.experimental.io_callback for its effects"
+            )
         for i, o in enumerate(outs):
             if not (hasattr(o, "shape") and hasattr(o, "dtype")):
                 raise TypeError(
