@@ -593,6 +593,18 @@ def test_bad_calls_name_the_op_and_parameter() -> None:
     op = python_op(lambda x, *, k: x, abstract_eval=lambda x, *, k: x, name="unhashable")
     with pytest.raises(TypeError, match="unhashable: static parameter 'k' must be hashable, got list"):
         op(jnp.ones(2), k=[1])
+    ones = jnp.ones(2)
+    traced: list[Any] = [
+        lambda: jax.jit(lambda x, k: op(x, k=k))(ones, ones),
+        lambda: jax.vmap(lambda x, k: op(x, k=k))(ones, ones),
+        lambda: jax.grad(lambda k: op(1.0, k=k))(1.0),
+    ]
+    for call in traced:
+        with pytest.raises(TypeError) as info:  # not "must be hashable", which a traced value did read
+            call()
+        assert "unhashable: static parameter 'k' is traced (" in str(info.value)
+        assert "but it must be a Python value known when tracing" in str(info.value)
+        assert "static_argnames='k'" in str(info.value)
     two = python_op(np.add, abstract_eval=lambda a, b: a, batched=([True, False], [True]), name="flags")
     with pytest.raises(ValueError, match="flags: batched gives flags for 2 operands, called with 1"):
         two(jnp.ones(2))

@@ -121,7 +121,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, pyop_rules
-from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs._compat import ShapedArray, Tracer, ad
 from xla_ffi_rs._op import _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
@@ -357,6 +357,12 @@ class PythonOp(Op):
             if name in params:
                 raise TypeError(f"{self.name}: the parameter name {name!r} is reserved")
         for key, value in params.items():
+            if isinstance(value, Tracer):
+                raise TypeError(
+                    f"{self.name}: static parameter {key!r} is traced ({type(value).__name__}), but it must be a "
+                    f"Python value known when tracing; under jax.jit pass it as a static argument "
+                    f"(static_argnames='{key}') or close over it; pass an array as an operand instead"
+                )
             try:
                 hash(value)
             except TypeError:
