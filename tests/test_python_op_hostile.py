@@ -608,3 +608,10 @@ def test_bad_calls_name_the_op_and_parameter() -> None:
     two = python_op(np.add, abstract_eval=lambda a, b: a, batched=([True, False], [True]), name="flags")
     with pytest.raises(ValueError, match="flags: batched gives flags for 2 operands, called with 1"):
         two(jnp.ones(2))
+    for nbd in (None, 1):  # with num_batch_dims=1 this was "zip() argument 2 is longer than argument 1"
+        three = python_op(
+            lambda x: x, abstract_eval=lambda x: x, num_batch_dims=nbd, batched=([True], [True, False]), name="rflags"
+        )
+        for call in (three, jax.jit(three)):
+            with pytest.raises(ValueError, match="rflags: batched gives flags for 2 results, abstract_eval gave 1"):
+                call(jnp.ones((4, 2)))

@@ -427,6 +427,11 @@ class PythonOp(Op):
                     f"jax.ShapeDtypeStruct); result {i} is {type(o).__name__}"
                 )
         results = [(_result_shape(self.name, i, o), _result_dtype(self.name, i, o)) for i, o in enumerate(outs)]
+        if self._batched is not None and len(self._batched[1]) != len(results):
+            raise ValueError(
+                f"{self.name}: batched gives flags for {len(self._batched[1])} results, abstract_eval gave "
+                f"{len(results)}"
+            )
         if self.num_batch_dims:
             _check_batch_axes(
                 self.name, self.num_batch_dims, self._batched, [a.shape for a in inner], [s for s, _ in results]
