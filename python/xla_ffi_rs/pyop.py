@@ -762,25 +762,25 @@ def _checked(
     return 0, arrays
 
 
+#: The NumPy dtype kinds a Python scalar of each type takes weakly (JAX's rules).
+_WEAK_KINDS: dict[type, str] = {bool: "b", int: "iufc", float: "fc", complex: "c"}
+
+
 def _weak_scalar(value: Any, dtype: np.dtype) -> np.ndarray | None:
     """A Python ``bool``, ``int``, ``float`` or ``complex`` as a 0-d array of the
     result's ``dtype`` where JAX's weak typing would take it there (an int into any
     numeric dtype it fits, a float into a floating or complex one, a complex into a
     complex one, a bool into bool), so that ``float(x.sum())`` answers a float32
     result with x64 off; else None (NumPy's own dtype decides, and the check reports
-    a mismatch). The dtype is classified by JAX's hierarchy, not NumPy's kind, so
-    that ml_dtypes' floats (bfloat16, the float8 types: kind ``'V'``) are floats."""
+    a mismatch). The dtype is classified by NumPy's kind, and by JAX's hierarchy
+    for ml_dtypes' (kind ``'V'``), so that bfloat16 and the float8 types are floats."""
     t = type(value)
-    if t is bool:
-        fits = jnp.issubdtype(dtype, jnp.bool_)
-    elif t is int:
-        fits = jnp.issubdtype(dtype, jnp.number)
-    elif t is float:
-        fits = jnp.issubdtype(dtype, jnp.inexact)
-    elif t is complex:
-        fits = jnp.issubdtype(dtype, jnp.complexfloating)
-    else:
+    if t not in _WEAK_KINDS:
         return None
+    kind = dtype.kind
+    if kind == "V":  # ml_dtypes (bfloat16, float8): classified by JAX; NumPy's own kinds below, quicker
+        kind = "f" if jnp.issubdtype(dtype, jnp.floating) else "i" if jnp.issubdtype(dtype, jnp.integer) else "V"
+    fits = kind in _WEAK_KINDS[t]
     if not fits:
         return None
     try:
