@@ -123,8 +123,6 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
     if not isinstance(platform, str):
         raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
-    for name, h in handlers.items():
-        _check_handler(name, h)
     recorded = [name for name, h in handlers.items() if isinstance(h, Mapping) and "record" in h]
     api = runtime_ffi_api()
     if recorded and api is not None and api < (0, 4):
@@ -132,6 +130,8 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
             f"register_targets: {recorded[0]}: a record-stage handler needs XLA FFI API 0.4 or newer; this jaxlib "
             f"has FFI API {api[0]}.{api[1]}, which ignores the record entry of a bundle (drop it, or use a newer jaxlib)"
         )
+    for name, h in handlers.items():
+        _check_handler(name, h)
     register_all()
     with _lock:
         for name, handler in handlers.items():
