@@ -245,3 +245,18 @@ def test_shardy_rule_writes_rank_0_values() -> None:
     text, replicated = sdy_rule_string(2, [3, 1], [True, False], [3, 2, 1], [True, True, False])
     assert text == "b0 b1 r0, r1 -> b0 b1 r2, b0 b1, r3"
     str_to_sdy_sharding_rule(text, need_replication_factors=replicated)
+
+
+def test_jnp_code_in_an_ops_abstract_eval_computes() -> None:
+    """An Op's abstract_eval may compute with jnp on concrete values: jax 0.12 runs
+    abstract evaluation with no trace, where ``jnp.asarray`` raised
+    ``AttributeError: 'NoneType' object has no attribute 'stage_value'``."""
+    op = Op(
+        "binding_test_jnp_aval",
+        abstract_eval=lambda x: [ShapedArray(x.shape, (jnp.asarray(x.dtype.type(1)) + 1).dtype)],
+        jnp_impl=lambda x: (x * x,),
+    )
+    x = jnp.arange(3.0, dtype=jnp.float32)
+    for call in (op, jax.jit(op)):
+        (y,) = call(x)
+        np.testing.assert_array_equal(np.asarray(y), np.arange(3.0) ** 2)

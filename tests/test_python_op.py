@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -231,6 +232,20 @@ def test_decorator_form() -> None:
     assert cube.name == "python_op[test_decorator_form.<locals>.cube]"
 
 
+@pytest.mark.parametrize("rule", ["jvp", "transpose", "batching"])
+def test_a_rule_that_is_not_callable_is_refused_when_given(rule) -> None:
+    """jvp=, transpose=, batching= (and the def_* methods) refuse a non-callable at
+    once, naming the op and the rule, instead of failing at the first grad or vmap
+    with ``'int' object is not callable``."""
+    with pytest.raises(TypeError) as info:
+        python_op(np.sin, abstract_eval=like, name="norule", **{rule: 3})  # type: ignore[call-overload]
+    assert str(info.value) == f"norule: the {rule} rule must be callable, got int"
+    op = python_op(np.sin, abstract_eval=like, name="norule2")
+    method: Any = {"jvp": op.def_jvp_rule, "transpose": op.def_transpose_rule, "batching": op.def_batching}[rule]
+    with pytest.raises(TypeError, match=f"norule2: the {rule} rule must be callable, got str"):
+        method("rule")
+
+
 def test_bad_arguments_raise_before_lowering() -> None:
     with pytest.raises(TypeError, match="fn must be callable"):
         python_op(3, abstract_eval=like)  # type: ignore[call-overload]
@@ -289,6 +304,75 @@ def test_a_64_bit_result_with_x64_off_is_refused(dtype) -> None:
                 in str(info.value)
             )
     assert np.asarray(op(jnp.ones(3, jnp.float32))).dtype == np.dtype(dtype)  # with x64 on it works
+
+
+_SUB_BYTE = [n for n in ("int4", "uint4", "int2", "uint2", "float4_e2m1fn") if hasattr(jnp, n)]
+
+
+@pytest.mark.parametrize("dtype_name", _SUB_BYTE)
+def test_sub_byte_operands_and_results_are_refused_before_lowering(dtype_name) -> None:
+    """A dtype XLA packs below one byte per element (int4, float4_e2m1fn, ...) has no
+    NumPy array: an operand or an abstract_eval result of one is a TypeError naming the
+    op and the operand or result when the op is called (eagerly, under jit, in
+    eval_shape), not an error from the handler when the program runs."""
+    dtype = getattr(jnp, dtype_name)
+    take = python_op(lambda x: x, abstract_eval=lambda x: x, name="subin")
+    make = python_op(lambda x: x, abstract_eval=lambda x: jax.ShapeDtypeStruct(x.shape, dtype), name="subout")
+    small, ones = jnp.zeros(3, dtype), jnp.ones(3, jnp.float32)
+    cases = [(take, small, "subin: operand 0: "), (make, ones, "subout: abstract_eval result 0: ")]
+    for op, x, where in cases:
+        for call in (op, jax.jit(op), lambda x, op=op: jax.eval_shape(op, x)):
+            with pytest.raises(TypeError) as info:
+                call(x)
+            assert f"{where}python_op does not support {dtype_name}, whose elements are packed below one byte" in str(
+                info.value
+            )
+
+
+def test_a_prng_key_operand_is_refused_before_lowering() -> None:
+    """A typed PRNG key would reach the function as its raw uint32 words, with a shape
+    abstract_eval never saw: refused at the call, naming the op and the operand and
+    how to pass the words."""
+    op = python_op(lambda k: np.zeros(2, np.float32), abstract_eval=lambda k: jax.ShapeDtypeStruct((2,), jnp.float32))
+    for keys in (jax.random.key(0), jax.random.split(jax.random.key(0), 3)):
+        for call in (op, jax.jit(op)):
+            with pytest.raises(TypeError) as info:
+                call(keys)
+            assert "operand 0: expected a bool or numeric dtype, got key<fry>" in str(info.value)
+            assert "jax.random.key_data(key)" in str(info.value)
+    assert op(jax.random.key_data(jax.random.key(0))).shape == (2,)
+
+
+def test_jnp_code_in_abstract_eval_computes_under_every_transformation() -> None:
+    """abstract_eval may compute with jnp (here the result dtype, from a concrete
+    array): jax 0.12 runs abstract evaluation with no trace, where that raised
+    ``AttributeError: 'NoneType' object has no attribute 'stage_value'``."""
+
+    def abstract_eval(x):
+        return jax.ShapeDtypeStruct(x.shape, (jnp.asarray(x.dtype.type(0)) * 2).dtype)
+
+    op = python_op(lambda x: x * 2, abstract_eval=abstract_eval, vectorized=True, name="jnp_aval")
+    x = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
+    for call in (op, jax.jit(op), jax.vmap(op), jax.vmap(jax.vmap(op))):
+        np.testing.assert_array_equal(np.asarray(call(x)), np.arange(6.0).reshape(2, 3) * 2)
+    assert jax.eval_shape(op, jax.ShapeDtypeStruct((4,), jnp.float16)) == jax.ShapeDtypeStruct((4,), jnp.float16)
+
+
+def test_an_op_with_no_results_is_refused_instead_of_never_running() -> None:
+    """abstract_eval returning no results made an op JAX always dropped: the function
+    was never called, eagerly or under jit, and nothing said so."""
+    calls = []
+
+    def record(x):
+        calls.append(x)
+        return ()
+
+    op = python_op(record, abstract_eval=lambda x: (), name="noresults")
+    for call in (op, jax.jit(op)):
+        with pytest.raises(ValueError) as info:
+            call(jnp.ones(2))
+        assert "noresults: abstract_eval returned no results, so the function would never run" in str(info.value)
+    assert not calls
 
 
 # -- derivatives ----------------------------------------------------------------

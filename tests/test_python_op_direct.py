@@ -252,7 +252,7 @@ def test_takes_outputs_direct_errors_keep_their_messages() -> None:
 _WEAK_SCALARS = r"""
 import warnings
 warnings.simplefilter("error")
-import jax, numpy as np
+import jax, jax.numpy as jnp, numpy as np
 from xla_ffi_rs import python_op
 assert not jax.config.jax_enable_x64
 def scalar_op(fn, dtype, name):
@@ -267,6 +267,13 @@ cases = [
     (lambda x: 1.5, np.complex64, 1.5 + 0j),
     (lambda x: 2j, np.complex64, 2j),
     (lambda x: True, np.bool_, True),
+    (lambda x: float(x.sum()) / 4, jnp.bfloat16, 1.5),
+    (lambda x: 1e300, jnp.bfloat16, np.inf),
+    (lambda x: -3, jnp.bfloat16, -3.0),
+    (lambda x: 0.25, np.float16, 0.25),
+    (lambda x: 7, np.float16, 7.0),
+    (lambda x: -128, np.int8, -128),
+    (lambda x: 255, np.uint8, 255),
 ]
 for i, (fn, dtype, want) in enumerate(cases):
     for call in (scalar_op(fn, dtype, f"weak{i}"), jax.jit(scalar_op(fn, dtype, f"weak_jit{i}"))):
@@ -277,6 +284,12 @@ refused = [
     (lambda x: -1, np.uint8, "expected uint8[], got int"),
     (lambda x: True, np.int32, "expected int32[], got bool[]"),
     (lambda x: 1j, np.float32, "expected float32[], got complex128[]"),
+    (lambda x: 1.5, np.int8, "expected int8[], got float64[]"),
+    (lambda x: 2.0, np.uint8, "expected uint8[], got float64[]"),
+    (lambda x: 128, np.int8, "expected int8[], got int"),
+    (lambda x: 1j, jnp.bfloat16, "expected bfloat16[], got complex128[]"),
+    (lambda x: 1j, np.float16, "expected float16[], got complex128[]"),
+    (lambda x: True, jnp.bfloat16, "expected bfloat16[], got bool[]"),
 ]
 for i, (fn, dtype, words) in enumerate(refused):
     try:
@@ -292,7 +305,8 @@ print("OK")
 def test_python_scalars_take_the_results_dtype_as_jax_weak_types_do() -> None:
     """With JAX's default (x64 off), a function returning a Python float for a
     float32 result is answered (the float rounded to float32), as a weakly typed
-    Python scalar is in JAX; casts weak typing does not make are still refused."""
+    Python scalar is in JAX, for ml_dtypes' bfloat16 (NumPy kind 'V') as for NumPy's
+    float16 and small ints; casts weak typing does not make are still refused."""
     import os
     import subprocess
     import sys

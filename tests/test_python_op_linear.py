@@ -16,7 +16,7 @@ import pytest
 from jax.test_util import check_grads
 
 from helpers import Calls
-from xla_ffi_rs import linear_op, multilinear_op
+from xla_ffi_rs import linear_op, multilinear_op, nonlinear_op
 
 RNG = np.random.default_rng(3)
 A = RNG.standard_normal((3, 4))
@@ -229,3 +229,33 @@ def test_fixed_index_beyond_the_operands_is_an_error() -> None:
     op = linear_op(np.negative, np.negative, abstract_eval=lambda x: x, abstract_eval_T=lambda c: c, fixed=(1,))
     with pytest.raises(ValueError, match=r"fixed=\(1,\) names an operand, but the op has 1 operands"):
         jax.grad(lambda v: op(v).sum())(jnp.ones(2))
+
+
+@pytest.mark.parametrize("kind", ["linear", "nonlinear"])
+def test_fixed_index_beyond_the_operands_fails_every_call(kind) -> None:
+    """As with python_op's fixed=, a call (eager, jit, vmap, eval_shape) with fewer
+    operands than fixed= names is a ValueError naming the op, not only a derivative
+    of it (the primal call ran, silently treating the operand as differentiable)."""
+    if kind == "linear":
+        op = linear_op(
+            lambda a, x: a * x,
+            lambda a, c: a * c,
+            abstract_eval=lambda a, x: x,
+            abstract_eval_T=lambda a, c: c,
+            fixed=(5,),
+            name="far",
+        )
+    else:
+        op = nonlinear_op(
+            np.multiply,
+            lambda a, x, da, dx: a * dx,
+            lambda a, x, ct: a * ct,
+            abstract_eval=lambda a, x: x,
+            fixed=(5,),
+            name="far",
+        )
+    x = jnp.ones(2)
+    for call in (op, jax.jit(op), jax.vmap(op), lambda *a: jax.eval_shape(op, *a)):
+        with pytest.raises(ValueError) as info:
+            call(x, x)
+        assert "far: fixed=(5,) names operand 5, but the op is called with 2 operands" in str(info.value)

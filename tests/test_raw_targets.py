@@ -121,6 +121,45 @@ def test_import_initializes_no_backend_and_queued_cuda_registration_is_harmless(
     assert proc.stdout.strip() == "ok"
 
 
+def test_register_targets_refuses_what_is_not_a_handler_and_the_backend_survives() -> None:
+    """A handler that is not a PyCapsule (or a bundle of them with an "execute"
+    stage) is refused naming the target, before anything is registered: JAX took
+    such an entry and then failed to start the CPU backend at its next use
+    (``Unable to initialize backend 'cpu'``), for every computation in the process."""
+    proc = run_python(
+        """
+        import jax.numpy as jnp
+        import xla_ffi_rs
+        capsule = xla_ffi_rs.handlers("cpu")["xla_ffi_rs.kepler"]
+        cases = [
+            ({"bad.int": 3}, TypeError, "register_targets: bad.int: expected a PyCapsule (or a dict of stage name -> PyCapsule), got int"),
+            ({"bad.none": None}, TypeError, "register_targets: bad.none: expected a PyCapsule (or a dict of stage name -> PyCapsule), got NoneType"),
+            ({"bad.stage": {"execute": "x"}}, TypeError, "register_targets: bad.stage: expected a bundle of stage name -> PyCapsule, got 'execute': str"),
+            ({"bad.noexec": {"instantiate": capsule}}, ValueError, "register_targets: bad.noexec: a bundle needs an 'execute' stage, got stages ['instantiate']"),
+            ({"good.first": capsule, "bad.second": 1.5}, TypeError, "register_targets: bad.second: expected a PyCapsule"),
+        ]
+        for handlers, error, words in cases:
+            try:
+                xla_ffi_rs.register_targets(handlers, "cpu")
+            except error as e:
+                assert words in str(e), str(e)
+            else:
+                raise AssertionError(f"not refused: {handlers}")
+        for name in ("bad.int", "good.first"):
+            try:
+                xla_ffi_rs.target_names(name)
+            except ValueError:
+                pass
+            else:
+                raise AssertionError(f"{name} was registered")
+        assert float((jnp.ones(3) + 1).sum()) == 6.0
+        print("ok")
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
 def test_cuda_targets_reach_the_cuda_plugins_registration_handler() -> None:
     # What jax's CUDA plugin does when its backend starts: it installs handlers for
     # the XLA platform name "CUDA", and only entries queued under that exact name

@@ -39,6 +39,47 @@ def test_forward_accuracy_and_dtype(x_dtype: type, w_dtype: type) -> None:
     np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=tol, atol=tol)
 
 
+_WEAK_CODE = r"""
+import jax, jax.numpy as jnp, numpy as np
+import xla_ffi_rs as xr
+x = np.random.default_rng(3).normal(size=(3, 4))
+def want(xd, w):  # float64; normalized over the weight's trailing axes (none for a 0-d weight)
+    x64, w64 = np.asarray(xd, np.float64), np.asarray(w, np.float64)
+    axes = tuple(range(x64.ndim - w64.ndim, x64.ndim))
+    return x64 / np.sqrt(np.mean(x64 * x64, axis=axes, keepdims=True) + 1e-5) * w64
+for dtype in (jnp.float16, jnp.bfloat16, jnp.float32):
+    xd = jnp.asarray(x, dtype)
+    tol = 1e-2 if jnp.finfo(dtype).bits == 16 else 1e-6
+    for w in (2.0, 2, jnp.asarray(2.0), jnp.full((4,), 2.0)):  # all weakly typed
+        for f in (xr.rms_norm, xr.rms_norm_inplace, jax.jit(xr.rms_norm)):
+            y = f(xd, w)
+            assert y.dtype == jnp.result_type(xd, w) == dtype, (dtype, w, y.dtype)
+            np.testing.assert_allclose(np.asarray(y, np.float64), want(xd, w), rtol=tol, atol=tol)
+    y = xr.rms_norm(1.5, jnp.asarray(2.0, dtype))  # a weak 0-d x takes the weight's dtype
+    assert y.dtype == dtype, y.dtype
+g = jax.grad(lambda w: xr.rms_norm(jnp.asarray(x, jnp.float16), w).astype(jnp.float32).sum())(2.0)
+assert np.isfinite(float(g))
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("x64", ["0", "1"])
+def test_a_python_scalar_weight_takes_xs_dtype(x64: str) -> None:
+    """``y``'s dtype is ``jnp.result_type(x, weight)``, as documented, also for a
+    weakly typed weight (a Python float): float16 ``x`` with weight ``2.0`` gave
+    float32 with x64 off and float64 with it on (and ``rms_norm_inplace`` refused it:
+    the result could not be written into ``x``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))} | {"JAX_ENABLE_X64": x64}
+    done = subprocess.run(
+        [sys.executable, "-c", _WEAK_CODE], check=False, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("OK"), done.stderr[-3000:]
+
+
 @pytest.mark.parametrize(("x_shape", "w_shape"), [((5,), (5,)), ((2, 3, 4), (3, 4)), ((6, 7), (7,)), ((0, 4), (4,))])
 def test_weight_rank_and_shapes(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
     x, w = data(x_shape, w_shape)

@@ -9,7 +9,8 @@ partial_eval}`` rule registries. The exceptions, which JAX keeps private, are
 imported when first used (they exist with the same signatures in every supported
 JAX): Shardy's sharding-rule builder (:func:`sdy_sharding_rule`), the table of
 linearization rules (:func:`linearize_with`) and the table of batching rules that
-take the axis data (:func:`batching_rule`, :func:`set_batching_rule`). This is
+take the axis data (:func:`batching_rule`, :func:`set_batching_rule`), and the
+context of JAX's evaluation trace (:func:`eval_context`). This is
 the only module of the package that imports from ``jax._src``.
 
 Example:
@@ -21,8 +22,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -128,6 +130,18 @@ def set_batching_rule(primitive: Primitive, rule: Callable[..., Any]) -> None:
     batching_src.fancy_primitive_batchers[primitive] = rule
 
 
+def eval_context() -> AbstractContextManager[None]:
+    """A context in which JAX code runs eagerly, on concrete arrays (JAX's evaluation
+    trace). jax 0.12 runs a primitive's abstract evaluation, which it caches, with
+    no trace at all, so a jnp call there (``jnp.asarray(1.0).dtype``) failed with
+    ``AttributeError: 'NoneType' object has no attribute 'stage_value'``; jax 0.10
+    ran it on the trace being built. JAX keeps the context private
+    (``jax._src.core.eval_context``)."""
+    from jax._src.core import eval_context as context
+
+    return cast(AbstractContextManager[None], context())
+
+
 def literal_value(tracer: Any) -> Any:
     """The value of ``tracer`` where tracing made it a literal scalar (a constant
     written in the program), else None."""
@@ -159,6 +173,7 @@ __all__ = [
     "batching_rule",
     "closed_call_p",
     "defining_equation",
+    "eval_context",
     "linearize_with",
     "literal_value",
     "mlir",

@@ -123,7 +123,15 @@ class Declaration:
                 else f"{self.required} to {len(self.operands)}"
             )
             raise TypeError(f"{self.target}: expected {count} operands ({names}), got {len(avals)}")
-        shapes: list[tuple[int, ...]] = [tuple(int(d) for d in a.shape) for a in avals]
+        shapes: list[tuple[int, ...]] = []
+        for i, a in enumerate(avals):
+            if not all(isinstance(d, (int, np.integer)) for d in a.shape):  # jax.export's symbolic dimensions
+                name = self.operands[i]["name"] if i < len(self.operands) else "?"
+                raise ValueError(
+                    f"{self.target}: operand {i} ({name}): expected a shape of known dimensions, got {a.shape} "
+                    "(symbolic dimensions, shape polymorphism, are not supported: export with concrete shapes)"
+                )
+            shapes.append(tuple(int(d) for d in a.shape))
         dtypes = [np.dtype(a.dtype).name for a in avals]
         if self.tokens is not None:
             shapes.insert(self.tokens[0], ())

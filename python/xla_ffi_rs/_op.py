@@ -25,6 +25,7 @@ from xla_ffi_rs._compat import (
     abstract_token,
     ad,
     batching,
+    eval_context,
     mlir,
     ordered_effect,
 )
@@ -286,7 +287,8 @@ class Op:
         ref, name = self._ref, self.name
 
         def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
-            outs = list(abstract_eval(*avals, **params))
+            with eval_context():  # jnp code in abstract_eval computes, under every JAX version
+                outs = list(abstract_eval(*avals, **params))
             if any(_varying(a) for a in avals):
                 return [_with_vma(out, avals) for out in outs]
             return _live(ref, name)._with_explicit_sharding(outs, avals, params)

@@ -106,9 +106,12 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         platform: a JAX platform name ("cpu", "cuda", ...).
 
     Raises:
-        TypeError: for ``handlers`` that is not a mapping of str, or a ``platform``
-            that is not a str.
-        ValueError: for a bundle with a ``"record"`` stage on a jaxlib whose XLA
+        TypeError: for ``handlers`` that is not a mapping of str to PyCapsules or
+            bundles of them, or a ``platform`` that is not a str, before anything
+            is registered (JAX would take the entry and fail to start the backend
+            at its next use: ``Unable to initialize backend 'cpu'``).
+        ValueError: for a bundle without an ``"execute"`` stage (the same).
+        ValueError: also for a bundle with a ``"record"`` stage on a jaxlib whose XLA
             FFI API is older than 0.4 (jaxlib 0.10 has 0.3 and would silently
             ignore the entry), before anything is registered.
 
@@ -127,11 +130,37 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
             f"register_targets: {recorded[0]}: a record-stage handler needs XLA FFI API 0.4 or newer; this jaxlib "
             f"has FFI API {api[0]}.{api[1]}, which ignores the record entry of a bundle (drop it, or use a newer jaxlib)"
         )
+    for name, h in handlers.items():
+        _check_handler(name, h)
     register_all()
     with _lock:
         for name, handler in handlers.items():
             jax.ffi.register_ffi_target(name, handler, platform=xla_platform(platform))
         _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
+
+
+def _is_capsule(x: object) -> bool:
+    return type(x).__name__ == "PyCapsule"
+
+
+def _check_handler(name: str, handler: object) -> None:
+    """TypeError (ValueError for a bundle without ``"execute"``) naming the target
+    unless ``handler`` is a PyCapsule or a dict of stage name -> PyCapsule."""
+    if isinstance(handler, Mapping):
+        bad = [f"{k!r}: {type(v).__name__}" for k, v in handler.items() if not (isinstance(k, str) and _is_capsule(v))]
+        if bad:
+            raise TypeError(
+                f"register_targets: {name}: expected a bundle of stage name -> PyCapsule, got {', '.join(bad)}"
+            )
+        if "execute" not in handler:
+            raise ValueError(
+                f"register_targets: {name}: a bundle needs an 'execute' stage, got stages {sorted(handler)}"
+            )
+    elif not _is_capsule(handler):
+        raise TypeError(
+            f"register_targets: {name}: expected a PyCapsule (or a dict of stage name -> PyCapsule), "
+            f"got {type(handler).__name__}"
+        )
 
 
 @functools.cache

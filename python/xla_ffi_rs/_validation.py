@@ -79,6 +79,17 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     return array
 
 
+def promote_weak(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """``arrays`` with the weakly typed ones (from Python scalars) cast to
+    ``jnp.result_type(*arrays)`` when that is a float dtype, so that a kernel that
+    promotes by dtype alone gives JAX's result dtype: ``x`` float16 with a weight
+    ``1.0`` is float16, under x64 on or off, as ``x * 1.0`` is."""
+    dtype = jnp.result_type(*arrays)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return arrays
+    return tuple(a.astype(dtype) if jax.typeof(a).weak_type and a.dtype != dtype else a for a in arrays)
+
+
 def check_static(fn: str, arg: str, value: Any, position: int) -> None:
     """Raise TypeError if ``value`` is traced (a ``jax.jit`` argument, or under
     ``grad``/``vmap``), saying how to pass it as a static argument: ``fn`` is

@@ -74,8 +74,8 @@ not valid UTF-8 (a lone surrogate) with backslash escapes. ``KeyboardInterrupt``
 and ``SystemExit`` raised inside the function cannot unwind through XLA: they
 fail the computation the same way (``... raised KeyboardInterrupt``), and the
 caller gets the ``JaxRuntimeError``. Operands and results of float8 types go
-through ``ml_dtypes``; sub-byte types (int4, float4) are refused with an error
-naming the op and the operand.
+through ``ml_dtypes``; sub-byte types (int4, float4) and PRNG keys are refused
+with a ``TypeError`` at the call naming the op and the operand or result.
 
 Nesting: the function may itself call JAX, other python ops, or its own op
 (recursion), eagerly or under ``jit``, also when it runs on a shard of a sharded
@@ -121,7 +121,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, pyop_rules
-from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs._compat import ShapedArray, Tracer, ad
 from xla_ffi_rs._op import _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
@@ -186,10 +186,36 @@ def _result_shape(name: str, i: int, aval: Any) -> tuple[Any, ...]:
     return dims or ()
 
 
+def _sub_byte(dtype: Any) -> bool:
+    """Whether ``dtype`` packs its elements below one byte in XLA (``int4``,
+    ``uint2``, ``float4_e2m1fn``, ...): NumPy has no array of them, so the handler
+    cannot pass or take one."""
+    return int(jax.dtypes.itemsize_bits(dtype)) < 8
+
+
+def _operand_dtype(name: str, i: int, aval: Any) -> None:
+    """Raise TypeError naming the op and operand ``i`` if its dtype cannot reach the
+    function as a NumPy array: a sub-byte dtype (the handler would refuse it when
+    the op runs) or an extended one, such as a PRNG key (the function would get its
+    raw ``uint32`` words, with a shape ``abstract_eval`` did not see)."""
+    dtype = aval.dtype
+    if jnp.issubdtype(dtype, jax.dtypes.extended):
+        raise TypeError(
+            f"{name}: operand {i}: expected a bool or numeric dtype, got {dtype} "
+            "(pass a PRNG key's words: jax.random.key_data(key))"
+        )
+    if _sub_byte(dtype):
+        raise TypeError(
+            f"{name}: operand {i}: python_op does not support {np.dtype(dtype).name}, whose elements are packed "
+            "below one byte (no NumPy array holds them); cast it to a dtype of one byte or more"
+        )
+
+
 def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
     """The dtype of ``abstract_eval``'s result ``i``, checked: bool or numeric (the
-    ``ml_dtypes`` ones too), and not 64-bit while ``jax_enable_x64`` is off (no JAX
-    array is then; ``jax.pure_callback``, the lowering off CPU, refuses it too)."""
+    ``ml_dtypes`` ones too) of at least one byte per element, and not 64-bit while
+    ``jax_enable_x64`` is off (no JAX array is then; ``jax.pure_callback``, the
+    lowering off CPU, refuses it too)."""
     dtype: np.dtype[Any] | None
     try:
         dtype = np.dtype(aval.dtype)
@@ -198,6 +224,11 @@ def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
     if dtype is None or not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
         got = repr(aval.dtype) if dtype is None else str(dtype)
         raise TypeError(f"{name}: abstract_eval result {i}: expected a bool or numeric dtype, got {got}")
+    if _sub_byte(dtype):
+        raise TypeError(
+            f"{name}: abstract_eval result {i}: python_op does not support {dtype.name}, whose elements are "
+            "packed below one byte (no NumPy array holds them); return a dtype of one byte or more"
+        )
     if jax.dtypes.canonicalize_dtype(dtype) != dtype:
         raise ValueError(
             f"{name}: abstract_eval result {i}: expected a dtype without 64 bits while jax_enable_x64 is off, got "
@@ -205,6 +236,40 @@ def _result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
             "jax.config.update('jax_enable_x64', True))"
         )
     return dtype
+
+
+def _check_batch_axes(
+    name: str,
+    k: int,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None,
+    operands: Sequence[tuple[int, ...]],
+    results: Sequence[tuple[int, ...]],
+) -> None:
+    """With ``num_batch_dims=k``, every operand and result flagged batched (all of
+    them without ``batched=``) must have the same ``k`` leading axes: under sharding
+    XLA's batch partitioner splits the first ``k`` axes of each one like the batch
+    axes, so a weight of shape ``(H,)`` next to ``x`` of shape ``(T, H)`` would be
+    split along ``H`` (a wrong answer), and a value of rank below ``k`` fails in
+    JAX's sharding rule, naming neither the op nor the value. ValueError naming the
+    op and the value otherwise, on every call, sharded or not."""
+    b_in, b_out = batched or ((True,) * len(operands), (True,) * len(results))
+    values = [(f"operand {i}", s) for i, (s, b) in enumerate(zip(operands, b_in, strict=True)) if b]
+    values += [(f"result {i}", s) for i, (s, b) in enumerate(zip(results, b_out, strict=True)) if b]
+    if not values:
+        return
+    first, shape = values[0]
+    for what, s in values:
+        if len(s) < k:
+            problem = f"has shape {tuple(s)}, of rank below {k}"
+        elif tuple(s[:k]) != tuple(shape[:k]):
+            problem = f"has shape {tuple(s)}, whose first {k} axes are not the batch axes {tuple(shape[:k])} of {first}"
+        else:
+            continue
+        raise ValueError(
+            f"{name}: num_batch_dims={k}: {what} {problem}; every operand and result the function treats per "
+            "batch element needs the batch axes in front, and the others must be declared: batched=(operand "
+            "flags, result flags), e.g. batched=((True, False), (True,)) for a weight beside x"
+        )
 
 
 def _freeze(params: dict[str, Any]) -> tuple[tuple[str, Hashable], ...]:
@@ -292,6 +357,12 @@ class PythonOp(Op):
             if name in params:
                 raise TypeError(f"{self.name}: the parameter name {name!r} is reserved")
         for key, value in params.items():
+            if isinstance(value, Tracer):
+                raise TypeError(
+                    f"{self.name}: static parameter {key!r} is traced ({type(value).__name__}), but it must be a "
+                    f"Python value known when tracing; under jax.jit pass it as a static argument "
+                    f"(static_argnames='{key}') or close over it; pass an array as an operand instead"
+                )
             try:
                 hash(value)
             except TypeError:
@@ -334,6 +405,8 @@ class PythonOp(Op):
     # -- abstract evaluation and lowering -----------------------------------
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        for i, a in enumerate(avals):
+            _operand_dtype(self.name, i, a)
         batch = tuple(params.get(_BATCH, ()))
         inner = [ShapedArray(a.shape[len(batch) :], a.dtype) for a in avals]
         user = _user(params)
@@ -341,16 +414,29 @@ class PythonOp(Op):
         single = not isinstance(out, (tuple, list))
         self._single[_freeze(user)] = single
         outs = [out] if single else list(out)
+        if not outs:
+            raise ValueError(
+                f"{self.name}: abstract_eval returned no results, so the function would never run (JAX drops a "
+                "call whose results are not used, and one with none is never used); return at least one result, "
+                "or call the function through jax.debug.callback or jax.experimental.io_callback for its effects"
+            )
         for i, o in enumerate(outs):
             if not (hasattr(o, "shape") and hasattr(o, "dtype")):
                 raise TypeError(
                     f"{self.name}: abstract_eval must return avals (objects with .shape and .dtype, e.g. "
                     f"jax.ShapeDtypeStruct); result {i} is {type(o).__name__}"
                 )
-        return [
-            ShapedArray((*batch, *_result_shape(self.name, i, o)), _result_dtype(self.name, i, o))
-            for i, o in enumerate(outs)
-        ]
+        results = [(_result_shape(self.name, i, o), _result_dtype(self.name, i, o)) for i, o in enumerate(outs)]
+        if self._batched is not None and len(self._batched[1]) != len(results):
+            raise ValueError(
+                f"{self.name}: batched gives flags for {len(self._batched[1])} results, abstract_eval gave "
+                f"{len(results)}"
+            )
+        if self.num_batch_dims:
+            _check_batch_axes(
+                self.name, self.num_batch_dims, self._batched, [a.shape for a in inner], [s for s, _ in results]
+            )
+        return [ShapedArray((*batch, *s), d) for s, d in results]
 
     def _callback_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
         """The lowering on platforms without the target (GPUs): ``jax.pure_callback``,
@@ -421,6 +507,12 @@ class PythonOp(Op):
 
     # -- transformation rules ---------------------------------------------
 
+    def _callable_rule(self, what: str, rule: Any) -> None:
+        """TypeError naming the op unless ``rule`` is callable (else it would fail only
+        when JAX first applies the rule, as ``'int' object is not callable``)."""
+        if not callable(rule):
+            raise TypeError(f"{self.name}: the {what} rule must be callable, got {type(rule).__name__}")
+
     def def_jvp_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
 
@@ -430,6 +522,7 @@ class PythonOp(Op):
         non-zero tangent for a ``fixed`` operand raises ``ValueError`` before the
         rule runs. Usable as a decorator.
         """
+        self._callable_rule("jvp", rule)
         ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
             rule, self.name, pyop_rules.names_of(self.fn), self.fixed, _vmap_levels, _user
         )
@@ -445,6 +538,7 @@ class PythonOp(Op):
         cotangent). Transposing with respect to a ``fixed`` operand raises
         ``ValueError``. Usable as a decorator.
         """
+        self._callable_rule("transpose", rule)
         ref = weakref.ref(self)
 
         def call(ct: Any, operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -465,6 +559,7 @@ class PythonOp(Op):
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register a batching rule of your own: ``rule(operands, dims, **params)`` with
         the op's static parameters, returning ``(results, result_dims)``."""
+        self._callable_rule("batching", rule)
 
         def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
             return rule(operands, dims, **_user(params))
@@ -667,21 +762,25 @@ def _checked(
     return 0, arrays
 
 
+#: The NumPy dtype kinds a Python scalar of each type takes weakly (JAX's rules).
+_WEAK_KINDS: dict[type, str] = {bool: "b", int: "iufc", float: "fc", complex: "c"}
+
+
 def _weak_scalar(value: Any, dtype: np.dtype) -> np.ndarray | None:
     """A Python ``bool``, ``int``, ``float`` or ``complex`` as a 0-d array of the
     result's ``dtype`` where JAX's weak typing would take it there (an int into any
     numeric dtype it fits, a float into a floating or complex one, a complex into a
     complex one, a bool into bool), so that ``float(x.sum())`` answers a float32
     result with x64 off; else None (NumPy's own dtype decides, and the check reports
-    a mismatch)."""
-    kind = np.dtype(dtype).kind
+    a mismatch). The dtype is classified by NumPy's kind, and by JAX's hierarchy
+    for ml_dtypes' (kind ``'V'``), so that bfloat16 and the float8 types are floats."""
     t = type(value)
-    fits = (
-        (t is bool and kind == "b")
-        or (t is int and kind in "iufc")
-        or (t is float and kind in "fc")
-        or (t is complex and kind == "c")
-    )
+    if t not in _WEAK_KINDS:
+        return None
+    kind = dtype.kind
+    if kind == "V":  # ml_dtypes (bfloat16, float8): classified by JAX; NumPy's own kinds below, quicker
+        kind = "f" if jnp.issubdtype(dtype, jnp.floating) else "i" if jnp.issubdtype(dtype, jnp.integer) else "V"
+    fits = kind in _WEAK_KINDS[t]
     if not fits:
         return None
     try:
@@ -877,7 +976,9 @@ def python_op(
       num_batch_dims: the number of leading axes ``fn`` treats independently;
         enables per-shard execution under sharding.
       batched: ``(operands, results)`` flags: which carry those batch axes
-        (default: all).
+        (default: all). Every flagged operand and result must have the same
+        ``num_batch_dims`` leading axes (else ``ValueError`` at the call): a
+        weight ``(H,)`` beside ``x`` ``(T, H)`` is declared unbatched.
       fixed: indices of operands that are not differentiable (a grid, a
         configuration): a non-zero tangent for one, or transposing with respect to
         one, raises ``ValueError`` naming the op and the operand (the rules never

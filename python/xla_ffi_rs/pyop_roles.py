@@ -143,6 +143,11 @@ class Role:
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> Any:
         logical = _merge(list(avals), params.get(_ABSENT, ()), _aval_of)
+        if self.fixed_decl and max(self.fixed_decl) >= len(logical):  # at every call, as python_op's fixed=
+            raise ValueError(
+                f"{self.name}: fixed={self.fixed_decl!r} names operand {max(self.fixed_decl)}, "
+                f"but the op is called with {len(logical)} operands"
+            )
         if self.n_operands is not None and len(logical) != self.n_operands:
             raise ValueError(
                 f"{self.name}: takes {self.n_operands} operands (one transpose per non-fixed operand and "

@@ -21,7 +21,7 @@ from typing import Any
 
 import jax
 
-from xla_ffi_rs._compat import ad
+from xla_ffi_rs._compat import ad, eval_context
 
 
 def is_zero(t: Any) -> bool:
@@ -47,7 +47,9 @@ def names_of(fn: Callable[..., Any]) -> list[str]:
 def call_abstract(name: str, fn: Callable[..., Any], avals: Sequence[Any], params: dict[str, Any]) -> Any:
     """``fn(*avals, **params)``; a call ``fn``'s signature cannot take (too many or too
     few operands, a parameter it has no keyword for) raises TypeError naming the op and
-    the call first. Errors raised inside ``fn`` are its own."""
+    the call first. Errors raised inside ``fn`` are its own. ``fn`` runs on JAX's
+    evaluation trace, so jnp code in it computes (on concrete values) under every
+    JAX version and transformation."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -58,7 +60,8 @@ def call_abstract(name: str, fn: Callable[..., Any], avals: Sequence[Any], param
         except TypeError as e:
             call = f"{len(avals)} operands" + (f", parameters {sorted(params)}" if params else "")
             raise TypeError(f"{name}: abstract_eval cannot take this call ({call}): {e}") from None
-    return fn(*avals, **params)
+    with eval_context():
+        return fn(*avals, **params)
 
 
 def describe_operand(names: Sequence[str], i: int) -> str:

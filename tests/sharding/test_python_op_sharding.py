@@ -119,3 +119,39 @@ def test_replicated_operand_with_batched(partitioner: str) -> None:
     assert "all-gather" not in hlo and "all-to-all" not in hlo
     np.testing.assert_array_equal(np.asarray(f(xs, w)), x * w)
     assert set(shapes) == {((2, 3), (3,))}, shapes
+
+
+@pytest.mark.parametrize(
+    ("w", "batched_out", "words"),
+    [
+        # (T, H) beside (H,): the weight's H axis would be split like the tokens.
+        (np.array([1.0, 2.0, 3.0]), True, "operand 1 has shape (3,), whose first 1 axes are not the batch axes (16,)"),
+        # A scalar operand: rank below num_batch_dims (JAX's sharding rule named nothing).
+        (np.float64(2.0), True, "operand 1 has shape (), of rank below 1"),
+        # A reduced result: each shard would return its own partial.
+        (np.array([1.0] * 16), False, "result 0 has shape (), of rank below 1"),
+    ],
+)
+def test_a_value_without_the_batch_axes_is_refused_not_split_wrongly(partitioner: str, w, batched_out, words) -> None:
+    """Without ``batched=``, num_batch_dims=k makes XLA split the first k axes of every
+    operand and result like the batch axes: a weight of shape (H,) beside x of shape
+    (T, H) was split along H, silently (a wrong answer). Every value the op treats as
+    batched must have the same k leading axes; else a ValueError naming the op and
+    the value, sharded or not, before anything runs."""
+    if batched_out:
+        op = python_op(lambda x, w: x * w, abstract_eval=lambda x, w: x, num_batch_dims=1, name="nobatch")
+    else:
+        op = python_op(
+            lambda x, w: np.asarray(x.sum()),
+            abstract_eval=lambda x, w: jax.ShapeDtypeStruct((), x.dtype),
+            num_batch_dims=1,
+            name="nobatch",
+        )
+    mesh = jax.make_mesh((8,), ("a",))
+    x = np.arange(48.0).reshape(16, 3)
+    xs = jax.device_put(x, NamedSharding(mesh, P("a", None)))
+    for call, args in ((jax.jit(op), (xs, w)), (op, (x, w))):
+        with pytest.raises(ValueError) as info:
+            call(*args)
+        assert f"nobatch: num_batch_dims=1: {words}" in str(info.value)
+        assert "batched=(operand flags, result flags)" in str(info.value)

@@ -41,7 +41,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import array_like, check_nonnegative_float
+from xla_ffi_rs._validation import array_like, check_nonnegative_float, promote_weak
 from xla_ffi_rs.binding import (
     BatchDim,
     Op,
@@ -327,7 +327,9 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
         make it static, ``jax.jit(xr.rms_norm, static_argnames='eps')``.
 
     Returns:
-      ``y`` with the shape of ``x`` and dtype ``jnp.result_type(x, weight)``.
+      ``y`` with the shape of ``x`` and dtype ``jnp.result_type(x, weight)``
+      (a weakly typed value, a Python float weight say, takes the other's
+      dtype, as in jnp).
 
     Raises:
       TypeError: for arguments that are not float arrays (strings, None, object
@@ -349,6 +351,7 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """
     x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
+    x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
     if tensor_parallel_axes(x, weight.ndim) is not None:
         _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import binding
-from xla_ffi_rs._validation import array_like, check_nonnegative_float
+from xla_ffi_rs._validation import array_like, check_nonnegative_float, promote_weak
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp, rms_norm_fwd_op
 
@@ -78,6 +78,7 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     """
     x = jnp.asarray(array_like("rms_norm_inplace", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))
+    x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
     return y
