@@ -30,13 +30,13 @@ def like(*avals: Any, **params: Any) -> Any:
 
 
 def python_frames(f: Callable[[], Any]) -> list[str]:
-    """The names of the Python functions of ``xla_ffi_rs.pyop`` that run during
-    ``f()`` (after a first call that compiles it)."""
+    """The names of the Python functions of ``xla_ffi_rs.pyop`` and ``pyop_call``
+    that run during ``f()`` (after a first call that compiles it)."""
     f()
     seen: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith("pyop.py"):
+        if event == "call" and frame.f_code.co_filename.endswith(("pyop.py", "pyop_call.py")):
             seen.append(frame.f_code.co_name)
 
     sys.setprofile(profile)

@@ -1,0 +1,239 @@
+"""What runs when XLA calls a Python op's function: the checks of what it returned
+(one array per result, of the result's shape and dtype; Python scalars cast as JAX's
+weak typing would), the error messages handed back to XLA, and the ufunc fast path
+that writes straight into the output arrays.
+
+Everything here is called from :mod:`xla_ffi_rs.pyop`'s invoker and settlers (and so
+from the Rust handler), never by users; it holds no state.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+#: XLA error codes the Python side reports (absl status codes).
+_UNKNOWN, _INVALID_ARGUMENT = 2, 3
+#: Traceback frames (of the user's code) kept in an error message.
+_TRACEBACK_FRAMES = 3
+
+
+def _describe(shape: Sequence[int], dtype: Any) -> str:
+    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+
+
+def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
+    """What the handler calls when a directly called function (see
+    :meth:`PythonOp._direct`) raised (``kind`` 1: ``value`` is the exception,
+    ``extra`` is ``(specs, traceback)``) or returned something other than exactly
+    the arrays XLA expects (``kind`` 0: ``value`` is what it returned, ``extra`` the
+    specs): ``(0, arrays)`` or ``(error_code, message)``, as :func:`_invoker`'s
+    ``invoke`` returns."""
+
+    def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
+        try:
+            if kind:
+                return _raised(name, value, extra[1])
+            specs = extra
+            if single and len(specs) == 1:
+                value = (value,)
+            return _checked(name, value, [s for s, _ in specs], specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return _UNKNOWN, _exception_message(name, e)
+
+    return settle
+
+
+def _raised(name: str, exc: BaseException, tb: Any) -> tuple[int, str]:
+    """A settler's answer for an exception the function raised: its message, with
+    the traceback the handler caught attached where the exception has none."""
+    if tb is not None and exc.__traceback__ is None:
+        exc = exc.with_traceback(tb)
+    return _UNKNOWN, _exception_message(name, exc, skip=0)
+
+
+def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
+    """:func:`_settler` for a directly called function with ``takes_outputs=True``:
+    ``extra`` is ``(specs, outs)`` (``((specs, outs), traceback)`` for an
+    exception), and ``value`` what the function returned, which must be None or the
+    output arrays; the outputs are then checked as :func:`_invoker`'s ``invoke``
+    checks them."""
+
+    def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
+        try:
+            if kind:
+                return _raised(name, value, extra[1])
+            specs, outs = extra
+            if value is not None and not _are(value, outs):
+                return _INVALID_ARGUMENT, _not_none(name, value)
+            return _checked(name, outs, [s for s, _ in specs], specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return _UNKNOWN, _exception_message(name, e)
+
+    return settle
+
+
+def _plain(fn: Any) -> Any:
+    """What calling ``fn`` without static parameters calls: the user's function
+    inside the wrappers of :mod:`xla_ffi_rs.pyop_roles` (``_xla_ffi_rs_plain``),
+    else ``fn`` itself."""
+    return getattr(fn, "_xla_ffi_rs_plain", fn)
+
+
+def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
+    """Whether ``fn`` is a NumPy ufunc called without parameters (run by
+    :func:`_ufunc_into` into output arrays when it can)."""
+    return isinstance(fn, np.ufunc) and not params
+
+
+#: Results smaller than this are computed by ``fn(*args)`` and copied: for them the
+#: copy costs less than a ufunc call with ``out=`` and ``casting=`` keywords.
+_UFUNC_INTO_MIN_SIZE = 1 << 12
+
+
+def _ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> bool:
+    """Run an elementwise ufunc (NumPy's, SciPy's special functions) straight into the
+    output arrays, with no allocation, when that gives exactly what ``fn(*args)``
+    gives: every operand and result has the same shape and dtype and the ufunc has a
+    loop for that dtype; and the results are large enough for it to matter.
+    Returns whether it ran."""
+    if results[0].size < _UFUNC_INTO_MIN_SIZE or fn.nin != len(args) or fn.nout != len(results):
+        return False
+    shape, dtype = results[0].shape, results[0].dtype
+    for a in (*args, *results):
+        if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+            return False
+    try:
+        fn(*args, out=tuple(results), casting="no")
+    except TypeError:  # no loop for this dtype without a cast: the general path decides
+        return False
+    return True
+
+
+def _checked(
+    name: str, values: Any, shapes: Sequence[tuple[int, ...]], specs: Sequence[tuple[tuple[int, ...], np.dtype]]
+) -> tuple[int, Any]:
+    """``(0, arrays)`` if ``values`` are one array per result of its shape and dtype,
+    else ``(INVALID_ARGUMENT, message)``."""
+    if not isinstance(values, (tuple, list)) or len(values) != len(specs):
+        got = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
+        return _INVALID_ARGUMENT, _text(
+            f"op {name!r}: expected the function to return a tuple of {len(specs)} arrays, got {got}"
+        )
+    arrays = []
+    for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
+        arr = _weak_scalar(value, dtype)
+        if arr is None:
+            arr = np.asarray(value)
+        if arr.dtype != dtype and arr.dtype.newbyteorder("=") == dtype:
+            arr = arr.astype(dtype)  # the same values in the other byte order
+        if arr.shape != tuple(shape) or arr.dtype != dtype:
+            return _INVALID_ARGUMENT, _text(
+                f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_describe(arr.shape, arr.dtype)}"
+            )
+        arrays.append(arr)
+    return 0, arrays
+
+
+#: The NumPy dtype kinds a Python scalar of each type takes weakly (JAX's rules).
+_WEAK_KINDS: dict[type, str] = {bool: "b", int: "iufc", float: "fc", complex: "c"}
+
+
+def _weak_scalar(value: Any, dtype: np.dtype) -> np.ndarray | None:
+    """A Python ``bool``, ``int``, ``float`` or ``complex`` as a 0-d array of the
+    result's ``dtype`` where JAX's weak typing would take it there (an int into any
+    numeric dtype it fits, a float into a floating or complex one, a complex into a
+    complex one, a bool into bool), so that ``float(x.sum())`` answers a float32
+    result with x64 off; else None (NumPy's own dtype decides, and the check reports
+    a mismatch). The dtype is classified by NumPy's kind, and by JAX's hierarchy
+    for ml_dtypes' (kind ``'V'``), so that bfloat16 and the float8 types are floats."""
+    t = type(value)
+    if t not in _WEAK_KINDS:
+        return None
+    kind = dtype.kind
+    if kind == "V":  # ml_dtypes (bfloat16, float8): classified by JAX; NumPy's own kinds below, quicker
+        kind = "f" if jnp.issubdtype(dtype, jnp.floating) else "i" if jnp.issubdtype(dtype, jnp.integer) else "V"
+    fits = kind in _WEAK_KINDS[t]
+    if not fits:
+        return None
+    try:
+        with np.errstate(over="ignore"):  # a float past the dtype's range is inf, as in JAX
+            return np.asarray(value, dtype=dtype)
+    except OverflowError:  # an int the dtype cannot hold: reported as NumPy's dtype
+        return None
+
+
+def _not_none(name: str, returned: Any) -> str:
+    return _text(
+        f"op {name!r}: with takes_outputs=True the function writes its results into the "
+        f"output arrays and returns None (or the output arrays), but it returned {_type_name(returned)}"
+    )
+
+
+def _text(message: str) -> str:
+    """``message`` as valid UTF-8 text (a lone surrogate becomes ``\\udcxx``)."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _type_name(x: Any) -> str:
+    try:
+        return str(type(x).__name__)
+    except BaseException:
+        return "<unnamed type>"
+
+
+def _exception_message(name: str, e: BaseException, skip: int = 1) -> str:
+    """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
+    code, after the ``skip`` frames of our own), whatever the exception's
+    ``__str__`` or class does."""
+    try:
+        text = str(e)
+    except BaseException:
+        text = "<exception str() failed>"
+    try:
+        frames = traceback.extract_tb(e.__traceback__)[skip:]  # drop invoke's own frame
+        tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
+    except BaseException:
+        frames, tail = [], ""
+    message = f"op {name!r} raised {_type_name(e)}: {text}"
+    if tail:
+        message = f"{message}\nTraceback (last {min(len(frames), _TRACEBACK_FRAMES)} frames):\n{tail}"
+    return _text(message)
+
+
+def _are(returned: Any, results: Sequence[np.ndarray]) -> bool:
+    """Whether ``returned`` is the output array (``np.sin(x, out=o)`` returns ``o``) or
+    the tuple of output arrays."""
+    items = returned if isinstance(returned, (tuple, list)) else [returned]
+    return len(items) == len(results) and all(a is b for a, b in zip(items, results, strict=True))
+
+
+def _logical(
+    args: Sequence[np.ndarray],
+    shapes: Sequence[tuple[int, ...]],
+    ranks: Sequence[int],
+    nbd: int,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None,
+) -> tuple[Sequence[np.ndarray], Sequence[tuple[int, ...]]]:
+    """The operands and result shapes as the function expects them under sharding.
+
+    For XLA's batch partitioner, the lowering gives batched values extra unit axes
+    right after their ``nbd`` batch axes (and a trailing one when they have no other
+    axis), the same number for every batched value. An operand's rank at the call
+    gives that number; the unit axes are dropped again (a free reshape)."""
+    b_in, b_out = batched or ((True,) * len(args), (True,) * len(shapes))
+    extra = next((a.ndim - r for a, r, b in zip(args, ranks, b_in, strict=True) if b and a.ndim != r), 0)
+    if extra <= 0:
+        return args, shapes
+
+    def drop(s: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(s[:nbd]) + tuple(s[nbd + extra :])
+
+    return (
+        [a.reshape(drop(a.shape)) if b else a for a, b in zip(args, b_in, strict=True)],
+        [drop(s) if b else s for s, b in zip(shapes, b_out, strict=True)],
+    )
