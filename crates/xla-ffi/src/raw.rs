@@ -68,13 +68,14 @@ impl<'f> BufferEntry<'f> {
     }
 }
 
-/// The `XLA_FFI_Buffer` struct at `ptr`, or `None` if `ptr` is NULL or the struct is
-/// smaller than this header's: the first check of [`buffer`] and [`buffer_with_len`].
+/// Reads the `XLA_FFI_Buffer` at `ptr`; `None` if it is NULL or malformed (too small,
+/// a negative rank, or NULL dimensions with a positive rank).
 ///
 /// # Safety
-/// As [`buffer`].
+/// `ptr` must be NULL or point to an `XLA_FFI_Buffer` (at least its `struct_size`
+/// field, and the rest when `struct_size` says so) whose dims live for `'f`.
 #[inline(always)]
-unsafe fn buffer_struct<'f>(ptr: *mut c_void) -> Option<&'f sys::XLA_FFI_Buffer> {
+pub(crate) unsafe fn buffer<'f>(ptr: *mut c_void) -> Option<BufferEntry<'f>> {
     if ptr.is_null() {
         return None;
     }
@@ -85,19 +86,6 @@ unsafe fn buffer_struct<'f>(ptr: *mut c_void) -> Option<&'f sys::XLA_FFI_Buffer>
     }
     // SAFETY: the struct is as large as this header's, so every field is there.
     let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
-    Some(b)
-}
-
-/// Reads the `XLA_FFI_Buffer` at `ptr`; `None` if it is NULL or malformed (too small,
-/// a negative rank, or NULL dimensions with a positive rank).
-///
-/// # Safety
-/// `ptr` must be NULL or point to an `XLA_FFI_Buffer` (at least its `struct_size`
-/// field, and the rest when `struct_size` says so) whose dims live for `'f`.
-#[inline(always)]
-pub(crate) unsafe fn buffer<'f>(ptr: *mut c_void) -> Option<BufferEntry<'f>> {
-    // SAFETY: guaranteed by the caller, as `buffer_struct` requires.
-    let b = unsafe { buffer_struct(ptr) }?;
     // A scalar, or `rank` dims at a non-null address; malformed: a negative rank, or
     // NULL dims with a positive rank.
     if b.rank < 0 || (b.rank > 0 && b.dims.is_null()) {
@@ -125,8 +113,16 @@ pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
 /// As [`buffer`].
 #[inline(always)]
 pub(crate) unsafe fn buffer_with_len<'f>(ptr: *mut c_void) -> Option<(BufferEntry<'f>, usize)> {
-    // SAFETY: guaranteed by the caller, as `buffer_struct` requires.
-    let b = unsafe { buffer_struct(ptr) }?;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: guaranteed by the caller: `struct_size` is there.
+    let size = unsafe { core::ptr::addr_of!((*(ptr as *const sys::XLA_FFI_Buffer)).struct_size).read() };
+    if size < sys::XLA_FFI_Buffer_STRUCT_SIZE as usize {
+        return None;
+    }
+    // SAFETY: the struct is as large as this header's, so every field is there.
+    let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
     if b.rank == 1 && !b.dims.is_null() {
         // SAFETY: rank 1 with non-null dims: XLA gives one dimension there, alive for
         // the call.
