@@ -585,29 +585,12 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let tys: Vec<&Type> = params.iter().map(|p| &p.ty).collect();
     let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
     let vars: Vec<Ident> = (0..params.len()).map(|i| format_ident!("__xla_ffi_p{}", i)).collect();
-    // `'static` for every lifetime: the description is a `static` item.
-    let stys: Vec<Type> = tys
-        .iter()
-        .map(|t| {
-            let mut t = (*t).clone();
-            StaticLifetimes.visit_type_mut(&mut t);
-            t
-        })
-        .collect();
-    // Each parameter with the operand and result positions its declaration gives it
-    // (constants: the counts the parameters before it take).
     let decodes: Vec<TokenStream2> = params
         .iter()
         .zip(&vars)
-        .enumerate()
-        .map(|(k, (p, v))| {
-            let (ty, name, before) = (&p.ty, &p.name, &stys[..k]);
-            let at = quote! {
-                (0usize #(+ <#before as #krate::Decode<'static>>::ARGS)*, 0usize #(+ <#before as #krate::Decode<'static>>::RETS)*)
-            };
-            quote_spanned! {p.span=>
-                let #v = <#ty as #krate::Decode<'_>>::decode_checked(__call, #name, &__checked, #at);
-            }
+        .map(|(p, v)| {
+            let (ty, name) = (&p.ty, &p.name);
+            quote_spanned! {p.span=> let #v = <#ty as #krate::Decode<'_>>::decode(__call, #name); }
         })
         .collect();
     let decodes_again = decodes.clone();
@@ -628,21 +611,23 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     } else {
         quote!()
     };
+    // `'static` for every lifetime: the description is a `static` item.
+    let stys: Vec<Type> = tys
+        .iter()
+        .map(|t| {
+            let mut t = (*t).clone();
+            StaticLifetimes.visit_type_mut(&mut t);
+            t
+        })
+        .collect();
     // The declared operand and result counts, as constants: `finish` runs its
     // once-per-call overlap pass on them (unrolled) when the call has them.
     let declared = quote! {
         (0usize #(+ <#stys as #krate::Decode<'static>>::ARGS)*, 0usize #(+ <#stys as #krate::Decode<'static>>::RETS)*)
     };
-    let declared_args = quote! { { 0usize #(+ <#stys as #krate::Decode<'static>>::ARGS)* } };
-    let declared_rets = quote! { { 0usize #(+ <#stys as #krate::Decode<'static>>::RETS)* } };
-    // Every buffer of the call checked in one pass, before the parameters are decoded.
-    let check_buffers = quote! {
-        let __checked = __call.check_declared_buffers::<#declared_args, #declared_rets>();
-    };
     let run = quote! {
-        #check_buffers
         #(#decodes)*
-        __call.finish_checked(&__checked, #declared)?;
+        __call.finish_declared(#declared)?;
         #check_rules
         // One `let else` per parameter, not a match on a tuple of them: building the
         // tuple would copy every decoded view once more on each call.
@@ -681,9 +666,8 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 },
                 Some(a) => {
                     let decode_only = quote! {
-                        #check_buffers
                         #(#decodes_again)*
-                        __call.finish_checked(&__checked, #declared)?;
+                        __call.finish_declared(#declared)?;
                         #check_rules
                     };
                     let body = async_handler::shim_body(krate, a, &info, &decode_only, &run);

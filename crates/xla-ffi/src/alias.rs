@@ -20,7 +20,6 @@ use core::mem::MaybeUninit;
 
 use crate::dtype::DataType;
 use crate::frame::{Frame, Slot};
-pub(crate) use crate::raw::element_count;
 use crate::site::Role;
 
 /// The range of no bytes: overlaps nothing.
@@ -47,61 +46,20 @@ pub(crate) fn byte_range(data: *mut c_void, len: usize, dtype: DataType) -> Opti
     Some((start, end))
 }
 
-/// The element count of `dims` (if it and its size in bytes fit in `isize`) and
-/// then [`byte_range`], with the element width looked up once: the element count
-/// and the bytes covered, or `None` where either is.
-#[inline(always)]
-pub(crate) fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(usize, (usize, usize))> {
-    let len = element_count(dims)?;
-    Some((len, range_of_len(data, len, dtype)?))
-}
-
-/// The bytes a buffer of `len` elements (a valid element count) covers, as
-/// [`len_and_range`] finds them: `None` where its size or end do not fit in `isize`.
-#[inline(always)]
-pub(crate) fn range_of_len(data: *mut c_void, len: usize, dtype: DataType) -> Option<(usize, usize)> {
-    // The common case, one compare for every overflow: no element is wider than
-    // `MAX_BYTE_WIDTH` (16 bytes), so at most `isize::MAX / 16` elements take at most
-    // `isize::MAX` bytes, and an address and such a size, both below 2^63, add without
-    // wrapping; the end (and so the start) fits in `isize` when its sign bit is clear.
-    // The width is 0 for a type without one too: a size of 0 is told apart only then.
-    if len <= isize::MAX as usize / crate::dtype::MAX_BYTE_WIDTH {
-        let bytes = len * dtype.width_or_zero();
-        if bytes == 0 {
-            return Some(empty_or_everywhere(len, dtype));
-        }
-        let start = data as usize;
-        let end = start.wrapping_add(bytes);
-        return ((start | end) <= isize::MAX as usize).then_some((start, end));
-    }
-    let Some(width) = dtype.byte_width() else {
-        // Counted a byte per element; `byte_range` covers everything.
-        return (len <= isize::MAX as usize).then_some(EVERYWHERE);
-    };
-    let bytes = len.checked_mul(width).filter(|&b| b <= isize::MAX as usize)?;
-    if bytes == 0 {
-        return Some(EMPTY);
-    }
-    let start = data as usize;
-    let end = start.checked_add(bytes).filter(|&end| end <= isize::MAX as usize)?;
-    Some((start, end))
-}
-
-/// The range of a buffer of `len` elements that covers no bytes by its width:
-/// [`EMPTY`] when it has no elements or a width of 0 (a token), [`EVERYWHERE`] when
-/// its type has no width (see [`byte_range`]).
-#[cold]
-fn empty_or_everywhere(len: usize, dtype: DataType) -> (usize, usize) {
-    if len == 0 || dtype.byte_width().is_some() {
-        EMPTY
-    } else {
-        EVERYWHERE
-    }
-}
-
 #[inline(always)]
 pub(crate) fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
+}
+
+/// The number of elements of a shape, or `None` for a negative dimension or a count
+/// past `usize`. Scalars and vectors (most calls) without the loop.
+#[inline(always)]
+pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
+    match *dims {
+        [] => Some(1),
+        [d] => usize::try_from(d).ok(),
+        _ => dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?)),
+    }
 }
 
 /// The byte ranges of the decoded buffers, recorded as they are decoded (through a
@@ -255,26 +213,6 @@ impl<'f> Aliases<'f> {
             return true;
         }
         false
-    }
-
-    /// Writes the range of the buffer at `slot` (below [`Aliases::MAX`]) without
-    /// marking it recorded: [`Aliases::record_all`] does that for all of them at once.
-    #[inline(always)]
-    pub(crate) fn put(&self, slot: usize, range: (usize, usize)) {
-        self.slots[slot & (Aliases::MAX - 1)].set(MaybeUninit::new(range));
-    }
-
-    /// Marks the first `n` slots (the first `na` of them operands, `n` at most
-    /// [`Aliases::MAX`]), all written by [`Aliases::put`], recorded, and runs the
-    /// overlap pass once (see [`Aliases::settle`]).
-    #[inline(always)]
-    pub(crate) fn record_all(&self, na: usize, n: usize) {
-        let n = n.min(Aliases::MAX);
-        self.seen.set(self.seen.get() | ((1u64 << n) - 1) as u32);
-        self.disjoint.set(Aliases::UNKNOWN);
-        // SAFETY: the first `n` slots were written by `put` (the caller's promise), and
-        // their bits are set just above.
-        unsafe { self.all_disjoint(na, n) };
     }
 
     /// Whether every buffer of the call is recorded, as [`Aliases::settle`] found

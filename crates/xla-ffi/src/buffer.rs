@@ -17,9 +17,8 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 
-use crate::alias::{byte_range, element_count, len_and_range, Aliases, EMPTY, EVERYWHERE};
+use crate::alias::{byte_range, element_count, Aliases, EMPTY, EVERYWHERE};
 use crate::call::{Call, Decode};
-use crate::checked::Checked;
 use crate::decl::ParamDecl;
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
@@ -149,6 +148,37 @@ fn checked_len(dims: &[i64], dtype: DataType) -> Option<usize> {
     (bytes <= isize::MAX as usize).then_some(len)
 }
 
+/// [`checked_len`] and then [`byte_range`], with the element width looked up once:
+/// the element count and the bytes covered, or `None` where either is.
+#[inline(always)]
+fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(usize, (usize, usize))> {
+    let len = element_count(dims)?;
+    let Some(width) = dtype.byte_width() else {
+        // `checked_len` counts a byte per element; `byte_range` covers everything.
+        return (len <= isize::MAX as usize).then_some((len, if len == 0 { EMPTY } else { EVERYWHERE }));
+    };
+    // The common case, one compare for every overflow: no element is wider than
+    // `MAX_BYTE_WIDTH` (16 bytes), so at most `isize::MAX / 16` elements take at most
+    // `isize::MAX` bytes, and an address and such a size, both below 2^63, add without
+    // wrapping; the end (and so the start) fits in `isize` when its sign bit is clear.
+    if len <= isize::MAX as usize / crate::dtype::MAX_BYTE_WIDTH {
+        let bytes = len * width;
+        if bytes == 0 {
+            return Some((len, EMPTY));
+        }
+        let start = data as usize;
+        let end = start.wrapping_add(bytes);
+        return ((start | end) <= isize::MAX as usize).then_some((len, (start, end)));
+    }
+    let bytes = len.checked_mul(width).filter(|&b| b <= isize::MAX as usize)?;
+    if bytes == 0 {
+        return Some((len, EMPTY));
+    }
+    let start = data as usize;
+    let end = start.checked_add(bytes).filter(|&end| end <= isize::MAX as usize)?;
+    Some((len, (start, end)))
+}
+
 impl<'f> RawBuffer<'f> {
     /// The checked buffer at `site`, or `None` after recording why not.
     ///
@@ -163,7 +193,8 @@ impl<'f> RawBuffer<'f> {
         describe: fn() -> String,
         rank: usize,
     ) -> Option<Self> {
-        if let Slot::Buffer(b) = call.frame.buffer(role, index) {
+        let frame = call.frame;
+        if let Slot::Buffer(b) = frame.buffer(role, index) {
             let (dtype, data, dims) = (b.dtype(), b.data(), b.dims());
             if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
                 if let Some((len, range)) = len_and_range(data, dims, dtype) {
@@ -176,29 +207,6 @@ impl<'f> RawBuffer<'f> {
         let site = Site { target: call.target(), role, index, name };
         Self::reject(call, site, accepts, describe, rank);
         None
-    }
-
-    /// [`RawBuffer::decode`] after the one pass over the call's buffers: the buffer at
-    /// `(role, index)`, taken from `checked` (where the declaration's position `at`
-    /// is that index, as in every call of a handler whose parameters take the
-    /// operands they declare), with only its own dtype and rank left to check.
-    #[inline(always)]
-    fn decode_checked(
-        call: &mut Call<'f>,
-        (role, index, name): (Role, usize, &'static str),
-        (checked, at): (&Checked<'f>, usize),
-        accepts: fn(DataType) -> bool,
-        describe: fn() -> String,
-        rank: usize,
-    ) -> Option<Self> {
-        if index == at {
-            if let Some((entry, len)) = checked.get(role, at) {
-                if accepts(entry.dtype()) && (rank == ANY_RANK || entry.dims().len() == rank) {
-                    return Some(RawBuffer { entry, len, index, name, aliases: call.aliases, role });
-                }
-            }
-        }
-        Self::decode(call, (role, index, name), accepts, describe, rank)
     }
 
     /// Records every reason the buffer at `site` was refused.
@@ -646,18 +654,6 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
         let raw = RawBuffer::decode(call, (Role::Operand, index, name), D::accepts, D::describe, R)?;
         Some(Buffer { raw, _spec: PhantomData })
     }
-    #[inline(always)]
-    fn decode_checked(
-        call: &mut Call<'f>,
-        name: &'static str,
-        checked: &Checked<'f>,
-        at: (usize, usize),
-    ) -> Option<Self> {
-        let index = call.next_arg();
-        let site = (Role::Operand, index, name);
-        let raw = RawBuffer::decode_checked(call, site, (checked, at.0), D::accepts, D::describe, R)?;
-        Some(Buffer { raw, _spec: PhantomData })
-    }
 }
 
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
@@ -667,18 +663,6 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let index = call.next_ret();
         let raw = RawBuffer::decode(call, (Role::Result, index, name), D::accepts, D::describe, R)?;
-        Some(ResultBuffer { raw, _spec: PhantomData })
-    }
-    #[inline(always)]
-    fn decode_checked(
-        call: &mut Call<'f>,
-        name: &'static str,
-        checked: &Checked<'f>,
-        at: (usize, usize),
-    ) -> Option<Self> {
-        let index = call.next_ret();
-        let site = (Role::Result, index, name);
-        let raw = RawBuffer::decode_checked(call, site, (checked, at.1), D::accepts, D::describe, R)?;
         Some(ResultBuffer { raw, _spec: PhantomData })
     }
 }

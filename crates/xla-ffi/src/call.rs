@@ -3,7 +3,6 @@
 //! [`handler`](crate::handler) implements.
 
 use crate::alias::Aliases;
-use crate::checked::{same_shape, Checked};
 use std::sync::OnceLock;
 
 use crate::attr::{Attr, Attrs, Dict, FieldCx, FromAttr, FromAttrs};
@@ -130,7 +129,21 @@ impl<'f> Call<'f> {
             match self.first {
                 None => self.first = Some((dtype, dims)),
                 Some((t0, d0)) => {
-                    let same = dtype == t0 && same_shape(dims, d0);
+                    // A vector (most calls) with one compare; else a plain index loop over
+                    // the few dimensions (cheaper than `memcmp`).
+                    let same = dtype == t0
+                        && match (dims, d0) {
+                            ([a], [b]) => a == b,
+                            _ => {
+                                let mut same = dims.len() == d0.len();
+                                let mut k = 0;
+                                while same && k < dims.len() {
+                                    same = dims[k] == d0[k];
+                                    k += 1;
+                                }
+                                same
+                            }
+                        };
                     self.alike &= same;
                 }
             }
@@ -211,22 +224,6 @@ impl<'f> Call<'f> {
         }
     }
 
-    /// Before any parameter is decoded: checks every buffer of a call with `NA`
-    /// operands and `NR` results (the handler's declared counts, constants in the code
-    /// the [`handler`](crate::handler) macro generates) in one pass, so that each
-    /// buffer parameter has only its own dtype and rank left to check. A call with
-    /// other counts, or a buffer the pass refuses, is decoded parameter by parameter.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn check_declared_buffers<const NA: usize, const NR: usize>(&mut self) -> Checked<'f> {
-        let (checked, first) = crate::checked::check_all::<NA, NR>(self.frame, self.aliases);
-        if let Some((first, alike)) = first {
-            self.first = Some(first);
-            self.alike = alike;
-        }
-        checked
-    }
-
     /// After every parameter is decoded: the collected problems, and any attribute
     /// that no parameter asked for, as one `INVALID_ARGUMENT` error.
     #[doc(hidden)]
@@ -243,26 +240,6 @@ impl<'f> Call<'f> {
         // Every buffer is decoded: the alias check, once for the call (on the declared
         // counts when the call has them: its few compares then unrolled).
         self.aliases.settle(declared);
-        self.finish_attrs()
-    }
-
-    /// [`Call::finish_declared`] after the one pass over the call's buffers
-    /// ([`Call::check_declared_buffers`]): when the pass checked them all and no
-    /// buffer was recorded since, its overlap pass stands, and only the attributes
-    /// are left.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn finish_checked(&mut self, checked: &Checked<'f>, declared: (usize, usize)) -> Result<()> {
-        if !(checked.all() && self.aliases.all_recorded()) {
-            self.aliases.settle(declared);
-        }
-        self.finish_attrs()
-    }
-
-    /// The end of [`Call::finish_declared`]: the problems, and the attributes no
-    /// parameter bound.
-    #[inline(always)]
-    fn finish_attrs(&mut self) -> Result<()> {
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = self.frame.attr_count().min(128);
@@ -502,22 +479,6 @@ pub trait Decode<'f>: Sized {
     const STATE_STAGE: Option<crate::Stage> = None;
     /// Decodes the parameter called `name`.
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self>;
-    /// [`Decode::decode`] after the one pass over the call's buffers
-    /// ([`Call::check_declared_buffers`]): what the [`handler`](crate::handler) macro
-    /// calls. `at` is the operand and result position the declaration gives the
-    /// parameter (a constant there). The buffer views take their checked entry from
-    /// `checked`; every other parameter decodes as [`Decode::decode`] does.
-    #[doc(hidden)]
-    #[inline(always)]
-    fn decode_checked(
-        call: &mut Call<'f>,
-        name: &'static str,
-        checked: &Checked<'f>,
-        at: (usize, usize),
-    ) -> Option<Self> {
-        let _ = (checked, at);
-        Self::decode(call, name)
-    }
     /// The XLA type id of the state this parameter reads, or 0.
     fn state_type_id() -> i64 {
         0

@@ -103,17 +103,6 @@ impl DataType {
         }
     }
 
-    /// [`DataType::byte_width`], or 0 where it is `None` (so 0 for tokens too): one
-    /// compare and one load, for a caller that takes a product of 0 apart from the
-    /// others (`len_and_range`).
-    #[inline(always)]
-    pub(crate) fn width_or_zero(self) -> usize {
-        match WIDTHS_OR_ZERO.get(self.0 as usize) {
-            Some(&w) => w as usize,
-            None => 0,
-        }
-    }
-
     /// Whether this is one of the floating types [`AnyFloat`](crate::AnyFloat) accepts:
     /// `f16`, `bf16`, `f32`, `f64`.
     #[inline]
@@ -136,19 +125,6 @@ const BYTE_WIDTHS: [u8; 64] = {
     let mut code = 0;
     while code < table.len() {
         table[code] = width_of(DataType(code as u32));
-        code += 1;
-    }
-    table
-};
-
-/// [`BYTE_WIDTHS`] with 0 for [`NO_WIDTH`] (see [`DataType::width_or_zero`]).
-const WIDTHS_OR_ZERO: [u8; 64] = {
-    let mut table = BYTE_WIDTHS;
-    let mut code = 0;
-    while code < table.len() {
-        if table[code] == NO_WIDTH {
-            table[code] = 0;
-        }
         code += 1;
     }
     table

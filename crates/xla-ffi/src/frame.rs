@@ -382,25 +382,6 @@ impl<'f> Frame<'f> {
     }
 }
 
-impl<'f> Frame<'f> {
-    /// The operand or result at `index` with its element count, when it is a
-    /// well-formed buffer whose count is valid (see [`raw::buffer_with_len`]); else
-    /// `None` ([`Frame::buffer`] says why).
-    #[inline(always)]
-    pub(crate) fn buffer_with_len(&self, role: Role, index: usize) -> Option<(BufferEntry<'f>, usize)> {
-        let entries = match role {
-            Role::Operand => self.args,
-            Role::Result => self.rets,
-        };
-        match entries.get(index) {
-            // SAFETY: XLA passes, for an entry of kind BUFFER, NULL or a pointer to an
-            // `XLA_FFI_Buffer` alive for the call.
-            Some((ptr, sys::XLA_FFI_ArgType_BUFFER)) => unsafe { raw::buffer_with_len(ptr) },
-            _ => None,
-        }
-    }
-}
-
 pub(crate) enum Entry<'f> {
     /// The metadata query was answered.
     Metadata,

@@ -114,7 +114,6 @@ mod attr_scalars;
 mod buffer;
 mod bulk_copy;
 mod call;
-mod checked;
 mod context;
 pub mod decl;
 mod descriptor;
@@ -184,7 +183,6 @@ pub use xla_ffi_sys as sys;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::attr_enum::{enum_expected, enum_index};
-    pub use crate::checked::Checked;
     pub use crate::descriptor::{assert_execute_return, undecoded, ExecuteReturn, HandlerReturn};
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;

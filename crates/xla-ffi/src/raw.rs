@@ -94,49 +94,6 @@ pub(crate) unsafe fn buffer<'f>(ptr: *mut c_void) -> Option<BufferEntry<'f>> {
     Some(BufferEntry { raw: b })
 }
 
-/// The number of elements of a shape, or `None` for a negative dimension or a count
-/// past `usize`. Scalars and vectors (most calls) without the loop.
-#[inline(always)]
-pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
-    match *dims {
-        [] => Some(1),
-        [d] => usize::try_from(d).ok(),
-        _ => dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?)),
-    }
-}
-
-/// [`buffer`] with its element count: `None` also when the count is invalid (a negative
-/// dimension, or more than `usize` holds). A vector, what most calls pass, with one
-/// test of its rank.
-///
-/// # Safety
-/// As [`buffer`].
-#[inline(always)]
-pub(crate) unsafe fn buffer_with_len<'f>(ptr: *mut c_void) -> Option<(BufferEntry<'f>, usize)> {
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: guaranteed by the caller: `struct_size` is there.
-    let size = unsafe { core::ptr::addr_of!((*(ptr as *const sys::XLA_FFI_Buffer)).struct_size).read() };
-    if size < sys::XLA_FFI_Buffer_STRUCT_SIZE as usize {
-        return None;
-    }
-    // SAFETY: the struct is as large as this header's, so every field is there.
-    let b = unsafe { &*(ptr as *const sys::XLA_FFI_Buffer) };
-    if b.rank == 1 && !b.dims.is_null() {
-        // SAFETY: rank 1 with non-null dims: XLA gives one dimension there, alive for
-        // the call.
-        let d = unsafe { (b.dims as *const i64).read() };
-        return usize::try_from(d).ok().map(|len| (BufferEntry { raw: b }, len));
-    }
-    // A scalar, or `rank` dims at a non-null address, as `buffer` checks them.
-    if b.rank < 0 || (b.rank > 0 && b.dims.is_null()) {
-        return None;
-    }
-    let entry = BufferEntry { raw: b };
-    Some((entry, element_count(entry.dims())?))
-}
-
 /// An `XLA_FFI_Attrs` (the call's attributes or a nested dictionary), read: its
 /// three parallel arrays.
 #[derive(Clone, Copy)]
