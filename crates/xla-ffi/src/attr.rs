@@ -266,6 +266,13 @@ pub struct EnumValues {
 /// `&'f [T]` (exact element type), `Vec<T>` (numeric, converted like scalars),
 /// [`Dict`], `Option<T>` (absent → `None`), structs made with
 /// [`attributes!`](crate::attributes), and enums with `#[derive(`[`AttrEnum`](crate::AttrEnum)`)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an attribute type",
+    label = "not decodable from an attribute",
+    note = "attribute types: bool, i8..i64, u8..u64 (not usize or isize: XLA's integers have a fixed width), \
+            f32, f64, Complex<f32>, Complex<f64>, &str, String, &[T], Vec<T>, Option<T>, Dict, AttrValue, \
+            Pointer<T>, an enum with #[derive(xla_ffi::AttrEnum)], or a struct declared with xla_ffi::attributes!"
+)]
 pub trait FromAttr<'f>: Sized {
     /// What is expected, for messages: `"a float scalar"`.
     fn expected() -> String;
