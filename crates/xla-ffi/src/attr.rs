@@ -356,7 +356,11 @@ impl FromNumber for f32 {
             Number::Float(v) => {
                 let r = v as f32;
                 if r.is_infinite() && v.is_finite() {
-                    Err(format!("{v} overflows float32"))
+                    // `{:?}`: 1e300, not its 301 digits.
+                    Err(format!("{v:?} overflows float32"))
+                } else if r == 0.0 && v != 0.0 {
+                    // Rounding that keeps no digit is not harmless (an `eps` of 0).
+                    Err(format!("{v:?} underflows float32 (it would be 0)"))
                 } else {
                     Ok(r)
                 }

@@ -129,7 +129,24 @@ fn f64_to_f32_accepted_rounded() {
 #[test]
 fn f64_overflowing_f32_is_rejected() {
     let (_, r) = floats(AttrArg::scalar(1e300f64), AttrArg::scalar(1.0f64), AttrArg::bool(true));
-    expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "overflows float32"]);
+    let msg = expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "1e300 overflows float32"]);
+    assert!(msg.len() < 200, "the value is written short: {msg}");
+}
+
+/// Before the fix 1e-50 became 0.0f32 without a word: an `eps` of 0.
+#[test]
+fn f64_underflowing_f32_to_zero_is_rejected() {
+    for v in [1e-50f64, -1e-46] {
+        let (_, r) = floats(AttrArg::scalar(v), AttrArg::scalar(1.0f64), AttrArg::bool(true));
+        expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "underflows float32"]);
+    }
+    // A subnormal float32 keeps some digits, and zero stays zero: accepted.
+    let (call, r) = floats(AttrArg::scalar(1e-40f64), AttrArg::scalar(-0.0f64), AttrArg::bool(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0)[0], 1e-40f32 as f64);
+    let (call, r) = floats(AttrArg::scalar(-0.0f64), AttrArg::scalar(0.0f64), AttrArg::bool(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0)[0], 0.0);
 }
 
 #[test]
