@@ -505,6 +505,20 @@ pub trait FromAttrs<'f>: Sized {
     fn from_dict(dict: &Dict<'f>, cx: &mut FieldCx<'_>) -> Option<Self>;
 }
 
+/// The attribute name of an [`attributes!`](crate::attributes) field: its
+/// identifier without a raw prefix (`r#type` is the attribute `type`), as the
+/// [`handler`](crate::handler) macro names `Attr` parameters.
+#[doc(hidden)]
+pub const fn field_name(ident: &'static str) -> &'static str {
+    match ident.as_bytes() {
+        [b'r', b'#', rest @ ..] => match core::str::from_utf8(rest) {
+            Ok(name) => name,
+            Err(_) => ident,
+        },
+        _ => ident,
+    }
+}
+
 /// Collects what [`FromAttrs::from_dict`] finds.
 #[doc(hidden)]
 pub struct FieldCx<'a> {
@@ -662,14 +676,19 @@ macro_rules! attributes {
         // Every path is absolute (`::core`, `$crate`): user items named `Option`,
         // `Result`, `String`, `str` or a user `format!` in scope change nothing.
         impl<'f> $crate::FromAttrs<'f> for $name {
-            const NAMES: &'static [&'static ::core::primitive::str] = &[$(::core::stringify!($field)),*];
+            const NAMES: &'static [&'static ::core::primitive::str] =
+                &[$($crate::attr::field_name(::core::stringify!($field))),*];
             fn from_dict(
                 dict: &$crate::Dict<'f>,
                 cx: &mut $crate::attr::FieldCx<'_>,
             ) -> ::core::option::Option<Self> {
                 $(
                     let $field: ::core::option::Option<$fty> =
-                        cx.field(dict, ::core::stringify!($field), $crate::__default!($($default)?));
+                        cx.field(
+                            dict,
+                            $crate::attr::field_name(::core::stringify!($field)),
+                            $crate::__default!($($default)?),
+                        );
                 )*
                 ::core::option::Option::Some($name { $( $field: $field?, )* })
             }

@@ -627,3 +627,45 @@ fn attrs_struct_problems_reported_with_buffer_problems() {
         ],
     );
 }
+
+// ---- raw identifiers ----
+
+xla_ffi::attributes! {
+    /// Fields named by Rust keywords, as attributes `type` and `match`.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Keywords {
+        /// Required.
+        pub r#type: i64,
+        /// Defaulted.
+        pub r#match: bool = false,
+    }
+}
+
+/// out = [type, match]
+#[handler(target = "attr.keywords")]
+fn attr_keywords(mut out: ResultBuffer<i64>, kw: Attrs<Keywords>) -> Result<()> {
+    for (o, v) in out.as_uninit()?.iter_mut().zip([kw.r#type, kw.r#match as i64]) {
+        o.write(v);
+    }
+    Ok(())
+}
+
+/// Before the fix an `attributes!` field `r#type` was the attribute `r#type`, which
+/// no call can pass (`type=3` was "unknown attribute `type`"), unlike a handler's
+/// `r#type: Attr<i64>` parameter, which is `type`.
+#[test]
+fn raw_identifier_fields_are_the_plain_names() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<i64>(&[2]))
+        .attr("type", AttrArg::scalar(3i64))
+        .attr("match", AttrArg::bool(true));
+    expect_ok(call.run(ATTR_KEYWORDS));
+    assert_eq!(call.ret_as::<i64>(0), vec![3, 1]);
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[2])).attr("r#type", AttrArg::scalar(3i64));
+    expect_err(
+        call.run(ATTR_KEYWORDS),
+        ErrorCode::InvalidArgument,
+        &["attr.keywords", "attribute `type`: missing", "unknown attribute `r#type`"],
+    );
+    assert_eq!(<Keywords as xla_ffi::FromAttrs<'_>>::NAMES, ["type", "match"]);
+}
