@@ -1007,7 +1007,7 @@ impl CallBuilder {
             // device operand's address is the unsafe `Arg::device`'s promise).
             let need = count(&ret.dims).checked_mul(ret.dtype.byte_width().unwrap_or(0));
             let have = arg.data.len() * 8 - arg.offset_bytes;
-            if arg.device.is_none() && !need.is_some_and(|n| n <= have) {
+            if arg.device.is_none() && need.is_none_or(|n| n > have) {
                 let need = need.map_or_else(|| "too many".to_string(), |n| n.to_string());
                 panic!(
                     "CallBuilder: result {r} ({} {:?}, {need} bytes) is aliased to operand {a}, whose storage holds \
