@@ -325,7 +325,10 @@ impl<'f> RawBuffer<'f> {
         if self.dtype() != dtype {
             return Err(self.site().error(format!("is {}, not {dtype}", self.dtype())));
         }
-        if self.len > 0 && (self.data().is_null() || !(self.data() as usize).is_multiple_of(align)) {
+        if self.len > 0 && self.data().is_null() {
+            return Err(self.site().error(format!("null data pointer for {} elements", self.len)));
+        }
+        if self.len > 0 && !(self.data() as usize).is_multiple_of(align) {
             return Err(self.site().error(format!("data pointer {:p} is not aligned to {align} bytes", self.data())));
         }
         if let Some((role, i)) = self.aliased_by(operands) {
