@@ -428,7 +428,9 @@ impl<'f> FromAttr<'f> for String {
 
 impl<'f, T: Element> FromAttr<'f> for &'f [T] {
     fn expected() -> String {
-        format!("a {} array", T::DTYPE)
+        // `an int64 array`, `a uint8 array`, `a float32 array`.
+        let article = if T::DTYPE.name().starts_with("int") { "an" } else { "a" };
+        format!("{article} {} array", T::DTYPE)
     }
     fn type_name() -> String {
         format!("array<{}>", short_name(T::DTYPE))
@@ -445,7 +447,9 @@ impl<'f, T: Element> FromAttr<'f> for &'f [T] {
 
 impl<'f, T: FromNumber> FromAttr<'f> for Vec<T> {
     fn expected() -> String {
-        format!("an array of {}", T::WHAT.trim_start_matches("a ").trim_start_matches("an "))
+        // `an array of floats (float32 or float64)`, `an array of integers (i32)`.
+        let what = T::WHAT.trim_start_matches("a ").trim_start_matches("an ");
+        format!("an array of {}", what.replacen(" scalar", "s", 1))
     }
     fn type_name() -> String {
         format!("array<{}>", T::NAME)

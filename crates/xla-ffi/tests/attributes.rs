@@ -405,7 +405,7 @@ fn array_attribute_errors() {
         &[
             "attr.arrays",
             "2 problems",
-            "attribute `shape`: expected a int64 array, got int32 array of 2 elements",
+            "attribute `shape`: expected an int64 array, got int32 array of 2 elements",
             "attribute `perm`: element 1: 1099511627776 does not fit in i32",
         ],
     );
@@ -414,10 +414,13 @@ fn array_attribute_errors() {
         r,
         ErrorCode::InvalidArgument,
         &[
-            "attribute `shape`: expected a int64 array, got int64 scalar 3",
+            "attribute `shape`: expected an int64 array, got int64 scalar 3",
             "attribute `perm`: element 0: expected an integer scalar (i32), got 1.5",
         ],
     );
+    // Before the fix: "expected an array of integer scalar (i32)".
+    let (_, r) = arrays(AttrArg::array(&[1i64]), AttrArg::Str("0, 1".into()));
+    expect_err(r, ErrorCode::InvalidArgument, &["attribute `perm`: expected an array of integers (i32), got string"]);
 }
 
 // ---- nested dictionaries ----
