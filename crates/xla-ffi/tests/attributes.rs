@@ -298,6 +298,29 @@ fn several_unexpected_attributes() {
     );
 }
 
+/// Before the fix the second `x` read "unknown attribute `x`; this handler takes: x,
+/// y, z (did you mean `x`?)".
+#[test]
+fn an_attribute_given_twice_is_named_as_such() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[3]))
+        .attr("x", AttrArg::scalar(1.0f32))
+        .attr("y", AttrArg::scalar(1.0f64))
+        .attr("z", AttrArg::bool(true))
+        .attr("x", AttrArg::scalar(2.0f32))
+        .attr("other", AttrArg::scalar(1i64));
+    let msg = expect_err(
+        call.run(ATTR_FLOATS),
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.floats: 2 problems",
+            "attribute `x` is given more than once",
+            "unknown attribute `other`; this handler takes: x, y, z",
+        ],
+    );
+    assert!(!msg.contains("did you mean `x`"), "{msg}");
+}
+
 // ---- Option ----
 
 #[handler(target = "attr.optional")]
