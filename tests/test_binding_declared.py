@@ -290,6 +290,11 @@ def test_scale_factor_out_of_f32_range_and_traced() -> None:
     x = np.ones(2, np.float32)
     with pytest.raises(ValueError, match=r"examples\.scale: attribute 'factor': expected a float in the f32 range"):
         SCALE(x, factor=1e300)
+    with pytest.raises(
+        ValueError, match=r"examples\.scale: attribute 'factor': .* got 1e-50 \(float32 rounds it to 0\)"
+    ):
+        SCALE(x, factor=1e-50)
+    SCALE(x, factor=1e-40)[0].block_until_ready()  # a float32 subnormal: accepted
     with pytest.raises(TypeError, match=r"attribute 'factor' \(f32\) is traced"):
         jax.jit(lambda x, f: SCALE(x, factor=f))(x, 2.0)
 

@@ -222,6 +222,9 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
         out = float(value)
         if kind == "f32" and math.isfinite(out) and abs(out) > float(np.finfo(np.float32).max):
             raise ValueError(f"{where}: expected a float in the f32 range, got {out}")
+        if kind == "f32" and out != 0.0 and float(np.float32(out)) == 0.0:
+            # As the Rust decoder: a value float32 rounds to 0 keeps no digit.
+            raise ValueError(f"{where}: expected a float in the f32 range, got {out} (float32 rounds it to 0)")
         return out
     if kind in _INTS:
         if is_bool or not isinstance(value, (int, np.integer)):

@@ -743,8 +743,9 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
 
 /// The `__XLA_FFI_ARITY` const (what each parameter takes from the frame, for the
 /// count checks), and the compile-time checks of optional operands and results:
-/// trailing only, not beside `RemainingArgs`/`RemainingRets` (the rules' `?` marks
-/// are checked in [`declaration`]).
+/// trailing only, not beside `RemainingArgs`/`RemainingRets`; no operand after a
+/// `RemainingArgs`, no result after a `RemainingRets` (the rules' `?` marks are
+/// checked in [`declaration`]).
 fn arity(krate: &syn::Path, params: &[Param]) -> TokenStream2 {
     let mut entries = Vec::new();
     let mut checks = Vec::new();
@@ -769,15 +770,30 @@ fn arity(krate: &syn::Path, params: &[Param]) -> TokenStream2 {
             )
         };
         let (args_msg, rets_msg) = (order("operand", "RemainingArgs"), order("result", "RemainingRets"));
+        // `RemainingArgs` takes every operand left, so one declared after it would
+        // be missing from every call.
+        let after = |what: &str, rest: &str| {
+            format!(
+                "parameter `{name}`: no {what} can follow `{rest}`, which takes every {what} left; declare `{name}` \
+                 before it"
+            )
+        };
+        let (args_after, rets_after) = (after("operand", "RemainingArgs"), after("result", "RemainingRets"));
         checks.push(quote_spanned! {p.span=>
             {
                 let (a, oa, va) = (#d::ARGS, #d::OPTIONAL_ARGS, #d::VARIADIC_ARGS);
                 if (opt_args && (a > oa || va)) || (var_args && oa > 0) {
                     ::core::panic!(#args_msg);
                 }
+                if var_args && (a > 0 || va) {
+                    ::core::panic!(#args_after);
+                }
                 let (r, or, vr) = (#d::RETS, #d::OPTIONAL_RETS, #d::VARIADIC_RETS);
                 if (opt_rets && (r > or || vr)) || (var_rets && or > 0) {
                     ::core::panic!(#rets_msg);
+                }
+                if var_rets && (r > 0 || vr) {
+                    ::core::panic!(#rets_after);
                 }
                 opt_args |= oa > 0;
                 var_args |= va;

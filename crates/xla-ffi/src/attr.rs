@@ -266,6 +266,13 @@ pub struct EnumValues {
 /// `&'f [T]` (exact element type), `Vec<T>` (numeric, converted like scalars),
 /// [`Dict`], `Option<T>` (absent → `None`), structs made with
 /// [`attributes!`](crate::attributes), and enums with `#[derive(`[`AttrEnum`](crate::AttrEnum)`)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an attribute type",
+    label = "not decodable from an attribute",
+    note = "attribute types: bool, i8..i64, u8..u64 (not usize or isize: XLA's integers have a fixed width), \
+            f32, f64, Complex<f32>, Complex<f64>, &str, String, &[T], Vec<T>, Option<T>, Dict, AttrValue, \
+            Pointer<T>, an enum with #[derive(xla_ffi::AttrEnum)], or a struct declared with xla_ffi::attributes!"
+)]
 pub trait FromAttr<'f>: Sized {
     /// What is expected, for messages: `"a float scalar"`.
     fn expected() -> String;
@@ -349,7 +356,11 @@ impl FromNumber for f32 {
             Number::Float(v) => {
                 let r = v as f32;
                 if r.is_infinite() && v.is_finite() {
-                    Err(format!("{v} overflows float32"))
+                    // `{:?}`: 1e300, not its 301 digits.
+                    Err(format!("{v:?} overflows float32"))
+                } else if r == 0.0 && v != 0.0 {
+                    // Rounding that keeps no digit is not harmless (an `eps` of 0).
+                    Err(format!("{v:?} underflows float32 (it would be 0)"))
                 } else {
                     Ok(r)
                 }
@@ -417,7 +428,9 @@ impl<'f> FromAttr<'f> for String {
 
 impl<'f, T: Element> FromAttr<'f> for &'f [T] {
     fn expected() -> String {
-        format!("a {} array", T::DTYPE)
+        // `an int64 array`, `a uint8 array`, `a float32 array`.
+        let article = if T::DTYPE.name().starts_with("int") { "an" } else { "a" };
+        format!("{article} {} array", T::DTYPE)
     }
     fn type_name() -> String {
         format!("array<{}>", short_name(T::DTYPE))
@@ -434,7 +447,9 @@ impl<'f, T: Element> FromAttr<'f> for &'f [T] {
 
 impl<'f, T: FromNumber> FromAttr<'f> for Vec<T> {
     fn expected() -> String {
-        format!("an array of {}", T::WHAT.trim_start_matches("a ").trim_start_matches("an "))
+        // `an array of floats (float32 or float64)`, `an array of integers (i32)`.
+        let what = T::WHAT.trim_start_matches("a ").trim_start_matches("an ");
+        format!("an array of {}", what.replacen(" scalar", "s", 1))
     }
     fn type_name() -> String {
         format!("array<{}>", T::NAME)
@@ -492,6 +507,20 @@ pub trait FromAttrs<'f>: Sized {
     const NAMES: &'static [&'static str];
     /// Decodes the fields; each problem goes to `cx`.
     fn from_dict(dict: &Dict<'f>, cx: &mut FieldCx<'_>) -> Option<Self>;
+}
+
+/// The attribute name of an [`attributes!`](crate::attributes) field: its
+/// identifier without a raw prefix (`r#type` is the attribute `type`), as the
+/// [`handler`](crate::handler) macro names `Attr` parameters.
+#[doc(hidden)]
+pub const fn field_name(ident: &'static str) -> &'static str {
+    match ident.as_bytes() {
+        [b'r', b'#', rest @ ..] => match core::str::from_utf8(rest) {
+            Ok(name) => name,
+            Err(_) => ident,
+        },
+        _ => ident,
+    }
 }
 
 /// Collects what [`FromAttrs::from_dict`] finds.
@@ -651,14 +680,19 @@ macro_rules! attributes {
         // Every path is absolute (`::core`, `$crate`): user items named `Option`,
         // `Result`, `String`, `str` or a user `format!` in scope change nothing.
         impl<'f> $crate::FromAttrs<'f> for $name {
-            const NAMES: &'static [&'static ::core::primitive::str] = &[$(::core::stringify!($field)),*];
+            const NAMES: &'static [&'static ::core::primitive::str] =
+                &[$($crate::attr::field_name(::core::stringify!($field))),*];
             fn from_dict(
                 dict: &$crate::Dict<'f>,
                 cx: &mut $crate::attr::FieldCx<'_>,
             ) -> ::core::option::Option<Self> {
                 $(
                     let $field: ::core::option::Option<$fty> =
-                        cx.field(dict, ::core::stringify!($field), $crate::__default!($($default)?));
+                        cx.field(
+                            dict,
+                            $crate::attr::field_name(::core::stringify!($field)),
+                            $crate::__default!($($default)?),
+                        );
                 )*
                 ::core::option::Option::Some($name { $( $field: $field?, )* })
             }

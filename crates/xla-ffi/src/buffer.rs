@@ -325,7 +325,10 @@ impl<'f> RawBuffer<'f> {
         if self.dtype() != dtype {
             return Err(self.site().error(format!("is {}, not {dtype}", self.dtype())));
         }
-        if self.len > 0 && (self.data().is_null() || !(self.data() as usize).is_multiple_of(align)) {
+        if self.len > 0 && self.data().is_null() {
+            return Err(self.site().error(format!("null data pointer for {} elements", self.len)));
+        }
+        if self.len > 0 && !(self.data() as usize).is_multiple_of(align) {
             return Err(self.site().error(format!("data pointer {:p} is not aligned to {align} bytes", self.data())));
         }
         if let Some((role, i)) = self.aliased_by(operands) {
@@ -592,10 +595,34 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
     /// [`InOut::InPlace`] holding the input's values; if they are apart,
     /// [`InOut::Separate`]. Partial overlap is an error.
     ///
-    /// ```ignore
-    /// match y.with_input::<f32, _, 1>(&x)? {
-    ///     InOut::Separate { input, output } => scale(input, output),
-    ///     InOut::InPlace(xy) => xy.iter_mut().for_each(|v| *v *= 2.0),
+    /// The last generic argument is the input's rank parameter (`ANY_RANK` for a
+    /// plain `Buffer<T>`); `_` infers it:
+    ///
+    /// ```
+    /// use xla_ffi::testing::{Arg, CallBuilder};
+    /// use xla_ffi::{handler, Buffer, InOut, Result, ResultBuffer};
+    ///
+    /// /// y = 2x; in place when XLA aliases y to x (`input_output_aliases`).
+    /// #[handler(target = "demo.double")]
+    /// fn demo_double(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
+    ///     match y.with_input::<f32, _, _>(&x)? {
+    ///         InOut::Separate { input, output } => {
+    ///             for (o, &v) in output.iter_mut().zip(input) {
+    ///                 o.write(2.0 * v);
+    ///             }
+    ///         }
+    ///         InOut::InPlace(xy) => xy.iter_mut().for_each(|v| *v *= 2.0),
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// for aliased in [false, true] {
+    ///     let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[2]));
+    ///     if aliased {
+    ///         call = call.alias(0, 0);
+    ///     }
+    ///     call.run(DEMO_DOUBLE).unwrap();
+    ///     assert_eq!(call.ret_as::<f32>(0), vec![2.0, 4.0]);
     /// }
     /// ```
     pub fn with_input<'a, 'g, T: Element, E: ElementSpec, const S: usize>(

@@ -266,8 +266,17 @@ impl<'f> Call<'f> {
             .map(|i| attrs.name_at(i).unwrap_or("?").to_string())
             .collect();
         if !extra.is_empty() && !self.accept_unbound_attrs {
-            let msg = unknown_attrs_message(self.info.target, &extra, &self.declared_attr_names());
-            self.problems.push(msg);
+            // An unbound entry with a declared name is a second entry of that name
+            // (XLA's dictionaries have none; a synthetic or hand-made one may).
+            let declared = self.declared_attr_names();
+            let (twice, unknown): (Vec<String>, Vec<String>) =
+                extra.into_iter().partition(|n| declared.contains(&n.as_str()));
+            for name in twice {
+                self.problems.push(format!("{}: attribute `{name}` is given more than once", self.info.target));
+            }
+            if !unknown.is_empty() {
+                self.problems.push(unknown_attrs_message(self.info.target, &unknown, &declared));
+            }
         }
         match self.problems.len() {
             0 => Ok(()),

@@ -242,6 +242,13 @@ impl fmt::Debug for Pred {
 /// `float _Complex` and C++'s `std::complex<float>` that XLA stores (real part
 /// first), with the alignment of `T`; the crate is re-exported as
 /// [`xla_ffi::num_complex`](crate::num_complex).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an XLA element type",
+    label = "not an element type",
+    note = "element types: Pred (PRED: a byte, which may hold values other than 0 and 1, so never `bool`), \
+            i8..i64, u8..u64, half::f16, half::bf16, f32, f64, Complex<f32>, Complex<f64>; for a buffer of \
+            any float, complex or dtype: AnyFloat, AnyComplex, AnyType"
+)]
 pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// The XLA type code of `Self`.
     const DTYPE: DataType;

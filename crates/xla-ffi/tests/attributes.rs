@@ -129,7 +129,24 @@ fn f64_to_f32_accepted_rounded() {
 #[test]
 fn f64_overflowing_f32_is_rejected() {
     let (_, r) = floats(AttrArg::scalar(1e300f64), AttrArg::scalar(1.0f64), AttrArg::bool(true));
-    expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "overflows float32"]);
+    let msg = expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "1e300 overflows float32"]);
+    assert!(msg.len() < 200, "the value is written short: {msg}");
+}
+
+/// Before the fix 1e-50 became 0.0f32 without a word: an `eps` of 0.
+#[test]
+fn f64_underflowing_f32_to_zero_is_rejected() {
+    for v in [1e-50f64, -1e-46] {
+        let (_, r) = floats(AttrArg::scalar(v), AttrArg::scalar(1.0f64), AttrArg::bool(true));
+        expect_err(r, ErrorCode::InvalidArgument, &["attr.floats", "attribute `x`", "underflows float32"]);
+    }
+    // A subnormal float32 keeps some digits, and zero stays zero: accepted.
+    let (call, r) = floats(AttrArg::scalar(1e-40f64), AttrArg::scalar(-0.0f64), AttrArg::bool(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0)[0], 1e-40f32 as f64);
+    let (call, r) = floats(AttrArg::scalar(-0.0f64), AttrArg::scalar(0.0f64), AttrArg::bool(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0)[0], 0.0);
 }
 
 #[test]
@@ -281,6 +298,29 @@ fn several_unexpected_attributes() {
     );
 }
 
+/// Before the fix the second `x` read "unknown attribute `x`; this handler takes: x,
+/// y, z (did you mean `x`?)".
+#[test]
+fn an_attribute_given_twice_is_named_as_such() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f64>(&[3]))
+        .attr("x", AttrArg::scalar(1.0f32))
+        .attr("y", AttrArg::scalar(1.0f64))
+        .attr("z", AttrArg::bool(true))
+        .attr("x", AttrArg::scalar(2.0f32))
+        .attr("other", AttrArg::scalar(1i64));
+    let msg = expect_err(
+        call.run(ATTR_FLOATS),
+        ErrorCode::InvalidArgument,
+        &[
+            "attr.floats: 2 problems",
+            "attribute `x` is given more than once",
+            "unknown attribute `other`; this handler takes: x, y, z",
+        ],
+    );
+    assert!(!msg.contains("did you mean `x`"), "{msg}");
+}
+
 // ---- Option ----
 
 #[handler(target = "attr.optional")]
@@ -388,7 +428,7 @@ fn array_attribute_errors() {
         &[
             "attr.arrays",
             "2 problems",
-            "attribute `shape`: expected a int64 array, got int32 array of 2 elements",
+            "attribute `shape`: expected an int64 array, got int32 array of 2 elements",
             "attribute `perm`: element 1: 1099511627776 does not fit in i32",
         ],
     );
@@ -397,10 +437,13 @@ fn array_attribute_errors() {
         r,
         ErrorCode::InvalidArgument,
         &[
-            "attribute `shape`: expected a int64 array, got int64 scalar 3",
+            "attribute `shape`: expected an int64 array, got int64 scalar 3",
             "attribute `perm`: element 0: expected an integer scalar (i32), got 1.5",
         ],
     );
+    // Before the fix: "expected an array of integer scalar (i32)".
+    let (_, r) = arrays(AttrArg::array(&[1i64]), AttrArg::Str("0, 1".into()));
+    expect_err(r, ErrorCode::InvalidArgument, &["attribute `perm`: expected an array of integers (i32), got string"]);
 }
 
 // ---- nested dictionaries ----
@@ -609,4 +652,46 @@ fn attrs_struct_problems_reported_with_buffer_problems() {
             "attribute `iters`: expected an integer scalar",
         ],
     );
+}
+
+// ---- raw identifiers ----
+
+xla_ffi::attributes! {
+    /// Fields named by Rust keywords, as attributes `type` and `match`.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Keywords {
+        /// Required.
+        pub r#type: i64,
+        /// Defaulted.
+        pub r#match: bool = false,
+    }
+}
+
+/// out = [type, match]
+#[handler(target = "attr.keywords")]
+fn attr_keywords(mut out: ResultBuffer<i64>, kw: Attrs<Keywords>) -> Result<()> {
+    for (o, v) in out.as_uninit()?.iter_mut().zip([kw.r#type, kw.r#match as i64]) {
+        o.write(v);
+    }
+    Ok(())
+}
+
+/// Before the fix an `attributes!` field `r#type` was the attribute `r#type`, which
+/// no call can pass (`type=3` was "unknown attribute `type`"), unlike a handler's
+/// `r#type: Attr<i64>` parameter, which is `type`.
+#[test]
+fn raw_identifier_fields_are_the_plain_names() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<i64>(&[2]))
+        .attr("type", AttrArg::scalar(3i64))
+        .attr("match", AttrArg::bool(true));
+    expect_ok(call.run(ATTR_KEYWORDS));
+    assert_eq!(call.ret_as::<i64>(0), vec![3, 1]);
+    let mut call = CallBuilder::new().ret(Arg::zeros::<i64>(&[2])).attr("r#type", AttrArg::scalar(3i64));
+    expect_err(
+        call.run(ATTR_KEYWORDS),
+        ErrorCode::InvalidArgument,
+        &["attr.keywords", "attribute `type`: missing", "unknown attribute `r#type`"],
+    );
+    assert_eq!(<Keywords as xla_ffi::FromAttrs<'_>>::NAMES, ["type", "match"]);
 }

@@ -321,6 +321,21 @@ fn misaligned_operand_is_an_error() {
     expect_err(call.run(DEC_ADD), ErrorCode::InvalidArgument, &["dec.add", "operand 0 (x)", "not aligned to 4 bytes"]);
 }
 
+/// Before the fix a null data pointer was "data pointer 0x0 is not aligned to 4
+/// bytes", which sends one looking for an alignment problem.
+#[test]
+fn null_data_pointer_is_named_as_such() {
+    // SAFETY: the decoder refuses a null pointer for a non-empty buffer before reading.
+    let mut call =
+        unsafe { add_call(f32s(&[1.0, 2.0]), f32s(&[1.0, 2.0]), Arg::zeros::<f32>(&[2])).arg_data_address(1, 0) };
+    let msg = expect_err(
+        call.run(DEC_ADD),
+        ErrorCode::InvalidArgument,
+        &["dec.add", "operand 1 (y)", "null data pointer for 2 elements"],
+    );
+    assert!(!msg.contains("aligned"), "{msg}");
+}
+
 #[test]
 fn misaligned_result_is_an_error() {
     let mut call = add_call(f32s(&[1.0, 2.0]), f32s(&[1.0, 2.0]), Arg::zeros::<f32>(&[2]).misaligned(2));

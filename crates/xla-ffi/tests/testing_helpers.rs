@@ -92,3 +92,30 @@ fn a_device_buffer_needs_a_device_call() {
     assert_eq!(code, xla_ffi::ErrorCode::FailedPrecondition, "{msg}");
     assert!(msg.contains("th.sum") && msg.contains("device platform"), "{msg}");
 }
+
+#[handler(target = "th.fill")]
+fn th_fill(_x: Buffer, mut y: ResultBuffer<f32>) -> Result<()> {
+    y.as_uninit()?.iter_mut().for_each(|o| _ = o.write(7.0));
+    Ok(())
+}
+
+/// Before the fix `alias` pointed a float32[1000] result at a zero-size (or token)
+/// operand's 8 bytes of storage: the operand covers no bytes, so nothing overlapped,
+/// and the handler's safe `as_uninit()` wrote 4000 bytes past them (heap corruption,
+/// SIGSEGV).
+#[test]
+fn an_aliased_result_must_fit_the_operand() {
+    for (what, operand) in [("a zero-size operand", Arg::from_slice::<f32>(&[], &[0])), ("a token", Arg::token())] {
+        let mut call = CallBuilder::new().arg(operand).ret(Arg::zeros::<f32>(&[1000])).alias(0, 0);
+        refused(
+            what,
+            || drop(call.run(TH_FILL)),
+            &["result 0 (float32 [1000], 4000 bytes) is aliased to operand 0", "storage holds 8 bytes"],
+        );
+    }
+    // A result that fits (the same shape, or fewer bytes) still runs.
+    let mut call =
+        CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
+    let (_, msg) = call.run(TH_FILL).expect_err("an aliased result is refused as a plain slice");
+    assert!(msg.contains("th.fill") && msg.contains("shares memory with operand 0"), "{msg}");
+}

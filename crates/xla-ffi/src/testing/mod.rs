@@ -881,6 +881,11 @@ impl CallBuilder {
         self
     }
     /// Makes result `ret` share operand `arg`'s memory, as `input_output_aliases` does.
+    ///
+    /// The result may describe fewer bytes than the operand holds (to test the
+    /// checks on a mismatched pair), never more: [`run`](Self::run) panics if it
+    /// does, since the handler would write the result's bytes into the operand's
+    /// storage.
     pub fn alias(mut self, arg: usize, ret: usize) -> Self {
         self.alias.push((arg, ret));
         self
@@ -979,7 +984,8 @@ impl CallBuilder {
     /// data ([`arg_entry_is_data`](Self::arg_entry_is_data)) but still tagged BUFFER,
     /// or a device buffer ([`Arg::device`]) in a call that is not a device call with a
     /// stream ([`device_stream`](Self::device_stream)), where a host handler would
-    /// read the device address as host memory.
+    /// read the device address as host memory; or a result [aliased](Self::alias)
+    /// to a host operand whose storage is smaller than the result's bytes.
     pub fn run(&mut self, handler: impl Into<Handler>) -> CallResult {
         let handler: HandlerFn = handler.into().as_raw();
         for &a in &self.data_entries {
@@ -995,6 +1001,21 @@ impl CallBuilder {
             "CallBuilder: a device buffer (Arg::device) needs a device call: CallBuilder::device_stream with a \
              non-zero stream, and no other API table after it"
         );
+        for &(a, r) in &self.alias {
+            let (arg, ret) = (&self.args[a], &self.rets[r]);
+            // The result's bytes are written where the operand's storage lies (a
+            // device operand's address is the unsafe `Arg::device`'s promise).
+            let need = count(&ret.dims).checked_mul(ret.dtype.byte_width().unwrap_or(0));
+            let have = arg.data.len() * 8 - arg.offset_bytes;
+            if arg.device.is_none() && need.is_none_or(|n| n > have) {
+                let need = need.map_or_else(|| "too many".to_string(), |n| n.to_string());
+                panic!(
+                    "CallBuilder: result {r} ({} {:?}, {need} bytes) is aliased to operand {a}, whose storage holds \
+                     {have} bytes; XLA aliases buffers of one shape and dtype",
+                    ret.dtype, ret.dims,
+                );
+            }
+        }
         let mut store = AttrStore::default();
         let attrs = store.dict(&self.attrs);
         let options = store.dict(&self.custom_options);
