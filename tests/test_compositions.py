@@ -87,3 +87,42 @@ def test_hessian_of_a_custom_jvp_rule_calling_kepler_jvp() -> None:
     f = lambda m, e: wrapped_kepler("both")(m, e).sum()  # noqa: E731
     g = lambda m, e: wrapped_ref("both")(m, e).sum()  # noqa: E731
     close(jax.hessian(f, (0, 1))(M[0], E[0]), jax.hessian(g, (0, 1))(M[0], E[0]), 1e-7)
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_int_and_bool_results_have_zero_tangents(vectorized: bool) -> None:
+    """A python op whose results are all integer or bool needs no JVP rule: their
+    only tangent is zero, so a mask or an index from it differentiates through
+    ``where``/gathers (it raised "Differentiation rule ... not implemented")."""
+    positive = xr.python_op(
+        lambda x: x > 0,
+        abstract_eval=lambda x: jax.ShapeDtypeStruct(x.shape, jnp.bool_),
+        vectorized=vectorized,
+        name=f"positive_{vectorized}",
+    )
+    floor = xr.python_op(
+        lambda x: np.floor(x).astype(np.int32),
+        abstract_eval=lambda x: jax.ShapeDtypeStruct(x.shape, jnp.int32),
+        vectorized=vectorized,
+        name=f"floor_{vectorized}",
+    )
+
+    def f(x: Any) -> Any:
+        return (jnp.where(positive(x), x * x, -x) * floor(x)).sum()
+
+    def f_ref(x: Any) -> Any:
+        return (jnp.where(x > 0, x * x, -x) * jnp.floor(x)).sum()
+
+    close(jax.grad(f)(X), jax.grad(f_ref)(X))
+    close(jax.jit(jax.vmap(jax.grad(f)))(X), jax.vmap(jax.grad(f_ref))(X))
+    close(jax.jacfwd(f)(X[0]), jax.jacfwd(f_ref)(X[0]))
+    close(jax.hessian(f)(X[0]), jax.hessian(f_ref)(X[0]))
+    (y, dy) = jax.jvp(floor, (X,), (jnp.ones_like(X),))
+    assert dy.dtype == jax.dtypes.float0 and dy.shape == X.shape
+    np.testing.assert_array_equal(np.asarray(y), np.floor(X))
+
+
+def test_a_float_result_without_jvp_rule_names_the_op() -> None:
+    op = xr.python_op(lambda x: np.sin(x), abstract_eval=lambda x: x, name="sine_no_rule")
+    with pytest.raises(NotImplementedError, match=r"sine_no_rule.*no JVP rule"):
+        jax.grad(lambda x: op(x).sum())(X)

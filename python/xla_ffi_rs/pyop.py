@@ -347,9 +347,13 @@ class PythonOp(Op):
             batched=batched,
         )
         super().def_batching(_weak_method(ref, name, "_sequential_or_vectorized"))
-        if fixed:  # differentiating with respect to a fixed operand names it, with rules or without
-            names = pyop_rules.names_of(fn)
-            ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(None, name, names, fixed, _vmap_levels, _user)
+        # Without a JVP rule: integer and bool results have zero tangents, a float
+        # result says it has no rule, and a fixed operand is named, with rules or without.
+        names = pyop_rules.names_of(fn)
+        ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
+            None, name, names, fixed, _vmap_levels, _user, self.primitive.bind
+        )
+        if fixed:
             ad.primitive_transposes[self.primitive] = pyop_rules.transpose_rule(
                 None, name, names, fixed, lambda *a: [], lambda params: True
             )
