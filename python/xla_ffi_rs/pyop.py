@@ -121,7 +121,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, pyop_rules
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
-from xla_ffi_rs._op import _weak_method
+from xla_ffi_rs._op import _explicit_spec, _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
     BatchRule,
@@ -605,8 +605,20 @@ class PythonOp(Op):
             outs: Sequence[Any] = self.primitive.bind(*args, **params)
             return outs
 
-        outs = jax.lax.map(one, [jnp.moveaxis(operands[i], int(dims[i] or 0), 0) for i in mapped])
+        outs = jax.lax.map(one, [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped])
         return outs, [0] * len(outs)
+
+
+def _whole_axis_0(x: Any) -> Any:
+    """``x`` with its leading axis whole, where its type splits it over explicit mesh
+    axes: ``lax.map`` loops over that axis and refuses a split one ("0th dimension of
+    all xs should be replicated"), so a sequential vmap over an explicitly sharded
+    axis gathers it first."""
+    spec = _explicit_spec(jax.typeof(x))
+    if spec is None or spec[0] is None:
+        return x
+    sharding = jax.typeof(x).sharding
+    return jax.sharding.reshard(x, sharding.update(spec=jax.sharding.PartitionSpec(None, *spec[1:])))
 
 
 class _WeakHandle:

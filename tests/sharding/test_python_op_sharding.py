@@ -148,6 +148,20 @@ def test_vmap_of_a_vectorized_op_with_an_unbatched_weight(partitioner: str, in_a
     assert all(a[0] == b[0] and a[0] < x.shape[in_axes] for a, b in shapes), shapes
 
 
+@pytest.mark.parametrize("in_axes", [0, 1, 2])
+def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
+    """vmap of an op without ``vectorized`` loops with ``lax.map``, which refuses a
+    mapped axis split over explicit mesh axes ("0th dimension of all xs should be
+    replicated", naming no op): the axis is gathered first."""
+    op = python_op(lambda x, w: x * w, abstract_eval=lambda x, w: x, name="sequential_scale")
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    x = np.random.default_rng(2).normal(size=(8, 4, 6))
+    xs = jax.device_put(x, NamedSharding(mesh, P("a", "b")))
+    w = np.arange(1.0, 7.0)[: x.shape[2]] if in_axes != 2 else np.float64(3.0)
+    got = jax.jit(jax.vmap(op, in_axes=(in_axes, None)))(xs, w)
+    np.testing.assert_allclose(np.asarray(got), np.moveaxis(x, in_axes, 0) * w, rtol=1e-15)
+
+
 @pytest.mark.parametrize(
     ("w", "batched_out", "words"),
     [
