@@ -19,8 +19,8 @@ import xla_ffi_rs as xr
 from xla_ffi_rs.ops.kepler import kepler_jnp
 
 RNG = np.random.default_rng(7)
-M = RNG.uniform(-6, 6, (3, 4))
-E = RNG.uniform(0, 0.9, (3, 4))
+M = jnp.asarray(RNG.uniform(-6, 6, (3, 4)))
+E = jnp.asarray(RNG.uniform(0, 0.9, (3, 4)))
 X = RNG.normal(size=(3, 5))
 W = RNG.uniform(0.5, 1.5, 5)
 
@@ -126,3 +126,97 @@ def test_a_float_result_without_jvp_rule_names_the_op() -> None:
     op = xr.python_op(lambda x: np.sin(x), abstract_eval=lambda x: x, name="sine_no_rule")
     with pytest.raises(NotImplementedError, match=r"sine_no_rule.*no JVP rule"):
         jax.grad(lambda x: op(x).sum())(X)
+
+
+def kf(m: Any, e: Any) -> Any:
+    s, c = xr.kepler(m, e)
+    return (s * c + s).sum()
+
+
+def kf_ref(m: Any, e: Any) -> Any:
+    s, c = kepler_jnp(m, e)
+    return (s * c + s).sum()
+
+
+def rf(x: Any, w: Any) -> Any:
+    return (xr.rms_norm(x, w) ** 2 * jnp.arange(x.shape[-1])).sum()
+
+
+def rf_ref(x: Any, w: Any) -> Any:
+    return (rms_ref(x, w) ** 2 * jnp.arange(x.shape[-1])).sum()
+
+
+def branchy(p: Any, i: Any, x: Any, w: Any, m: Any, e: Any, norm: Any, solve: Any) -> Any:
+    """The ops in cond/switch branches and in while/fori loop bodies."""
+    y = lax.cond(p, lambda x: norm(x, w), lambda x: 2 * x, x)
+    y = lax.switch(i, [lambda y: y, lambda y: norm(y * 3, w), lambda y: -y], y)
+    y = lax.fori_loop(0, 2, lambda _, y: norm(y, w) + 0.5, y)
+    m2, _ = lax.while_loop(lambda c: c[1] < 2, lambda c: (solve(c[0], e)[0] + m, c[1] + 1), (m, 0))
+    return y.sum() + m2.sum()
+
+
+@pytest.mark.parametrize(("p", "i"), [(True, 0), (False, 1), (True, 2)])
+def test_control_flow_branches_and_loops(p: bool, i: int) -> None:
+    ours = lambda x, w, m: branchy(p, i, x, w, m, E, xr.rms_norm, xr.kepler)  # noqa: E731
+    ref = lambda x, w, m: branchy(p, i, x, w, m, E, rms_ref, kepler_jnp)  # noqa: E731
+    close(jax.jit(ours)(X, W, M), ref(X, W, M))
+    close(jax.jit(jax.grad(ours, (0, 1)))(X, W, M), jax.grad(ref, (0, 1))(X, W, M), 1e-8)
+    close(jax.jvp(ours, (X, W, M), (X, W, M)), jax.jvp(ref, (X, W, M), (X, W, M)), 1e-8)
+    # a batched predicate and index: both branches run, then select
+    ps, idx = jnp.array([p, not p, p]), jnp.array([i, (i + 1) % 3, 2])
+    batched = jax.vmap(lambda p, i, x: branchy(p, i, x, W, M, E, xr.rms_norm, xr.kepler))
+    batched_ref = jax.vmap(lambda p, i, x: branchy(p, i, x, W, M, E, rms_ref, kepler_jnp))
+    close(batched(ps, idx, X), batched_ref(ps, idx, X))
+
+
+POLICIES = {
+    "default": None,
+    "nothing_saveable": jax.checkpoint_policies.nothing_saveable,
+    "everything_saveable": jax.checkpoint_policies.everything_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_checkpoint_policies(policy: str) -> None:
+    pol = POLICIES[policy]
+    close(jax.jit(jax.grad(jax.checkpoint(kf, policy=pol), (0, 1)))(M, E), jax.grad(kf_ref, (0, 1))(M, E))
+    close(jax.jit(jax.grad(jax.checkpoint(rf, policy=pol), (0, 1)))(X, W), jax.grad(rf_ref, (0, 1))(X, W), 1e-8)
+    close(jax.hessian(jax.checkpoint(kf, policy=pol))(M[0], E[0]), jax.hessian(kf_ref)(M[0], E[0]), 1e-7)
+    close(jax.hessian(jax.checkpoint(rf, policy=pol))(X[0], W), jax.hessian(rf_ref)(X[0], W), 1e-7)
+
+
+def test_named_call_compile_time_eval_and_aot_reuse() -> None:
+    close(jax.jit(jax.named_call(xr.kepler, name="solve"))(M, E), kepler_jnp(M, E))
+    close(jax.grad(jax.named_call(rf, name="norm"))(X, W), jax.grad(rf_ref)(X, W), 1e-8)
+
+    def constant_folded(x: Any) -> Any:
+        with jax.ensure_compile_time_eval():
+            y = xr.rms_norm(X, W) + xr.kepler(M[:, :1], E[:, :1])[0]
+        return x + y
+
+    close(jax.jit(constant_folded)(X), X + rms_ref(X, W) + kepler_jnp(M[:, :1], E[:, :1])[0])
+    solve = jax.jit(xr.kepler).lower(M, E).compile()
+    grad = jax.jit(jax.grad(rf, (0, 1))).lower(X, W).compile()
+    for k in range(3):  # one executable, new inputs each time
+        close(solve(M + k, E / (k + 1)), kepler_jnp(M + k, E / (k + 1)))
+        close(grad(X * (k + 1), W + k), jax.grad(rf_ref, (0, 1))(X * (k + 1), W + k), 1e-8)
+
+
+@pytest.mark.parametrize("in_axes", [-1, 1])
+@pytest.mark.parametrize("size", [0, 1, 3])
+def test_vmap_trailing_axes_and_small_sizes(in_axes: int, size: int) -> None:
+    """vmap over a trailing axis (``in_axes=-1``) and over axes of size 0 and 1,
+    forward and under grad, the mapped operand transposed/sliced first."""
+    x = np.ascontiguousarray(np.broadcast_to(X[:, :1], (3, size)))[:, :size] + np.arange(size)
+    m, e = M[:, :size], E[:, :size]
+    norm = jax.vmap(lambda x: xr.rms_norm(x, W[:3]), in_axes=in_axes, out_axes=in_axes)
+    close(jax.jit(norm)(x), jax.vmap(lambda x: rms_ref(x, W[:3]), in_axes=in_axes, out_axes=in_axes)(x))
+    close(jax.vmap(xr.kepler, in_axes=in_axes, out_axes=in_axes)(m, e), kepler_jnp(m, e))
+    g = jax.vmap(jax.grad(kf, (0, 1)), in_axes=in_axes)(m, e)
+    close(g, jax.vmap(jax.grad(kf_ref, (0, 1)), in_axes=in_axes)(m, e))
+    close(
+        jax.vmap(jax.grad(rf), in_axes=(in_axes, None))(x.T.T, W[:3]),
+        jax.vmap(jax.grad(rf_ref), in_axes=(in_axes, None))(x, W[:3]),
+        1e-8,
+    )
