@@ -220,7 +220,7 @@ class Op:
                 return _token_call(call_ctx, ctx, target, op.tokens, operands, attributes, lowering_args)[:n_out]
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
                 return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
-            batched_in, batched_out = op.batched(len(ctx.avals_in), n_out)
+            batched_in, batched_out = op.batched(len(ctx.avals_in), n_out, **params)
             results = _sharding.batch_partitioned_call(
                 call_ctx,
                 target,
@@ -237,8 +237,9 @@ class Op:
 
         return lowering
 
-    def batched(self, n_in: int, n_out: int) -> tuple[list[bool], list[bool]]:
-        """Which operands and results carry the batch axes (see ``batched``)."""
+    def batched(self, n_in: int, n_out: int, **params: Any) -> tuple[list[bool], list[bool]]:
+        """Which operands and results carry the batch axes (see ``batched``), for a
+        call with static parameters ``params``."""
         batched_in, batched_out = self._batched or ([True] * n_in, [True] * n_out)
         # A call without its optional operands binds fewer than the declaration has.
         return list(batched_in)[:n_in], [b and i not in self.reductions for i, b in enumerate(batched_out)]
@@ -311,7 +312,7 @@ class Op:
         if not typed_in:
             return outs
         mesh = typed_in[0][0].sharding.mesh
-        batched_in, batched_out = self.batched(len(avals), len(outs))
+        batched_in, batched_out = self.batched(len(avals), len(outs), **params)
         n_batch = self.batch_dims(*avals, **params)
         lead = next((s[:n_batch] for s, b in zip(specs, batched_in, strict=True) if b and s), ())
         typed = []

@@ -121,7 +121,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, pyop_rules
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
-from xla_ffi_rs._op import _weak_method
+from xla_ffi_rs._op import _explicit_spec, _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
     BatchRule,
@@ -343,13 +343,19 @@ class PythonOp(Op):
             targets={"cpu": TARGET},
             jnp_impl=_weak_method(ref, name, "_callback_impl"),
             attributes=_weak_method(ref, name, "_callback_attributes"),
-            num_batch_dims=None if num_batch_dims is None else (lambda *avals, **params: num_batch_dims),
+            num_batch_dims=None
+            if num_batch_dims is None
+            else (lambda *avals, **params: _batch_layout(num_batch_dims, batched, _vmap_levels(params))[0] or 0),
             batched=batched,
         )
         super().def_batching(_weak_method(ref, name, "_sequential_or_vectorized"))
-        if fixed:  # differentiating with respect to a fixed operand names it, with rules or without
-            names = pyop_rules.names_of(fn)
-            ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(None, name, names, fixed, _vmap_levels, _user)
+        # Without a JVP rule: integer and bool results have zero tangents, a float
+        # result says it has no rule, and a fixed operand is named, with rules or without.
+        names = pyop_rules.names_of(fn)
+        ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
+            None, name, names, fixed, _vmap_levels, _user, self.primitive.bind
+        )
+        if fixed:
             ad.primitive_transposes[self.primitive] = pyop_rules.transpose_rule(
                 None, name, names, fixed, lambda *a: [], lambda params: True
             )
@@ -467,13 +473,21 @@ class PythonOp(Op):
         batch = len(params.get(_BATCH, ()))
         ranks = params.get(_RANKS)
         ranks = None if ranks is None else tuple(r + batch for r in ranks)
-        return {"callback": self.key(_user(params), ranks)}
+        return {"callback": self.key(_user(params), ranks, batch)}
 
-    def key(self, params: dict[str, Any] | None = None, ranks: tuple[int, ...] | None = None) -> int:
+    def batched(self, n_in: int, n_out: int, **params: Any) -> tuple[list[bool], list[bool]]:
+        """Which operands and results carry the batch axes: all of them in a
+        vectorized call under ``vmap`` that has unbatched ones (see :func:`_batch_layout`)."""
+        if _batch_layout(self.num_batch_dims, self._batched, _vmap_levels(params))[1] is None:
+            return [True] * n_in, [True] * n_out
+        return super().batched(n_in, n_out, **params)
+
+    def key(self, params: dict[str, Any] | None = None, ranks: tuple[int, ...] | None = None, levels: int = 0) -> int:
         """The registry key of this op's function with these static parameters (and
-        operand ranks, which undo the partitioner's unit axes; see :func:`_logical`).
+        operand ranks, which undo the partitioner's unit axes, see :func:`_logical`,
+        and the vmap levels of a vectorized call, see :func:`_batch_layout`).
         The key is registered until the op is garbage collected."""
-        frozen = (_freeze(params or {}), ranks)
+        frozen = (_freeze(params or {}), ranks, levels)
         key = self._keys.get(frozen)
         if key is None:
             params = dict(frozen[0])
@@ -485,7 +499,7 @@ class PythonOp(Op):
             ufunc = plain if outputs and not self.takes_outputs and type(plain) is np.ufunc else None
             direct = self._direct(params, ranks)
             key = _native.register(
-                _invoker(self, params, ranks),
+                _invoker(self, params, ranks, levels),
                 self.name,
                 outputs,
                 min_elements,
@@ -591,8 +605,20 @@ class PythonOp(Op):
             outs: Sequence[Any] = self.primitive.bind(*args, **params)
             return outs
 
-        outs = jax.lax.map(one, [jnp.moveaxis(operands[i], int(dims[i] or 0), 0) for i in mapped])
+        outs = jax.lax.map(one, [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped])
         return outs, [0] * len(outs)
+
+
+def _whole_axis_0(x: Any) -> Any:
+    """``x`` with its leading axis whole, where its type splits it over explicit mesh
+    axes: ``lax.map`` loops over that axis and refuses a split one ("0th dimension of
+    all xs should be replicated"), so a sequential vmap over an explicitly sharded
+    axis gathers it first."""
+    spec = _explicit_spec(jax.typeof(x))
+    if spec is None or spec[0] is None:
+        return x
+    sharding = jax.typeof(x).sharding
+    return jax.sharding.reshard(x, sharding.update(spec=jax.sharding.PartitionSpec(None, *spec[1:])))
 
 
 class _WeakHandle:
@@ -608,7 +634,22 @@ class _WeakHandle:
         return f"<weak {op.name if op is not None else 'freed op'}>"
 
 
-def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None) -> Callable[..., Any]:
+def _batch_layout(
+    k: int | None, batched: tuple[Sequence[bool], Sequence[bool]] | None, levels: int
+) -> tuple[int | None, tuple[Sequence[bool], Sequence[bool]] | None]:
+    """``(num_batch_dims, batched)`` of a call with ``levels`` vmap levels. A
+    vectorized call under ``vmap`` carries the vmap axes in front of every operand
+    and result, the ones ``batched=`` declares unbatched (a weight) included: there
+    the partitioner splits the vmap axes alone, on every value (splitting them on
+    the batched values only would pair each shard with the whole weight)."""
+    if k is None or not levels or batched is None or all(all(flags) for flags in batched):
+        return k, batched
+    return levels, None
+
+
+def _invoker(
+    op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None, levels: int = 0
+) -> Callable[..., Any]:
     """The function the Rust handler calls, ``invoke(args, specs, outs)``: ``args``
     are read-only NumPy arrays holding copies of the operands, ``specs`` the
     results' ``(shape, dtype)``, ``outs`` (with ``takes_outputs``) arrays of those
@@ -621,9 +662,9 @@ def _invoker(op: PythonOp, params: dict[str, Any], ranks: tuple[int, ...] | None
     plain = _plain(fn)
     ufunc = _is_ufunc(plain, params) and not takes_outputs
     single = op._single.get(_freeze(params), True)
-    nbd = op.num_batch_dims if ranks is not None else None
+    layout_nbd, batched = _batch_layout(op.num_batch_dims, op._batched, levels)
+    nbd = layout_nbd if ranks is not None else None
     op_ranks: tuple[int, ...] = ranks or ()
-    batched = op._batched
 
     def invoke(
         args: Sequence[np.ndarray], specs: Sequence[tuple[tuple[int, ...], np.dtype]], outs: Sequence[np.ndarray]

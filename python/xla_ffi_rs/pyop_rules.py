@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from xla_ffi_rs._compat import ad, eval_context
 
@@ -110,17 +111,24 @@ def jvp_rule(
     fixed: tuple[int, ...],
     vmap_levels: Callable[[dict[str, Any]], int],
     user: Callable[[dict[str, Any]], dict[str, Any]],
+    bind: Callable[..., Sequence[Any]] | None = None,
 ) -> Callable[..., tuple[list[Any], list[Any]]]:
     """The JVP rule for JAX's table: ``rule(primals, tangents, **params)`` with None
     for symbolic zero tangents, called once per ``vmap_levels(params)`` vmapped
     (a vectorized op's batched call); None tangents out become symbolic zeros.
-    ``rule=None`` gives a rule that only checks the fixed operands, then says the
-    op has no JVP rule."""
+    ``rule=None`` gives a rule that checks the fixed operands, then, for an op
+    whose results are all integer or bool (``bind(*primals, **params)`` runs it),
+    gives symbolic zero tangents (their only tangent, as for ``jnp.floor`` or
+    ``x > 0``), and otherwise says the op has no JVP rule."""
 
     def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
         nonzero = [i for i, t in enumerate(tangents) if not is_zero(t)]
         check_fixed(name, names, fixed, len(primals), nonzero, "differentiate")
         if rule is None:
+            if bind is not None:
+                results = list(bind(*primals, **params))
+                if not any(jnp.issubdtype(jax.typeof(o).dtype, jnp.inexact) for o in results):
+                    return results, [zero_like(o) for o in results]
             raise NotImplementedError(f"{name}: no JVP rule (python_op's jvp=, or def_jvp_rule)")
         kw = user(params)
         ts = tuple(None if is_zero(t) else t for t in tangents)

@@ -121,6 +121,47 @@ def test_replicated_operand_with_batched(partitioner: str) -> None:
     assert set(shapes) == {((2, 3), (3,))}, shapes
 
 
+@pytest.mark.parametrize(("in_axes", "spec"), [(0, P("a", "b")), (1, P("a", "b")), (1, P(None, "a"))])
+def test_vmap_of_a_vectorized_op_with_an_unbatched_weight(partitioner: str, in_axes: int, spec: P) -> None:
+    """vmap of a vectorized op puts the vmap axis in front of the weight too: that
+    axis must be split like x's, or each shard of x met the whole broadcast weight
+    (the function raised on the shapes, or returned too many rows)."""
+    shapes = []
+
+    def scale(x, w):
+        shapes.append((x.shape, w.shape))
+        return x * w[..., None, :]
+
+    op = python_op(
+        scale,
+        abstract_eval=lambda x, w: x,
+        num_batch_dims=1,
+        batched=([True, False], [True]),
+        vectorized=True,
+        name=f"vmapped_scale_{partitioner}",
+    )
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x, w = np.random.default_rng(1).normal(size=(8, 4, 6)), np.arange(1.0, 7.0)
+    xs = jax.device_put(x, NamedSharding(mesh, spec))
+    got = jax.jit(jax.vmap(op, in_axes=(in_axes, None)))(xs, w)
+    np.testing.assert_array_equal(np.asarray(got), np.moveaxis(x, in_axes, 0) * w)
+    assert all(a[0] == b[0] and a[0] < x.shape[in_axes] for a, b in shapes), shapes
+
+
+@pytest.mark.parametrize("in_axes", [0, 1, 2])
+def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
+    """vmap of an op without ``vectorized`` loops with ``lax.map``, which refuses a
+    mapped axis split over explicit mesh axes ("0th dimension of all xs should be
+    replicated", naming no op): the axis is gathered first."""
+    op = python_op(lambda x, w: x * w, abstract_eval=lambda x, w: x, name="sequential_scale")
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    x = np.random.default_rng(2).normal(size=(8, 4, 6))
+    xs = jax.device_put(x, NamedSharding(mesh, P("a", "b")))
+    w = np.arange(1.0, 7.0)[: x.shape[2]] if in_axes != 2 else np.float64(3.0)
+    got = jax.jit(jax.vmap(op, in_axes=(in_axes, None)))(xs, w)
+    np.testing.assert_allclose(np.asarray(got), np.moveaxis(x, in_axes, 0) * w, rtol=1e-15)
+
+
 @pytest.mark.parametrize(
     ("w", "batched_out", "words"),
     [

@@ -285,8 +285,30 @@ def _fused_partial_eval_jaxpr(op: binding.Op) -> Callable[..., Any]:
     return rule
 
 
+def _fused_partial_eval(op: binding.Op) -> Callable[..., Any]:
+    """The same split on partial-evaluation tracers: what ``jax.grad`` of a
+    ``jax.custom_jvp`` function runs on its JVP rule (``linearize_from_jvp``), where
+    a rule calling ``jax.jvp`` of ``kepler`` binds a fused op with the primals
+    known and a tangent unknown. The solver runs on the known primals and the
+    ``kepler_tangent`` op is staged on the tangents (a scalar tangent is then a
+    known value, broadcast first). Otherwise what jax does by default."""
+
+    def rule(trace: Any, *tracers: Any, **params: Any) -> Any:
+        m, e, dm, de = (t.pval.get_known() for t in tracers)
+        scalar_unknown = any(k is None for k, sc in zip((dm, de), _FUSED[op], strict=True) if sc)
+        if m is None or e is None or scalar_unknown or (dm is not None and de is not None):
+            return trace.default_process_primitive(op.primitive, tracers, params)
+        sin_e, cos_e = kepler_op(m, e)
+        dm_b, de_b = _broadcast_tangents(op, m, tracers[2] if dm is None else dm, tracers[3] if de is None else de)
+        d_sin, d_cos = trace.default_process_primitive(kepler_tangent_op.primitive, (dm_b, de_b, e, sin_e, cos_e), {})
+        return [sin_e, cos_e, d_sin, d_cos]
+
+    return rule
+
+
 for _op in _FUSED:
     pe.partial_eval_jaxpr_custom_rules[_op.primitive] = _fused_partial_eval_jaxpr(_op)
+    pe.custom_partial_eval_rules[_op.primitive] = _fused_partial_eval(_op)
 
 
 _declared_jvp_batcher = batching_rule(kepler_jvp_op.primitive)
