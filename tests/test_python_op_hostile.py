@@ -442,14 +442,49 @@ def test_many_static_parameters_of_one_op_are_bounded_and_freed_with_it() -> Non
     assert freed == "True", out
 
 
+def test_a_compiled_program_keeps_the_function_of_a_freed_op() -> None:
+    """The executable holds the function it was compiled with: running it after its
+    op was garbage collected runs the function (it failed with NOT_FOUND), and the
+    function is freed with the executable."""
+    calls = []
+
+    def plus_one(x):
+        calls.append(x.shape)
+        return x + 1
+
+    op = python_op(plus_one, abstract_eval=like, name="freed_after_compile")
+    ref, fn = weakref.ref(op), weakref.ref(plus_one)
+    # A program that holds the op's key only (no reference to the op, as a program
+    # still running on other devices after the caller dropped everything).
+    call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct((3,), jnp.float64))
+    key = np.int64(op.key({}, None))
+    compiled = jax.jit(lambda x: call(x, callback=key)).lower(jnp.ones(3)).compile()
+    del op, plus_one
+    gc.collect()
+    assert ref() is None  # and its finalizer took the key out of the registry
+    np.testing.assert_array_equal(compiled(jnp.arange(3.0)), [1.0, 2.0, 3.0])
+    assert calls == [(3,)]
+    del compiled
+    jax.clear_caches()
+    for _ in range(3):
+        gc.collect()
+        registered_functions()  # a call into the extension drops references it deferred
+    assert fn() is None
+
+
 def test_a_key_whose_op_was_freed_fails_with_not_found() -> None:
     op = python_op(lambda x: x + 1, abstract_eval=like, name="short_lived")
     key = op.key({}, None)
     del op
     gc.collect()
     call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct((3,), jnp.float64))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"NOT_FOUND: .*was garbage collected"):
-        jax.block_until_ready(call(jnp.ones(3), callback=np.int64(key)))
+    # Found missing when the program is compiled (the instantiate stage), before it runs.
+    lowered = jax.jit(lambda x: call(x, callback=np.int64(key))).lower(jnp.ones(3))
+    with pytest.raises(
+        jax.errors.JaxRuntimeError,
+        match=r"NOT_FOUND: .*python_call: no Python function is registered under key .*was garbage collected",
+    ):
+        lowered.compile()
 
 
 # -- errors that are hard to print -------------------------------------------------

@@ -43,6 +43,8 @@ _XLA_PLATFORM_NAMES: dict[str, str] = {"cuda": "CUDA", "gpu": "CUDA", "rocm": "R
 _lock = threading.Lock()
 _registered: dict[str, frozenset[str]] = {}
 _examples_registered = False
+#: (XLA platform, state type name) pairs already given to ``jax.ffi.register_ffi_type``.
+_types_registered: set[tuple[str, str]] = set()
 
 
 def register_all() -> Mapping[str, frozenset[str]]:
@@ -88,7 +90,9 @@ def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> l
     if any(isinstance(h, Mapping) for h in handlers.values()):
         # Stateful targets (stage bundles) need their state types first.
         for type_name, registration in _native.state_types().items():
-            jax.ffi.register_ffi_type(type_name, registration, platform=xla_name)
+            if (xla_name, type_name) not in _types_registered:
+                jax.ffi.register_ffi_type(type_name, registration, platform=xla_name)
+                _types_registered.add((xla_name, type_name))
     for name, handler in handlers.items():
         jax.ffi.register_ffi_target(name, handler, platform=xla_name)
     return sorted(handlers)

@@ -95,8 +95,10 @@ called with; the registry drops them when the op is garbage collected. Traced
 and compiled code holds its ops (through the jaxpr's parameters, as ``jit``'s
 caches hold traced functions), so an op made inside a traced function lives as
 long as JAX's caches of that function; ``jax.clear_caches()`` and
-``gc.collect()`` free unreachable ops. A program still calling a freed op's key
-fails with ``NOT_FOUND``. ``python_op`` with the same arguments returns the same
+``gc.collect()`` free unreachable ops. A compiled program holds the functions
+it calls (looked up when XLA compiles it), so a computation still running when
+its op is freed completes; compiling a program whose op was freed fails with
+``NOT_FOUND``. ``python_op`` with the same arguments returns the same
 op while it lives. JAX's tables of rules hold ops weakly; a function that refers
 to its own op (a recursive one) keeps it, and itself, alive for the process.
 

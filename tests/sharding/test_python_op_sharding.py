@@ -4,6 +4,7 @@ the caller waiting (the caller does not hold the GIL while XLA runs)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import jax
@@ -196,3 +197,34 @@ def test_a_value_without_the_batch_axes_is_refused_not_split_wrongly(partitioner
             call(*args)
         assert f"nobatch: num_batch_dims=1: {words}" in str(info.value)
         assert "batched=(operand flags, result flags)" in str(info.value)
+
+
+def test_a_running_program_keeps_its_op_alive() -> None:
+    """Each device runs its own part of the program; the caller may stop waiting for
+    the others (or never wait) and drop the op. The calls still to come on the other
+    devices ran a freed key and failed with NOT_FOUND; under a collective the devices
+    that had not failed waited for the others until XLA aborted the process."""
+    started, release = threading.Event(), threading.Event()
+    seen = []
+
+    def slow_double(x):
+        seen.append(x.shape)
+        started.set()
+        release.wait(30)
+        return x * 2
+
+    mesh = jax.make_mesh((8,), ("a",))
+    x = np.arange(48.0).reshape(3, 16)
+    xs = jax.device_put(x, NamedSharding(mesh, P(None, "a")))
+
+    def run():
+        op = python_op(slow_double, abstract_eval=lambda x: x, vectorized=True, num_batch_dims=1, name="slow_double")
+        return jax.jit(lambda xs: jax.lax.map(op, xs))(xs)
+
+    y = run()  # the op, its jitted function and their cache entries are gone after this
+    assert started.wait(30)
+    jax.clear_caches()
+    gc.collect()
+    release.set()
+    np.testing.assert_array_equal(np.asarray(y), x * 2)
+    assert len(seen) == 3 * 8 and set(seen) == {(2,)}, seen

@@ -26,7 +26,11 @@ fn targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, PyDict>>
             let d = xla_ffi::python::targets(py, CPU_HANDLERS, "cpu")?;
             d.set_item(
                 python_call::TARGET,
-                xla_ffi::python::capsule(py, python_call::XLA_FFI_RS_PYTHON_CALL.handler)?,
+                xla_ffi::python::bundle(
+                    py,
+                    python_call::XLA_FFI_RS_PYTHON_CALL_INSTANTIATE.handler,
+                    python_call::XLA_FFI_RS_PYTHON_CALL.handler,
+                )?,
             )?;
             Ok(d)
         }
@@ -68,6 +72,7 @@ fn async_demo_targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'p
 #[pyfunction]
 fn state_types<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    d.set_item("xla_ffi_rs.PythonCallSite", type_registration::<python_call::CallSite>(py)?)?;
     d.set_item("xla_ffi_rs.examples.ScaleState", type_registration::<ScaleState>(py)?)?;
     Ok(d)
 }

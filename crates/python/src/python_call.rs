@@ -2,9 +2,11 @@
 //!
 //! Python registers a callable with [`register`] and gets an integer key; an op
 //! lowers to a custom call of this target with the key in its `callback`
-//! attribute. On each call the handler takes the GIL (for real, also on a thread
-//! whose own Python code is waiting for XLA: [`xla_ffi::python::with_interpreter`]),
-//! looks the key up and calls `callable(operands, results, outputs)`:
+//! attribute. When XLA compiles the program, the instantiate stage looks the key
+//! up once per call site and keeps the entry as the call site's state ([`CallSite`]),
+//! owned by the executable. On each call the handler takes the GIL (for real, also
+//! on a thread whose own Python code is waiting for XLA:
+//! [`xla_ffi::python::with_interpreter`]) and calls `callable(operands, results, outputs)`:
 //!
 //! * `operands`: a tuple of read-only NumPy arrays holding **copies** of the
 //!   operands (their memory is Python's: an array kept after the call stays valid,
@@ -39,9 +41,11 @@
 //!
 //! Keys: each key is new (never reused) and carries a number drawn once per
 //! process, so a program lowered in another process (an exported or cached
-//! artifact) finds no function instead of another one. [`unregister`] drops
-//! callables: the Python op does it when it is garbage collected; a program
-//! still calling such a key fails with `NOT_FOUND`.
+//! artifact) finds no function instead of another one. [`unregister`] takes keys
+//! out of the registry: the Python op does it when it is garbage collected. A
+//! compiled program keeps its entries (so a computation still running on other
+//! devices completes), and they are dropped with its executable; compiling a
+//! program whose key is gone fails with `NOT_FOUND`.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -52,7 +56,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple};
-use xla_ffi::{handler, Attr, DataType, Error, ErrorCode, RemainingArgs, RemainingRets, Result};
+use xla_ffi::{handler, Attr, DataType, Error, ErrorCode, RemainingArgs, RemainingRets, Result, State};
 
 /// The FFI target name.
 pub const TARGET: &str = "xla_ffi_rs.python_call";
@@ -266,8 +270,9 @@ pub fn registered() -> usize {
     with_registry(|reg| reg.entries.len())
 }
 
-/// The entry under `key` (shared: an `unregister` during the call leaves it alive,
-/// and it is dropped with the GIL held, here or there).
+/// The entry under `key` (shared: an `unregister` leaves it alive for the call sites
+/// that hold it; a `Py` it holds that is dropped without the GIL is released at
+/// the next call into Python, by PyO3's reference pool).
 fn lookup(key: i64) -> Result<Arc<Entry>> {
     with_registry(|reg| reg.entries.get(&key).cloned()).ok_or_else(|| {
         let why = if key >> 32 == process_tag() {
@@ -465,11 +470,11 @@ pub fn active_calls() -> (usize, usize) {
     (ACTIVE.load(Ordering::Relaxed), HERE.with(Cell::get))
 }
 
-/// Runs the callable under `key` on this call's buffers.
-pub fn call(key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
+/// Runs `entry`'s callable on this call's buffers.
+fn call(entry: &Entry, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
     let _running = Running::start();
     let attached =
-        xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, key, operands, results)));
+        xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, entry, operands, results)));
     attached.flatten().unwrap_or_else(|| {
         Err(Error::new(ErrorCode::Unavailable, format!("{TARGET}: the Python interpreter is shutting down")))
     })
@@ -477,11 +482,10 @@ pub fn call(key: i64, operands: &RemainingArgs<'_>, results: &mut RemainingRets<
 
 fn call_attached(
     py: Python<'_>,
-    key: i64,
+    entry: &Entry,
     operands: &RemainingArgs<'_>,
     results: &mut RemainingRets<'_>,
 ) -> Result<()> {
-    let entry = lookup(key)?;
     let op: &str = &entry.name;
     let outputs = entry.outputs
         && results.iter().next().is_none_or(|b| {
@@ -833,8 +837,29 @@ fn with_op(op: &str, e: Error) -> Error {
     Error::new(e.code(), format!("{TARGET}: op {op:?}: {}", e.message()))
 }
 
-/// Calls the Python function registered under the `callback` attribute.
+/// The state of one call site: the function registered under its `callback`
+/// attribute when the program was compiled. The executable owns it (XLA frees it
+/// with the executable), so a program keeps the functions it calls alive: a
+/// computation still running when its op is garbage collected (on other devices,
+/// after the caller stopped waiting) completes instead of failing.
+pub struct CallSite(Arc<Entry>);
+
+xla_ffi::state_type!(CallSite);
+
+/// Looks up the function under the `callback` attribute once per call site, when
+/// XLA compiles the program (`NOT_FOUND` if its op is gone).
+#[handler(target = "xla_ffi_rs.python_call", stage = instantiate)]
+pub fn xla_ffi_rs_python_call_instantiate(callback: Attr<i64>) -> Result<CallSite> {
+    lookup(*callback).map(CallSite)
+}
+
+/// Calls the call site's Python function. The `callback` attribute is not bound
+/// here: the instantiate stage consumed it.
 #[handler(target = "xla_ffi_rs.python_call")]
-pub fn xla_ffi_rs_python_call(operands: RemainingArgs, mut results: RemainingRets, callback: Attr<i64>) -> Result<()> {
-    call(*callback, &operands, &mut results)
+pub fn xla_ffi_rs_python_call(
+    operands: RemainingArgs,
+    mut results: RemainingRets,
+    site: State<CallSite>,
+) -> Result<()> {
+    call(&site.0, &operands, &mut results)
 }
