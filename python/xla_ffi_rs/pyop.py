@@ -892,9 +892,10 @@ def python_op(
 
 
 def registered_functions() -> int:
-    """How many Python functions the ``xla_ffi_rs.python_call`` target holds now:
-    one per (op, static parameters) that has been lowered, released when its op is
-    freed. Leak checks compare it before and after.
+    """How many Python functions the ``xla_ffi_rs.python_call`` registry holds now:
+    one per (op, static parameters) that has been lowered, taken out when its op is
+    freed (a compiled program keeps the functions it calls until it is freed
+    itself). Leak checks compare it before and after.
 
     >>> registered_functions() >= 0
     True
