@@ -101,6 +101,9 @@ its op is freed completes; compiling a program whose op was freed fails with
 ``NOT_FOUND``. ``python_op`` with the same arguments returns the same
 op while it lives. JAX's tables of rules hold ops weakly; a function that refers
 to its own op (a recursive one) keeps it, and itself, alive for the process.
+At exit, the interpreter waits for the python op calls still running (of a
+program the caller never waited for); calls that start after that fail with
+``UNAVAILABLE`` without calling Python.
 
 Export: a python op cannot be serialized: ``jax.export`` refuses
 ``xla_ffi_rs.python_call`` (:func:`xla_ffi_rs.export_checks` leaves it out), and
@@ -111,6 +114,7 @@ another function.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import weakref
 from collections.abc import Callable, Hashable, Sequence
@@ -735,6 +739,12 @@ def _batched_transpose(
 
 #: python_op's arguments -> the op made from them, while it lives.
 _cache: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
+
+# At exit, before the interpreter finalizes: later calls fail without calling Python,
+# and the running ones (of programs on other devices the caller never waited for)
+# finish first (a thread entering Python while it finalized aborted the process).
+# Registered after jax's own exit handlers, so it runs before them.
+atexit.register(_native.close)
 
 
 @overload
