@@ -97,8 +97,9 @@ caches hold traced functions), so an op made inside a traced function lives as
 long as JAX's caches of that function; ``jax.clear_caches()`` and
 ``gc.collect()`` free unreachable ops. A compiled program holds the functions
 it calls (looked up when XLA compiles it), so a computation still running when
-its op is freed completes; compiling a program whose op was freed fails with
-``NOT_FOUND``. ``python_op`` with the same arguments returns the same
+its op is freed completes; a lowered program (``jit(f).lower(x)``) holds its
+ops until it is compiled; compiling a program whose op was freed otherwise (one
+saved as text) fails with ``NOT_FOUND``. ``python_op`` with the same arguments returns the same
 op while it lives. JAX's tables of rules hold ops weakly; a function that refers
 to its own op (a recursive one) keeps it, and itself, alive for the process.
 At exit, the interpreter waits for the python op calls still running (of a
@@ -474,6 +475,15 @@ class PythonOp(Op):
         shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
         outs: Sequence[Any] = jax.pure_callback(host, shapes, *operands)
         return outs
+
+    def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
+        """The op, for a traced call (its ``_OP`` parameter is the op): a lowered
+        program names its functions by registry key, and ``jit(f).lower(x)`` outlives
+        ``f``'s caches (which held the op), so its ``compile()`` found the key gone
+        (``NOT_FOUND``). An eager call's program (``_OP`` a weak handle) lives in the
+        op itself: holding the op there would be a cycle."""
+        op = params.get(_OP)
+        return op if isinstance(op, PythonOp) else None
 
     def _callback_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
         batch = len(params.get(_BATCH, ()))
