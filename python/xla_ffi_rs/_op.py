@@ -217,7 +217,9 @@ class Op:
             op = _live(ref, name)
             attributes = op._attributes(params)
             keep = op._lowering_keepalive(params)
-            if keep is not None:  # held by the Lowered and Compiled objects (and the executable)
+            # Held by the Lowered and Compiled objects; not for jax.export, which
+            # refuses any keepalive (before its own, clearer check of the target).
+            if keep is not None and not ctx.module_context.lowering_parameters.for_export:
                 ctx.module_context.add_keepalive(keep)
             lowering_args = op._lowering_args(ctx)
             extra_avals: Callable[..., Sequence[ShapedArray]] = op._extra_results.get(platform, _no_results)
