@@ -487,6 +487,36 @@ def test_a_key_whose_op_was_freed_fails_with_not_found() -> None:
         lowered.compile()
 
 
+@pytest.mark.parametrize("how", ["lowered", "one_expression"])
+def test_a_lowered_program_keeps_its_ops_until_compiled(how: str) -> None:
+    """``jit(f).lower(x)`` outlives ``f`` (and the jaxpr caches that held its op):
+    its ``compile()`` failed with NOT_FOUND, also in one expression,
+    ``jit(f).lower(x).compile()`` (``f`` is freed before ``compile`` runs). The
+    lowered and compiled objects hold the op, and it is freed with them."""
+    refs = []
+
+    def make():
+        op = python_op(lambda x: x * 3, abstract_eval=like, name="lowered_only")
+        refs.append(weakref.ref(op))
+        return jax.jit(lambda x: op(x) + 1)
+
+    if how == "lowered":
+        lowered = make().lower(jnp.ones(3))
+        jax.clear_caches()
+        gc.collect()
+        compiled = lowered.compile()
+        del lowered
+    else:
+        compiled = make().lower(jnp.ones(3)).compile()
+    np.testing.assert_array_equal(compiled(jnp.arange(3.0)), [1.0, 4.0, 7.0])
+    assert refs[0]() is not None
+    del compiled
+    jax.clear_caches()
+    for _ in range(3):
+        gc.collect()
+    assert refs[0]() is None
+
+
 # -- errors that are hard to print -------------------------------------------------
 
 

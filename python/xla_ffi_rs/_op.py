@@ -186,6 +186,11 @@ class Op:
                 _sharding.register_batch_partitionable(target)
             mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
 
+    def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
+        """What a lowered program must keep alive until it is compiled and while it
+        runs (None: nothing): see :class:`xla_ffi_rs.pyop.PythonOp`."""
+        return None
+
     def _lowering_args(self, ctx: Any) -> dict[str, Any]:
         """``mlir.custom_call`` arguments: aliases (checked) and side effects."""
         args: dict[str, Any] = {"has_side_effect": True} if self.has_side_effect else {}
@@ -211,6 +216,11 @@ class Op:
         def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
             op = _live(ref, name)
             attributes = op._attributes(params)
+            keep = op._lowering_keepalive(params)
+            # Held by the Lowered and Compiled objects; not for jax.export, which
+            # refuses any keepalive (before its own, clearer check of the target).
+            if keep is not None and not ctx.module_context.lowering_parameters.for_export:
+                ctx.module_context.add_keepalive(keep)
             lowering_args = op._lowering_args(ctx)
             extra_avals: Callable[..., Sequence[ShapedArray]] = op._extra_results.get(platform, _no_results)
             extra = extra_avals(*ctx.avals_in, **params)

@@ -97,10 +97,14 @@ caches hold traced functions), so an op made inside a traced function lives as
 long as JAX's caches of that function; ``jax.clear_caches()`` and
 ``gc.collect()`` free unreachable ops. A compiled program holds the functions
 it calls (looked up when XLA compiles it), so a computation still running when
-its op is freed completes; compiling a program whose op was freed fails with
-``NOT_FOUND``. ``python_op`` with the same arguments returns the same
+its op is freed completes; a lowered program (``jit(f).lower(x)``) holds its
+ops until it is compiled; compiling a program whose op was freed otherwise (one
+saved as text) fails with ``NOT_FOUND``. ``python_op`` with the same arguments returns the same
 op while it lives. JAX's tables of rules hold ops weakly; a function that refers
 to its own op (a recursive one) keeps it, and itself, alive for the process.
+At exit, the interpreter waits for the python op calls still running (of a
+program the caller never waited for); calls that start after that fail with
+``UNAVAILABLE`` without calling Python.
 
 Export: a python op cannot be serialized: ``jax.export`` refuses
 ``xla_ffi_rs.python_call`` (:func:`xla_ffi_rs.export_checks` leaves it out), and
@@ -111,6 +115,7 @@ another function.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import weakref
 from collections.abc import Callable, Hashable, Sequence
@@ -471,6 +476,15 @@ class PythonOp(Op):
         outs: Sequence[Any] = jax.pure_callback(host, shapes, *operands)
         return outs
 
+    def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
+        """The op, for a traced call (its ``_OP`` parameter is the op): a lowered
+        program names its functions by registry key, and ``jit(f).lower(x)`` outlives
+        ``f``'s caches (which held the op), so its ``compile()`` found the key gone
+        (``NOT_FOUND``). An eager call's program (``_OP`` a weak handle) lives in the
+        op itself: holding the op there would be a cycle."""
+        op = params.get(_OP)
+        return op if isinstance(op, PythonOp) else None
+
     def _callback_attributes(self, params: dict[str, Any]) -> dict[str, Any]:
         batch = len(params.get(_BATCH, ()))
         ranks = params.get(_RANKS)
@@ -735,6 +749,12 @@ def _batched_transpose(
 
 #: python_op's arguments -> the op made from them, while it lives.
 _cache: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
+
+# At exit, before the interpreter finalizes: later calls fail without calling Python,
+# and the running ones (of programs on other devices the caller never waited for)
+# finish first (a thread entering Python while it finalized aborted the process).
+# Registered after jax's own exit handlers, so it runs before them.
+atexit.register(_native.close)
 
 
 @overload

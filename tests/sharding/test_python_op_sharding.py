@@ -5,6 +5,10 @@ the caller waiting (the caller does not hold the GIL while XLA runs)."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import jax
@@ -228,3 +232,37 @@ def test_a_running_program_keeps_its_op_alive() -> None:
     release.set()
     np.testing.assert_array_equal(np.asarray(y), x * 2)
     assert len(seen) == 3 * 8 and set(seen) == {(2,)}, seen
+
+
+def test_exiting_while_a_program_runs_on_other_devices() -> None:
+    """The main thread exits while each device is still inside the Python function
+    (the caller never waited): the devices' threads, taking the GIL back from its
+    sleeps while the interpreter finalized, were ended by Python and the unwinding
+    through XLA's frames aborted the process (every run). The exit now waits for
+    the running calls (jax.pure_callback's exit is clean too)."""
+    code = """
+        import threading, time
+        import jax, numpy as np
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        from xla_ffi_rs import python_op
+
+        started = threading.Event()
+
+        def slow(x):
+            started.set()
+            for _ in range(300):  # many short sleeps: one of them ends while the interpreter finalizes
+                time.sleep(0.001)
+            return x * 2
+
+        op = python_op(slow, abstract_eval=lambda x: x, name="slow")
+        mesh = jax.make_mesh((8,), ("a",))
+        xs = jax.device_put(np.arange(16.0).reshape(2, 8), NamedSharding(mesh, P(None, "a")))
+        y = jax.jit(lambda xs: jax.lax.map(op, xs))(xs)
+        assert started.wait(30)
+        print("exiting", flush=True)
+    """
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert (proc.returncode, proc.stdout) == (0, "exiting\n"), proc.stderr[-4000:]

@@ -50,7 +50,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::prelude::*;
@@ -450,7 +450,8 @@ struct Running;
 
 impl Running {
     fn start() -> Self {
-        ACTIVE.fetch_add(1, Ordering::Relaxed);
+        // SeqCst, paired with `close`: either `close` sees this call, or the call sees `CLOSED`.
+        ACTIVE.fetch_add(1, Ordering::SeqCst);
         HERE.with(|h| h.set(h.get() + 1));
         Running
     }
@@ -459,8 +460,31 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         HERE.with(|h| h.set(h.get() - 1));
-        ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Set when the interpreter starts to exit (see [`close`]): calls from then on
+/// fail at once, without touching Python.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// `close()`: called at exit (`atexit`, before the interpreter finalizes): calls
+/// that start from now on fail with `UNAVAILABLE` without calling Python, and this
+/// waits, without the GIL, for the calls running on other threads to return. A
+/// program still running on some devices when the main thread exits (the caller
+/// never waited for it) calls Python functions on XLA's threads; one that took or
+/// waited for the GIL while the interpreter finalized had its thread ended by
+/// Python (`pthread_exit`), and the unwinding through XLA's frames aborted the
+/// process.
+#[pyfunction]
+pub fn close(py: Python<'_>) {
+    CLOSED.store(true, Ordering::SeqCst);
+    let here = HERE.with(Cell::get);
+    py.detach(|| {
+        while ACTIVE.load(Ordering::SeqCst) > here {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
 }
 
 /// `active_calls() -> (int, int)`: how many calls of the handler are running now, on
@@ -473,6 +497,9 @@ pub fn active_calls() -> (usize, usize) {
 /// Runs `entry`'s callable on this call's buffers.
 fn call(entry: &Entry, operands: &RemainingArgs<'_>, results: &mut RemainingRets<'_>) -> Result<()> {
     let _running = Running::start();
+    if CLOSED.load(Ordering::SeqCst) {
+        return Err(Error::new(ErrorCode::Unavailable, format!("{TARGET}: the Python interpreter is shutting down")));
+    }
     let attached =
         xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, entry, operands, results)));
     attached.flatten().unwrap_or_else(|| {
