@@ -476,15 +476,28 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 /// waited for the GIL while the interpreter finalized had its thread ended by
 /// Python (`pthread_exit`), and the unwinding through XLA's frames aborted the
 /// process.
+///
+/// The wait has no time limit (a function may run for long), but Ctrl-C ends it:
+/// signals are checked every 100 ms, and `KeyboardInterrupt` is raised from here.
 #[pyfunction]
-pub fn close(py: Python<'_>) {
+pub fn close(py: Python<'_>) -> PyResult<()> {
     CLOSED.store(true, Ordering::SeqCst);
     let here = HERE.with(Cell::get);
-    py.detach(|| {
-        while ACTIVE.load(Ordering::SeqCst) > here {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    loop {
+        let done = py.detach(|| {
+            for _ in 0..100 {
+                if ACTIVE.load(Ordering::SeqCst) <= here {
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            false
+        });
+        if done {
+            return Ok(());
         }
-    });
+        py.check_signals()?;
+    }
 }
 
 /// `active_calls() -> (int, int)`: how many calls of the handler are running now, on
