@@ -4,10 +4,15 @@
 // library, so that our Rust handler and its C++ ffi.h twin are measured by one
 // harness.
 //
-//   call_cost LIB SYMBOL [CALLS]
+//   call_cost LIB SYMBOL [CALLS] [cold]
 //
 // runs SYMBOL from LIB (dlopen) CALLS times (default 400000) and prints the best
-// nanoseconds per call over 20 rounds. Under
+// nanoseconds per call over 20 rounds. With `cold`, each call is preceded by a run
+// through 2048 small functions (about 150 KB of code, more than any L1
+// instruction cache, and as many branches): the handler then starts with its code
+// out of the instruction cache and branch predictor, as it does inside XLA, where
+// the executor's own code runs between two custom calls. Only the call is timed
+// (TSC between fences), and the median over the calls is printed, in TSC ticks. Under
 //   valgrind --tool=callgrind --toggle-collect=SYMBOL call_cost LIB SYMBOL
 // the collected instruction count divided by CALLS is the exact instructions per
 // call (benchmarks/cpp/call_cost.sh does both handlers and prints the table).
@@ -18,12 +23,16 @@
 // fails makes the harness stop with a message.
 
 #include <dlfcn.h>
+#include <x86intrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "xla/ffi/api/c_api.h"
 
@@ -37,6 +46,43 @@ XLA_FFI_Error* NumThreads(XLA_FFI_ThreadPool_NumThreads_Args* args) {
 XLA_FFI_Error* CreateError(XLA_FFI_Error_Create_Args* args) {
   std::fprintf(stderr, "call_cost: the handler failed: %s\n", args->message);
   std::exit(1);
+}
+
+// One of the functions the cold mode runs through between calls: distinct code
+// and distinct branches per N.
+template <int N>
+__attribute__((noinline)) uint64_t Evict(uint64_t x) {
+  x = (x & (uint64_t{1} << (N % 13))) ? x * (2 * N + 3) + N : x ^ (7 * N + 1);
+  if ((x >> (N % 7)) & 1) x += N;
+  return x;
+}
+
+template <int... N>
+uint64_t EvictAll(uint64_t x, std::integer_sequence<int, N...>) {
+  ((x = Evict<N>(x)), ...);
+  return x;
+}
+
+// The median ticks per call with the instruction cache evicted before each call.
+int ColdCalls(XLA_FFI_Error* (*handler)(XLA_FFI_CallFrame*), XLA_FFI_CallFrame* frame, long calls, const char* name) {
+  std::vector<uint64_t> ticks;
+  ticks.reserve(calls);
+  volatile uint64_t sink = 0;
+  for (long i = 0; i < calls; ++i) {
+    sink = sink + EvictAll(i, std::make_integer_sequence<int, 2048>{});
+    _mm_lfence();
+    uint64_t t0 = __rdtsc();
+    _mm_lfence();
+    if (handler(frame) != nullptr) return 1;
+    _mm_lfence();
+    uint64_t t1 = __rdtsc();
+    ticks.push_back(t1 - t0);
+  }
+  std::sort(ticks.begin(), ticks.end());
+  std::printf("%s: cold %lu TSC ticks per call (median of %ld; quartiles %lu, %lu)\n", name,
+              (unsigned long)ticks[ticks.size() / 2], calls, (unsigned long)ticks[ticks.size() / 4],
+              (unsigned long)ticks[3 * ticks.size() / 4]);
+  return 0;
 }
 
 }  // namespace
@@ -95,6 +141,7 @@ int main(int argc, char** argv) {
   // One call outside the measured loop: the first call answers one-time questions
   // (our host-platform guard, the rules parsed once).
   if (handler(&frame) != nullptr) return 1;
+  if (argc > 4 && std::strcmp(argv[4], "cold") == 0) return ColdCalls(handler, &frame, calls, argv[2]);
   double best = 1e300;
   long per_round = calls / 20 > 0 ? calls / 20 : 1;
   for (int r = 0; r < 20; ++r) {

@@ -2,7 +2,9 @@
 # Instructions per call (callgrind, exact on a loaded machine) and nanoseconds per
 # call of the N = 1 Kepler handler, ours (`xla_ffi_handler__xla_ffi_rs_kepler_cpu`)
 # against the C++ ffi.h twin (`BenchKepler`), both driven by benchmarks/cpp/call_cost.cc
-# on the same synthetic call frame.
+# on the same synthetic call frame, warm (back to back: the best of 20 rounds) and
+# cold (the instruction cache evicted before each call, as inside XLA, where the
+# executor's own code runs between two custom calls: the median, in TSC ticks).
 #   PY      a Python with jax (for jax.ffi.include_dir()); default python3
 #   CALLS   calls per handler (default 400000)
 # Needs valgrind for the instruction counts (skipped with a note without it).
@@ -20,9 +22,16 @@ cpp_lib="$(PY="$PY" BENCH_ARCH="${BENCH_ARCH:--mavx2 -mfma}" bash "$here/build.s
 # Our handlers as a plain shared library (the ops crate, without Python).
 (cd "$root" && cargo rustc --release -q -p xla-ffi-rs-ops --crate-type cdylib)
 rust_lib="$root/target/release/libxla_ffi_rs_ops.so"
-run() { "$here/build/call_cost" "$1" "$2" "$CALLS"; }
+run() { "$here/build/call_cost" "$1" "$2" "$CALLS" "${3:-}"; }
 run "$rust_lib" xla_ffi_handler__xla_ffi_rs_kepler_cpu
 run "$cpp_lib" BenchKepler
+# Cold: fewer calls (each runs through about 150 KB of other code first), three
+# rounds alternating, so that a change of the machine's speed meets both.
+cold_calls=$(( CALLS / 20 > 0 ? CALLS / 20 : 1 ))
+for _ in 1 2 3; do
+    "$here/build/call_cost" "$rust_lib" xla_ffi_handler__xla_ffi_rs_kepler_cpu "$cold_calls" cold
+    "$here/build/call_cost" "$cpp_lib" BenchKepler "$cold_calls" cold
+done
 if ! command -v valgrind >/dev/null; then
     echo "valgrind not found: no instruction counts" >&2
     exit 0
