@@ -131,8 +131,16 @@ impl<'f> Aliases<'f> {
         if got == declared {
             self.settle_on(declared.0, declared.0 + declared.1);
         } else {
-            self.settle_on(got.0, got.0 + got.1);
+            self.settle_other(got);
         }
+    }
+
+    /// [`Aliases::settle`] for a call without the declared counts (optional or
+    /// variadic parameters): out of line.
+    #[cold]
+    #[inline(never)]
+    fn settle_other(&self, got: (usize, usize)) {
+        self.settle_on(got.0, got.0 + got.1);
     }
 
     /// [`Aliases::settle`] for `n` buffers, the first `na` of them operands.

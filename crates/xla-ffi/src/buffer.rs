@@ -29,6 +29,20 @@ use crate::site::{Role, Site};
 /// The rank parameter that means "any rank".
 pub const ANY_RANK: usize = usize::MAX;
 
+/// What a buffer parameter accepts: one constant per parameter type, so that a
+/// refusal passes one address instead of three values.
+struct Spec {
+    accepts: fn(DataType) -> bool,
+    describe: fn() -> String,
+    rank: usize,
+}
+
+impl Spec {
+    const fn of<D: ElementSpec, const R: usize>() -> Spec {
+        Spec { accepts: D::accepts, describe: D::describe, rank: R }
+    }
+}
+
 /// What element types a buffer parameter accepts: one [`Element`] type (checked at
 /// decode time), [`AnyFloat`], [`AnyComplex`], or [`AnyType`].
 pub trait ElementSpec: 'static {
@@ -180,23 +194,22 @@ fn len_and_range(data: *mut c_void, dims: &[i64], dtype: DataType) -> Option<(us
 }
 
 impl<'f> RawBuffer<'f> {
-    /// The checked buffer at `site`, or `None` after recording why not.
+    /// The checked buffer at `(role, index)`, or `None` after recording why not.
     ///
     /// The accepting path is inlined into each handler (so the decoded view is built
     /// in place, not copied through memory); every diagnostic lives in the cold
-    /// [`RawBuffer::reject`].
+    /// [`RawBuffer::reject`], called with few arguments so that the accepting path's
+    /// code stays together.
     #[inline(always)]
     fn decode(
         call: &mut Call<'f>,
         (role, index, name): (Role, usize, &'static str),
-        accepts: fn(DataType) -> bool,
-        describe: fn() -> String,
-        rank: usize,
+        spec: &'static Spec,
     ) -> Option<Self> {
         let frame = call.frame;
         if let Slot::Buffer(b) = frame.buffer(role, index) {
             let (dtype, data, dims) = (b.dtype(), b.data(), b.dims());
-            if accepts(dtype) && (rank == ANY_RANK || dims.len() == rank) {
+            if (spec.accepts)(dtype) && (spec.rank == ANY_RANK || dims.len() == spec.rank) {
                 if let Some((len, range)) = len_and_range(data, dims, dtype) {
                     call.record_buffer(role, index, range, dtype, dims);
                     let aliases = call.aliases;
@@ -204,15 +217,16 @@ impl<'f> RawBuffer<'f> {
                 }
             }
         }
-        let site = Site { target: call.target(), role, index, name };
-        Self::reject(call, site, accepts, describe, rank);
+        Self::reject(call, (role, index, name), spec);
         None
     }
 
-    /// Records every reason the buffer at `site` was refused.
+    /// Records every reason the buffer at `(role, index)` was refused.
     #[cold]
     #[inline(never)]
-    fn reject(call: &mut Call<'f>, site: Site, accepts: fn(DataType) -> bool, describe: fn() -> String, rank: usize) {
+    fn reject(call: &mut Call<'f>, (role, index, name): (Role, usize, &'static str), spec: &'static Spec) {
+        let site = Site { target: call.target(), role, index, name };
+        let (accepts, describe, rank) = (spec.accepts, spec.describe, spec.rank);
         let (dtype, data, dims) = match call.frame.buffer(site.role, site.index) {
             Slot::Buffer(b) => (b.dtype(), b.data(), b.dims()),
             Slot::Missing => return call.problem(format!("{site}: missing")),
@@ -295,7 +309,8 @@ impl<'f> RawBuffer<'f> {
 
     /// [`RawBuffer::check_access`] when the call is not clean (aliased buffers, a
     /// device frame, buffers not all decoded) or the data pointer is null or
-    /// misaligned: every check, in full.
+    /// misaligned: every check, in full. Cold: out of the accepting path's way.
+    #[cold]
     #[inline(never)]
     fn check_access_slow<T: Element>(&self, operands: bool) -> Result<()> {
         let align = core::mem::align_of::<T>();
@@ -583,6 +598,13 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         if self.raw.len < HUGE_PAGE_MIN_BYTES / crate::dtype::MAX_BYTE_WIDTH {
             return false;
         }
+        self.advise_large()
+    }
+
+    /// [`ResultBuffer::advise_huge_pages`] past its first test: out of line, as the
+    /// small result's code is what a call costs.
+    #[inline(never)]
+    fn advise_large(&mut self) -> bool {
         if !self.raw.frame_is_host() || self.size_bytes() < HUGE_PAGE_MIN_BYTES {
             return false;
         }
@@ -678,7 +700,7 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let index = call.next_arg();
-        let raw = RawBuffer::decode(call, (Role::Operand, index, name), D::accepts, D::describe, R)?;
+        let raw = RawBuffer::decode(call, (Role::Operand, index, name), &const { Spec::of::<D, R>() })?;
         Some(Buffer { raw, _spec: PhantomData })
     }
 }
@@ -689,7 +711,7 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let index = call.next_ret();
-        let raw = RawBuffer::decode(call, (Role::Result, index, name), D::accepts, D::describe, R)?;
+        let raw = RawBuffer::decode(call, (Role::Result, index, name), &const { Spec::of::<D, R>() })?;
         Some(ResultBuffer { raw, _spec: PhantomData })
     }
 }

@@ -295,9 +295,9 @@ impl<'f> Call<'f> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn check_rules(&self, decl: &Declaration, rules: &OnceLock<core::result::Result<Rules, String>>) -> Result<()> {
-        let rules = match rules.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
-            Ok(r) => r,
-            Err(e) => return Err(Error::internal(format!("{}: {e}", decl.target))),
+        // Parsed by the first call (out of line, as is a declaration that fails to parse).
+        let Some(Ok(rules)) = rules.get() else {
+            return self.check_rules_first(decl, rules);
         };
         // The elementwise rules ("...b, ...b -> ...b", "T, T -> T") on the dtypes and
         // shapes decoding read and checked: nothing to read again. Anything else, or a
@@ -308,6 +308,24 @@ impl<'f> Call<'f> {
             }
         }
         self.check_rules_on_frame(decl, rules)
+    }
+
+    /// [`Call::check_rules`] before the rules are parsed (the first call), or when
+    /// they could not be.
+    #[cold]
+    #[inline(never)]
+    fn check_rules_first(
+        &self,
+        decl: &Declaration,
+        cell: &OnceLock<core::result::Result<Rules, String>>,
+    ) -> Result<()> {
+        match cell.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
+            Ok(rules) => match rules.elementwise() {
+                Some((n, m)) if self.all_alike(n, m) => Ok(()),
+                _ => self.check_rules_on_frame(decl, rules),
+            },
+            Err(e) => Err(Error::internal(format!("{}: {e}", decl.target))),
+        }
     }
 
     /// [`Call::check_rules`] past its shortcut: the general check, on the frame.

@@ -123,28 +123,56 @@ pub unsafe fn dispatch(
     body: impl for<'f> FnOnce(&mut Call<'f>) -> Result<()>,
 ) -> *mut sys::XLA_FFI_Error {
     // Nothing below may unwind: `open` and `make_error` do not panic on any input, and
-    // the body runs inside catch_unwind.
+    // the body runs inside catch_unwind. Every failure is handled out of line (`fail`,
+    // `refused`), so that the code of a call that succeeds stays together.
     // SAFETY: forwarded from the caller.
     let frame = match unsafe { open(raw, info) } {
-        Ok(Entry::Metadata) => return core::ptr::null_mut(),
         Ok(Entry::Call(f)) => f,
-        Err((Some(api), e)) => return api.make_error(&e),
-        Err((None, e)) => return no_table_error(&e),
+        Ok(Entry::Metadata) => return core::ptr::null_mut(),
+        Err((api, e)) => return refused(api, &e),
     };
     // The byte ranges of the decoded buffers, for the alias checks.
     let aliases = Aliases::new(&frame, info.target);
     let result = catch_unwind(AssertUnwindSafe(|| {
         if info.host && info.stage == Stage::Execute && !is_host_platform(&frame) {
-            return Err(Error::failed_precondition(format!(
-                "{}: this handler is for host (CPU) buffers but was registered for a device \
-                 platform; register it with platform=\"cpu\", or declare it `platform = device`",
-                info.target
-            )));
+            return Err(not_host(info));
         }
         let mut call = Call::new(&aliases, info);
         call.check_counts()?;
         body(&mut call)
     }));
+    if let Ok(Ok(())) = result {
+        return core::ptr::null_mut();
+    }
+    fail(frame.api, info, result)
+}
+
+/// The error of a host handler called on a device platform.
+#[cold]
+#[inline(never)]
+fn not_host(info: &HandlerInfo) -> Error {
+    Error::failed_precondition(format!(
+        "{}: this handler is for host (CPU) buffers but was registered for a device \
+         platform; register it with platform=\"cpu\", or declare it `platform = device`",
+        info.target
+    ))
+}
+
+/// The error of a frame `open` refused, through its API table when it has one.
+#[cold]
+#[inline(never)]
+fn refused(api: Option<ApiTable<'_>>, e: &Error) -> *mut sys::XLA_FFI_Error {
+    match api {
+        Some(api) => api.make_error(e),
+        None => no_table_error(e),
+    }
+}
+
+/// The `XLA_FFI_Error` of a call whose decoding or body failed or panicked: the
+/// message starts with the target, and a panic becomes `INTERNAL` with its message.
+#[cold]
+#[inline(never)]
+fn fail(api: ApiTable<'_>, info: &HandlerInfo, result: std::thread::Result<Result<()>>) -> *mut sys::XLA_FFI_Error {
     let err = match result {
         Ok(Ok(())) => return core::ptr::null_mut(),
         Ok(Err(e)) if e.message().starts_with(info.target) => e,
@@ -157,7 +185,7 @@ pub unsafe fn dispatch(
             Error::internal(format!("{}: handler panicked: {msg}", info.target))
         }
     };
-    frame.api.make_error(&err)
+    api.make_error(&err)
 }
 
 /// Reports an error for a call frame without a usable API table of its own: through

@@ -398,35 +398,26 @@ pub(crate) unsafe fn open<'f>(
     raw: *mut sys::XLA_FFI_CallFrame,
     info: &HandlerInfo,
 ) -> core::result::Result<Entry<'f>, (Option<ApiTable<'f>>, Error)> {
-    let t = info.target;
     if raw.is_null() {
-        return Err((None, Error::internal(format!("{t}: null call frame"))));
+        return Err((None, refused(info, Refusal::NullFrame)));
     }
     // SAFETY: XLA passes a valid frame; `struct_size` is the first field of every
     // version of it, and the size is checked before any later field is read.
     let size = unsafe { core::ptr::addr_of!((*raw).struct_size).read() };
     if size < offset_of!(sys::XLA_FFI_CallFrame, ctx) {
-        return Err((
-            None,
-            Error::internal(format!("{t}: call frame of {size} bytes is too small to hold an API table")),
-        ));
+        return Err((None, refused(info, Refusal::FrameWithoutTable(size))));
     }
     // SAFETY: within `size`, checked above.
     let api_ptr = unsafe { core::ptr::addr_of!((*raw).api).read() };
     // SAFETY: the runtime's API table holds `struct_size` bytes and outlives every call.
     let Some(api) = (unsafe { ApiTable::new(api_ptr) }) else {
-        return Err((None, Error::internal(format!("{t}: call frame without a usable XLA FFI API table"))));
+        return Err((None, refused(info, Refusal::UnusableTable)));
     };
     if FALLBACK_API.load(core::sync::atomic::Ordering::Relaxed).is_null() {
         FALLBACK_API.store(api_ptr as *mut _, core::sync::atomic::Ordering::Release);
     }
     if size < sys::XLA_FFI_CallFrame_STRUCT_SIZE as usize {
-        let e = Error::internal(format!(
-            "{}: unexpected XLA_FFI_CallFrame size: expected at least {}, got {size}",
-            info.target,
-            sys::XLA_FFI_CallFrame_STRUCT_SIZE
-        ));
-        return Err((Some(api), e));
+        return Err((Some(api), refused(info, Refusal::FrameTooSmall(size))));
     }
     // SAFETY: the frame is at least CallFrame_STRUCT_SIZE bytes, so every field up to
     // and including `attrs` is there.
@@ -440,35 +431,16 @@ pub(crate) unsafe fn open<'f>(
             return Ok(Entry::Metadata);
         }
     }
-    let Some(stage) = Stage::from_raw(frame.stage) else {
-        let e = Error::internal(format!("{}: unknown execution stage {}", info.target, frame.stage));
-        return Err((Some(api), e));
-    };
-    if stage == Stage::Record && api.version() < RECORD_SINCE {
-        let (major, minor) = api.version();
-        let e = Error::unimplemented(format!(
-            "{}: the record stage needs XLA FFI API 0.4 or newer; this XLA runtime has FFI API {major}.{minor}",
-            info.target
-        ));
-        return Err((Some(api), e));
-    }
-    if stage != info.stage {
-        let e = Error::internal(format!(
-            "{}: this symbol handles the {} stage but was called at the {} stage; \
-             register it under the key \"{}\"",
-            info.target,
-            info.stage.name(),
-            stage.name(),
-            info.stage.name()
-        ));
-        return Err((Some(api), e));
+    // The usual case first, in one compare: the handler's own stage (never the
+    // record stage, which needs its own checks below).
+    if frame.stage != info.stage.to_raw() || info.stage == Stage::Record {
+        check_stage(frame.stage, info, api).map_err(|e| (Some(api), e))?;
     }
     if frame.args.struct_size < sys::XLA_FFI_Args_STRUCT_SIZE as usize
         || frame.rets.struct_size < sys::XLA_FFI_Rets_STRUCT_SIZE as usize
         || frame.attrs.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize
     {
-        let e = Error::internal(format!("{}: args, rets or attrs struct too small", info.target));
-        return Err((Some(api), e));
+        return Err((Some(api), refused(info, Refusal::SmallArgs)));
     }
     // SAFETY: XLA provides `size` entries in each array, alive for the call.
     let (args, rets) = unsafe {
@@ -478,6 +450,66 @@ pub(crate) unsafe fn open<'f>(
         )
     };
     Ok(Entry::Call(Frame { api, ctx: frame.ctx, stage: frame.stage, args, rets, attrs: &frame.attrs, host: info.host }))
+}
+
+/// Why [`open`] refused a frame (its message is built out of line, in [`refused`]).
+#[derive(Clone, Copy)]
+enum Refusal {
+    NullFrame,
+    FrameWithoutTable(usize),
+    UnusableTable,
+    FrameTooSmall(usize),
+    SmallArgs,
+}
+
+/// The error of a refused frame. Cold and out of line, as every refusal of the
+/// decoding layer: the code of the accepting path stays together, which is what a
+/// call costs when it starts with its code out of the instruction cache (inside
+/// XLA, where the executor's own code runs between two calls).
+#[cold]
+#[inline(never)]
+fn refused(info: &HandlerInfo, why: Refusal) -> Error {
+    let t = info.target;
+    match why {
+        Refusal::NullFrame => Error::internal(format!("{t}: null call frame")),
+        Refusal::FrameWithoutTable(size) => {
+            Error::internal(format!("{t}: call frame of {size} bytes is too small to hold an API table"))
+        }
+        Refusal::UnusableTable => Error::internal(format!("{t}: call frame without a usable XLA FFI API table")),
+        Refusal::FrameTooSmall(size) => Error::internal(format!(
+            "{t}: unexpected XLA_FFI_CallFrame size: expected at least {}, got {size}",
+            sys::XLA_FFI_CallFrame_STRUCT_SIZE
+        )),
+        Refusal::SmallArgs => Error::internal(format!("{t}: args, rets or attrs struct too small")),
+    }
+}
+
+/// [`open`]'s stage check past its one-compare fast path: an unknown stage, the
+/// record stage on a runtime without it, or another stage than the handler's.
+#[cold]
+#[inline(never)]
+fn check_stage(raw: u32, info: &HandlerInfo, api: ApiTable<'_>) -> Result<()> {
+    let Some(stage) = Stage::from_raw(raw) else {
+        return Err(Error::internal(format!("{}: unknown execution stage {raw}", info.target)));
+    };
+    if stage == Stage::Record && api.version() < RECORD_SINCE {
+        let (major, minor) = api.version();
+        return Err(Error::unimplemented(format!(
+            "{}: the record stage needs XLA FFI API 0.4 or newer; this XLA runtime has FFI API {major}.{minor}",
+            info.target
+        )));
+    }
+    if stage != info.stage {
+        return Err(Error::internal(format!(
+            "{}: this symbol handles the {} stage but was called at the {} stage; \
+             register it under the key \"{}\"",
+            info.target,
+            info.stage.name(),
+            stage.name(),
+            info.stage.name()
+        )));
+    }
+    Ok(())
 }
 
 /// The first FFI API version with the record stage (`XLA_FFI_ExecutionStage_RECORD`,

@@ -38,6 +38,19 @@ fn two_results_parallel<T: Element + Send + Sync>(
         f(0, n, o0, o1);
         return Ok(());
     }
+    split_two_results(ctx, n, blocks, (o0, o1), f)
+}
+
+/// [`two_results_parallel`] for a call split into `blocks` on XLA's pool. Out of
+/// line: the small call's code stays together.
+#[inline(never)]
+fn split_two_results<T: Element + Send + Sync>(
+    ctx: &Context<'_>,
+    n: usize,
+    blocks: usize,
+    (o0, o1): (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]),
+    f: impl Fn(usize, usize, &mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) + Sync,
+) -> Result<()> {
     let len = block_len(n, blocks);
     let (p0, p1) = (Parts::new(o0, len), Parts::new(o1, len));
     run_blocks(ctx, p0.len(), |i| {
