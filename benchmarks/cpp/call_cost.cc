@@ -4,7 +4,7 @@
 // library, so that our Rust handler and its C++ ffi.h twin are measured by one
 // harness.
 //
-//   call_cost LIB SYMBOL [CALLS] [cold]
+//   call_cost LIB SYMBOL [CALLS] [cold [LIB2 SYMBOL2 ...]]
 //
 // runs SYMBOL from LIB (dlopen) CALLS times (default 400000) and prints the best
 // nanoseconds per call over 20 rounds. With `cold`, each call is preceded by a run
@@ -12,7 +12,9 @@
 // instruction cache, and as many branches): the handler then starts with its code
 // out of the instruction cache and branch predictor, as it does inside XLA, where
 // the executor's own code runs between two custom calls. Only the call is timed
-// (TSC between fences), and the median over the calls is printed, in TSC ticks. Under
+// (TSC between fences), and the median over the calls is printed, in TSC ticks.
+// Further LIB SYMBOL pairs after `cold` are measured in the same process, the
+// handlers taking turns call by call (a paired comparison on a noisy machine). Under
 //   valgrind --tool=callgrind --toggle-collect=SYMBOL call_cost LIB SYMBOL
 // the collected instruction count divided by CALLS is the exact instructions per
 // call (benchmarks/cpp/call_cost.sh does both handlers and prints the table).
@@ -63,46 +65,70 @@ uint64_t EvictAll(uint64_t x, std::integer_sequence<int, N...>) {
   return x;
 }
 
-// The median ticks per call with the instruction cache evicted before each call.
-int ColdCalls(XLA_FFI_Error* (*handler)(XLA_FFI_CallFrame*), XLA_FFI_CallFrame* frame, long calls, const char* name) {
-  std::vector<uint64_t> ticks;
-  ticks.reserve(calls);
+using Handler = XLA_FFI_Error* (*)(XLA_FFI_CallFrame*);
+
+// The median ticks per call of each handler, with the instruction cache evicted
+// before each call; the handlers take turns call by call, so that a change of the
+// machine's speed meets all of them.
+int ColdCalls(const std::vector<Handler>& handlers, const std::vector<const char*>& names,
+              const std::vector<const char*>& libs, XLA_FFI_CallFrame* frame, long calls) {
+  std::vector<std::vector<uint64_t>> ticks(handlers.size());
   volatile uint64_t sink = 0;
   for (long i = 0; i < calls; ++i) {
-    sink = sink + EvictAll(i, std::make_integer_sequence<int, 2048>{});
-    _mm_lfence();
-    uint64_t t0 = __rdtsc();
-    _mm_lfence();
-    if (handler(frame) != nullptr) return 1;
-    _mm_lfence();
-    uint64_t t1 = __rdtsc();
-    ticks.push_back(t1 - t0);
+    for (size_t k = 0; k < handlers.size(); ++k) {
+      sink = sink + EvictAll(i, std::make_integer_sequence<int, 2048>{});
+      _mm_lfence();
+      uint64_t t0 = __rdtsc();
+      _mm_lfence();
+      if (handlers[k](frame) != nullptr) return 1;
+      _mm_lfence();
+      uint64_t t1 = __rdtsc();
+      ticks[k].push_back(t1 - t0);
+    }
   }
-  std::sort(ticks.begin(), ticks.end());
-  std::printf("%s: cold %lu TSC ticks per call (median of %ld; quartiles %lu, %lu)\n", name,
-              (unsigned long)ticks[ticks.size() / 2], calls, (unsigned long)ticks[ticks.size() / 4],
-              (unsigned long)ticks[3 * ticks.size() / 4]);
+  for (size_t k = 0; k < handlers.size(); ++k) {
+    std::vector<uint64_t>& t = ticks[k];
+    std::sort(t.begin(), t.end());
+    std::printf("%s (%s): cold %lu TSC ticks per call (median of %ld; quartiles %lu, %lu)\n", names[k], libs[k],
+                (unsigned long)t[t.size() / 2], calls, (unsigned long)t[t.size() / 4],
+                (unsigned long)t[3 * t.size() / 4]);
+  }
   return 0;
+}
+
+// The handler SYMBOL of the shared library LIB, or null after a message.
+Handler Load(const char* lib_path, const char* symbol) {
+  void* lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    std::fprintf(stderr, "call_cost: %s\n", dlerror());
+    return nullptr;
+  }
+  auto handler = reinterpret_cast<Handler>(dlsym(lib, symbol));
+  if (!handler) std::fprintf(stderr, "call_cost: no symbol %s in %s\n", symbol, lib_path);
+  return handler;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s LIB SYMBOL [CALLS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LIB SYMBOL [CALLS] [cold [LIB2 SYMBOL2 ...]]\n", argv[0]);
     return 2;
   }
   long calls = argc > 3 ? std::atol(argv[3]) : 400000;
-  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    std::fprintf(stderr, "call_cost: %s\n", dlerror());
-    return 1;
-  }
-  using Handler = XLA_FFI_Error* (*)(XLA_FFI_CallFrame*);
-  auto handler = reinterpret_cast<Handler>(dlsym(lib, argv[2]));
-  if (!handler) {
-    std::fprintf(stderr, "call_cost: no symbol %s in %s\n", argv[2], argv[1]);
-    return 1;
+  Handler handler = Load(argv[1], argv[2]);
+  if (!handler) return 1;
+  bool cold = argc > 4 && std::strcmp(argv[4], "cold") == 0;
+  // In cold mode, more LIB SYMBOL pairs may follow: all are measured, call by call in turn.
+  std::vector<Handler> handlers{handler};
+  std::vector<const char*> names{argv[2]};
+  std::vector<const char*> libs{argv[1]};
+  for (int a = 5; cold && a + 1 < argc; a += 2) {
+    Handler h = Load(argv[a], argv[a + 1]);
+    if (!h) return 1;
+    handlers.push_back(h);
+    names.push_back(argv[a + 1]);
+    libs.push_back(argv[a]);
   }
 
   static XLA_FFI_Api api;
@@ -140,8 +166,9 @@ int main(int argc, char** argv) {
 
   // One call outside the measured loop: the first call answers one-time questions
   // (our host-platform guard, the rules parsed once).
-  if (handler(&frame) != nullptr) return 1;
-  if (argc > 4 && std::strcmp(argv[4], "cold") == 0) return ColdCalls(handler, &frame, calls, argv[2]);
+  for (Handler h : handlers)
+    if (h(&frame) != nullptr) return 1;
+  if (cold) return ColdCalls(handlers, names, libs, &frame, calls);
   double best = 1e300;
   long per_round = calls / 20 > 0 ? calls / 20 : 1;
   for (int r = 0; r < 20; ++r) {

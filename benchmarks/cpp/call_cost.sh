@@ -25,13 +25,10 @@ rust_lib="$root/target/release/libxla_ffi_rs_ops.so"
 run() { "$here/build/call_cost" "$1" "$2" "$CALLS" "${3:-}"; }
 run "$rust_lib" xla_ffi_handler__xla_ffi_rs_kepler_cpu
 run "$cpp_lib" BenchKepler
-# Cold: fewer calls (each runs through about 150 KB of other code first), three
-# rounds alternating, so that a change of the machine's speed meets both.
-cold_calls=$(( CALLS / 20 > 0 ? CALLS / 20 : 1 ))
-for _ in 1 2 3; do
-    "$here/build/call_cost" "$rust_lib" xla_ffi_handler__xla_ffi_rs_kepler_cpu "$cold_calls" cold
-    "$here/build/call_cost" "$cpp_lib" BenchKepler "$cold_calls" cold
-done
+# Cold: fewer calls (each runs through about 150 KB of other code first), ours and
+# the twin taking turns call by call in one process.
+"$here/build/call_cost" "$rust_lib" xla_ffi_handler__xla_ffi_rs_kepler_cpu "$(( CALLS / 20 > 0 ? CALLS / 20 : 1 ))" \
+    cold "$cpp_lib" BenchKepler
 if ! command -v valgrind >/dev/null; then
     echo "valgrind not found: no instruction counts" >&2
     exit 0

@@ -86,6 +86,16 @@ fn execute_handler_at_another_stage_names_the_stage() {
     }
 }
 
+#[test]
+fn unknown_stage_is_refused_with_its_number() {
+    for raw in [5u32, 9, u32::MAX] {
+        let mut call =
+            CallBuilder::new().raw_stage(raw).arg(Arg::from_slice(&[1.0f32], &[1])).ret(Arg::zeros::<f32>(&[1]));
+        expect_err(call.run(MD_PLAIN), ErrorCode::Internal, &["md.plain", &format!("unknown execution stage {raw}")]);
+        assert_eq!(call.ret_as::<f32>(0), vec![0.0], "body did not run");
+    }
+}
+
 // ---- API tables of older or shorter runtimes ----
 
 /// out = [api minor, num_threads, device ordinal]; fails if the ordinal is unavailable.

@@ -925,6 +925,12 @@ impl CallBuilder {
         self.stage = stage.to_raw();
         self
     }
+    /// Sets the frame's raw `stage` field, which may be a value no [`Stage`](crate::Stage)
+    /// stands for (XLA never sends one; the handler must refuse it).
+    pub fn raw_stage(mut self, stage: u32) -> Self {
+        self.stage = stage;
+        self
+    }
     /// Sets the stage of later [`run`](Self::run)s on this builder, keeping its
     /// context, so an instantiate call's state is seen by a later execute call.
     pub fn set_stage(&mut self, stage: crate::Stage) {
