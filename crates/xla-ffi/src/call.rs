@@ -299,6 +299,12 @@ impl<'f> Call<'f> {
         let Some(Ok(rules)) = rules.get() else {
             return self.check_rules_first(decl, rules);
         };
+        self.check_parsed_rules(decl, rules)
+    }
+
+    /// [`Call::check_rules`] once the rules are parsed.
+    #[inline(always)]
+    fn check_parsed_rules(&self, decl: &Declaration, rules: &Rules) -> Result<()> {
         // The elementwise rules ("...b, ...b -> ...b", "T, T -> T") on the dtypes and
         // shapes decoding read and checked: nothing to read again. Anything else, or a
         // call that does not fit (to word the error), goes through `check_call`.
@@ -320,10 +326,7 @@ impl<'f> Call<'f> {
         cell: &OnceLock<core::result::Result<Rules, String>>,
     ) -> Result<()> {
         match cell.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
-            Ok(rules) => match rules.elementwise() {
-                Some((n, m)) if self.all_alike(n, m) => Ok(()),
-                _ => self.check_rules_on_frame(decl, rules),
-            },
+            Ok(rules) => self.check_parsed_rules(decl, rules),
             Err(e) => Err(Error::internal(format!("{}: {e}", decl.target))),
         }
     }
