@@ -88,7 +88,23 @@ fn apply_dispatch<T: Real, S: Slot<T>>(
     (e, s, c): Point<'_, T>,
     (o0, o1): Out<'_, S>,
 ) {
-    let one = if dir == Direction::Tangent { tangent_one::<T> } else { cotangent_one::<T> };
+    // One loop per direction, each with its map inlined: a function pointer chosen
+    // here would be called per element, unvectorized (and compiled for the baseline
+    // target, not this version's).
+    match dir {
+        Direction::Tangent => map_slices(tangent_one::<T>, (a, b), (e, s, c), (o0, o1)),
+        Direction::Cotangent => map_slices(cotangent_one::<T>, (a, b), (e, s, c), (o0, o1)),
+    }
+}
+
+/// `one` elementwise over the slices (all of `a`'s length).
+#[inline(always)]
+fn map_slices<T: Real, S: Slot<T>>(
+    one: impl Fn(T, T, T, T, T) -> (T, T),
+    (a, b): Linear<'_, T>,
+    (e, s, c): Point<'_, T>,
+    (o0, o1): Out<'_, S>,
+) {
     let n = a.len();
     let (b, e, s, c, o0, o1) = (&b[..n], &e[..n], &s[..n], &c[..n], &mut o0[..n], &mut o1[..n]);
     // Indexing within equal, re-sliced lengths: the bounds checks fold away and
