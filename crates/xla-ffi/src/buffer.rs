@@ -217,14 +217,16 @@ impl<'f> RawBuffer<'f> {
                 }
             }
         }
-        Self::reject(call, (role, index, name), spec);
+        // Scalar arguments (in registers), not a tuple: a tuple would be stored to
+        // the stack on the accepting path too, for this cold call's sake.
+        Self::reject(call, role, index, name, spec);
         None
     }
 
     /// Records every reason the buffer at `(role, index)` was refused.
     #[cold]
     #[inline(never)]
-    fn reject(call: &mut Call<'f>, (role, index, name): (Role, usize, &'static str), spec: &'static Spec) {
+    fn reject(call: &mut Call<'f>, role: Role, index: usize, name: &'static str, spec: &'static Spec) {
         let site = Site { target: call.target(), role, index, name };
         let (accepts, describe, rank) = (spec.accepts, spec.describe, spec.rank);
         let (dtype, data, dims) = match call.frame.buffer(site.role, site.index) {
@@ -304,7 +306,9 @@ impl<'f> RawBuffer<'f> {
         if self.dtype() == T::DTYPE && self.aliases.is_clean() && aligned {
             return Ok(());
         }
-        self.check_access_slow::<T>(operands)
+        // By value (a copy made on the cold path): a `&self` call would make the
+        // caller keep every view in memory, in one piece, on the accepting path too.
+        RawBuffer::check_access_slow::<T>(*self, operands)
     }
 
     /// [`RawBuffer::check_access`] when the call is not clean (aliased buffers, a
@@ -312,7 +316,7 @@ impl<'f> RawBuffer<'f> {
     /// misaligned: every check, in full. Cold: out of the accepting path's way.
     #[cold]
     #[inline(never)]
-    fn check_access_slow<T: Element>(&self, operands: bool) -> Result<()> {
+    fn check_access_slow<T: Element>(self, operands: bool) -> Result<()> {
         let align = core::mem::align_of::<T>();
         let aligned = self.len == 0 || (!self.data().is_null() && (self.data() as usize).is_multiple_of(align));
         if self.frame_is_host() && self.dtype() == T::DTYPE && aligned && self.aliased_by(operands).is_none() {
@@ -598,17 +602,21 @@ impl<'f, D: ElementSpec, const R: usize> ResultBuffer<'f, D, R> {
         if self.raw.len < HUGE_PAGE_MIN_BYTES / crate::dtype::MAX_BYTE_WIDTH {
             return false;
         }
-        self.advise_large()
+        // What it needs, in registers: a `&self` call would make the caller keep the
+        // whole view in memory, in one piece, on the small result's path too.
+        let raw = &self.raw;
+        Self::advise_large(raw.entry, raw.len, raw.frame_is_host())
     }
 
     /// [`ResultBuffer::advise_huge_pages`] past its first test: out of line, as the
     /// small result's code is what a call costs.
     #[inline(never)]
-    fn advise_large(&mut self) -> bool {
-        if !self.raw.frame_is_host() || self.size_bytes() < HUGE_PAGE_MIN_BYTES {
+    fn advise_large(entry: BufferEntry<'_>, len: usize, host: bool) -> bool {
+        let dtype = entry.dtype();
+        if !host || len * dtype.byte_width().unwrap_or(0) < HUGE_PAGE_MIN_BYTES {
             return false;
         }
-        advise_huge_pages(self.raw.range())
+        advise_huge_pages(byte_range(entry.data(), len, dtype).unwrap_or(EVERYWHERE))
     }
 
     /// This output together with an input it may alias.
