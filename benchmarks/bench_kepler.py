@@ -1,7 +1,7 @@
 """Kepler throughput: ours against the floor (XLA's sin+cos of M under jit), the
 C++ ffi.h twin, a jnp Newton solver, jax.pure_callback around numpy and
 the memory limit (a fused XLA copy of the same two arrays), N = 1, 1e3, 1e6 (and
-1e7 in f64); f32 and f64; e < 0.9 and e < 0.999; forward and forward + JVP."""
+1e7 in f64); f32 and f64; e < 0.9 and e < 0.999; forward, forward + JVP, and grad."""
 
 from __future__ import annotations
 
@@ -96,6 +96,22 @@ def _old_rule_jvp(primals: tuple, tangents: tuple) -> tuple:
     (m, e), (dm, de) = primals, tangents
     s, c = kepler_op(m, e)
     return (s, c), kepler_tangent_jnp(dm, de, e, s, c)
+
+
+GRAD_WEIGHTS = (0.3, 0.7)  # the loss: sum(0.3 sin E + 0.7 cos E)
+
+
+def grad_programs(o: Any) -> dict[str, Any]:
+    """Reverse mode against the forward, ours first: the gradient in (M, e) of
+    ``sum(0.3 sin E + 0.7 cos E)`` (the forward, then the cotangent kernel as the
+    transpose of the tangent), and the forward alone."""
+    ws, wc = GRAD_WEIGHTS
+
+    def loss(m: jax.Array, e: jax.Array) -> jax.Array:
+        s, c = o.kepler(m, e)
+        return jnp.sum(ws * s + wc * c)
+
+    return {"ours grad": jax.grad(loss, argnums=(0, 1)), "ours fwd": o.kepler}
 
 
 def jvp_programs(o: Any, arrays: bool) -> dict[str, Any]:
@@ -223,6 +239,7 @@ def main() -> None:
                 tangents = (jnp.ones_like(m), jnp.full_like(e, 0.5))
                 tj = measure_pairs({k: jax.jit(f) for k, f in jvp_programs(o, False).items()}, m, e, *tangents)
                 ta = measure_pairs({k: jax.jit(f) for k, f in jvp_programs(o, True).items()}, m, e, *tangents)
+                tg = measure_pairs({k: jax.jit(f) for k, f in grad_programs(o).items()}, m, e)
                 if n <= 1_000_000:
                     for name, f in jvp_contenders.items():
                         tj[f"{name} fwd+jvp"] = measure(jax.jit(with_jvp(f)), m, e)
@@ -243,6 +260,7 @@ def main() -> None:
                 jrow["ours/old rule (fwd+jvp)"] = tj["old rule fwd+jvp"]["ratio_median"]
                 jrow["array tangents: ours (fwd+jvp)/fwd"] = ta["ours fwd"]["ratio_median"]
                 jrow["array tangents: ours/old rule (fwd+jvp)"] = ta["old rule fwd+jvp"]["ratio_median"]
+                jrow["ours grad/fwd"] = tg["ours fwd"]["ratio_median"]
                 for name, v in tj.items():
                     jrow[f"{name} ns/el"] = v["median"] * 1e9 / n
                 for name, v in tk.items():
@@ -250,7 +268,9 @@ def main() -> None:
                     if "ratio_median" in v:
                         jrow[f"apart: tangent kernel/{name}"] = v["ratio_median"]
                 jvp_rows.append(jrow)
-                raw.append({**key, "fwd": t, "fwd+jvp": tj, "fwd+jvp, array tangents": ta, "apart": tk})
+                raw.append(
+                    {**key, "fwd": t, "fwd+jvp": tj, "fwd+jvp, array tangents": ta, "grad": tg, "apart": tk}
+                )
                 print(
                     f"  {key}: ours {row['ours ns/el']:.2f} ns/el (median), ours/sin+cos {row['ours/sin+cos']:.3f},"
                     f" ours/copy {row['ours/copy']:.3f}",
@@ -306,6 +326,10 @@ def main() -> None:
             ),
             "old rule: our forward with the JVP rule it had before kepler_tangent (jnp from the outputs), A/B",
             "array tangents: the same, with (dM, de) passed in as arrays instead of built in the program",
+            (
+                "grad/fwd: jax.grad in (M, e) of sum(0.3 sin E + 0.7 cos E) against the forward alone, "
+                "interleaved pairs (no target: the forward, then the cotangent kernel on the broadcast weights)"
+            ),
             (
                 "fwd+jvp: jax.jvp with tangents (dM, de) = (1, 0.5), under jit; ours via the public API "
                 "(one fused kepler_jvp_const kernel, the constant tangents passed as scalars)"
