@@ -440,7 +440,7 @@ pub(crate) unsafe fn open<'f>(
         || frame.rets.struct_size < sys::XLA_FFI_Rets_STRUCT_SIZE as usize
         || frame.attrs.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize
     {
-        return Err((Some(api), refused(info, Refusal::SmallArgs)));
+        return Err((Some(api), refused(info, Refusal::SmallParts(frame))));
     }
     // SAFETY: XLA provides `size` entries in each array, alive for the call.
     let (args, rets) = unsafe {
@@ -454,12 +454,14 @@ pub(crate) unsafe fn open<'f>(
 
 /// Why [`open`] refused a frame (its message is built out of line, in [`refused`]).
 #[derive(Clone, Copy)]
-enum Refusal {
+enum Refusal<'a> {
     NullFrame,
     FrameWithoutTable(usize),
     UnusableTable,
     FrameTooSmall(usize),
-    SmallArgs,
+    /// A frame whose args, rets or attrs struct is smaller than this header's (the
+    /// frame itself is whole: its size was checked first).
+    SmallParts(&'a sys::XLA_FFI_CallFrame),
 }
 
 /// The error of a refused frame. Cold and out of line, as every refusal of the
@@ -468,7 +470,7 @@ enum Refusal {
 /// XLA, where the executor's own code runs between two calls).
 #[cold]
 #[inline(never)]
-fn refused(info: &HandlerInfo, why: Refusal) -> Error {
+fn refused(info: &HandlerInfo, why: Refusal<'_>) -> Error {
     let t = info.target;
     match why {
         Refusal::NullFrame => Error::internal(format!("{t}: null call frame")),
@@ -480,7 +482,19 @@ fn refused(info: &HandlerInfo, why: Refusal) -> Error {
             "{t}: unexpected XLA_FFI_CallFrame size: expected at least {}, got {size}",
             sys::XLA_FFI_CallFrame_STRUCT_SIZE
         )),
-        Refusal::SmallArgs => Error::internal(format!("{t}: args, rets or attrs struct too small")),
+        Refusal::SmallParts(frame) => {
+            let parts = [
+                ("XLA_FFI_Args", frame.args.struct_size, sys::XLA_FFI_Args_STRUCT_SIZE as usize),
+                ("XLA_FFI_Rets", frame.rets.struct_size, sys::XLA_FFI_Rets_STRUCT_SIZE as usize),
+                ("XLA_FFI_Attrs", frame.attrs.struct_size, sys::XLA_FFI_Attrs_STRUCT_SIZE as usize),
+            ];
+            let small: Vec<String> = parts
+                .iter()
+                .filter(|&&(_, got, min)| got < min)
+                .map(|(name, got, min)| format!("{name} struct of {got} bytes (expected at least {min})"))
+                .collect();
+            Error::internal(format!("{t}: the call frame's {}", small.join(", ")))
+        }
     }
 }
 

@@ -447,3 +447,35 @@ fn too_small_frame_is_an_error() {
     // No Error_Create in that table: the error comes from a table seen before.
     expect_err(r, ErrorCode::Internal, &["snd.host_guard", "API table"]);
 }
+
+/// An args, rets or attrs struct smaller than this header's is refused before any of
+/// its fields past `struct_size` is read, and the message says which and by how much.
+#[test]
+fn too_small_frame_parts_are_errors() {
+    use xla_ffi_sys as sys;
+    let (args, rets, attrs) = (
+        sys::XLA_FFI_Args_STRUCT_SIZE as usize,
+        sys::XLA_FFI_Rets_STRUCT_SIZE as usize,
+        sys::XLA_FFI_Attrs_STRUCT_SIZE as usize,
+    );
+    let call = || CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1]));
+    let got = format!("XLA_FFI_Args struct of {} bytes (expected at least {args})", args - 1);
+    expect_err(call().args_struct_size(args - 1).run(SND_HOST_GUARD), ErrorCode::Internal, &["snd.host_guard", &got]);
+    let got = format!("XLA_FFI_Rets struct of 0 bytes (expected at least {rets})");
+    expect_err(call().rets_struct_size(0).run(SND_HOST_GUARD), ErrorCode::Internal, &["snd.host_guard", &got]);
+    let got = format!("XLA_FFI_Attrs struct of 8 bytes (expected at least {attrs})");
+    expect_err(call().attrs_struct_size(8).run(SND_HOST_GUARD), ErrorCode::Internal, &["snd.host_guard", &got]);
+    // All three named in one message; none named when it is large enough.
+    let msg = expect_err(
+        call().args_struct_size(1).rets_struct_size(2).attrs_struct_size(3).run(SND_HOST_GUARD),
+        ErrorCode::Internal,
+        &["XLA_FFI_Args struct of 1 bytes", "XLA_FFI_Rets struct of 2 bytes", "XLA_FFI_Attrs struct of 3 bytes"],
+    );
+    assert!(msg.starts_with("snd.host_guard: the call frame's "), "{msg}");
+    let msg = expect_err(call().rets_struct_size(rets - 8).run(SND_HOST_GUARD), ErrorCode::Internal, &["XLA_FFI_Rets"]);
+    assert!(!msg.contains("XLA_FFI_Args") && !msg.contains("XLA_FFI_Attrs"), "{msg}");
+    // Larger than this header's (a newer runtime's): accepted.
+    expect_ok(
+        call().args_struct_size(args + 8).rets_struct_size(rets + 8).attrs_struct_size(attrs + 8).run(SND_HOST_GUARD),
+    );
+}

@@ -820,6 +820,8 @@ pub struct CallBuilder {
     /// correct crate: see `arg_data_address`).
     data_addrs: Vec<(usize, usize)>,
     frame_size: Option<usize>,
+    /// `struct_size` of the frame's args, rets and attrs structs, where replaced.
+    part_sizes: [Option<usize>; 3],
     /// The per-execution custom options (`CustomOptions_Get`).
     custom_options: Vec<(String, AttrArg)>,
     ctx: Box<FakeCtx>,
@@ -849,6 +851,7 @@ impl CallBuilder {
             data_entries: Vec::new(),
             data_addrs: Vec::new(),
             frame_size: None,
+            part_sizes: [None; 3],
             custom_options: Vec::new(),
             ctx: Box::new(FakeCtx::new(2)),
             pending_at_return: None,
@@ -918,6 +921,23 @@ impl CallBuilder {
     /// Sends a call frame whose `struct_size` is `size` (too small, say).
     pub fn frame_size(mut self, size: usize) -> Self {
         self.frame_size = Some(size);
+        self
+    }
+    /// Sends the frame's operand struct (`XLA_FFI_Args`) with `struct_size` = `size`
+    /// (too small, say: the handler must refuse the call).
+    pub fn args_struct_size(mut self, size: usize) -> Self {
+        self.part_sizes[0] = Some(size);
+        self
+    }
+    /// Sends the frame's result struct (`XLA_FFI_Rets`) with `struct_size` = `size`.
+    pub fn rets_struct_size(mut self, size: usize) -> Self {
+        self.part_sizes[1] = Some(size);
+        self
+    }
+    /// Sends the frame's attribute dictionary (`XLA_FFI_Attrs`) with `struct_size` =
+    /// `size`.
+    pub fn attrs_struct_size(mut self, size: usize) -> Self {
+        self.part_sizes[2] = Some(size);
         self
     }
     /// Sets the stage.
@@ -1093,6 +1113,10 @@ impl CallBuilder {
         if let Some(size) = self.frame_size {
             frame.struct_size = size;
         }
+        let [args_size, rets_size, attrs_size] = self.part_sizes;
+        frame.args.struct_size = args_size.unwrap_or(frame.args.struct_size);
+        frame.rets.struct_size = rets_size.unwrap_or(frame.rets.struct_size);
+        frame.attrs.struct_size = attrs_size.unwrap_or(frame.attrs.struct_size);
         // SAFETY: the frame and everything it points to live until after the call.
         let err = unsafe { handler(&mut frame) };
         self.ctx.custom_options = OptionsPtr(core::ptr::null());
