@@ -633,7 +633,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         // tuple would copy every decoded view once more on each call.
         #(
             let ::core::option::Option::Some(#vars) = #vars else {
-                return ::core::result::Result::Err(#krate::__private::undecoded(__call, #all_names));
+                return ::core::result::Result::Err(#krate::__private::undecoded(__call.target(), #all_names));
             };
         )*
         #krate::__private::HandlerReturn::into_result(#fn_name( #(#vars),* ))

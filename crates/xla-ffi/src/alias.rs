@@ -70,6 +70,12 @@ pub(crate) struct Aliases<'f> {
     pub(crate) frame: &'f Frame<'f>,
     /// The FFI target, for messages.
     pub(crate) target: &'static str,
+    /// What decoding found wrong (see [`Call::problem`](crate::Call::problem)). Here,
+    /// behind the shared reference every view and the `Call` hold, and not in the
+    /// `Call`: the cold paths that record a problem then never take the `Call`'s
+    /// address, so the optimizer keeps the `Call` (its positions, the dtype and shape
+    /// of the first buffer) in registers on the accepting path.
+    pub(crate) problems: core::cell::RefCell<Vec<String>>,
     /// `(start, end)` per slot (operands first, then results); [`EMPTY`] overlaps
     /// nothing. A slot is written before its bit is set in `seen`, and read only
     /// when that bit is set (so the table needs no clearing per call).
@@ -101,6 +107,7 @@ impl<'f> Aliases<'f> {
         Aliases {
             frame,
             target,
+            problems: core::cell::RefCell::new(Vec::new()),
             slots: [const { Cell::new(MaybeUninit::uninit()) }; Aliases::MAX],
             seen: Cell::new(0),
             disjoint: Cell::new(Aliases::UNKNOWN),

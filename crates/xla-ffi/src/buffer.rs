@@ -217,36 +217,37 @@ impl<'f> RawBuffer<'f> {
                 }
             }
         }
-        // Scalar arguments (in registers), not a tuple: a tuple would be stored to
-        // the stack on the accepting path too, for this cold call's sake.
-        Self::reject(call, role, index, name, spec);
+        // Scalar arguments (in registers), not a tuple, and not the `Call`: either would
+        // make the accepting path keep them in memory for this cold call's sake.
+        Self::reject(call.aliases, (role, index), name, spec);
         None
     }
 
     /// Records every reason the buffer at `(role, index)` was refused.
     #[cold]
     #[inline(never)]
-    fn reject(call: &mut Call<'f>, role: Role, index: usize, name: &'static str, spec: &'static Spec) {
-        let site = Site { target: call.target(), role, index, name };
+    fn reject(aliases: &Aliases<'f>, (role, index): (Role, usize), name: &'static str, spec: &'static Spec) {
+        let site = Site { target: aliases.target, role, index, name };
+        let problems = &mut *aliases.problems.borrow_mut();
         let (accepts, describe, rank) = (spec.accepts, spec.describe, spec.rank);
-        let (dtype, data, dims) = match call.frame.buffer(site.role, site.index) {
+        let (dtype, data, dims) = match aliases.frame.buffer(site.role, site.index) {
             Slot::Buffer(b) => (b.dtype(), b.data(), b.dims()),
-            Slot::Missing => return call.problem(format!("{site}: missing")),
+            Slot::Missing => return problems.push(format!("{site}: missing")),
             Slot::Kind(kind) => {
-                return call.problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
+                return problems.push(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
             }
-            Slot::Malformed => return call.problem(format!("{site}: malformed XLA_FFI_Buffer")),
+            Slot::Malformed => return problems.push(format!("{site}: malformed XLA_FFI_Buffer")),
         };
         if !accepts(dtype) {
-            call.problem(format!("{site}: expected dtype {}, got {dtype}", describe()));
+            problems.push(format!("{site}: expected dtype {}, got {dtype}", describe()));
         }
         if rank != ANY_RANK && dims.len() != rank {
-            call.problem(format!("{site}: expected rank {rank}, got rank {} (shape {dims:?})", dims.len()));
+            problems.push(format!("{site}: expected rank {rank}, got rank {} (shape {dims:?})", dims.len()));
         }
         match checked_len(dims, dtype) {
-            None => call.problem(format!("{site}: invalid shape {dims:?}")),
+            None => problems.push(format!("{site}: invalid shape {dims:?}")),
             Some(len) if byte_range(data, len, dtype).is_none() => {
-                call.problem(format!("{site}: data pointer {data:p} plus its size runs past the address space"))
+                problems.push(format!("{site}: data pointer {data:p} plus its size runs past the address space"))
             }
             Some(_) => {}
         }

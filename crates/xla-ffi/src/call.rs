@@ -29,7 +29,6 @@ pub struct Call<'f> {
     /// Attributes no parameter binds are accepted (a `State` parameter: the
     /// instantiate stage checked the whole attribute set of this call site).
     accept_unbound_attrs: bool,
-    problems: Vec<String>,
     /// The dtype and shape of the first buffer decoded (of the slots the alias table
     /// records), so that the elementwise rules are checked on what decoding read
     /// instead of reading the frame again.
@@ -49,7 +48,6 @@ impl<'f> Call<'f> {
             next_ret: 0,
             used_attrs: 0,
             accept_unbound_attrs: false,
-            problems: Vec::new(),
             first: None,
             alike: true,
         }
@@ -71,43 +69,7 @@ impl<'f> Call<'f> {
         if fits(na, self.info.n_args, self.info.variadic_args) && fits(nr, self.info.n_rets, self.info.variadic_rets) {
             return Ok(());
         }
-        self.count_error(na, nr)
-    }
-
-    /// [`Call::check_counts`] when the counts differ from the declared ones: fine when
-    /// optional or variadic parameters allow them, else the error naming what is missing.
-    #[cold]
-    #[inline(never)]
-    fn count_error(&self, na: usize, nr: usize) -> Result<()> {
-        let (ea, er) = (self.info.n_args, self.info.n_rets);
-        let mut msg = Vec::new();
-        let (arity, variadic) = (self.info.arity, [self.info.variadic_args, self.info.variadic_rets]);
-        for (role, got, max, variadic) in [(Role::Operand, na, ea, variadic[0]), (Role::Result, nr, er, variadic[1])] {
-            let optional = optional_count(arity, role);
-            let min = max - optional.min(max);
-            let what = if role == Role::Operand { "operand" } else { "result" };
-            if variadic && got < max {
-                msg.push(format!(
-                    "expected at least {max} {what}{}, got {got}{}",
-                    plural(max),
-                    missing(arity, role, got, min)
-                ));
-            } else if !variadic && optional > 0 && !(min..=max).contains(&got) {
-                msg.push(format!(
-                    "expected {min} to {max} {what}s ({} {} optional), got {got}{}",
-                    names(arity, role, min, max),
-                    if optional == 1 { "is" } else { "are" },
-                    missing(arity, role, got, min)
-                ));
-            } else if !variadic && optional == 0 && got != max {
-                msg.push(format!("expected {max} {what}{}, got {got}{}", plural(max), missing(arity, role, got, min)));
-            }
-        }
-        if msg.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::invalid_argument(format!("{}: {}", self.info.target, msg.join("; "))))
-        }
+        count_error(self.info, na, nr)
     }
 
     /// Records a decoded buffer: its byte range for the alias checks, and whether its
@@ -207,7 +169,7 @@ impl<'f> Call<'f> {
 
     /// Records a decoding problem; decoding goes on so that all are reported.
     pub fn problem(&mut self, message: impl Into<String>) {
-        self.problems.push(message.into());
+        self.aliases.problems.borrow_mut().push(message.into());
     }
 
     /// The static attribute dictionary of this call.
@@ -243,10 +205,12 @@ impl<'f> Call<'f> {
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = self.frame.attr_count().min(128);
-        if self.problems.is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
+        if self.aliases.problems.borrow().is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n))
+        {
             return Ok(());
         }
-        self.report()
+        let unbound = if self.accept_unbound_attrs { None } else { Some(self.used_attrs) };
+        report(self.frame, self.info, unbound, &mut self.aliases.problems.borrow_mut())
     }
 
     /// Whether attributes `0..n` (`n <= 128`) are all marked used.
@@ -256,39 +220,6 @@ impl<'f> Call<'f> {
         self.used_attrs & all == all
     }
 
-    /// [`Call::finish`] when something is to be reported.
-    #[cold]
-    #[inline(never)]
-    fn report(&mut self) -> Result<()> {
-        let attrs = self.attrs();
-        let extra: Vec<String> = (0..attrs.len().min(128))
-            .filter(|i| self.used_attrs & (1 << i) == 0)
-            .map(|i| attrs.name_at(i).unwrap_or("?").to_string())
-            .collect();
-        if !extra.is_empty() && !self.accept_unbound_attrs {
-            // An unbound entry with a declared name is a second entry of that name
-            // (XLA's dictionaries have none; a synthetic or hand-made one may).
-            let declared = self.declared_attr_names();
-            let (twice, unknown): (Vec<String>, Vec<String>) =
-                extra.into_iter().partition(|n| declared.contains(&n.as_str()));
-            for name in twice {
-                self.problems.push(format!("{}: attribute `{name}` is given more than once", self.info.target));
-            }
-            if !unknown.is_empty() {
-                self.problems.push(unknown_attrs_message(self.info.target, &unknown, &declared));
-            }
-        }
-        match self.problems.len() {
-            0 => Ok(()),
-            1 => Err(Error::invalid_argument(self.problems.pop().unwrap_or_default())),
-            n => Err(Error::invalid_argument(format!(
-                "{}: {n} problems decoding the call:\n  {}",
-                self.info.target,
-                self.problems.join("\n  ")
-            ))),
-        }
-    }
-
     /// Checks the decoded call against the declaration's shape and dtype rules,
     /// parsed once into `rules` (the `handler` macro's shim calls it after
     /// [`Call::finish`], before the body). Allocates nothing when the call fits.
@@ -296,15 +227,10 @@ impl<'f> Call<'f> {
     #[inline(always)]
     pub fn check_rules(&self, decl: &Declaration, rules: &OnceLock<core::result::Result<Rules, String>>) -> Result<()> {
         // Parsed by the first call (out of line, as is a declaration that fails to parse).
-        let Some(Ok(rules)) = rules.get() else {
-            return self.check_rules_first(decl, rules);
+        let rules = match rules.get() {
+            Some(Ok(rules)) => rules,
+            _ => parse_rules(decl, rules)?,
         };
-        self.check_parsed_rules(decl, rules)
-    }
-
-    /// [`Call::check_rules`] once the rules are parsed.
-    #[inline(always)]
-    fn check_parsed_rules(&self, decl: &Declaration, rules: &Rules) -> Result<()> {
         // The elementwise rules ("...b, ...b -> ...b", "T, T -> T") on the dtypes and
         // shapes decoding read and checked: nothing to read again. Anything else, or a
         // call that does not fit (to word the error), goes through `check_call`.
@@ -313,56 +239,125 @@ impl<'f> Call<'f> {
                 return Ok(());
             }
         }
-        self.check_rules_on_frame(decl, rules)
+        check_rules_on_frame(self.frame, decl, rules)
     }
+}
 
-    /// [`Call::check_rules`] before the rules are parsed (the first call), or when
-    /// they could not be.
-    #[cold]
-    #[inline(never)]
-    fn check_rules_first(
-        &self,
-        decl: &Declaration,
-        cell: &OnceLock<core::result::Result<Rules, String>>,
-    ) -> Result<()> {
-        match cell.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
-            Ok(rules) => self.check_parsed_rules(decl, rules),
-            Err(e) => Err(Error::internal(format!("{}: {e}", decl.target))),
+/// The parsed rules of [`Call::check_rules`] on the first call (or an error when they
+/// cannot be parsed). Out of line, and not given the `Call`, as every cold path here.
+#[cold]
+#[inline(never)]
+fn parse_rules<'r>(decl: &Declaration, cell: &'r OnceLock<core::result::Result<Rules, String>>) -> Result<&'r Rules> {
+    match cell.get_or_init(|| Rules::parse(decl.shapes, decl.dtypes)) {
+        Ok(rules) => Ok(rules),
+        Err(e) => Err(Error::internal(format!("{}: {e}", decl.target))),
+    }
+}
+
+/// [`Call::check_rules`] past its shortcut: the general check, on the frame.
+#[inline(never)]
+fn check_rules_on_frame(frame: &Frame<'_>, decl: &Declaration, rules: &Rules) -> Result<()> {
+    let read = move |role: Role, i: usize| -> (DataType, &[i64]) {
+        match frame.buffer(role, i) {
+            Slot::Buffer(b) => (b.dtype(), b.dims()),
+            _ => (DataType::INVALID, &[]),
+        }
+    };
+    let (n_args, n_rets) = (frame.count(Role::Operand), frame.count(Role::Result));
+    check_call(decl, rules, n_args, n_rets, &|i| read(Role::Operand, i), &|i| read(Role::Result, i))
+        .map_err(|e| Error::invalid_argument(e.message))
+}
+
+/// [`Call::finish`] when something is to be reported: the problems, and each
+/// attribute not marked in `unbound`'s used set (`None`: unbound attributes are
+/// accepted). Given what it reads, not the `Call` (see `Aliases::problems`).
+#[cold]
+#[inline(never)]
+fn report(frame: &Frame<'_>, info: &HandlerInfo, unbound: Option<u128>, problems: &mut Vec<String>) -> Result<()> {
+    let attrs = Dict::new(frame.attrs());
+    if let Some(used) = unbound {
+        let extra: Vec<String> = (0..attrs.len().min(128))
+            .filter(|i| used & (1 << i) == 0)
+            .map(|i| attrs.name_at(i).unwrap_or("?").to_string())
+            .collect();
+        if !extra.is_empty() {
+            // An unbound entry with a declared name is a second entry of that name
+            // (XLA's dictionaries have none; a synthetic or hand-made one may).
+            let declared = declared_attr_names(info, &attrs, used);
+            let (twice, unknown): (Vec<String>, Vec<String>) =
+                extra.into_iter().partition(|n| declared.contains(&n.as_str()));
+            for name in twice {
+                problems.push(format!("{}: attribute `{name}` is given more than once", info.target));
+            }
+            if !unknown.is_empty() {
+                problems.push(unknown_attrs_message(info.target, &unknown, &declared));
+            }
         }
     }
-
-    /// [`Call::check_rules`] past its shortcut: the general check, on the frame.
-    #[inline(never)]
-    fn check_rules_on_frame(&self, decl: &Declaration, rules: &Rules) -> Result<()> {
-        let frame = self.frame;
-        let read = move |role: Role, i: usize| -> (DataType, &'f [i64]) {
-            match frame.buffer(role, i) {
-                Slot::Buffer(b) => (b.dtype(), b.dims()),
-                _ => (DataType::INVALID, &[]),
-            }
-        };
-        let (n_args, n_rets) = (frame.count(Role::Operand), frame.count(Role::Result));
-        check_call(decl, rules, n_args, n_rets, &|i| read(Role::Operand, i), &|i| read(Role::Result, i))
-            .map_err(|e| Error::invalid_argument(e.message))
+    match problems.len() {
+        0 => Ok(()),
+        1 => Err(Error::invalid_argument(problems.pop().unwrap_or_default())),
+        n => Err(Error::invalid_argument(format!(
+            "{}: {n} problems decoding the call:\n  {}",
+            info.target,
+            problems.join("\n  ")
+        ))),
     }
+}
 
-    /// The attributes the handler declares (its `Attr` and `Attrs` parameters), and
-    /// any other a custom decoder used in this call, in declaration order.
-    fn declared_attr_names(&self) -> Vec<&'f str> {
-        let mut names: Vec<&'f str> = Vec::new();
-        (self.info.attr_names)(&mut |n| {
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        });
-        let attrs = self.attrs();
-        for n in (0..attrs.len().min(128)).filter(|i| self.used_attrs & (1 << i) != 0).filter_map(|i| attrs.name_at(i))
-        {
-            if !names.contains(&n) {
-                names.push(n);
-            }
+/// The attributes the handler declares (its `Attr` and `Attrs` parameters), and
+/// any other a custom decoder used in this call (marked in `used`), in declaration
+/// order.
+fn declared_attr_names<'f>(info: &HandlerInfo, attrs: &Dict<'f>, used: u128) -> Vec<&'f str> {
+    let mut names: Vec<&'f str> = Vec::new();
+    (info.attr_names)(&mut |n| {
+        if !names.contains(&n) {
+            names.push(n);
         }
-        names
+    });
+    for n in (0..attrs.len().min(128)).filter(|i| used & (1 << i) != 0).filter_map(|i| attrs.name_at(i)) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
+}
+
+/// [`Call::check_counts`] when the counts differ from the declared ones: fine when
+/// optional or variadic parameters allow them, else the error naming what is missing.
+/// Out of line and given what it reads by value (not the `Call`), so the `Call` of
+/// the accepting path can live in registers.
+#[cold]
+#[inline(never)]
+fn count_error(info: &HandlerInfo, na: usize, nr: usize) -> Result<()> {
+    let (ea, er) = (info.n_args, info.n_rets);
+    let mut msg = Vec::new();
+    let (arity, variadic) = (info.arity, [info.variadic_args, info.variadic_rets]);
+    for (role, got, max, variadic) in [(Role::Operand, na, ea, variadic[0]), (Role::Result, nr, er, variadic[1])] {
+        let optional = optional_count(arity, role);
+        let min = max - optional.min(max);
+        let what = if role == Role::Operand { "operand" } else { "result" };
+        if variadic && got < max {
+            msg.push(format!(
+                "expected at least {max} {what}{}, got {got}{}",
+                plural(max),
+                missing(arity, role, got, min)
+            ));
+        } else if !variadic && optional > 0 && !(min..=max).contains(&got) {
+            msg.push(format!(
+                "expected {min} to {max} {what}s ({} {} optional), got {got}{}",
+                names(arity, role, min, max),
+                if optional == 1 { "is" } else { "are" },
+                missing(arity, role, got, min)
+            ));
+        } else if !variadic && optional == 0 && got != max {
+            msg.push(format!("expected {max} {what}{}, got {got}{}", plural(max), missing(arity, role, got, min)));
+        }
+    }
+    if msg.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::invalid_argument(format!("{}: {}", info.target, msg.join("; "))))
     }
 }
 

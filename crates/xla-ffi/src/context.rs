@@ -7,6 +7,7 @@ use core::marker::PhantomData;
 
 use xla_ffi_sys as sys;
 
+use crate::alias::Aliases;
 use crate::attr::Dict;
 use crate::call::{Call, Decode};
 use crate::error::{Error, Result};
@@ -77,19 +78,19 @@ impl<'f> Context<'f> {
     #[inline(always)]
     pub(crate) fn of(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         if call.frame.ctx.is_null() {
-            return Context::no_context(call, name);
+            return Context::no_context(call.target(), call.aliases, name);
         }
         Some(Context { frame: call.frame, target: call.target() })
     }
 
-    /// [`Context::of`] in an async handler's asynchronous part.
+    /// [`Context::of`] in an async handler's asynchronous part (not given the `Call`:
+    /// see `Aliases::problems`).
     #[cold]
     #[inline(never)]
-    fn no_context(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
-        call.problem(format!(
-            "{}: parameter `{name}` reads XLA's execution context, which ends when the handler call \
+    fn no_context(target: &str, aliases: &Aliases<'_>, name: &'static str) -> Option<Self> {
+        aliases.problems.borrow_mut().push(format!(
+            "{target}: parameter `{name}` reads XLA's execution context, which ends when the handler call \
              returns: an async handler cannot take it",
-            call.target()
         ));
         None
     }

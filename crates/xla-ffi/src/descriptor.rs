@@ -5,7 +5,7 @@
 
 use crate::decl::Declaration;
 use crate::frame::{Stage, Traits};
-use crate::{sys, Call, Error, Result};
+use crate::{sys, Error, Result};
 
 /// The raw type of an exported handler symbol. Safe code gets one only from a
 /// [`Handler`], which only the [`handler`](crate::handler) macro makes.
@@ -227,11 +227,10 @@ pub fn assert_execute_return<R: ExecuteReturn>() {}
 /// without recording a problem (only a third-party implementation can).
 #[doc(hidden)]
 #[cold]
-pub fn undecoded(call: &Call<'_>, names: &[&str]) -> Error {
+pub fn undecoded(target: &str, names: &[&str]) -> Error {
     Error::internal(format!(
-        "{}: a parameter decoder returned no value and no reason (parameters: {}); \
+        "{target}: a parameter decoder returned no value and no reason (parameters: {}); \
          a `Decode` implementation must call `Call::problem` when it returns None",
-        call.target(),
         names.join(", ")
     ))
 }
