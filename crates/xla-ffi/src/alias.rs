@@ -75,7 +75,10 @@ pub(crate) struct Aliases<'f> {
     /// `Call`: the cold paths that record a problem then never take the `Call`'s
     /// address, so the optimizer keeps the `Call` (its positions, the dtype and shape
     /// of the first buffer) in registers on the accepting path.
-    pub(crate) problems: core::cell::RefCell<Vec<String>>,
+    problems: core::cell::RefCell<Vec<String>>,
+    /// Whether `problems` has any (one load to ask on the accepting path, where the
+    /// `RefCell` would check its borrow flag first).
+    any_problem: Cell<bool>,
     /// `(start, end)` per slot (operands first, then results); [`EMPTY`] overlaps
     /// nothing. A slot is written before its bit is set in `seen`, and read only
     /// when that bit is set (so the table needs no clearing per call).
@@ -108,11 +111,30 @@ impl<'f> Aliases<'f> {
             frame,
             target,
             problems: core::cell::RefCell::new(Vec::new()),
+            any_problem: Cell::new(false),
             slots: [const { Cell::new(MaybeUninit::uninit()) }; Aliases::MAX],
             seen: Cell::new(0),
             disjoint: Cell::new(Aliases::UNKNOWN),
             clean: Cell::new(false),
         }
+    }
+
+    /// Records a problem of decoding this call (see [`Call::problem`](crate::Call::problem)).
+    pub(crate) fn add_problem(&self, message: String) {
+        self.problems.borrow_mut().push(message);
+        self.any_problem.set(true);
+    }
+
+    /// Whether any problem was recorded.
+    #[inline(always)]
+    pub(crate) fn any_problem(&self) -> bool {
+        self.any_problem.get()
+    }
+
+    /// The problems recorded, taken out (for the error that reports them).
+    pub(crate) fn take_problems(&self) -> Vec<String> {
+        self.any_problem.set(false);
+        core::mem::take(&mut *self.problems.borrow_mut())
     }
 
     /// Whether a buffer of this call may be handed out as a slice of its dtype with

@@ -228,26 +228,25 @@ impl<'f> RawBuffer<'f> {
     #[inline(never)]
     fn reject(aliases: &Aliases<'f>, (role, index): (Role, usize), name: &'static str, spec: &'static Spec) {
         let site = Site { target: aliases.target, role, index, name };
-        let problems = &mut *aliases.problems.borrow_mut();
         let (accepts, describe, rank) = (spec.accepts, spec.describe, spec.rank);
         let (dtype, data, dims) = match aliases.frame.buffer(site.role, site.index) {
             Slot::Buffer(b) => (b.dtype(), b.data(), b.dims()),
-            Slot::Missing => return problems.push(format!("{site}: missing")),
+            Slot::Missing => return aliases.add_problem(format!("{site}: missing")),
             Slot::Kind(kind) => {
-                return problems.push(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
+                return aliases.add_problem(format!("{site}: expected a buffer, got XLA argument kind {kind}"));
             }
-            Slot::Malformed => return problems.push(format!("{site}: malformed XLA_FFI_Buffer")),
+            Slot::Malformed => return aliases.add_problem(format!("{site}: malformed XLA_FFI_Buffer")),
         };
         if !accepts(dtype) {
-            problems.push(format!("{site}: expected dtype {}, got {dtype}", describe()));
+            aliases.add_problem(format!("{site}: expected dtype {}, got {dtype}", describe()));
         }
         if rank != ANY_RANK && dims.len() != rank {
-            problems.push(format!("{site}: expected rank {rank}, got rank {} (shape {dims:?})", dims.len()));
+            aliases.add_problem(format!("{site}: expected rank {rank}, got rank {} (shape {dims:?})", dims.len()));
         }
         match checked_len(dims, dtype) {
-            None => problems.push(format!("{site}: invalid shape {dims:?}")),
+            None => aliases.add_problem(format!("{site}: invalid shape {dims:?}")),
             Some(len) if byte_range(data, len, dtype).is_none() => {
-                problems.push(format!("{site}: data pointer {data:p} plus its size runs past the address space"))
+                aliases.add_problem(format!("{site}: data pointer {data:p} plus its size runs past the address space"))
             }
             Some(_) => {}
         }

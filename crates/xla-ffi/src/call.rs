@@ -169,7 +169,7 @@ impl<'f> Call<'f> {
 
     /// Records a decoding problem; decoding goes on so that all are reported.
     pub fn problem(&mut self, message: impl Into<String>) {
-        self.aliases.problems.borrow_mut().push(message.into());
+        self.aliases.add_problem(message.into());
     }
 
     /// The static attribute dictionary of this call.
@@ -205,12 +205,11 @@ impl<'f> Call<'f> {
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
         let n = self.frame.attr_count().min(128);
-        if self.aliases.problems.borrow().is_empty() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n))
-        {
+        if !self.aliases.any_problem() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
             return Ok(());
         }
         let unbound = if self.accept_unbound_attrs { None } else { Some(self.used_attrs) };
-        report(self.frame, self.info, unbound, &mut self.aliases.problems.borrow_mut())
+        report(self.frame, self.info, unbound, self.aliases.take_problems())
     }
 
     /// Whether attributes `0..n` (`n <= 128`) are all marked used.
@@ -273,7 +272,7 @@ fn check_rules_on_frame(frame: &Frame<'_>, decl: &Declaration, rules: &Rules) ->
 /// accepted). Given what it reads, not the `Call` (see `Aliases::problems`).
 #[cold]
 #[inline(never)]
-fn report(frame: &Frame<'_>, info: &HandlerInfo, unbound: Option<u128>, problems: &mut Vec<String>) -> Result<()> {
+fn report(frame: &Frame<'_>, info: &HandlerInfo, unbound: Option<u128>, mut problems: Vec<String>) -> Result<()> {
     let attrs = Dict::new(frame.attrs());
     if let Some(used) = unbound {
         let extra: Vec<String> = (0..attrs.len().min(128))

@@ -88,7 +88,7 @@ impl<'f> Context<'f> {
     #[cold]
     #[inline(never)]
     fn no_context(target: &str, aliases: &Aliases<'_>, name: &'static str) -> Option<Self> {
-        aliases.problems.borrow_mut().push(format!(
+        aliases.add_problem(format!(
             "{target}: parameter `{name}` reads XLA's execution context, which ends when the handler call \
              returns: an async handler cannot take it",
         ));
