@@ -598,6 +598,24 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let decl = declaration(&opts, &params)?;
     let has_rules = opts.shapes.is_some() || opts.dtypes.is_some() || matches!(opts.target, Target::Op(_));
     let arity = arity(krate, &params);
+    // Elementwise rules written in the attribute ("...b, ...b -> ...b", "T, T -> T"),
+    // found so here with the parser the runtime uses: the shim compares what decoding
+    // read without asking for the parsed rules first.
+    let elementwise = match (&opts.shapes, &opts.dtypes) {
+        (Some((_, s)), Some((_, d)))
+            if s.all_same()
+                && d.all_same()
+                && (s.optional_operands, s.optional_results, d.optional_operands, d.optional_results)
+                    == (0, 0, 0, 0) =>
+        {
+            Some((s.operands.len(), s.results.len()))
+        }
+        _ => None,
+    };
+    let check_call = match elementwise {
+        Some((n, m)) => quote!(__call.check_elementwise_rules((#n, #m), &__XLA_FFI_DECL, &__XLA_FFI_RULES)?;),
+        None => quote!(__call.check_rules(&__XLA_FFI_DECL, &__XLA_FFI_RULES)?;),
+    };
     let check_rules = if has_rules {
         quote! {
             // The rules are parsed on the first call only (they were checked at compile time).
@@ -605,7 +623,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 ::core::result::Result<#krate::decl::Rules, ::std::string::String>,
             > = ::std::sync::OnceLock::new();
             if __XLA_FFI_DECL.shapes.is_some() || __XLA_FFI_DECL.dtypes.is_some() {
-                __call.check_rules(&__XLA_FFI_DECL, &__XLA_FFI_RULES)?;
+                #check_call
             }
         }
     } else {

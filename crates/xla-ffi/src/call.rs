@@ -219,6 +219,24 @@ impl<'f> Call<'f> {
         self.used_attrs & all == all
     }
 
+    /// [`Call::check_rules`] for rules the [`handler`](crate::handler) macro found
+    /// elementwise when it expanded (`"...b, ...b -> ...b"` with `"T, T -> T"`, no
+    /// optional buffer), covering `n` operands and `m` results: a call whose buffers
+    /// decoding found alike is answered without looking at the parsed rules.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn check_elementwise_rules(
+        &self,
+        (n, m): (usize, usize),
+        decl: &Declaration,
+        rules: &OnceLock<core::result::Result<Rules, String>>,
+    ) -> Result<()> {
+        if self.all_alike(n, m) {
+            return Ok(());
+        }
+        self.check_rules(decl, rules)
+    }
+
     /// Checks the decoded call against the declaration's shape and dtype rules,
     /// parsed once into `rules` (the `handler` macro's shim calls it after
     /// [`Call::finish`], before the body). Allocates nothing when the call fits.

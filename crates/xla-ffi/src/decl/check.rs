@@ -58,11 +58,8 @@ impl Rules {
     }
 
     fn of(shape: Option<ShapeRule>, dtype: Option<DtypeRule>, reduced: Vec<(usize, usize, Rules)>) -> Rules {
-        let same_shape = shape
-            .as_ref()
-            .is_some_and(|s| s.operands.iter().chain(&s.results).all(|spec| spec.as_slice() == [Tok::Ellipsis(0)]));
-        let same_dtype =
-            dtype.as_ref().is_some_and(|r| r.operands.iter().chain(&r.results).all(|e| *e == Expr::Var(0)));
+        let same_shape = shape.as_ref().is_some_and(ShapeRule::all_same);
+        let same_dtype = dtype.as_ref().is_some_and(DtypeRule::all_same);
         Rules { shape, dtype, same_shape, same_dtype, reduced }
     }
 

@@ -70,6 +70,12 @@ pub struct DtypeRule {
 }
 
 impl DtypeRule {
+    /// Whether every operand and result has the one dtype `T` (`"T, T -> T"`): then
+    /// comparing dtypes checks it.
+    pub fn all_same(&self) -> bool {
+        self.operands.iter().chain(&self.results).all(|e| *e == Expr::Var(0))
+    }
+
     /// Parses `exprs -> exprs` and checks that every variable is bound by an operand
     /// (a bare variable, left to right) before any other use of it. An expression
     /// with a trailing `?` is an optional operand or result (trailing only), and the

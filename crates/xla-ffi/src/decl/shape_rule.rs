@@ -44,6 +44,12 @@ pub struct ShapeRule {
 }
 
 impl ShapeRule {
+    /// Whether every operand and result has the one shape `...x` (the elementwise
+    /// rule `"...b, ...b -> ...b"`): then comparing shapes checks it.
+    pub fn all_same(&self) -> bool {
+        self.operands.iter().chain(&self.results).all(|spec| spec.as_slice() == [Tok::Ellipsis(0)])
+    }
+
     /// Parses `specs -> specs` and checks it: names well formed, no name both an
     /// ellipsis and a factor, no ellipsis twice in one spec, every result name bound
     /// by the operands, and every operand spec resolvable (see [`ShapeRule::resolve_order`]).
