@@ -268,9 +268,7 @@ def main() -> None:
                     if "ratio_median" in v:
                         jrow[f"apart: tangent kernel/{name}"] = v["ratio_median"]
                 jvp_rows.append(jrow)
-                raw.append(
-                    {**key, "fwd": t, "fwd+jvp": tj, "fwd+jvp, array tangents": ta, "grad": tg, "apart": tk}
-                )
+                raw.append({**key, "fwd": t, "fwd+jvp": tj, "fwd+jvp, array tangents": ta, "grad": tg, "apart": tk})
                 print(
                     f"  {key}: ours {row['ours ns/el']:.2f} ns/el (median), ours/sin+cos {row['ours/sin+cos']:.3f},"
                     f" ours/copy {row['ours/copy']:.3f}",
