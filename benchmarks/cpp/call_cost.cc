@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
   frame.api = &api;
   // A non-null context the handlers only pass on (neither reads it at N = 1).
   static char ctx_bytes[64];
-  frame.ctx = reinterpret_cast<XLA_FFI_InvokeContext*>(ctx_bytes);
+  // (The context's type was renamed between jaxlib 0.10 and 0.12.)
+  frame.ctx = reinterpret_cast<decltype(frame.ctx)>(ctx_bytes);
   frame.stage = XLA_FFI_ExecutionStage_EXECUTE;
   frame.args = XLA_FFI_Args{XLA_FFI_Args_STRUCT_SIZE, nullptr, 2, arg_types, args};
   frame.rets = XLA_FFI_Rets{XLA_FFI_Rets_STRUCT_SIZE, nullptr, 2, ret_types, rets};
