@@ -83,14 +83,16 @@ fn jvp_dispatch<T: solver::Real + tangent::Real, S: Slot<T>, const L: usize>(
 ) {
     const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
     let n = m.len();
-    let fill = |t: Tangent<'_, T>| [if let Tangent::All(v) = t { v } else { <T as tangent::Real>::ONE }; L];
+    // Cache-line aligned, as the solver's own block arrays (see `solver::Scratch`).
+    let fill =
+        |t: Tangent<'_, T>| solver::Scratch([if let Tangent::All(v) = t { v } else { <T as tangent::Real>::ONE }; L]);
     let (dm_all, de_all) = (fill(dm), fill(de));
     let whole = n - n % L;
     let mut start = 0;
     while start < whole {
         let end = start + L;
         let (mb, eb): (&[T; L], &[T; L]) = (m[start..end].try_into().unwrap(), e[start..end].try_into().unwrap());
-        let (dmb, deb) = (block_of(dm, &dm_all, start), block_of(de, &de_all, start));
+        let (dmb, deb) = (block_of(dm, &dm_all.0, start), block_of(de, &de_all.0, start));
         let o0: &mut [S; L] = (&mut o0[start..end]).try_into().unwrap();
         let o1: &mut [S; L] = (&mut o1[start..end]).try_into().unwrap();
         let o2: &mut [S; L] = (&mut o2[start..end]).try_into().unwrap();

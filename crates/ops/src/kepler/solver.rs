@@ -168,6 +168,33 @@ const COS32: [f32; 3] = [0.041_666_664, -0.001_388_830_1, 0.000_024_547_608];
 pub(crate) const BLOCK64: usize = 64;
 pub(crate) const BLOCK32: usize = 128;
 
+/// A block's worth of one intermediate, on the stack, aligned to a cache line.
+///
+/// Without the alignment a `[T; L]` local is aligned to 16 bytes at most, and where it
+/// lands depends on the caller's stack: the block loops' 64-byte vector loads and
+/// stores then cross two cache lines at three stack positions in four. Measured on the
+/// fused forward + JVP (f32, 16384 elements, in cache, 64-byte aligned buffers as XLA
+/// gives), with the stack moved 16 bytes at a time: fused / forward 1.01–1.08 at one
+/// position in four and 1.16–1.45 at the others before; 1.03–1.06 at every one with it.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Scratch<T, const L: usize>(pub(crate) [T; L]);
+
+impl<T, const L: usize> core::ops::Deref for Scratch<T, L> {
+    type Target = [T; L];
+    #[inline(always)]
+    fn deref(&self) -> &[T; L] {
+        &self.0
+    }
+}
+
+impl<T, const L: usize> core::ops::DerefMut for Scratch<T, L> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T; L] {
+        &mut self.0
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The float type the solver is generic over.
 
@@ -603,7 +630,7 @@ pub(crate) fn block_with<T: Real, const F: bool, const L: usize>(
     e: &[T; L],
     mut out: impl FnMut(usize, T, T),
 ) {
-    let z = [T::ZERO; L];
+    let z = Scratch([T::ZERO; L]);
     let (mut mr, mut d, mut q, mut r, mut y) = (z, z, z, z, z);
     // The reduction in a loop of its own: its chain (two rounding steps) and the
     // starter's (a division and a square root) in one loop body are too long for
