@@ -479,3 +479,23 @@ fn length_mismatch_panics() {
     let mut c = vec![MaybeUninit::<f64>::uninit(); 2];
     solve_f64(&[0.0; 3], &[0.1; 3], &mut s, &mut c);
 }
+
+/// The block arrays start on a cache line wherever the stack is (see `Scratch`): a
+/// local of the type, made at several stack depths, is 64-byte aligned.
+#[test]
+fn block_arrays_are_cache_line_aligned() {
+    assert_eq!(core::mem::align_of::<Scratch<f32, BLOCK32>>(), 64);
+    assert_eq!(core::mem::align_of::<Scratch<f64, BLOCK64>>(), 64);
+    fn at_depth(depth: usize) {
+        let pad = [0u8; 16];
+        std::hint::black_box(&pad);
+        if depth > 0 {
+            return at_depth(depth - 1);
+        }
+        let z = Scratch([0.0f32; BLOCK32]);
+        assert_eq!(std::hint::black_box(&z) as *const _ as usize % 64, 0);
+    }
+    for depth in 0..8 {
+        at_depth(depth);
+    }
+}
