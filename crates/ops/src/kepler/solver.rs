@@ -679,8 +679,19 @@ fn block<T: Real, const F: bool, S: Slot<T>, const L: usize>(m: &[T], e: &[T], s
 // ---------------------------------------------------------------------------
 // Dispatch and the public API.
 
+#[inline(always)]
 fn check_lengths(m: usize, e: usize, s: usize, c: usize) {
-    assert!(m == e && m == s && m == c, "kepler solver: slice lengths differ (m: {m}, e: {e}, sin_e: {s}, cos_e: {c})");
+    if !(m == e && m == s && m == c) {
+        lengths_differ(m, e, s, c);
+    }
+}
+
+/// The panic of [`check_lengths`], out of line: formatting its message would
+/// otherwise give every caller a stack frame.
+#[cold]
+#[inline(never)]
+fn lengths_differ(m: usize, e: usize, s: usize, c: usize) -> ! {
+    panic!("kepler solver: slice lengths differ (m: {m}, e: {e}, sin_e: {s}, cos_e: {c})");
 }
 
 /// The slice solver: whole blocks of `L`, then the remainder element by element.
@@ -703,26 +714,46 @@ fn solve_dispatch<T: Real, S: Slot<T>, const L: usize>(m: &[T], e: &[T], sin_e: 
 }
 
 /// [`solve_f64`] and [`solve_f32`]: `one` is the dispatched one-element solver.
+///
+/// One element (what an N = 1 call from JAX asks) is solved here, with nothing kept
+/// across the call to `one` but the two output slots; a few elements and whole
+/// blocks each take a function of their own that is never inlined, so this one sets
+/// up neither the loop's registers nor the block function's large stack frame.
 #[inline(always)]
-fn solve<T: Real, const L: usize>(
+fn solve<T: Real, S: Slot<T>, const L: usize>(
     m: &[T],
     e: &[T],
-    sin_e: &mut [MaybeUninit<T>],
-    cos_e: &mut [MaybeUninit<T>],
+    sin_e: &mut [S],
+    cos_e: &mut [S],
     one: fn(T, T) -> (T, T),
 ) {
     check_lengths(m.len(), e.len(), sin_e.len(), cos_e.len());
-    if m.len() < L {
-        // Fewer elements than one block: element by element, without the block
-        // function's large stack frame (this is what an N = 1 call costs).
-        for (((&m, &e), s), c) in m.iter().zip(e).zip(sin_e).zip(cos_e) {
-            let (sv, cv) = one(m, e);
-            s.write(sv);
-            c.write(cv);
-        }
-        return;
+    if let ([m], [e], [s], [c]) = (m, e, &mut *sin_e, &mut *cos_e) {
+        let (sv, cv) = one(*m, *e);
+        s.put(sv);
+        c.put(cv);
+    } else if m.len() < L {
+        solve_few(m, e, sin_e, cos_e, one);
+    } else {
+        solve_blocks::<T, S, L>(m, e, sin_e, cos_e);
     }
-    solve_dispatch::<T, MaybeUninit<T>, L>(m, e, sin_e, cos_e);
+}
+
+/// Fewer elements than one block: element by element.
+#[inline(never)]
+fn solve_few<T: Real, S: Slot<T>>(m: &[T], e: &[T], sin_e: &mut [S], cos_e: &mut [S], one: fn(T, T) -> (T, T)) {
+    for (((&m, &e), s), c) in m.iter().zip(e).zip(sin_e).zip(cos_e) {
+        let (sv, cv) = one(m, e);
+        s.put(sv);
+        c.put(cv);
+    }
+}
+
+/// [`solve_dispatch`] behind a call that is never inlined, so that the block
+/// function's large stack frame is set up only when there is a block to solve.
+#[inline(never)]
+fn solve_blocks<T: Real, S: Slot<T>, const L: usize>(m: &[T], e: &[T], sin_e: &mut [S], cos_e: &mut [S]) {
+    solve_dispatch::<T, S, L>(m, e, sin_e, cos_e);
 }
 
 /// Solves `M = E - e sin E` elementwise and writes `sin E` and `cos E`.
@@ -753,7 +784,7 @@ fn solve<T: Real, const L: usize>(
 /// assert!((ea - 0.5 * ea.sin() - 1.0).abs() < 1e-15);
 /// ```
 pub fn solve_f64(m: &[f64], e: &[f64], sin_e: &mut [MaybeUninit<f64>], cos_e: &mut [MaybeUninit<f64>]) {
-    solve::<f64, BLOCK64>(m, e, sin_e, cos_e, solve_one_f64);
+    solve::<f64, _, BLOCK64>(m, e, sin_e, cos_e, solve_one_f64);
 }
 
 /// The `f32` twin of [`solve_f64`] (backward error `<= 2e-5` for `e <= 0.9999`).
@@ -761,7 +792,7 @@ pub fn solve_f64(m: &[f64], e: &[f64], sin_e: &mut [MaybeUninit<f64>], cos_e: &m
 /// # Panics
 /// If the four slices do not all have the same length.
 pub fn solve_f32(m: &[f32], e: &[f32], sin_e: &mut [MaybeUninit<f32>], cos_e: &mut [MaybeUninit<f32>]) {
-    solve::<f32, BLOCK32>(m, e, sin_e, cos_e, solve_one_f32);
+    solve::<f32, _, BLOCK32>(m, e, sin_e, cos_e, solve_one_f32);
 }
 
 /// One element of [`solve_f64`]: returns `(sin E, cos E)` (NaNs outside the

@@ -457,6 +457,37 @@ fn slices_match_scalar_bit_for_bit() {
     }
 }
 
+/// `solve_f64` and `solve_f32` take one of three paths by length (one element, fewer
+/// than a block, whole blocks); each gives the one-element solver's bits. (`solve`
+/// is theirs, here writing into plain slices that the test can read.)
+#[test]
+fn every_path_by_length_matches_scalar_bit_for_bit() {
+    for n in [1, 2, BLOCK32 - 1, BLOCK64 - 1, BLOCK64, BLOCK64 + 1, BLOCK32 + 1] {
+        let (m, e) = inputs(n);
+        let (mut s, mut c) = (vec![7.0f64; n], vec![7.0f64; n]);
+        solve::<f64, f64, BLOCK64>(&m, &e, &mut s, &mut c, solve_one_f64);
+        for i in 0..n {
+            let (s1, c1) = solve_one_f64(m[i], e[i]);
+            assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f64 n = {n}, i = {i}");
+        }
+        let (m, e): (Vec<f32>, Vec<f32>) =
+            (m.iter().map(|&x| x as f32).collect(), e.iter().map(|&x| x as f32).collect());
+        let (mut s, mut c) = (vec![7.0f32; n], vec![7.0f32; n]);
+        solve::<f32, f32, BLOCK32>(&m, &e, &mut s, &mut c, solve_one_f32);
+        for i in 0..n {
+            let (s1, c1) = solve_one_f32(m[i], e[i]);
+            assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f32 n = {n}, i = {i}");
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "slice lengths differ (m: 1, e: 1, sin_e: 1, cos_e: 0)")]
+fn length_mismatch_panics_for_one_element() {
+    let mut s = [MaybeUninit::<f64>::uninit(); 1];
+    solve_f64(&[0.5], &[0.1], &mut s, &mut []);
+}
+
 #[test]
 fn public_slice_api_runs() {
     let n = 2 * BLOCK32 + 3;
