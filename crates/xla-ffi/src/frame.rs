@@ -277,18 +277,15 @@ pub(crate) struct Frame<'f> {
 }
 
 /// The operand or result entries of a frame: `len` entry pointers at `ptrs`, and
-/// their kinds at `types` (NULL when XLA gave none: every entry then reads as
-/// missing). Kept as pointers and a count, not two slices, so that `open` makes them
-/// with a few instructions; `len` is 0 when the pointers are NULL or XLA's size is
-/// not positive.
+/// their kinds at `types`. Kept as pointers and a count, not two slices, so that
+/// `open` makes them with a few instructions; `len` is 0 when either array is NULL
+/// (an entry without its kind cannot be read, so the frame then counts none) or
+/// XLA's size is not positive.
 #[derive(Clone, Copy)]
 struct Entries<'f> {
     ptrs: *const *mut c_void,
     types: *const u32,
     len: usize,
-    /// `len`, or 0 when `types` is NULL: the entries that have a kind (one compare
-    /// per entry read, not two).
-    typed: usize,
     _life: core::marker::PhantomData<&'f ()>,
 }
 
@@ -300,33 +297,30 @@ impl<'f> Entries<'f> {
     /// `types` (if not NULL) to `size` kinds, alive for `'f`.
     #[inline(always)]
     unsafe fn new(ptrs: *const *mut c_void, types: *const u32, size: i64) -> Self {
-        let len = if ptrs.is_null() || size <= 0 { 0 } else { size as usize };
-        let typed = if types.is_null() { 0 } else { len };
-        Entries { ptrs, types, len, typed, _life: core::marker::PhantomData }
+        let len = if ptrs.is_null() || types.is_null() || size <= 0 { 0 } else { size as usize };
+        Entries { ptrs, types, len, _life: core::marker::PhantomData }
     }
 
-    /// Entry `index` and its kind; `None` past the entries, or when XLA gave no
-    /// kinds (every entry then reads as missing).
+    /// Entry `index` and its kind; `None` past the entries.
     #[inline(always)]
     fn get(self, index: usize) -> Option<(*mut c_void, u32)> {
-        if index >= self.typed {
+        if index >= self.len {
             return None;
         }
-        // SAFETY: `index < typed <= len`, and `new` has `len` entries at `ptrs`
-        // (non-null when `len > 0`), and `len` kinds at `types` (non-null when
-        // `typed > 0`).
+        // SAFETY: `index < len`, and `new` has `len` entries at `ptrs` and `len`
+        // kinds at `types` (both non-null when `len > 0`).
         unsafe { Some((self.ptrs.add(index).read(), self.types.add(index).read())) }
     }
 
     /// Copied entries and their kinds (as many of each).
     fn of_copies((ptrs, types): (&'f [*mut c_void], &'f [u32])) -> Self {
         let len = ptrs.len().min(types.len());
-        Entries { ptrs: ptrs.as_ptr(), types: types.as_ptr(), len, typed: len, _life: core::marker::PhantomData }
+        Entries { ptrs: ptrs.as_ptr(), types: types.as_ptr(), len, _life: core::marker::PhantomData }
     }
 
-    /// As two slices (the kinds empty when XLA gave none).
+    /// As two slices of `len` each.
     fn slices(self) -> (&'f [*mut c_void], &'f [u32]) {
-        // SAFETY: as `get`: `len` entries, and `len` kinds when `types` is not NULL.
+        // SAFETY: as `get`: `len` entries and `len` kinds.
         unsafe { (c_slice(self.ptrs, self.len as i64), c_slice(self.types, self.len as i64)) }
     }
 }
@@ -643,5 +637,39 @@ impl<'f> Frame<'f> {
     /// The API table, which lives for the process.
     pub(crate) fn api_static(&self) -> ApiTable<'static> {
         ApiTable { raw: self.api.raw, _life: core::marker::PhantomData }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry array without its kinds (or kinds without entries, or a size that is
+    /// not positive) counts no entries, so nothing reads past what XLA gave.
+    #[test]
+    fn entries_without_both_arrays_count_none() {
+        let mut ptrs = [core::ptr::null_mut::<c_void>(); 2];
+        let kinds = [sys::XLA_FFI_ArgType_BUFFER as u32; 2];
+        let (p, k) = (ptrs.as_mut_ptr() as *const *mut c_void, kinds.as_ptr());
+        // SAFETY: each non-null array holds two entries.
+        let cases = unsafe {
+            [
+                Entries::new(p, core::ptr::null(), 2),
+                Entries::new(core::ptr::null(), k, 2),
+                Entries::new(p, k, 0),
+                Entries::new(p, k, -1),
+            ]
+        };
+        for entries in cases {
+            assert_eq!(entries.len, 0);
+            assert!(entries.get(0).is_none());
+            assert_eq!(entries.slices().0.len(), 0);
+        }
+        // SAFETY: as above.
+        let both = unsafe { Entries::new(p, k, 2) };
+        assert_eq!(both.len, 2);
+        assert_eq!(both.get(1), Some((core::ptr::null_mut(), sys::XLA_FFI_ArgType_BUFFER as u32)));
+        assert!(both.get(2).is_none());
+        assert_eq!(both.slices().1, &kinds[..]);
     }
 }
