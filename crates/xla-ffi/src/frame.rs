@@ -649,7 +649,7 @@ mod tests {
     #[test]
     fn entries_without_both_arrays_count_none() {
         let mut ptrs = [core::ptr::null_mut::<c_void>(); 2];
-        let kinds = [sys::XLA_FFI_ArgType_BUFFER as u32; 2];
+        let kinds = [sys::XLA_FFI_ArgType_BUFFER; 2];
         let (p, k) = (ptrs.as_mut_ptr() as *const *mut c_void, kinds.as_ptr());
         // SAFETY: each non-null array holds two entries.
         let cases = unsafe {
@@ -668,7 +668,7 @@ mod tests {
         // SAFETY: as above.
         let both = unsafe { Entries::new(p, k, 2) };
         assert_eq!(both.len, 2);
-        assert_eq!(both.get(1), Some((core::ptr::null_mut(), sys::XLA_FFI_ArgType_BUFFER as u32)));
+        assert_eq!(both.get(1), Some((core::ptr::null_mut(), sys::XLA_FFI_ArgType_BUFFER)));
         assert!(both.get(2).is_none());
         assert_eq!(both.slices().1, &kinds[..]);
     }
