@@ -436,24 +436,37 @@ fn inputs(n: usize) -> (Vec<f64>, Vec<f64>) {
     (m, e)
 }
 
+/// Runs `f64s` and `f32s` (slice solvers into plain slices) on `n` elements of
+/// [`inputs`] and asserts that each element has the one-element solver's bits.
+fn assert_matches_scalar(
+    n: usize,
+    f64s: impl Fn(&[f64], &[f64], &mut [f64], &mut [f64]),
+    f32s: impl Fn(&[f32], &[f32], &mut [f32], &mut [f32]),
+) {
+    let (m, e) = inputs(n);
+    let (mut s, mut c) = (vec![7.0f64; n], vec![7.0f64; n]);
+    f64s(&m, &e, &mut s, &mut c);
+    for i in 0..n {
+        let (s1, c1) = solve_one_f64(m[i], e[i]);
+        assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f64 n = {n}, i = {i}");
+    }
+    let (m, e): (Vec<f32>, Vec<f32>) = (m.iter().map(|&x| x as f32).collect(), e.iter().map(|&x| x as f32).collect());
+    let (mut s, mut c) = (vec![7.0f32; n], vec![7.0f32; n]);
+    f32s(&m, &e, &mut s, &mut c);
+    for i in 0..n {
+        let (s1, c1) = solve_one_f32(m[i], e[i]);
+        assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f32 n = {n}, i = {i}");
+    }
+}
+
 #[test]
 fn slices_match_scalar_bit_for_bit() {
     for n in [0, 1, 7, BLOCK64, BLOCK32 + 13, 3 * BLOCK32 + 5] {
-        let (m, e) = inputs(n);
-        let (mut s, mut c) = (vec![7.0f64; n], vec![7.0f64; n]);
-        solve_dispatch::<f64, f64, BLOCK64>(&m, &e, &mut s, &mut c);
-        for i in 0..n {
-            let (s1, c1) = solve_one_f64(m[i], e[i]);
-            assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f64 n = {n}, i = {i}");
-        }
-        let (m, e): (Vec<f32>, Vec<f32>) =
-            (m.iter().map(|&x| x as f32).collect(), e.iter().map(|&x| x as f32).collect());
-        let (mut s, mut c) = (vec![7.0f32; n], vec![7.0f32; n]);
-        solve_dispatch::<f32, f32, BLOCK32>(&m, &e, &mut s, &mut c);
-        for i in 0..n {
-            let (s1, c1) = solve_one_f32(m[i], e[i]);
-            assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f32 n = {n}, i = {i}");
-        }
+        assert_matches_scalar(
+            n,
+            |m, e, s, c| solve_dispatch::<f64, f64, BLOCK64>(m, e, s, c),
+            |m, e, s, c| solve_dispatch::<f32, f32, BLOCK32>(m, e, s, c),
+        );
     }
 }
 
@@ -463,21 +476,11 @@ fn slices_match_scalar_bit_for_bit() {
 #[test]
 fn every_path_by_length_matches_scalar_bit_for_bit() {
     for n in [1, 2, BLOCK32 - 1, BLOCK64 - 1, BLOCK64, BLOCK64 + 1, BLOCK32 + 1] {
-        let (m, e) = inputs(n);
-        let (mut s, mut c) = (vec![7.0f64; n], vec![7.0f64; n]);
-        solve::<f64, f64, BLOCK64>(&m, &e, &mut s, &mut c, solve_one_f64);
-        for i in 0..n {
-            let (s1, c1) = solve_one_f64(m[i], e[i]);
-            assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f64 n = {n}, i = {i}");
-        }
-        let (m, e): (Vec<f32>, Vec<f32>) =
-            (m.iter().map(|&x| x as f32).collect(), e.iter().map(|&x| x as f32).collect());
-        let (mut s, mut c) = (vec![7.0f32; n], vec![7.0f32; n]);
-        solve::<f32, f32, BLOCK32>(&m, &e, &mut s, &mut c, solve_one_f32);
-        for i in 0..n {
-            let (s1, c1) = solve_one_f32(m[i], e[i]);
-            assert_eq!((s[i].to_bits(), c[i].to_bits()), (s1.to_bits(), c1.to_bits()), "f32 n = {n}, i = {i}");
-        }
+        assert_matches_scalar(
+            n,
+            |m, e, s, c| solve::<f64, f64, BLOCK64>(m, e, s, c, solve_one_f64),
+            |m, e, s, c| solve::<f32, f32, BLOCK32>(m, e, s, c, solve_one_f32),
+        );
     }
 }
 
