@@ -462,11 +462,7 @@ fn assert_matches_scalar(
 #[test]
 fn slices_match_scalar_bit_for_bit() {
     for n in [0, 1, 7, BLOCK64, BLOCK32 + 13, 3 * BLOCK32 + 5] {
-        assert_matches_scalar(
-            n,
-            |m, e, s, c| solve_dispatch::<f64, f64, BLOCK64>(m, e, s, c),
-            |m, e, s, c| solve_dispatch::<f32, f32, BLOCK32>(m, e, s, c),
-        );
+        assert_matches_scalar(n, solve_dispatch::<f64, f64, BLOCK64>, solve_dispatch::<f32, f32, BLOCK32>);
     }
 }
 
