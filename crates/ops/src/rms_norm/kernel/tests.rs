@@ -136,6 +136,42 @@ fn check_bwd<Y: Float, X: Float, W: Float>(rows: usize, n: usize, seed: u64) {
 
 const SHAPES: &[(usize, usize)] = &[(1, 1), (3, 7), (2, 32), (3, 33), (2, 100), (1, 257)];
 
+/// A backward kernel into plain slices: `(dy, x, w, eps, dx, dw_acc)`.
+type BwdKernel<Y, X, W> = fn(&[Y], &[X], &[W], <Y as Float>::Acc, &mut [X], &mut [<Y as Float>::Acc]);
+
+/// The run-time-dispatched copies of the backward (AVX-512 for `bf16` rows, AVX2,
+/// baseline) give the bits of the block kernel compiled for the baseline target,
+/// `dx` and `dweight` alike.
+fn check_bwd_copies<Y: Float, X: Float, W: Float>(rows: usize, n: usize, seed: u64) {
+    let mut g = Lcg(seed);
+    let (dy, x, w) = (g.vec::<Y>(rows * n), g.vec::<X>(rows * n), g.vec::<W>(n));
+    let eps = Y::Acc::from_f64(1e-5);
+    let run = |k: BwdKernel<Y, X, W>| {
+        let (mut dx, mut dw) = (vec![X::default(); rows * n], vec![Y::Acc::from_f64(0.25); n]);
+        k(&dy, &x, &w, eps, &mut dx, &mut dw);
+        (
+            f64s(&dx).iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            f64s(&dw).iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        )
+    };
+    let what = format!("bwd copies {:?}/{:?}/{:?} {rows}x{n}", Y::DTYPE, X::DTYPE, W::DTYPE);
+    let want = run(bwd_block::<Y, X, W, X>);
+    assert!(run(bwd_rows_bf16::<Y, X, W, X>) == want, "{what}: the bf16 (AVX-512) copy");
+    assert!(run(bwd_rows_256::<Y, X, W, X>) == want, "{what}: the AVX2 copy");
+}
+
+#[test]
+fn backward_copies_give_the_same_bits() {
+    for (k, &(rows, n)) in SHAPES.iter().chain(&[(64, 512), (5, 4096)]).enumerate() {
+        let s = k as u64 + 11;
+        check_bwd_copies::<bf16, bf16, bf16>(rows, n, s);
+        check_bwd_copies::<f32, bf16, f32>(rows, n, s);
+        check_bwd_copies::<f32, bf16, bf16>(rows, n, s);
+        check_bwd_copies::<f32, f32, f32>(rows, n, s);
+        check_bwd_copies::<f16, f16, f16>(rows, n, s);
+    }
+}
+
 #[test]
 fn forward_matches_f64_reference() {
     for (k, &(rows, n)) in SHAPES.iter().enumerate() {
