@@ -16,9 +16,6 @@ use xla_ffi::Element;
 pub trait Float: Element + PartialOrd + fmt::Debug + Default {
     /// The accumulator: `f32`, or `f64` for `f64`.
     type Acc: AccFloat;
-    /// Whether this is `bf16` (whose kernels have AVX-512 copies: see
-    /// `rms_norm::kernel::bwd_rows`).
-    const IS_BF16: bool = false;
     /// Widen to the accumulator type (exact).
     fn to_acc(self) -> Self::Acc;
     /// Narrow from the accumulator, rounding to nearest even.
@@ -101,10 +98,9 @@ impl Float for f64 {
 }
 
 macro_rules! half_float {
-    ($t:ty, $bf16:expr) => {
+    ($t:ty) => {
         impl Float for $t {
             type Acc = f32;
-            const IS_BF16: bool = $bf16;
             #[inline(always)]
             fn to_acc(self) -> f32 {
                 self.to_f32()
@@ -128,8 +124,8 @@ macro_rules! half_float {
         }
     };
 }
-half_float!(f16, false);
-half_float!(bf16, true);
+half_float!(f16);
+half_float!(bf16);
 
 macro_rules! acc_float {
     ($t:ty) => {

@@ -206,10 +206,16 @@ fn reduce<A: AccFloat>(mut a: [A; L]) -> A {
 // back in natural lane order ([`unpair`]) before the fixed tree: the results are
 // those of the natural layout, bit for bit.
 
+/// Whether `T` is `bf16` (known when compiling: the test folds away).
+#[inline(always)]
+fn is_bf16<T: 'static>() -> bool {
+    TypeId::of::<T>() == TypeId::of::<bf16>()
+}
+
 /// Whether rows of `T` are walked in the pair layout (`T` is `bf16`).
 #[inline(always)]
 fn is_pairs<T: 'static>() -> bool {
-    TypeId::of::<T>() == TypeId::of::<bf16>()
+    is_bf16::<T>()
 }
 
 /// A chunk of `bf16` (as `T`) widened to `f32` (as `A`) in the pair layout.
@@ -748,7 +754,7 @@ pub fn bwd_rows<Y: Float, X: Float, W: Float>(
     dx: &mut [MaybeUninit<X>],
     dw_acc: &mut [Y::Acc],
 ) {
-    if X::IS_BF16 || Y::IS_BF16 {
+    if is_bf16::<X>() || is_bf16::<Y>() {
         bwd_rows_bf16(dy, x, w, eps, dx, dw_acc);
     } else {
         bwd_rows_256(dy, x, w, eps, dx, dw_acc);
