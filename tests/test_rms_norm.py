@@ -254,6 +254,53 @@ def test_grad_low_precision_dtypes(x_dtype: type, w_dtype: type) -> None:
     np.testing.assert_allclose(np.asarray(dw, np.float64), rdw, rtol=tol, atol=tol * 4)
 
 
+def nearest(v: np.ndarray, dtype: Any) -> np.ndarray:
+    """`v` (float64) rounded once to the 16-bit `dtype`, to nearest, ties to even:
+    the value's neighbours in `dtype` compared exactly in float64, whatever way
+    NumPy or ml_dtypes would convert (some go through a rounded float32)."""
+    a = np.abs(v)
+    guess = a.astype(dtype).view(np.uint16).astype(np.int64)
+    cands = np.stack([guess - 1, guess, guess + 1]).clip(0, 0x7BFF if dtype == np.float16 else 0x7F7F)
+    vals = cands.astype(np.uint16).view(dtype).astype(np.float64)
+    dist = np.abs(vals - a)
+    best = dist.min(axis=0)
+    # Among the nearest, the even bit pattern (a tie has one of each).
+    score = np.where(dist == best, cands % 2, 2)
+    bits = np.take_along_axis(cands, score.argmin(axis=0)[None], axis=0)[0]
+    out = bits.astype(np.uint16).view(dtype)
+    return np.where(v < 0, -out, out)
+
+
+@pytest.mark.parametrize(
+    ("x_dtype", "w_dtype"),
+    [(jnp.bfloat16, jnp.bfloat16), (jnp.float16, jnp.float16), (jnp.bfloat16, jnp.float64), (jnp.float16, jnp.float64)],
+)
+def test_grad_16_bit_results_are_rounded_once(x_dtype: type, w_dtype: type) -> None:
+    # The backward kernel computes in float32 (float64 when the promoted dtype is),
+    # then rounds dx to x's dtype and dweight to the weight's. The same call with x
+    # and the weight in that accumulator dtype returns those values unrounded;
+    # rounded once to nearest even, they must be this call's bits. 2^19 elements
+    # of each, so that values a hair past a tie (1 in about 10^4) occur.
+    wide = jnp.float64 if jnp.float64 in (x_dtype, w_dtype) else jnp.float32
+    y_dtype = jnp.promote_types(x_dtype, w_dtype)
+    x, w = data((8, 1 << 16), (1 << 16,), seed=3)
+    xn, wn = jnp.asarray(x, x_dtype), jnp.asarray(w, w_dtype)
+    # Multiples of 1/32 below 8 in magnitude: the same cotangent in every dtype.
+    g = np.round(np.random.default_rng(4).normal(size=x.shape).clip(-7.9, 7.9) * 32) / 32
+    dx, dw = jax.vjp(rms_norm, xn, wn)[1](jnp.asarray(g, y_dtype))
+    xw, ww = jnp.asarray(xn, wide), jnp.asarray(wn, wide)
+    dxw, dww = jax.vjp(rms_norm, xw, ww)[1](jnp.asarray(g, wide))
+    for got, exact, dtype in ((dx, dxw, x_dtype), (dw, dww, w_dtype)):
+        assert got.dtype == dtype
+        if dtype == jnp.float64:
+            continue
+        want = nearest(np.asarray(exact, np.float64), np.dtype(dtype))
+        bad = np.flatnonzero(np.asarray(got).view(np.uint16) != want.view(np.uint16))
+        assert bad.size == 0, (
+            f"{bad.size} of {want.size} differ, first at {bad[:3]}: {np.asarray(got).ravel()[bad[:3]]} vs {want.ravel()[bad[:3]]}"
+        )
+
+
 def test_jvp_is_forward_mode_without_bwd_kernel() -> None:
     x, w = data((3, 8), (8,))
     dx, dw = data((3, 8), (8,), seed=2)
