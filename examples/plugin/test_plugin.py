@@ -129,6 +129,27 @@ def test_scale_matches_numpy_for_every_float_type(route, dtype, shape):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("past_tie", [2.0**-40, -(2.0**-40), 2.0**-30, 0.0])
+def test_scale_rounds_once_for_16_bit_floats(route, dtype, past_tie):
+    """Factors a hair past (or on) a tie of the 16-bit format, times powers of two:
+    the product rounded once to nearest even from float64, checked against its
+    neighbours compared exactly (not a conversion through a rounded float32, which
+    lands on the tie and goes to even)."""
+    half_ulp = 2.0 ** -(ml_dtypes.finfo(dtype).nmant + 1)
+    factor = 1.0 + half_ulp + past_tie
+    x = (2.0 ** np.arange(-6, 7)).repeat(2) * np.tile([1.0, -1.0], 13)
+    got = np.asarray(jax.jit(lambda x: scale(x, factor, route=route))(x.astype(dtype)))
+    exact = x * factor
+    # The neighbours of `factor` in the format are 1 and 1 + 2 * half_ulp; on the
+    # tie itself, 1 (the even one).
+    want = 1.0 + 2 * half_ulp if past_tie > 0 else 1.0
+    np.testing.assert_array_equal(
+        got.astype(np.float64), x * want, err_msg=f"factor 1 + 2^-{ml_dtypes.finfo(dtype).nmant + 1} + {past_tie}"
+    )
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= half_ulp * np.abs(x))
+
+
 def test_scale_under_vmap_and_grad(route):
     """vmap is one call; grad and jvp follow from `linear = "x"` and the op being its
     own transpose, to any order."""

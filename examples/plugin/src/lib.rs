@@ -44,15 +44,28 @@ impl Real for f64 {
     }
 }
 
+/// `v` as `f32` rounded to odd (toward zero, lowest bit set if inexact), so that
+/// rounding it again to `f16` or `bf16` rounds `v` once. `half`'s own `from_f64`
+/// does not: it rounds through a nearest `f32`, or drops the low half of the
+/// mantissa first, and a value just past a tie can land on the tie and go to even.
+fn f32_rounded_to_odd(v: f64) -> f32 {
+    let nearest = v as f32;
+    if f64::from(nearest) == v || v.is_nan() {
+        return nearest;
+    }
+    let bits = nearest.to_bits() - u32::from(f64::from(nearest).abs() > v.abs());
+    f32::from_bits(bits | 1)
+}
+
 impl Real for f16 {
     fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
+        f16::from_f32(f32_rounded_to_odd(v))
     }
 }
 
 impl Real for bf16 {
     fn from_f64(v: f64) -> Self {
-        bf16::from_f64(v)
+        bf16::from_f32(f32_rounded_to_odd(v))
     }
 }
 
