@@ -6,8 +6,10 @@
 // blocking, so that "ours vs C++" measures what the Rust layer costs:
 //   * bench_cpp.kepler       <- crates/ops/src/kepler/{cpu,solver}.rs
 //       (Cody-Waite reduction, Markley's starter, one fifth-order correction in f64,
-//        third-order in f32; sin/cos by Taylor polynomials; stages run over blocks
-//        of 64 (f64) / 128 (f32) elements)
+//        third-order in f32; sin/cos by Taylor polynomials in f64, f32's own shorter
+//        fits, a cube root by Halley and the reduction in f32 lanes below 2^22;
+//        stages run over blocks of 64 (f64) / 128 (f32) elements; no Payne-Hanek
+//        reduction past 2^27)
 //   * bench_cpp.rms_norm_fwd <- crates/ops/src/rms_norm/{cpu,kernel}.rs
 //   * bench_cpp.rms_norm_bwd      (32 independent lanes per reduction, fixed pairwise
 //                                  tree, plain mul/add, bf16 by bit operations; the
@@ -134,19 +136,23 @@ constexpr double COS64[7] = {1.0 / 24.0,           -1.0 / 720.0,           1.0 /
 constexpr double RCBRT_INIT[4] = {1.2053498914226901, -0.2676434180461741, 0.03867505826522775,
                                   -0.002038603180644133};
 
-constexpr float RECIP_1PE_F32[6] = {(float)RECIP_1PE[0], (float)RECIP_1PE[1], (float)RECIP_1PE[2],
-                                    (float)RECIP_1PE[3], (float)RECIP_1PE[4], (float)RECIP_1PE[5]};
 constexpr float ROUND_MAGIC_F32 = 12582912.0f;
 constexpr float PI_F32 = 3.14159265358979323846f;
 constexpr float PIO2_A_F32 = 1.570797f;
 constexpr float PIO2_B_F32 = (float)(PIO2_A - (double)PIO2_A_F32);
 constexpr float TWO_OVER_PI_F32 = 0.63661977236758134308f;
-constexpr double TWO_PI_A_33 = 6.2831853069365025;
-constexpr double TWO_PI_B_33 = 2.430840202602477e-10;
-constexpr float SIN32[5] = {-1.0f / 6.0f, 1.0f / 120.0f, -1.0f / 5040.0f, 1.0f / 362880.0f, -1.0f / 39916800.0f};
-constexpr float COS32[5] = {1.0f / 24.0f, -1.0f / 720.0f, 1.0f / 40320.0f, -1.0f / 3628800.0f, 1.0f / 479001600.0f};
-constexpr float RCBRT_INIT_F32[4] = {(float)RCBRT_INIT[0], (float)RCBRT_INIT[1], (float)RCBRT_INIT[2],
-                                     (float)RCBRT_INIT[3]};
+// f32's own fits (solver.rs): sin x - x = x^3 S(x^2), 1 - x^2/2 - ... = x^4 C(x^2).
+constexpr float SIN32[3] = {-0.16666664f, 0.008332745f, -0.00019587361f};
+constexpr float COS32[3] = {0.041666664f, -0.0013888301f, 0.000024547608f};
+// z^(1/3) on [1, 8), the start of one Halley step.
+constexpr float CBRT32[4] = {0.7269208f, 0.3241965f, -0.033637353f, 0.001645962f};
+// 2 pi in three f32 parts and 1 / (2 pi), for the f32 reduction below 2^22.
+constexpr float TWO_PI_A32 = 6.2831855f;
+constexpr float TWO_PI_B32 = -1.7484555e-7f;
+constexpr float TWO_PI_C32 = -6.860498e-15f;
+constexpr float INV_TWO_PI32 = 0.15915494f;
+constexpr float LARGE_M32 = 4194304.0f;       // 2^22
+constexpr double LARGE_M64 = 134217728.0;     // 2^27
 
 // a * b + c: fused when the target has FMA (as the Rust code's F = true versions).
 inline double fma64(double a, double b, double c) {
@@ -224,15 +230,15 @@ inline float pow_two_thirds32(float y) {
   uint32_t b = bits32(y);
   float eb = (float)(int32_t)(b >> 23);
   float j = round32((eb - 127.0f + 0.5f) * (1.0f / 3.0f) - 0.5f);
-  int32_t ji = (int32_t)j;
-  float z = from_bits32(b - ((uint32_t)(3 * ji) << 23));
-  float g = poly32(z, RCBRT_INIT_F32);
-  for (int it = 0; it < 2; ++it) {
-    float g3 = g * g * g;
-    g = fma32(g * (1.0f / 3.0f), fma32(-z, g3, 1.0f), g);
-  }
-  float t = z * g * g;
-  return from_bits32(bits32(t * t) + ((uint32_t)(2 * ji) << 23));
+  uint32_t magic = bits32(ROUND_MAGIC_F32);
+  uint32_t j3 = bits32(3.0f * j + ROUND_MAGIC_F32) - magic;
+  uint32_t j2 = bits32(2.0f * j + ROUND_MAGIC_F32) - magic;
+  float z = from_bits32(b - (j3 << 23));
+  // z^(1/3): a polynomial, then one Halley step t (t^3 + 2z) / (2t^3 + z).
+  float t = poly32(z, CBRT32);
+  float t3 = t * t * t;
+  t = t * fma32(2.0f, z, t3) / fma32(2.0f, t3, z);
+  return from_bits32(bits32(t * t) + (j2 << 23));
 }
 
 // Stage 1: reduction and Markley's starter up to the cube root.
@@ -340,14 +346,38 @@ void solve_f64(const double* __restrict m, const double* __restrict e, double* _
   for (size_t i = full; i < n; ++i) solve_one64(m[i], e[i], sin_e[i], cos_e[i]);
 }
 
-inline void stage1_32(float m_in, float e, float& m, float& d, float& q, float& r, float& y) {
+// M reduced to [-pi, pi] as solver.rs's f32 reduce (its FMA build): below 2^22 in
+// f32 (three-part 2 pi, then a second step); below 2^27 Cody-Waite in f64 without
+// FMA; beyond, f64 with FMA (the Rust code's Payne-Hanek is not ported: no
+// benchmark input reaches it).
+inline float reduce32(float m_in) {
+  if (std::fabs(m_in) < LARGE_M32) {
+    float k = round32(m_in * INV_TWO_PI32);
+    float m = fma32(-k, TWO_PI_A32, m_in);
+    m = fma32(-k, TWO_PI_B32, m);
+    m = fma32(-k, TWO_PI_C32, m);
+    float k2 = round32(m * INV_TWO_PI32);
+    m = fma32(-k2, TWO_PI_A32, m);
+    return clampf(fma32(-k2, TWO_PI_B32, m), -PI_F32, PI_F32);
+  }
   double md = (double)m_in;
   double k = round64(clampd(md * INV_TWO_PI, -K_MAX, K_MAX));
-  double mr = fma64(-k, TWO_PI_B_33, fma64(-k, TWO_PI_A_33, md));
-  float mm = clampf((float)mr, -PI_F32, PI_F32);
+  double mr;
+  if (std::fabs(md) < LARGE_M64) {
+    mr = -k * TWO_PI_A + md;
+    mr = -k * TWO_PI_B + mr;
+    mr = -k * TWO_PI_C + mr;
+  } else {
+    mr = fma64(-k, TWO_PI_C, fma64(-k, TWO_PI_B, fma64(-k, TWO_PI_A, md)));
+  }
+  return clampf((float)clampd(mr, -PI, PI), -PI_F32, PI_F32);
+}
+
+inline void stage1_32(float m_in, float e, float& m, float& d, float& q, float& r, float& y) {
+  float mm = reduce32(m_in);
   float a = std::fabs(mm);
   float ome = 1.0f - e;
-  float alpha = fma32((float)ALPHA1 * (PI_F32 - a), poly32(e, RECIP_1PE_F32), (float)ALPHA0);
+  float alpha = fma32((float)ALPHA1 * (PI_F32 - a), 1.0f / (1.0f + e), (float)ALPHA0);
   float dd = fma32(alpha, e, 3.0f * ome);
   float ad = alpha * dd;
   float qq = fma32(2.0f * ad, ome, -a * a);
