@@ -135,7 +135,7 @@ macro_rules! half_float {
             fn to_f64(self) -> f64 {
                 <$t>::to_f64(self)
             }
-            /// Rounded once: through `f32` rounded to odd (see [`f64_to_f32_odd`]),
+            /// Rounded once: through `f32` rounded to odd (see `f64_to_f32_odd`),
             /// not `half`'s own `from_f64`, which rounds some values the wrong way
             /// (it drops the low 32 bits of the mantissa, or goes through a
             /// rounded `f32`, before its rounding).
