@@ -58,6 +58,8 @@ use super::convert::{bf16_bits_to_f32, bf16_pair_to_f32, f32_to_bf16_bits, f32_t
 
 #[cfg(target_arch = "x86_64")]
 mod bf16_avx512;
+#[cfg(target_arch = "x86_64")]
+mod prefetch;
 #[cfg(test)]
 mod tests;
 
@@ -492,13 +494,15 @@ fn scale<A: AccFloat>(x: [A; L], w: [A; L], r: A) -> [A; L] {
     y
 }
 
-/// Writes `y = x * r * w` for one row.
+/// Writes `y = x * r * w` for one row, calling `each(k)` before whole chunk `k`
+/// (the forward prefetches the next row there).
 #[inline(always)]
-fn scale_row<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::Acc, y: &mut [O]) {
+fn scale_row<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::Acc, y: &mut [O], each: impl Fn(usize)) {
     let mut xc = x.chunks_exact(L);
     let mut wc = w.chunks_exact(L);
     let mut yc = y.chunks_exact_mut(L);
-    for ((xs, ws), ys) in (&mut xc).zip(&mut wc).zip(&mut yc) {
+    for (k, ((xs, ws), ys)) in (&mut xc).zip(&mut wc).zip(&mut yc).enumerate() {
+        each(k);
         let v = scale(load::<X, Y::Acc>(arr(xs)), *arr(ws), r);
         store::<Y, Y::Acc, O>(&v, ys);
     }
@@ -509,12 +513,14 @@ fn scale_row<X: Float, Y: Float, O: Slot<Y>>(x: &[X], w: &[Y::Acc], r: Y::Acc, y
     }
 }
 
-/// Overwrites `xy` with `xy * r * w` for one row.
+/// Overwrites `xy` with `xy * r * w` for one row, calling `each(k)` before whole
+/// chunk `k` (as [`scale_row`]).
 #[inline(always)]
-fn scale_row_inplace<T: Float>(xy: &mut [T], w: &[T::Acc], r: T::Acc) {
+fn scale_row_inplace<T: Float>(xy: &mut [T], w: &[T::Acc], r: T::Acc, each: impl Fn(usize)) {
     let mut xc = xy.chunks_exact_mut(L);
     let mut wc = w.chunks_exact(L);
-    for (xs, ws) in (&mut xc).zip(&mut wc) {
+    for (k, (xs, ws)) in (&mut xc).zip(&mut wc).enumerate() {
+        each(k);
         let v = scale(load::<T, T::Acc>(arr(xs)), *arr(ws), r);
         xs.copy_from_slice(&narrow::<T, T::Acc>(&v));
     }
@@ -603,12 +609,56 @@ fn bwd_row<Y: Float, X: Float, O: Slot<X>>(
 // Block kernels (generic over the output slots) and the public entry points
 // ---------------------------------------------------------------------------
 
+/// The rows of a forward out of place in the natural layout (every dtype but the
+/// bf16 pairs; `w` widened, `n > 0`): `inv_rms` of each row, then `y = x * inv_rms *
+/// w`, calling `fetch(next_row, k)` before chunk `k` of each row's scale pass (the
+/// AVX2 copy prefetches the next row there, see `prefetch.rs`; elsewhere it does
+/// nothing).
+#[inline(always)]
+fn rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
+    x: &[X],
+    w: &[Y::Acc],
+    n: usize,
+    eps: Y::Acc,
+    y: &mut [O],
+    inv: &mut [I],
+    fetch: impl Fn(&[X], usize),
+) {
+    let mut rows = x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()).peekable();
+    while let Some(((xr, yr), ir)) = rows.next() {
+        let r = inv_rms(sum_sq::<X, Y::Acc>(xr), n, eps);
+        ir.put(r);
+        let next: &[X] = rows.peek().map_or(&[], |((next, _), _)| next);
+        scale_row::<X, Y, O>(xr, w, r, yr, |k| fetch(next, k));
+    }
+}
+
+/// The rows of a forward in place in the natural layout, as [`rows_body`].
+#[inline(always)]
+fn rows_inplace_body<T: Float, I: Slot<T::Acc>>(
+    xy: &mut [T],
+    w: &[T::Acc],
+    n: usize,
+    eps: T::Acc,
+    inv: &mut [I],
+    fetch: impl Fn(&[T], usize),
+) {
+    let mut rows = xy.chunks_exact_mut(n).zip(inv.iter_mut()).peekable();
+    while let Some((row, ir)) = rows.next() {
+        let r = inv_rms(sum_sq::<T, T::Acc>(row), n, eps);
+        ir.put(r);
+        let next: &[T] = rows.peek().map_or(&[], |(next, _)| next);
+        scale_row_inplace(row, w, r, |k| fetch(next, k));
+    }
+}
+
 /// `rows * n`, checked.
 fn elems(rows: usize, n: usize) -> usize {
     rows.checked_mul(n).expect("rms_norm kernel: rows * n overflows usize")
 }
 
-/// [`fwd_rows`], for any output slot type.
+/// [`fwd_rows`], for any output slot type, with the loop over rows of the natural
+/// layout given (see [`rows_body`]).
 #[inline(always)]
 fn fwd_block<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     x: &[X],
@@ -616,6 +666,7 @@ fn fwd_block<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     eps: Y::Acc,
     y: &mut [O],
     inv: &mut [I],
+    natural_rows: impl FnOnce(&[X], &[Y::Acc], usize, Y::Acc, &mut [O], &mut [I]),
 ) {
     let (n, rows) = (w.len(), inv.len());
     let len = elems(rows, n);
@@ -633,16 +684,19 @@ fn fwd_block<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
         pair_rows::<X, Y, O, I>(x, &pair_weight(&w), n, eps, y, inv);
         return;
     }
-    for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
-        let r = inv_rms(sum_sq::<X, Y::Acc>(xr), n, eps);
-        ir.put(r);
-        scale_row::<X, Y, O>(xr, &w, r, yr);
-    }
+    natural_rows(x, &w, n, eps, y, inv);
 }
 
-/// [`fwd_rows_inplace`], for any `inv_rms` slot type.
+/// [`fwd_rows_inplace`], for any `inv_rms` slot type, with the loop over rows of the
+/// natural layout given (see [`rows_inplace_body`]).
 #[inline(always)]
-fn fwd_block_inplace<T: Float, W: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[W], eps: T::Acc, inv: &mut [I]) {
+fn fwd_block_inplace<T: Float, W: Float, I: Slot<T::Acc>>(
+    xy: &mut [T],
+    w: &[W],
+    eps: T::Acc,
+    inv: &mut [I],
+    natural_rows_inplace: impl FnOnce(&mut [T], &[T::Acc], usize, T::Acc, &mut [I]),
+) {
     let (n, rows) = (w.len(), inv.len());
     let len = elems(rows, n);
     assert!(xy.len() == len, "rms_norm fwd_rows_inplace: xy has {} elements, expected rows {rows} * n {n}", xy.len());
@@ -658,11 +712,7 @@ fn fwd_block_inplace<T: Float, W: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[W],
         pair_rows_inplace::<T, I>(xy, &pair_weight(&w), n, eps, inv);
         return;
     }
-    for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
-        let r = inv_rms(sum_sq::<T, T::Acc>(row), n, eps);
-        ir.put(r);
-        scale_row_inplace(row, &w, r);
-    }
+    natural_rows_inplace(xy, &w, n, eps, inv);
 }
 
 /// [`bwd_rows`], for any `dx` slot type.
@@ -711,7 +761,6 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
 ///
 /// # Panics
 /// If the lengths disagree (a caller bug: the handlers validate shapes first).
-#[multiversion(targets("x86_64+avx2+fma"))]
 pub fn fwd_rows<X: Float, W: Float, Y: Float>(
     x: &[X],
     w: &[W],
@@ -719,7 +768,28 @@ pub fn fwd_rows<X: Float, W: Float, Y: Float>(
     y: &mut [MaybeUninit<Y>],
     inv: &mut [MaybeUninit<Y::Acc>],
 ) {
-    fwd_block::<X, W, Y, _, _>(x, w, eps, y, inv);
+    fwd_rows_slots::<X, W, Y, _, _>(x, w, eps, y, inv);
+}
+
+/// [`fwd_rows`] into any output slots, compiled for baseline x86-64 and for
+/// AVX2+FMA (chosen at run time; that copy prefetches the next row, see
+/// `prefetch.rs`).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn fwd_rows_slots<X: Float, W: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
+    x: &[X],
+    w: &[W],
+    eps: Y::Acc,
+    y: &mut [O],
+    inv: &mut [I],
+) {
+    match_target! {
+        "x86_64+avx2" => fwd_block::<X, W, Y, O, I>(x, w, eps, y, inv, |x, w, n, eps, y, inv| {
+            prefetch::rows(x, w, n, eps, y, inv)
+        }),
+        _ => fwd_block::<X, W, Y, O, I>(x, w, eps, y, inv, |x, w, n, eps, y, inv| {
+            rows_body(x, w, n, eps, y, inv, |_, _| {})
+        }),
+    }
 }
 
 /// Forward RMS normalization of a block of rows, in place: `xy` holds `x` on entry
@@ -729,9 +799,21 @@ pub fn fwd_rows<X: Float, W: Float, Y: Float>(
 ///
 /// # Panics
 /// If `xy.len() != inv.len() * w.len()`.
-#[multiversion(targets("x86_64+avx2+fma"))]
 pub fn fwd_rows_inplace<T: Float, W: Float>(xy: &mut [T], w: &[W], eps: T::Acc, inv: &mut [MaybeUninit<T::Acc>]) {
-    fwd_block_inplace::<T, W, _>(xy, w, eps, inv);
+    fwd_rows_inplace_slots::<T, W, _>(xy, w, eps, inv);
+}
+
+/// [`fwd_rows_inplace`] into any `inv_rms` slots, compiled as [`fwd_rows_slots`].
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn fwd_rows_inplace_slots<T: Float, W: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[W], eps: T::Acc, inv: &mut [I]) {
+    match_target! {
+        "x86_64+avx2" => fwd_block_inplace::<T, W, I>(xy, w, eps, inv, |xy, w, n, eps, inv| {
+            prefetch::rows_inplace(xy, w, n, eps, inv)
+        }),
+        _ => fwd_block_inplace::<T, W, I>(xy, w, eps, inv, |xy, w, n, eps, inv| {
+            rows_inplace_body(xy, w, n, eps, inv, |_, _| {})
+        }),
+    }
 }
 
 /// Backward RMS normalization of a block of rows.

@@ -18,19 +18,22 @@
 //! scaled (that pass reads the row from L1 and nothing from memory, so the
 //! hardware prefetcher would otherwise stall until the next row's first misses):
 //! one `prefetcht1` per chunk of the scale pass, the chunk's cache line of the
-//! next row, so the row streams into L2 while the pass computes. Prefetching the
-//! whole row at once into L1 at the row's start (the first version) stalled the
-//! pass behind the misses and evicted the weight; streaming 8192x4096 on two
-//! threads the per-chunk `prefetcht1` took about a third off the CPU time per
-//! element (see docs/performance.md).
+//! next row (`prefetch.rs`, which the natural-layout rows use too), so the row
+//! streams into L2 while the pass computes. Prefetching the whole row at once into
+//! L1 at the row's start (the first version) stalled the pass behind the misses and
+//! evicted the weight; streaming 8192x4096 on two threads the per-chunk
+//! `prefetcht1` took about a third off the CPU time per element (see
+//! benchmarks/LOG.md). `prefetcht1`, not `prefetcht0`, measured faster: the sum of
+//! squares reads the row once (from L2 then) and the scale pass from L1, and a row
+//! fetched into the 32 KB L1 a row early competes there with the current row and
+//! the 16 KB weight.
 
 use core::any::Any;
-use core::arch::x86_64::{
-    __m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps_mask, _mm512_permutexvar_epi16, _mm_prefetch, _MM_HINT_T1,
-};
+use core::arch::x86_64::{__m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps_mask, _mm512_permutexvar_epi16};
 
 use half::bf16;
 
+use super::prefetch::prefetch_chunk;
 use super::{inv_rms, narrow_pairs, scale_row_pairs, scale_row_pairs_inplace, sum_sq_pairs, L};
 use crate::float::{AccFloat, Float};
 use crate::slot::Slot;
@@ -69,20 +72,6 @@ pub(super) fn narrow<T: Float, A: AccFloat>(src: &[A; L]) -> [T; L] {
     match (&words as &dyn Any).downcast_ref::<[T; L]>() {
         Some(t) => *t,
         None => narrow_pairs(src),
-    }
-}
-
-/// Asks for chunk `k` of `row` (`L` elements: one 64-byte cache line of `bf16`)
-/// to be brought into L2, if the row has that chunk (a hint: it reads nothing and
-/// cannot fault). `prefetcht1`, not `prefetcht0`, measured faster: the sum of
-/// squares reads the row once (from L2 then) and the scale pass from L1, and a row
-/// fetched into the 32 KB L1 a row early competes there with the current row and
-/// the 16 KB weight.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn prefetch_chunk<T>(row: &[T], k: usize) {
-    if let Some(e) = row.get(k * L) {
-        _mm_prefetch::<_MM_HINT_T1>(core::ptr::from_ref(e).cast());
     }
 }
 

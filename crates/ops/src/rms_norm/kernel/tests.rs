@@ -81,7 +81,7 @@ fn check_fwd<X: Float, W: Float, Y: Float>(rows: usize, n: usize, seed: u64) {
     let eps = 1e-5;
     let mut y = vec![Y::default(); rows * n];
     let mut inv = vec![Y::Acc::default(); rows];
-    fwd_block::<X, W, Y, Y, Y::Acc>(&x, &w, Y::Acc::from_f64(eps), &mut y, &mut inv);
+    fwd_block::<X, W, Y, Y, Y::Acc>(&x, &w, Y::Acc::from_f64(eps), &mut y, &mut inv, plain_rows);
     let (y_ref, inv_ref) = fwd_ref(&f64s(&x), &f64s(&w), eps);
     let what = format!("fwd {:?}/{:?}->{:?} {rows}x{n}", X::DTYPE, W::DTYPE, Y::DTYPE);
     assert_close(&format!("{what} inv"), &f64s(&inv), &inv_ref, &inv_ref, tol::<Y::Acc>());
@@ -95,7 +95,7 @@ fn check_inplace<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     let eps = T::Acc::from_f64(1e-6);
     let mut y = vec![T::default(); rows * n];
     let mut inv = vec![T::Acc::default(); rows];
-    fwd_block::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv);
+    fwd_block::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv, plain_rows);
     let mut xy = x.clone();
     let mut inv_uninit = vec![MaybeUninit::new(T::Acc::default()); rows];
     fwd_rows_inplace::<T, W>(&mut xy, &w, eps, &mut inv_uninit);
@@ -104,7 +104,7 @@ fn check_inplace<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     // The in-place block with plain slots gives the same inv_rms.
     let mut xy2 = x.clone();
     let mut inv2 = vec![T::Acc::default(); rows];
-    fwd_block_inplace::<T, W, T::Acc>(&mut xy2, &w, eps, &mut inv2);
+    fwd_block_inplace::<T, W, T::Acc>(&mut xy2, &w, eps, &mut inv2, plain_rows_inplace);
     assert_eq!(bits(&xy2), bits(&y));
     assert_eq!(f64s(&inv2), f64s(&inv));
 }
@@ -172,6 +172,59 @@ fn backward_copies_give_the_same_bits() {
     }
 }
 
+/// The natural-layout row loop without prefetching, for the block kernels here
+/// (the portable loop that every dispatched copy must match bit for bit).
+fn plain_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
+    x: &[X],
+    w: &[Y::Acc],
+    n: usize,
+    eps: Y::Acc,
+    y: &mut [O],
+    inv: &mut [I],
+) {
+    rows_body(x, w, n, eps, y, inv, |_, _| {});
+}
+
+/// [`plain_rows`] in place.
+fn plain_rows_inplace<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
+    rows_inplace_body(xy, w, n, eps, inv, |_, _| {});
+}
+
+/// The run-time-dispatched public forward (on x86-64 with AVX2, the loops that
+/// prefetch the next row) gives the bits of the portable block kernel, out of
+/// place and in place, `y` and `inv_rms` alike: one row, rows shorter than a
+/// chunk, rows of a partial last chunk, and rows longer than a page.
+fn check_fwd_copies<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
+    let mut g = Lcg(seed);
+    let (x, w) = (g.vec::<T>(rows * n), g.vec::<W>(n));
+    let eps = T::Acc::from_f64(1e-5);
+    let bits = |v: &[f64]| v.iter().map(|t| t.to_bits()).collect::<Vec<_>>();
+    let (mut y, mut inv) = (vec![T::default(); rows * n], vec![T::Acc::default(); rows]);
+    fwd_block::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv, plain_rows);
+    let what = format!("fwd copies {:?}/{:?} {rows}x{n}", T::DTYPE, W::DTYPE);
+    let (mut y2, mut inv2) = (vec![T::default(); rows * n], vec![T::Acc::default(); rows]);
+    fwd_rows_slots::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y2, &mut inv2);
+    assert_eq!(bits(&f64s(&y2)), bits(&f64s(&y)), "{what}: y out of place");
+    assert_eq!(bits(&f64s(&inv2)), bits(&f64s(&inv)), "{what}: inv_rms out of place");
+    let (mut xy, mut inv3) = (x.clone(), vec![T::Acc::default(); rows]);
+    fwd_rows_inplace_slots::<T, W, T::Acc>(&mut xy, &w, eps, &mut inv3);
+    assert_eq!(bits(&f64s(&xy)), bits(&f64s(&y)), "{what}: y in place");
+    assert_eq!(bits(&f64s(&inv3)), bits(&f64s(&inv)), "{what}: inv_rms in place");
+}
+
+#[test]
+fn forward_copies_give_the_same_bits() {
+    for (k, &(rows, n)) in SHAPES.iter().chain(&[(64, 512), (5, 4096), (3, 1), (4, 33), (2, 1100)]).enumerate() {
+        let s = k as u64 + 31;
+        check_fwd_copies::<f32, f32>(rows, n, s);
+        check_fwd_copies::<f32, bf16>(rows, n, s);
+        check_fwd_copies::<f64, f64>(rows, n, s);
+        check_fwd_copies::<f64, f32>(rows, n, s);
+        check_fwd_copies::<f16, f16>(rows, n, s);
+        check_fwd_copies::<bf16, bf16>(rows, n, s);
+    }
+}
+
 #[test]
 fn forward_matches_f64_reference() {
     for (k, &(rows, n)) in SHAPES.iter().enumerate() {
@@ -231,7 +284,7 @@ fn backward_matches_finite_differences() {
     let loss = |x: &[f64], w: &[f64]| {
         let mut y = vec![0.0; rows * n];
         let mut inv = vec![0.0; rows];
-        fwd_block::<f64, f64, f64, f64, f64>(x, w, eps, &mut y, &mut inv);
+        fwd_block::<f64, f64, f64, f64, f64>(x, w, eps, &mut y, &mut inv, plain_rows);
         y.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>()
     };
     let mut dx = vec![0.0; rows * n];
@@ -279,10 +332,10 @@ fn zero_width_rows() {
     let mut inv = vec![MaybeUninit::new(0f32); 3];
     fwd_rows::<f32, f32, f32>(&[], &[], eps, &mut [], &mut inv);
     let mut inv_plain = vec![0f32; 3];
-    fwd_block::<f32, f32, f32, f32, f32>(&[], &[], eps, &mut [], &mut inv_plain);
+    fwd_block::<f32, f32, f32, f32, f32>(&[], &[], eps, &mut [], &mut inv_plain, plain_rows);
     assert_eq!(inv_plain, vec![2.0; 3]);
     let mut inv2 = vec![0f64; 2];
-    fwd_block_inplace::<f64, bf16, f64>(&mut [], &[], 0.0, &mut inv2);
+    fwd_block_inplace::<f64, bf16, f64>(&mut [], &[], 0.0, &mut inv2, plain_rows_inplace);
     assert_eq!(inv2, vec![f64::INFINITY; 2], "eps = 0, n = 0: 1/sqrt(0)");
     let mut dw: Vec<f32> = vec![];
     bwd_rows::<f32, bf16, f16>(&[], &[], &[], eps, &mut [], &mut dw);
@@ -302,7 +355,7 @@ fn backward_inv_rms_is_the_forwards_bit_for_bit() {
             x[0] = T::from_f64(1.0);
             let w = g.vec::<T>(n);
             let (mut y, mut inv) = (vec![T::default(); n], vec![T::Acc::ZERO; 1]);
-            fwd_block::<T, T, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv);
+            fwd_block::<T, T, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv, plain_rows);
             let mut dy = vec![T::from_f64(0.0); n];
             dy[0] = T::from_f64(1.0);
             let (mut dx, mut dw) = (vec![T::default(); n], vec![T::Acc::ZERO; n]);
@@ -341,7 +394,7 @@ fn all_zero_row_gives_zero_output() {
     let (x, w) = (vec![0f32; 50], vec![1f32; 50]);
     let mut y = vec![1f32; 50];
     let mut inv = vec![0f32; 1];
-    fwd_block::<f32, f32, f32, f32, f32>(&x, &w, 1e-6, &mut y, &mut inv);
+    fwd_block::<f32, f32, f32, f32, f32>(&x, &w, 1e-6, &mut y, &mut inv, plain_rows);
     assert_eq!(y, vec![0.0; 50]);
     assert!((inv[0] - 1000.0).abs() < 1e-2, "inv {}", inv[0]);
 }
@@ -531,7 +584,7 @@ fn pair_layout_forward_gives_the_natural_layouts_bits() {
         for row in y.chunks_exact_mut(n) {
             let r = inv_rms(sum_sq::<bf16, f32>(row), n, eps);
             inv.push(r);
-            scale_row_inplace(row, w, r);
+            scale_row_inplace(row, w, r, |_| {});
         }
         (y, inv)
     }
@@ -555,11 +608,11 @@ fn pair_layout_forward_gives_the_natural_layouts_bits() {
             let mut xy = x.clone();
             let mut inv = vec![0f32; rows];
             if wide == wf {
-                fwd_block_inplace::<bf16, f32, f32>(&mut xy, &wf, eps, &mut inv);
+                fwd_block_inplace::<bf16, f32, f32>(&mut xy, &wf, eps, &mut inv, plain_rows_inplace);
             } else {
-                fwd_block_inplace::<bf16, bf16, f32>(&mut xy, &wb, eps, &mut inv);
+                fwd_block_inplace::<bf16, bf16, f32>(&mut xy, &wb, eps, &mut inv, plain_rows_inplace);
                 let (mut y, mut inv2) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
-                fwd_block::<bf16, bf16, bf16, bf16, f32>(&x, &wb, eps, &mut y, &mut inv2);
+                fwd_block::<bf16, bf16, bf16, bf16, f32>(&x, &wb, eps, &mut y, &mut inv2, plain_rows);
                 assert_eq!(
                     y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     xy.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
