@@ -51,6 +51,44 @@ def test_large_m_float64(e: float) -> None:
         _check(np.array([mi]), e, si[None], ci[None], 2e-15)
 
 
+def _near_odd_multiples_of_pi(dtype: type) -> np.ndarray:
+    """M within four ulps of (2k + 1) pi, |M| from about 10 up to 2^27 (where the
+    fast reduction ends), both signs: where M / 2pi rounds across a half."""
+    k = np.unique(np.geomspace(2, 2.1e7, 400).astype(np.int64))
+    m0: np.ndarray = ((k + 0.5) * (2 * np.pi)).astype(dtype)
+    m = np.concatenate([_ulps(m0, j) for j in range(-4, 5)])
+    m = m[np.abs(m) < 2.0**27]
+    return np.concatenate([m, -m]).astype(dtype)
+
+
+def _ulps(m: np.ndarray, j: int) -> np.ndarray:
+    """`m` moved by `j` ulps."""
+    out = m.copy()
+    for _ in range(abs(j)):
+        out = np.nextafter(out, np.inf if j > 0 else -np.inf)
+    return out
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5, 0.9])
+def test_m_near_odd_multiples_of_pi_float64(e: float) -> None:
+    """M just below or above an odd multiple of pi is solved for its own residue,
+    not snapped to E = +-pi (the values the defect was first seen at first)."""
+    seen = np.array([130152423.15181877, 5928.185337323939, 98668.00047129462, 9761968.241871824])
+    m = np.concatenate([seen, -seen, _near_odd_multiples_of_pi(np.float64)])
+    s, c = kepler(m, np.float64(e))
+    _check(m, e, s, c, 2e-15)
+    for mi in seen:
+        si, ci = kepler(np.float64(mi), np.float64(e))
+        _check(np.array([mi]), e, si[None], ci[None], 2e-15)
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5, 0.9])
+def test_m_near_odd_multiples_of_pi_float32(e: float) -> None:
+    m = _near_odd_multiples_of_pi(np.float32)
+    s, c = kepler(m, np.float32(e))
+    _check(m, e, s, c, 2e-6)
+
+
 @pytest.mark.parametrize("e", [0.0, 0.5, 0.9])
 def test_large_m_float32(e: float) -> None:
     m = np.concatenate([np.array(F32_LARGE_M, np.float32), _binades(np.float32)])

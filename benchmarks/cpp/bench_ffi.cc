@@ -247,6 +247,11 @@ inline void stage1_64(double m_in, double e, double& m, double& d, double& q, do
   double mm = fma64(-k, TWO_PI_A, m_in);
   mm = fma64(-k, TWO_PI_B, mm);
   mm = fma64(-k, TWO_PI_C, mm);
+  // k may be one off near an odd multiple of pi: a second step (k2 in {-1, 0, 1}).
+  double k2 = round64(mm * INV_TWO_PI);
+  mm = fma64(-k2, TWO_PI_A, mm);
+  mm = fma64(-k2, TWO_PI_B, mm);
+  mm = fma64(-k2, TWO_PI_C, mm);
   mm = clampd(mm, -PI, PI);
   double a = std::fabs(mm);
   double ome = 1.0 - e;
@@ -367,6 +372,10 @@ inline float reduce32(float m_in) {
     mr = -k * TWO_PI_A + md;
     mr = -k * TWO_PI_B + mr;
     mr = -k * TWO_PI_C + mr;
+    double k2 = round64(mr * INV_TWO_PI);
+    mr = -k2 * TWO_PI_A + mr;
+    mr = -k2 * TWO_PI_B + mr;
+    mr = -k2 * TWO_PI_C + mr;
   } else {
     mr = fma64(-k, TWO_PI_C, fma64(-k, TWO_PI_B, fma64(-k, TWO_PI_A, md)));
   }

@@ -289,13 +289,22 @@ impl Real for f64 {
     }
 
     /// Cody-Waite with `2 pi` in three parts: `k * TWO_PI_A` and `k * TWO_PI_B`
-    /// are exact for `|k| < 2^25`.
+    /// are exact for `|k| < 2^25`. `k` is the rounded product `M / 2pi`, so where
+    /// `M` lies within about an ulp of an odd multiple of `pi` it may be one off the
+    /// nearest integer, and `M - 2 pi k` lands just outside `[-pi, pi]` (by up to
+    /// about `ulp(M)`): a second step with `k2` in `{-1, 0, 1}` brings it back, as
+    /// in the `f32` reduction (`k2 = 0`, every other `M`, leaves the bits as they
+    /// are). Clamping instead would answer `E = +-pi` there.
     #[inline(always)]
     fn reduce_fast<const F: bool>(m_in: f64) -> f64 {
         let k = round((m_in * INV_TWO_PI).clamp(-K_MAX, K_MAX));
         let m = fma::<f64, F>(-k, TWO_PI_A, m_in);
         let m = fma::<f64, F>(-k, TWO_PI_B, m);
         let m = fma::<f64, F>(-k, TWO_PI_C, m);
+        let k2 = round(m * INV_TWO_PI);
+        let m = fma::<f64, F>(-k2, TWO_PI_A, m);
+        let m = fma::<f64, F>(-k2, TWO_PI_B, m);
+        let m = fma::<f64, F>(-k2, TWO_PI_C, m);
         m.clamp(-Self::PI, Self::PI)
     }
 

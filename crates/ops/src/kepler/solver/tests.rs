@@ -398,6 +398,61 @@ fn f32_reduction_near_half_periods() {
     assert!(worst.0 <= 2e-6, "f32 backward error {:e} at M = {}", worst.0, worst.1);
 }
 
+/// `f64` `M` within a few ulps of an odd multiple of `pi`, `|M|` from 10 to the end
+/// of the Cody-Waite reduction (`2^27`): the product `M / 2pi` may round across a
+/// half there, putting `k` one off the nearest integer and `M - 2 pi k` just
+/// outside `[-pi, pi]`, which the second reduction step brings back (a clamp
+/// answered `E = +-pi`, wrong by up to `ulp(M)`). `e = 0` gives libm's `sin M`,
+/// `cos M`; `e > 0` satisfies Kepler's equation for libm's reduction of `M`.
+/// Scalar and slice paths.
+#[test]
+fn f64_reduction_near_half_periods() {
+    let mut ms = vec![5928.185337323939, 98668.00047129462, 9761968.241871824, 130152423.15181877];
+    for i in 0..3000u64 {
+        let k = 1 + (i * i * 7 + i * 13) % 21_000_000;
+        let m0 = (k as f64 + 0.5) * TAU;
+        for j in -4i64..=4 {
+            let m = f64::from_bits((m0.to_bits() as i64 + j) as u64);
+            if m.abs() < LARGE_M {
+                ms.push(m);
+                ms.push(-m);
+            }
+        }
+    }
+    for &e in &[0.0, 0.5, 0.9] {
+        let es = vec![e; ms.len()];
+        let (mut s, mut c) = (vec![0.0f64; ms.len()], vec![0.0f64; ms.len()]);
+        solve_dispatch::<f64, f64, BLOCK64>(&ms, &es, &mut s, &mut c);
+        for (i, &m) in ms.iter().enumerate() {
+            let (s1, c1) = solve_one_f64(m, e);
+            assert!(s1.to_bits() == s[i].to_bits() && c1.to_bits() == c[i].to_bits(), "M = {m:?}: scalar != slice");
+            if e == 0.0 {
+                let (ds, dc) = ((s[i] - m.sin()).abs(), (c[i] - m.cos()).abs());
+                assert!(
+                    ds <= 2e-15 && dc <= 2e-15,
+                    "M = {m:?}: sin E {} cos E {}, libm {} {}",
+                    s[i],
+                    c[i],
+                    m.sin(),
+                    m.cos()
+                );
+            }
+            let x = s[i].atan2(c[i]);
+            let be = wrap(kepler_lhs(x, e) - reduce_libm(m)).abs();
+            assert!(be <= 4e-15, "M = {m:?}, e = {e}: backward error {be:e} (E = {x:?})");
+        }
+    }
+    // The reduction itself, against the exact one (either end of the circle at +-pi).
+    for &m in &ms {
+        let (fast, exact) = (<f64 as Real>::reduce_fast::<false>(m), reduce_large(m));
+        let fused = <f64 as Real>::reduce_fast::<true>(m);
+        for r in [fast, fused] {
+            let diff = if (r - exact).abs() > 6.0 { (r - exact).abs() - TAU } else { r - exact };
+            assert!(diff.abs() <= 4.0 * f64::EPSILON, "M = {m:?}: reduced {r:?}, exact {exact:?}");
+        }
+    }
+}
+
 #[test]
 fn invalid_inputs_give_nan() {
     let bad = [
