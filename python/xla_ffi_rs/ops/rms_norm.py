@@ -328,8 +328,17 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
 
     Returns:
       ``y`` with the shape of ``x`` and dtype ``jnp.result_type(x, weight)``
-      (a weakly typed value, a Python float weight say, takes the other's
-      dtype, as in jnp).
+      (a weakly typed weight takes ``x``'s dtype, as in jnp). The axes
+      normalized are those of ``weight``: a 0-d weight (a Python float, say)
+      normalizes each element by itself, ``x / sqrt(x**2 + eps) * weight``; to
+      scale a normalized row, pass ``weight`` with the row's shape
+      (``jnp.full(x.shape[-1], w)``).
+
+    Precision: sums are kept in float32 (float64 when the result is float64),
+    so a row whose sum of squares overflows that type (in float32, values
+    beyond about ``1.8e19 / sqrt(row length)``) gives 0, and, with ``eps=0``, a
+    row whose sum underflows to 0 gives inf or NaN, as the jnp formula in the
+    same precision does.
 
     Raises:
       TypeError: for arguments that are not float arrays (strings, None, object
