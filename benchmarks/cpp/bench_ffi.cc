@@ -551,15 +551,24 @@ inline void load_chunk(const typename D::T* src, size_t len, float (&out)[L]) {
 
 // inv_rms = 1/sqrt(sum(x^2)/n + eps) of one row (mean 0 for n == 0): L lanes,
 // the pairwise tree of reduce_lanes (kernel.rs sum_sq and inv_rms).
+// Sums go group by group: GROUP chunks (1024 elements) into the lanes, then the
+// group's lanes into the row's (kernel.rs GROUP).
+constexpr size_t GROUP = 32;
+
 template <typename D>
 inline float row_inv_rms(const typename D::T* xr, size_t n, float eps) {
-  float acc[L] = {0};
-  for (size_t j = 0; j < n; j += L) {
-    float v[L];
-    load_chunk<D>(xr + j, std::min(L, n - j), v);
-    for (size_t i = 0; i < L; ++i) acc[i] += v[i] * v[i];
+  float total[L] = {0};
+  for (size_t g = 0; g < n; g += L * GROUP) {
+    float acc[L] = {0};
+    size_t end = std::min(n, g + L * GROUP);
+    for (size_t j = g; j < end; j += L) {
+      float v[L];
+      load_chunk<D>(xr + j, std::min(L, end - j), v);
+      for (size_t i = 0; i < L; ++i) acc[i] += v[i] * v[i];
+    }
+    for (size_t i = 0; i < L; ++i) total[i] += acc[i];
   }
-  float ss = reduce_lanes(acc);
+  float ss = reduce_lanes(total);
   float mean = n == 0 ? 0.0f : ss / (float)n;
   return 1.0f / std::sqrt(mean + eps);
 }
@@ -597,16 +606,21 @@ void bwd_rows(const typename D::T* dy, const typename D::T* x, const float* w, f
     const typename D::T* xr = x + r * n;
     typename D::T* dxr = dx + r * n;
     float ir = row_inv_rms<D>(xr, n, eps);
-    float acc[L] = {0};
-    for (size_t j = 0; j < n; j += L) {
-      size_t len = std::min(L, n - j);
-      float d[L], xv[L], wv[L] = {0};
-      load_chunk<D>(dyr + j, len, d);
-      load_chunk<D>(xr + j, len, xv);
-      for (size_t i = 0; i < len; ++i) wv[i] = w[j + i];
-      for (size_t i = 0; i < L; ++i) acc[i] += d[i] * wv[i] * xv[i];
+    float total[L] = {0};
+    for (size_t g = 0; g < n; g += L * GROUP) {
+      float acc[L] = {0};
+      size_t end = std::min(n, g + L * GROUP);
+      for (size_t j = g; j < end; j += L) {
+        size_t len = std::min(L, end - j);
+        float d[L], xv[L], wv[L] = {0};
+        load_chunk<D>(dyr + j, len, d);
+        load_chunk<D>(xr + j, len, xv);
+        for (size_t i = 0; i < len; ++i) wv[i] = w[j + i];
+        for (size_t i = 0; i < L; ++i) acc[i] += d[i] * wv[i] * xv[i];
+      }
+      for (size_t i = 0; i < L; ++i) total[i] += acc[i];
     }
-    float s = reduce_lanes(acc);
+    float s = reduce_lanes(total);
     float c = ir * ir * ir / nf * s;
     for (size_t j = 0; j < n; j += L) {
       size_t len = std::min(L, n - j);

@@ -17,8 +17,10 @@
 //!
 //! All arithmetic is done in the accumulator type `A` (`f32`, or `f64` when the
 //! promoted dtype is `f64`), and the rounding is the same on every machine: plain
-//! multiplies and adds (no FMA), and every sum kept in `L` (32) independent lanes
-//! that are combined by a fixed pairwise tree at the end of the row. The lanes are
+//! multiplies and adds (no FMA), and every sum kept in `L` (32) independent lanes,
+//! added group by group (`GROUP` chunks, 1024 elements: two levels, so the error
+//! of a long row's sum grows far slower than with one running sum per lane), and
+//! combined by a fixed pairwise tree at the end of the row. The lanes are
 //! what lets LLVM vectorize the reductions without fast-math; the same order holds
 //! in the AVX2+FMA copies that `multiversion` compiles of the public functions (and
 //! in the AVX-512 and AVX-512 BF16 copies of the bf16 forward's row loops), so
@@ -65,6 +67,22 @@ mod tests;
 
 /// Elements per chunk, and the number of independent partial sums per reduction.
 const L: usize = 32;
+
+/// Chunks per group of a row's sums: each lane adds at most this many values before
+/// the group's lanes are added into the row's, so the rounding error of a sum over a
+/// row of `n` grows with `GROUP + n / (L * GROUP)` additions per lane, not `n / L`
+/// (at 65536 elements about 20 times less). Rows of up to `L * GROUP` (1024)
+/// elements are one group: their sums are those of a single level.
+const GROUP: usize = 32;
+
+/// `a + b`, lane by lane.
+#[inline(always)]
+fn add_lanes<A: AccFloat>(mut a: [A; L], b: [A; L]) -> [A; L] {
+    for i in 0..L {
+        a[i] += b[i];
+    }
+    a
+}
 
 // ---------------------------------------------------------------------------
 // Conversions
@@ -292,18 +310,22 @@ fn pad_or_copy<A: AccFloat>(src: &[A]) -> [A; L] {
 /// bits as [`sum_sq`].
 #[inline(always)]
 fn sum_sq_pairs<T: Float, A: AccFloat>(x: &[T]) -> A {
-    let mut acc = [A::ZERO; L];
-    let mut chunks = x.chunks_exact(L);
-    for c in &mut chunks {
-        acc = add_sq(acc, load_pairs::<T, A>(arr(c)));
+    let mut total = [A::ZERO; L];
+    for group in x.chunks(L * GROUP) {
+        let mut acc = [A::ZERO; L];
+        let mut chunks = group.chunks_exact(L);
+        for c in &mut chunks {
+            acc = add_sq(acc, load_pairs::<T, A>(arr(c)));
+        }
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            let mut buf = [T::default(); L];
+            buf[..tail.len()].copy_from_slice(tail);
+            acc = add_sq(acc, load_pairs::<T, A>(&buf));
+        }
+        total = add_lanes(total, acc);
     }
-    let tail = chunks.remainder();
-    if !tail.is_empty() {
-        let mut buf = [T::default(); L];
-        buf[..tail.len()].copy_from_slice(tail);
-        acc = add_sq(acc, load_pairs::<T, A>(&buf));
-    }
-    reduce(unpair(acc))
+    reduce(unpair(total))
 }
 
 /// Overwrites a `bf16` row (as `T`) with `xy * r * w` in the pair layout (`w` from
@@ -463,18 +485,23 @@ fn add_sq<A: AccFloat>(mut acc: [A; L], v: [A; L]) -> [A; L] {
     acc
 }
 
-/// `sum(x^2)` of one row, in `A`.
+/// `sum(x^2)` of one row, in `A`: in [`L`] lanes, group by group ([`GROUP`]), then
+/// the lanes' fixed tree.
 #[inline(always)]
 fn sum_sq<X: Float, A: AccFloat>(x: &[X]) -> A {
-    let mut acc = [A::ZERO; L];
-    let mut chunks = x.chunks_exact(L);
-    for c in &mut chunks {
-        acc = add_sq(acc, load::<X, A>(arr(c)));
+    let mut total = [A::ZERO; L];
+    for group in x.chunks(L * GROUP) {
+        let mut acc = [A::ZERO; L];
+        let mut chunks = group.chunks_exact(L);
+        for c in &mut chunks {
+            acc = add_sq(acc, load::<X, A>(arr(c)));
+        }
+        if !chunks.remainder().is_empty() {
+            acc = add_sq(acc, load_tail::<X, A>(chunks.remainder()));
+        }
+        total = add_lanes(total, acc);
     }
-    if !chunks.remainder().is_empty() {
-        acc = add_sq(acc, load_tail::<X, A>(chunks.remainder()));
-    }
-    reduce(acc)
+    reduce(total)
 }
 
 /// `1/sqrt(sum_sq/n + eps)`; for `n == 0` the mean is taken as 0.
@@ -541,21 +568,26 @@ fn add_dot3<A: AccFloat>(mut acc: [A; L], d: [A; L], x: [A; L], w: [A; L]) -> [A
     acc
 }
 
-/// `sum_k dy_k * w_k * x_k` of one row, in `A`.
+/// `sum_k dy_k * w_k * x_k` of one row, in `A`, grouped as [`sum_sq`].
 #[inline(always)]
 fn dot3<Y: Float, X: Float, A: AccFloat>(dy: &[Y], x: &[X], w: &[A]) -> A {
-    let mut acc = [A::ZERO; L];
-    let (mut dc, mut xc, mut wc) = (dy.chunks_exact(L), x.chunks_exact(L), w.chunks_exact(L));
-    for ((ds, xs), ws) in (&mut dc).zip(&mut xc).zip(&mut wc) {
-        let (d, x) = (load::<Y, A>(arr(ds)), load::<X, A>(arr(xs)));
-        acc = add_dot3(acc, d, x, *arr(ws));
+    let mut total = [A::ZERO; L];
+    let groups = dy.chunks(L * GROUP).zip(x.chunks(L * GROUP)).zip(w.chunks(L * GROUP));
+    for ((dy, x), w) in groups {
+        let mut acc = [A::ZERO; L];
+        let (mut dc, mut xc, mut wc) = (dy.chunks_exact(L), x.chunks_exact(L), w.chunks_exact(L));
+        for ((ds, xs), ws) in (&mut dc).zip(&mut xc).zip(&mut wc) {
+            let (d, x) = (load::<Y, A>(arr(ds)), load::<X, A>(arr(xs)));
+            acc = add_dot3(acc, d, x, *arr(ws));
+        }
+        if !dc.remainder().is_empty() {
+            let d = load_tail::<Y, A>(dc.remainder());
+            let x = load_tail::<X, A>(xc.remainder());
+            acc = add_dot3(acc, d, x, pad(wc.remainder()));
+        }
+        total = add_lanes(total, acc);
     }
-    if !dc.remainder().is_empty() {
-        let d = load_tail::<Y, A>(dc.remainder());
-        let x = load_tail::<X, A>(xc.remainder());
-        acc = add_dot3(acc, d, x, pad(wc.remainder()));
-    }
-    reduce(acc)
+    reduce(total)
 }
 
 /// One chunk of the backward pass: returns `dx = r*w*dy - x*c` and `dw + dy*x*r`.
