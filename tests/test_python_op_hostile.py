@@ -93,6 +93,46 @@ def test_an_op_that_calls_itself() -> None:
     assert out.strip() == "ok"
 
 
+def test_recursion_with_the_same_signature_eager_and_under_jit() -> None:
+    """A function that calls its own op with the same parameters, dtype and shape
+    (JAX refuses to re-enter a jitted call that is still running, which the eager
+    path is: the inner call gets a jitted bind of its own), at the first call, not
+    only once a call of that signature has finished."""
+    out = run_python("""
+        def step(x):
+            return x if x[0] >= 4 else np.asarray(op(x + 1))
+        op = python_op(step, abstract_eval=lambda x: x, name="step")
+        np.testing.assert_array_equal(np.asarray(op(np.zeros(2, np.float32))), [4, 4])
+        np.testing.assert_array_equal(np.asarray(jax.jit(op)(np.zeros(3, np.float32))), [4, 4, 4])
+        np.testing.assert_array_equal(np.asarray(op(np.zeros(2, np.float32))), [4, 4])
+        print("ok")
+    """)
+    assert out.strip().splitlines()[-1] == "ok", out
+
+
+def test_static_parameters_of_other_types_are_other_parameters() -> None:
+    """`1`, `1.0` and `True` are three static parameters (as for `jax.jit`'s static
+    arguments): each call's function gets the value passed, not the first equal one
+    seen; and a NaN parameter makes one registered function, not one per call."""
+    seen: list[Any] = []
+
+    def f(x: np.ndarray, *, p: Any) -> np.ndarray:
+        seen.append(p)
+        return x + np.float32(1.0 if isinstance(p, float) else 2.0 if isinstance(p, bool) else 3.0)
+
+    op = python_op(f, abstract_eval=lambda x, *, p: x, name="typed_params")
+    x = np.zeros(2, np.float32)
+    for p, want in [(1, 3.0), (1.0, 1.0), (True, 2.0), (1, 3.0)]:
+        seen.clear()
+        np.testing.assert_array_equal(np.asarray(op(x, p=p)), [want, want])
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda x, p=p: op(x, p=p))(x)), [want, want])
+        assert seen and all(type(v) is type(p) and v == p for v in seen), (p, seen)
+    before = registered_functions()
+    for _ in range(20):
+        op(x, p=float("nan"))
+    assert registered_functions() - before <= 1
+
+
 def test_recursion_past_the_in_flight_limit_is_an_error_not_a_hang() -> None:
     """XLA:CPU runs at most 32 computations per device at once; a 33rd eager call
     made inside 32 running python ops would wait for a slot that none of them frees

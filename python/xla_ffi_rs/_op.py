@@ -131,7 +131,8 @@ class Op:
         self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the newest few.
-        self._eager: dict[tuple[tuple[str, Hashable], ...], Callable[..., Any]] = {}
+        self._eager: dict[tuple[tuple[tuple[str, Hashable], ...], int], Callable[..., Any]] = {}
+        self._eager_running: dict[tuple[tuple[str, Hashable], ...], int] = {}
         #: The declaration the op was built from (:func:`op`), or None.
         self.declaration: Declaration | None = None
         # JAX keeps a primitive's rules in global tables for the rest of the process.
@@ -169,13 +170,27 @@ class Op:
     # -- evaluation and lowering -------------------------------------------
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
-        key = _freeze(params)
+        # One jitted bind per set of params and per depth of calls of it still
+        # running: an op whose Python function calls the same op (recursion) makes
+        # its inner call while the outer jitted call runs, which JAX refuses
+        # ("Recursively calling jit"), so the inner call has a jitted bind of its own.
+        frozen = _freeze(params)
+        depth = self._eager_running.get(frozen, 0)
+        key = (frozen, depth)
         jitted = self._eager.get(key)
         if jitted is None:
             while len(self._eager) >= _EAGER_CACHE_SIZE:
                 self._eager.pop(next(iter(self._eager)), None)
             jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
-        outs: Sequence[Any] = jitted(*operands)
+        self._eager_running[frozen] = depth + 1
+        try:
+            outs: Sequence[Any] = jitted(*operands)
+        finally:
+            left = self._eager_running.get(frozen, 1) - 1
+            if left > 0:
+                self._eager_running[frozen] = left
+            else:
+                self._eager_running.pop(frozen, None)
         return outs
 
     def _register_lowerings(self) -> None:
@@ -424,7 +439,19 @@ def _match_varying(operands: Sequence[Any]) -> Sequence[Any]:
 
 
 def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
-    return tuple(sorted(params.items()))
+    """A key for a call's static parameters: equal when the parameters are the same
+    values of the same types (``1``, ``1.0`` and ``True`` differ, as they do for
+    ``jax.jit``'s static arguments; a NaN equals a NaN, so it does not make a new
+    key per call)."""
+    return tuple(sorted((k, _typed(v)) for k, v in params.items()))
+
+
+def _typed(value: Hashable) -> Hashable:
+    if isinstance(value, float) and value != value:
+        return (float, "nan")
+    if isinstance(value, tuple):
+        return (tuple, tuple(_typed(v) for v in value))
+    return (type(value), value)
 
 
 #: How many sets of params an op keeps a jitted bind for, for eager calls.

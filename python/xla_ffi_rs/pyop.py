@@ -128,7 +128,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, pyop_rules
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
-from xla_ffi_rs._op import _explicit_spec, _weak_method
+from xla_ffi_rs._op import _explicit_spec, _freeze, _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
     BatchRule,
@@ -283,10 +283,6 @@ def _check_batch_axes(
             "batch element needs the batch axes in front, and the others must be declared: batched=(operand "
             "flags, result flags), e.g. batched=((True, False), (True,)) for a weight beside x"
         )
-
-
-def _freeze(params: dict[str, Any]) -> tuple[tuple[str, Hashable], ...]:
-    return tuple(sorted(params.items()))
 
 
 class PythonOp(Op):
@@ -506,7 +502,7 @@ class PythonOp(Op):
         frozen = (_freeze(params or {}), ranks, levels)
         key = self._keys.get(frozen)
         if key is None:
-            params = dict(frozen[0])
+            params = dict(sorted((params or {}).items()))
             plain = _plain(self.fn)
             outputs = self.takes_outputs or _is_ufunc(plain, params)
             # A ufunc gets output arrays only where it writes into them (`_ufunc_into`).
