@@ -178,8 +178,12 @@ def test_writing_an_operand_is_an_error() -> None:
         (lambda x: x[:2], "result 0: expected float64[3], got float64[2]"),
         (lambda x: x.reshape(3, 1), "result 0: expected float64[3], got float64[3,1]"),
         (lambda x: 1.0, "result 0: expected float64[3], got float64[]"),
+        (lambda x: None, "result 0: expected float64[3], got None (did the function forget to return its result?)"),
+        (lambda x: (x, x), "result 0: expected float64[3], got a tuple of 2 values, as an array float64[2,3]"),
+        (lambda x: {"y": x}, "result 0: expected float64[3], got a dict, as an array object[]"),
+        (lambda x: "text", "result 0: expected float64[3], got a str, as an array str128[]"),
     ],
-    ids=["dtype", "shape", "rank", "scalar"],
+    ids=["dtype", "shape", "rank", "scalar", "none", "tuple", "dict", "str"],
 )
 def test_wrong_result_names_op_result_expected_and_got(fn, expected) -> None:
     op = python_op(fn, abstract_eval=like, name="badresult")

@@ -133,7 +133,7 @@ def _checked(
             arr = arr.astype(dtype)  # the same values in the other byte order
         if arr.shape != tuple(shape) or arr.dtype != dtype:
             return _INVALID_ARGUMENT, _text(
-                f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_describe(arr.shape, arr.dtype)}"
+                f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_got(value, arr)}"
             )
         arrays.append(arr)
     return 0, arrays
@@ -177,6 +177,21 @@ def _not_none(name: str, returned: Any) -> str:
 def _text(message: str) -> str:
     """``message`` as valid UTF-8 text (a lone surrogate becomes ``\\udcxx``)."""
     return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _got(value: Any, arr: np.ndarray) -> str:
+    """What a function returned for a result, as the error names it: the array's
+    dtype and shape, and, for what is not an array or a number, what it was (``None``,
+    a ``tuple`` of 2 values, a ``str``), since NumPy's reading of it (``object[]``,
+    ``float32[2,3]``) alone would mislead."""
+    got = _describe(arr.shape, arr.dtype)
+    if value is None:
+        return "None (did the function forget to return its result?)"
+    if isinstance(value, (np.ndarray, np.generic, bool, int, float, complex)):
+        return got
+    if isinstance(value, (tuple, list)):
+        return f"a {_type_name(value)} of {len(value)} values, as an array {got}"
+    return f"a {_type_name(value)}, as an array {got}"
 
 
 def _type_name(x: Any) -> str:
