@@ -27,15 +27,22 @@ ARRAY_CASES: list[tuple[Any, type[Exception], str]] = [
     ({1.0}, TypeError, "got set"),
     (print, TypeError, "got builtin_function_or_method"),
     (["a", "b"], TypeError, "got a list of str"),
-    ([1.0, None], TypeError, "got a list of NoneType or float"),
+    ([1.0, None], TypeError, "got a list of objects (NoneType or float)"),
     ([[1.0], [1.0, 2.0]], TypeError, "not an array of numbers"),
-    ([10**400], TypeError, "got a list of int"),
-    (np.array([1.0, None]), TypeError, "got an array of NoneType or float"),
-    (np.array([1.0, 2.0], dtype=object), TypeError, "got an array of float"),
+    ([10**400], TypeError, "got a list of objects (int)"),
+    (np.array([1.0, None]), TypeError, "got an array of objects (NoneType or float)"),
+    (np.array([1.0, 2.0], dtype=object), TypeError, "got an array of objects (float)"),
     (np.array(["1.0"]), TypeError, "got an array of str"),
     (np.array(["2020-01-01"], dtype="datetime64[D]"), TypeError, "got an array of datetime64"),
     (10**400, ValueError, "got an int beyond the float64 range"),
 ]
+if np.dtype(np.longdouble).itemsize > 8:  # x86-64 Linux: 80-bit extended precision, stored in 16 bytes
+    _LONG = np.dtype(np.longdouble).name
+    ARRAY_CASES += [
+        (np.ones(2, np.longdouble), TypeError, f"got an array of {_LONG}, which JAX has no dtype for"),
+        (np.longdouble(1.0), TypeError, f"got an array of {_LONG}, which JAX has no dtype for"),
+        ([np.longdouble(1.0)], TypeError, f"got a list of {_LONG}"),
+    ]
 
 
 def _message(fn: str, arg: str, words: str) -> str:

@@ -34,7 +34,15 @@ def check_real_or_integer(fn: str, arg: str, dtype: Any) -> None:
 
 def _element_types(array: np.ndarray) -> str:
     names = sorted({type(v).__name__ for v in array.ravel()[:1000]}) if array.dtype.kind == "O" else []
-    return " or ".join(names) if names else array.dtype.name
+    if names:
+        return "objects (" + " or ".join(names) + ")"
+    return array.dtype.name
+
+
+def _not_a_jax_dtype(dtype: np.dtype) -> bool:
+    """NumPy's extended precision (``longdouble``, ``clongdouble`` where they are wider
+    than float64 and complex128): numeric, but JAX has no such dtype."""
+    return dtype.kind in "fc" and dtype.itemsize > (8 if dtype.kind == "f" else 16)
 
 
 def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
@@ -54,6 +62,11 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype.kind not in "biufc" and value.dtype != jnp.bfloat16:
             raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_element_types(np.asarray(value))}")
+        if _not_a_jax_dtype(value.dtype):
+            raise TypeError(
+                f"{fn}: {arg}: expected {expected}, got an array of {value.dtype.name}, which JAX has no dtype "
+                "for (convert it, to float64 say)"
+            )
         return value
     if isinstance(value, (bool, float, complex)):
         return value
@@ -73,7 +86,7 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
         raise TypeError(
             f"{fn}: {arg}: expected {expected}, got a {type(value).__name__} that is not an array of numbers ({err})"
         ) from None
-    if array.dtype.kind not in "biufc":
+    if array.dtype.kind not in "biufc" or _not_a_jax_dtype(array.dtype):
         what = f"a {type(value).__name__} of {_element_types(array)}" if array.ndim else type(value).__name__
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {what}")
     return array
