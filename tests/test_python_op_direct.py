@@ -82,9 +82,7 @@ def test_scalars_subclasses_and_python_values_are_settled_by_the_checks() -> Non
 )
 def test_wrong_results_fail_naming_the_op(fn, words) -> None:
     op = python_op(fn, abstract_eval=like, name="direct_bad")
-    with pytest.raises(
-        jax.errors.JaxRuntimeError, match="INVALID_ARGUMENT: .*" + re.escape(words)
-    ):
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INVALID_ARGUMENT: .*" + re.escape(words)):
         jax.jit(op)(np.ones(3)).block_until_ready()
 
 
