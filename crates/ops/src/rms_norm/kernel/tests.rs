@@ -225,6 +225,29 @@ fn forward_copies_give_the_same_bits() {
     }
 }
 
+/// The pair layout's sum of squares keeps the groups of the natural one bit for
+/// bit, where the order of the group additions shows. Only the first lane is
+/// nonzero: 512 in the first group, so the lane sums to 2^23 there, then 1/8 (a
+/// whole group sums to 0.5, absorbed when added to 2^23 alone, as a tie), and 3/8
+/// in a partial last chunk (whose 9/64 tips a partial group of 24 chunks, 3/8,
+/// over the half). Rows whose partial last chunk closes a partial group, is a
+/// group of its own, or is absent.
+#[test]
+fn pair_sum_adds_the_natural_sums_groups_in_order() {
+    for n in [1024, 1025, 1056, 1797, 2048, 2079, 2080, 2111, 2821, 3072, 3103, 4096 + 17] {
+        let whole = n / L * L;
+        let value = |i: usize| match i {
+            _ if !i.is_multiple_of(L) => 0.0,
+            _ if i < L * GROUP => 512.0,
+            _ if i < whole => 0.125,
+            _ => 0.375,
+        };
+        let x: Vec<bf16> = (0..n).map(|i| bf16::from_f32(value(i))).collect();
+        let (want, got) = (sum_sq::<bf16, f32>(&x), sum_sq_pairs::<bf16, f32>(&x));
+        assert_eq!(got.to_bits(), want.to_bits(), "n={n}: pairs {got}, natural {want}");
+    }
+}
+
 /// A long row's sums stay accurate: `inv_rms` (forward, through the public kernel)
 /// and the backward's `dx` of rows of 16384 and 2^20 values, bf16 and f32, against
 /// float64 formulas. With one running sum per lane the error grew with the row's
@@ -406,7 +429,7 @@ fn backward_inv_rms_is_the_forwards_bit_for_bit() {
     }
     // Past 1024 the sums have two levels (`GROUP`): bf16 rows are summed in the pair
     // layout by the forward and in the natural one by the backward.
-    for n in [1, 31, 32, 33, 100, 1000, 1024, 1025, 2048, 3000, 4096, 5000] {
+    for n in [1, 31, 32, 33, 100, 1000, 1024, 1025, 2048, 2049, 2079, 2080, 3000, 3103, 4096, 5000] {
         check::<f32>(n, 5);
         check::<f64>(n, 6);
         check::<bf16>(n, 7);
@@ -619,7 +642,8 @@ fn avx512_bf16_narrowing_matches_half() {
 
 /// The bf16 forward (pair layout, in place and out of place) gives the bits of the
 /// natural layout's row functions, on rows with NaNs, infinities, subnormals and
-/// partial chunks, with a bf16 and an f32 weight.
+/// partial chunks (also at the end of a row longer than one group of the sums),
+/// with a bf16 and an f32 weight.
 #[test]
 fn pair_layout_forward_gives_the_natural_layouts_bits() {
     fn natural(x: &[bf16], w: &[f32], n: usize, eps: f32) -> (Vec<bf16>, Vec<f32>) {
@@ -632,7 +656,7 @@ fn pair_layout_forward_gives_the_natural_layouts_bits() {
         (y, inv)
     }
     let specials = [0x7FC0u16, 0x7F81, 0xFF80, 0x7F80, 0x0001, 0x8000, 0x7F7F, 0x0080];
-    for (k, &n) in [1usize, 2, 31, 32, 33, 63, 64, 100, 4096].iter().enumerate() {
+    for (k, &n) in [1usize, 2, 31, 32, 33, 63, 64, 100, 1025, 2049, 2079, 3000, 3103, 4096].iter().enumerate() {
         let rows = 3;
         let mut g = Lcg(40 + k as u64);
         let mut x = g.vec::<bf16>(rows * n);
