@@ -404,9 +404,12 @@ fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(
 
 /// The rows of a `bf16` forward in place, in the pair layout (`w` from
 /// [`pair_weight`], `n > 0`): `inv_rms` of each row, then the row overwritten
-/// with `x * inv_rms * w`, each chunk narrowed by `narrow`. Portable with
-/// [`narrow_pairs`]; [`pair_rows_inplace`] runs it compiled for AVX-512 where the
-/// CPU has it (with the AVX-512 BF16 narrowing where it has that too).
+/// with `x * inv_rms * w`, each chunk narrowed by `narrow`, calling `fetch(next_row,
+/// k)` before chunk `k` of each row's scale pass (as [`rows_body`]). Portable with
+/// [`narrow_pairs`] and no prefetch; [`pair_rows_inplace`] runs it compiled for
+/// AVX-512 where the CPU has it (with the AVX-512 BF16 narrowing and the prefetch
+/// of the next row where it has that too: `bf16_avx512.rs`), else for AVX2 with
+/// that prefetch (`prefetch.rs`).
 #[inline(always)]
 fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
     xy: &mut [T],
@@ -415,11 +418,14 @@ fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
     eps: T::Acc,
     inv: &mut [I],
     narrow: impl Fn(&[T::Acc; L]) -> [T; L] + Copy,
+    fetch: impl Fn(&[T], usize),
 ) {
-    for (row, ir) in xy.chunks_exact_mut(n).zip(inv.iter_mut()) {
+    let mut rows = xy.chunks_exact_mut(n).zip(inv.iter_mut()).peekable();
+    while let Some((row, ir)) = rows.next() {
         let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
         ir.put(r);
-        scale_row_pairs_inplace(row, w, r, narrow, |_| {});
+        let next: &[T] = rows.peek().map_or(&[], |(next, _)| next);
+        scale_row_pairs_inplace(row, w, r, narrow, |k| fetch(next, k));
     }
 }
 
@@ -438,14 +444,17 @@ fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
 fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
     match_target! {
         "x86_64+avx512bf16" => bf16_avx512::pair_rows_inplace::<T, I>(xy, w, n, eps, inv),
-        _ => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>),
+        "x86_64+avx512f" => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>, |_, _| {}),
+        "x86_64+avx2" => prefetch::pair_rows_inplace::<T, I>(xy, w, n, eps, inv),
+        _ => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>, |_, _| {}),
     }
 }
 
 /// The rows of a `bf16` forward out of place, in the pair layout (as
-/// [`pair_rows_inplace_body`], writing `y`). Portable with [`narrow_pairs`]; see
-/// [`pair_rows`].
+/// [`pair_rows_inplace_body`], writing `y`). Portable with [`narrow_pairs`] and no
+/// prefetch; see [`pair_rows`].
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     x: &[X],
     w: &[Y::Acc],
@@ -454,11 +463,14 @@ fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     y: &mut [O],
     inv: &mut [I],
     narrow: impl Fn(&[Y::Acc; L]) -> [Y; L] + Copy,
+    fetch: impl Fn(&[X], usize),
 ) {
-    for ((xr, yr), ir) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()) {
+    let mut rows = x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()).peekable();
+    while let Some(((xr, yr), ir)) = rows.next() {
         let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
         ir.put(r);
-        scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow, |_| {});
+        let next: &[X] = rows.peek().map_or(&[], |((next, _), _)| next);
+        scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow, |k| fetch(next, k));
     }
 }
 
@@ -478,7 +490,9 @@ fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
 ) {
     match_target! {
         "x86_64+avx512bf16" => bf16_avx512::pair_rows::<X, Y, O, I>(x, w, n, eps, y, inv),
-        _ => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>),
+        "x86_64+avx512f" => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>, |_, _| {}),
+        "x86_64+avx2" => prefetch::pair_rows::<X, Y, O, I>(x, w, n, eps, y, inv),
+        _ => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>, |_, _| {}),
     }
 }
 

@@ -34,7 +34,7 @@ use core::arch::x86_64::{__m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps
 use half::bf16;
 
 use super::prefetch::prefetch_chunk;
-use super::{inv_rms, narrow_pairs, scale_row_pairs, scale_row_pairs_inplace, sum_sq_pairs, L};
+use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, L};
 use crate::float::{AccFloat, Float};
 use crate::slot::Slot;
 
@@ -85,13 +85,7 @@ pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
     eps: T::Acc,
     inv: &mut [I],
 ) {
-    let mut rows = xy.chunks_exact_mut(n).zip(inv.iter_mut()).peekable();
-    while let Some((row, ir)) = rows.next() {
-        let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
-        ir.put(r);
-        let next: &[T] = rows.peek().map_or(&[], |(next, _)| next);
-        scale_row_pairs_inplace(row, w, r, |v| narrow::<T, T::Acc>(v), |k| prefetch_chunk(next, k));
-    }
+    pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, |v| narrow::<T, T::Acc>(v), |next, k| prefetch_chunk(next, k));
 }
 
 /// [`super::pair_rows_body`] with [`narrow`], prefetching the next row of `x` as
@@ -105,11 +99,5 @@ pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     y: &mut [O],
     inv: &mut [I],
 ) {
-    let mut rows = x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()).peekable();
-    while let Some(((xr, yr), ir)) = rows.next() {
-        let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
-        ir.put(r);
-        let next: &[X] = rows.peek().map_or(&[], |((next, _), _)| next);
-        scale_row_pairs::<X, Y, O>(xr, w, r, yr, |v| narrow::<Y, Y::Acc>(v), |k| prefetch_chunk(next, k));
-    }
+    pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, |v| narrow::<Y, Y::Acc>(v), |next, k| prefetch_chunk(next, k));
 }

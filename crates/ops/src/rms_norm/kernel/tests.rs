@@ -707,7 +707,8 @@ fn bits_nan_as_one<T: Float>(v: &[T]) -> Vec<u64> {
 }
 
 /// The dispatched bf16 row loops (on a CPU with AVX-512, its copy; with AVX-512
-/// BF16 too, the copy that narrows with `vcvtne2ps2bf16`) give the bits of
+/// BF16 too, the copy that narrows with `vcvtne2ps2bf16`; with AVX2 alone, the copy
+/// that prefetches the next row) give the bits of
 /// the portable ones (compiled here for baseline x86-64, the fallback of CPUs
 /// without it), in place and out of place, over every `bf16` value as input, rows
 /// whose width is and is not a multiple of the chunk, and a random `f32` weight
@@ -723,7 +724,7 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
         let w = pair_weight(&Lcg(70 + k as u64).vec::<f32>(n));
         let eps = 1e-5f32;
         let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
-        pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv, narrow_pairs::<bf16, f32>);
+        pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv, narrow_pairs::<bf16, f32>, |_, _| {});
         let (want_bits, want_inv_bits) = (bits_nan_as_one(&want), bits_nan_as_one(&want_inv));
         let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
         pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
@@ -734,7 +735,16 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
             if dispatched {
                 pair_rows::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
             } else {
-                pair_rows_body::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv, narrow_pairs::<bf16, f32>);
+                pair_rows_body::<bf16, bf16, bf16, f32>(
+                    &x,
+                    &w,
+                    n,
+                    eps,
+                    &mut y,
+                    &mut y_inv,
+                    narrow_pairs::<bf16, f32>,
+                    |_, _| {},
+                );
             }
             assert!(bits_nan_as_one(&y) == want_bits, "n={n}: out of place (dispatched {dispatched}), y");
             assert!(bits_nan_as_one(&y_inv) == want_inv_bits, "n={n}: out of place (dispatched {dispatched}), inv");
