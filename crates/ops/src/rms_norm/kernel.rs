@@ -40,7 +40,9 @@
 //!   nearest even, NaN kept quiet, to narrow), which vectorize (in `convert.rs`,
 //!   tested bit for bit against `half`); where the CPU has AVX-512 BF16 the
 //!   forward narrows with `vcvtne2ps2bf16` instead, the same bits (see
-//!   `bf16_avx512.rs`);
+//!   `bf16_avx512.rs`), and on an AVX2 CPU without it the rows whose products
+//!   cannot be NaN are narrowed without the NaN case, the same bits there (see
+//!   `bf16_avx2.rs`);
 //! - `f16` goes through `half`'s slice conversions, which use F16C when the CPU
 //!   has it (detected at run time) — faster here than a branch-free bit-level
 //!   conversion, which needs some twenty vector operations per eight values;
@@ -58,6 +60,8 @@ use multiversion::target::match_target;
 
 use super::convert::{bf16_bits_to_f32, bf16_pair_to_f32, f32_to_bf16_bits, f32_to_bf16_pair};
 
+#[cfg(target_arch = "x86_64")]
+mod bf16_avx2;
 #[cfg(target_arch = "x86_64")]
 mod bf16_avx512;
 #[cfg(target_arch = "x86_64")]
@@ -339,9 +343,10 @@ fn sum_sq_pairs<T: Float, A: AccFloat>(x: &[T]) -> A {
 }
 
 /// Overwrites a `bf16` row (as `T`) with `xy * r * w` in the pair layout (`w` from
-/// [`pair_weight`]), each chunk narrowed by `narrow` ([`narrow_pairs`], or the
-/// AVX-512 BF16 one of `bf16_avx512.rs`: the same bits). `each(k)` runs before
-/// whole chunk `k` (the AVX-512 BF16 loops prefetch the next row there).
+/// [`pair_weight`]), each chunk narrowed by `narrow` ([`narrow_pairs`], the
+/// AVX-512 BF16 one of `bf16_avx512.rs`, or on a row that cannot hold a NaN the
+/// AVX2 one of `bf16_avx2.rs`: the same bits). `each(k)` runs before
+/// whole chunk `k` (the AVX-512 BF16 and AVX2 loops prefetch the next row there).
 #[inline(always)]
 fn scale_row_pairs_inplace<T: Float, A: AccFloat>(
     xy: &mut [T],
@@ -402,14 +407,61 @@ fn scale_row_pairs<X: Float, Y: Float, O: Slot<Y>>(
     }
 }
 
+/// The narrowings of a pair-layout row loop: `any` for every row, `no_nan` for
+/// the rows whose products cannot be NaN ([`products_have_no_nan`]). Both give the
+/// bits of [`narrow_pairs`] where they are used: the AVX2 loops narrow those rows
+/// without the NaN case (`bf16_avx2.rs`); elsewhere the two are one function.
+#[derive(Clone, Copy)]
+struct Narrowing<N, M> {
+    any: N,
+    no_nan: M,
+}
+
+impl<N: Copy> Narrowing<N, N> {
+    /// One narrowing for every row.
+    #[inline(always)]
+    fn one(f: N) -> Self {
+        Narrowing { any: f, no_nan: f }
+    }
+}
+
+/// Whether no product `x * r * w` of a row can be NaN, from the row's sum of
+/// squares `sum_sq`, its `r = inv_rms(sum_sq, n, eps)` and whether every weight is
+/// finite. A finite `sum_sq` means every `x` is finite; with `eps >= 0` and `r`
+/// finite, `|x * r| <= sqrt(n)` (up to rounding, as `r^2 * x^2 / n <= r^2 * mean
+/// <= 1`), so `x * r` is finite, and a finite times a finite weight is finite or
+/// an infinity, never NaN. Otherwise (a NaN or infinite `x`, a zero row with `eps`
+/// of 0, a negative or NaN `eps`) the row takes the narrowing with the NaN case.
+#[inline(always)]
+fn products_have_no_nan<A: AccFloat>(sum_sq: A, r: A, eps: A, w_finite: bool) -> bool {
+    w_finite && eps >= A::ZERO && sum_sq.to_f64().is_finite() && r.to_f64().is_finite()
+}
+
+/// Whether every element of `w` (a pair weight: whole chunks) is finite: `v * 0`
+/// is ±0 for a finite `v` and NaN otherwise, summed in `L` lanes (vectorized, no
+/// early exit; a call's rows are many times longer than its weight).
+#[inline(always)]
+fn all_finite<A: AccFloat>(w: &[A]) -> bool {
+    let mut acc = [A::ZERO; L];
+    let mut chunks = w.chunks_exact(L);
+    for c in &mut chunks {
+        for i in 0..L {
+            acc[i] += c[i] * A::ZERO;
+        }
+    }
+    reduce(acc) == A::ZERO && chunks.remainder().iter().all(|v| *v * A::ZERO == A::ZERO)
+}
+
 /// The rows of a `bf16` forward in place, in the pair layout (`w` from
 /// [`pair_weight`], `n > 0`): `inv_rms` of each row, then the row overwritten
-/// with `x * inv_rms * w`, each chunk narrowed by `narrow`, calling `fetch(next_row,
-/// k)` before chunk `k` of each row's scale pass (as [`rows_body`]). Portable with
-/// [`narrow_pairs`] and no prefetch; [`pair_rows_inplace`] runs it compiled for
-/// AVX-512 where the CPU has it (with the AVX-512 BF16 narrowing and the prefetch
-/// of the next row where it has that too: `bf16_avx512.rs`), else for AVX2 with
-/// that prefetch (`prefetch.rs`).
+/// with `x * inv_rms * w`, each chunk narrowed by `narrow.no_nan` where
+/// [`products_have_no_nan`] holds for the row and by `narrow.any` elsewhere,
+/// calling `fetch(next_row, k)` before chunk `k` of each row's scale pass (as
+/// [`rows_body`]). Portable with [`narrow_pairs`] and no prefetch;
+/// [`pair_rows_inplace`] runs it compiled for AVX-512 where the CPU has it (with the
+/// AVX-512 BF16 narrowing and the prefetch of the next row where it has that too:
+/// `bf16_avx512.rs`), else for AVX2 with that prefetch and the narrowing of
+/// `bf16_avx2.rs` for the rows without NaN (`prefetch.rs`).
 #[inline(always)]
 fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
     xy: &mut [T],
@@ -417,15 +469,21 @@ fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
     n: usize,
     eps: T::Acc,
     inv: &mut [I],
-    narrow: impl Fn(&[T::Acc; L]) -> [T; L] + Copy,
+    narrow: Narrowing<impl Fn(&[T::Acc; L]) -> [T; L] + Copy, impl Fn(&[T::Acc; L]) -> [T; L] + Copy>,
     fetch: impl Fn(&[T], usize),
 ) {
+    let w_finite = all_finite(w);
     let mut rows = xy.chunks_exact_mut(n).zip(inv.iter_mut()).peekable();
     while let Some((row, ir)) = rows.next() {
-        let r = inv_rms(sum_sq_pairs::<T, T::Acc>(row), n, eps);
+        let s = sum_sq_pairs::<T, T::Acc>(row);
+        let r = inv_rms(s, n, eps);
         ir.put(r);
         let next: &[T] = rows.peek().map_or(&[], |(next, _)| next);
-        scale_row_pairs_inplace(row, w, r, narrow, |k| fetch(next, k));
+        if products_have_no_nan(s, r, eps, w_finite) {
+            scale_row_pairs_inplace(row, w, r, narrow.no_nan, |k| fetch(next, k));
+        } else {
+            scale_row_pairs_inplace(row, w, r, narrow.any, |k| fetch(next, k));
+        }
     }
 }
 
@@ -444,9 +502,9 @@ fn pair_rows_inplace_body<T: Float, I: Slot<T::Acc>>(
 fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
     match_target! {
         "x86_64+avx512bf16" => bf16_avx512::pair_rows_inplace::<T, I>(xy, w, n, eps, inv),
-        "x86_64+avx512f" => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>, |_, _| {}),
+        "x86_64+avx512f" => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, Narrowing::one(narrow_pairs::<T, T::Acc>), |_, _| {}),
         "x86_64+avx2" => prefetch::pair_rows_inplace::<T, I>(xy, w, n, eps, inv),
-        _ => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>, |_, _| {}),
+        _ => pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, Narrowing::one(narrow_pairs::<T, T::Acc>), |_, _| {}),
     }
 }
 
@@ -462,15 +520,21 @@ fn pair_rows_body<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     eps: Y::Acc,
     y: &mut [O],
     inv: &mut [I],
-    narrow: impl Fn(&[Y::Acc; L]) -> [Y; L] + Copy,
+    narrow: Narrowing<impl Fn(&[Y::Acc; L]) -> [Y; L] + Copy, impl Fn(&[Y::Acc; L]) -> [Y; L] + Copy>,
     fetch: impl Fn(&[X], usize),
 ) {
+    let w_finite = all_finite(w);
     let mut rows = x.chunks_exact(n).zip(y.chunks_exact_mut(n)).zip(inv.iter_mut()).peekable();
     while let Some(((xr, yr), ir)) = rows.next() {
-        let r = inv_rms(sum_sq_pairs::<X, Y::Acc>(xr), n, eps);
+        let s = sum_sq_pairs::<X, Y::Acc>(xr);
+        let r = inv_rms(s, n, eps);
         ir.put(r);
         let next: &[X] = rows.peek().map_or(&[], |((next, _), _)| next);
-        scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow, |k| fetch(next, k));
+        if products_have_no_nan(s, r, eps, w_finite) {
+            scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow.no_nan, |k| fetch(next, k));
+        } else {
+            scale_row_pairs::<X, Y, O>(xr, w, r, yr, narrow.any, |k| fetch(next, k));
+        }
     }
 }
 
@@ -490,9 +554,9 @@ fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
 ) {
     match_target! {
         "x86_64+avx512bf16" => bf16_avx512::pair_rows::<X, Y, O, I>(x, w, n, eps, y, inv),
-        "x86_64+avx512f" => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>, |_, _| {}),
+        "x86_64+avx512f" => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, Narrowing::one(narrow_pairs::<Y, Y::Acc>), |_, _| {}),
         "x86_64+avx2" => prefetch::pair_rows::<X, Y, O, I>(x, w, n, eps, y, inv),
-        _ => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>, |_, _| {}),
+        _ => pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, Narrowing::one(narrow_pairs::<Y, Y::Acc>), |_, _| {}),
     }
 }
 

@@ -34,7 +34,7 @@ use core::arch::x86_64::{__m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps
 use half::bf16;
 
 use super::prefetch::prefetch_chunk;
-use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, L};
+use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, Narrowing, L};
 use crate::float::{AccFloat, Float};
 use crate::slot::Slot;
 
@@ -85,7 +85,15 @@ pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
     eps: T::Acc,
     inv: &mut [I],
 ) {
-    pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, |v| narrow::<T, T::Acc>(v), |next, k| prefetch_chunk(next, k));
+    pair_rows_inplace_body::<T, I>(
+        xy,
+        w,
+        n,
+        eps,
+        inv,
+        Narrowing::one(|v: &[T::Acc; L]| narrow::<T, T::Acc>(v)),
+        |next, k| prefetch_chunk(next, k),
+    );
 }
 
 /// [`super::pair_rows_body`] with [`narrow`], prefetching the next row of `x` as
@@ -99,5 +107,14 @@ pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     y: &mut [O],
     inv: &mut [I],
 ) {
-    pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, |v| narrow::<Y, Y::Acc>(v), |next, k| prefetch_chunk(next, k));
+    pair_rows_body::<X, Y, O, I>(
+        x,
+        w,
+        n,
+        eps,
+        y,
+        inv,
+        Narrowing::one(|v: &[Y::Acc; L]| narrow::<Y, Y::Acc>(v)),
+        |next, k| prefetch_chunk(next, k),
+    );
 }

@@ -1,5 +1,6 @@
 //! The forward's row loops for CPUs with AVX2 and FMA (the natural layout of every
-//! dtype, and the bf16 pair layout where the CPU has no AVX-512), prefetching the
+//! dtype, and the bf16 pair layout where the CPU has no AVX-512, with the narrowing
+//! of `bf16_avx2.rs` for the rows that cannot hold a NaN), prefetching the
 //! next row while the current one is scaled: reached from the copies of
 //! [`super::fwd_rows`], [`super::fwd_rows_inplace`] and of the pair loops that
 //! `multiversion` compiles for those features
@@ -21,15 +22,17 @@
 //! rms_kernel_speed 16 8192`); rows in cache are unchanged.
 //!
 //! The bf16 rows in the pair layout ([`super::pair_rows_body`],
-//! [`super::pair_rows_inplace_body`]) prefetch the same way on CPUs with AVX2 but
-//! without AVX-512 BF16 ([`pair_rows`], [`pair_rows_inplace`]): on a 2-core AVX2
+//! [`super::pair_rows_inplace_body`]) prefetch the same way on CPUs with AVX2 and
+//! no AVX-512 ([`pair_rows`], [`pair_rows_inplace`]; a CPU with AVX-512 but not its
+//! BF16 extension runs the plain AVX-512 copy, which does not prefetch): on a 2-core AVX2
 //! EPYC (Zen 3), two threads streaming 8192x4096 bf16 in place went from 0.30-0.33
 //! to 0.21-0.24 CPU ns per element (`THREADS=2 cargo run --release -p
 //! xla-ffi-rs-ops --example rms_bf16_threads 8192 5`).
 
 use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
 
-use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, rows_body, rows_inplace_body, L};
+use super::bf16_avx2::narrow_no_nan;
+use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, rows_body, rows_inplace_body, Narrowing, L};
 use crate::float::Float;
 use crate::slot::Slot;
 
@@ -79,7 +82,8 @@ pub(super) fn rows_inplace<T: Float, I: Slot<T::Acc>>(
 }
 
 /// [`super::pair_rows_inplace_body`] (the bf16 pair layout) with the portable
-/// narrowing, prefetching the next row.
+/// narrowing, and `bf16_avx2`'s for the rows that cannot hold a NaN, prefetching
+/// the next row.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
     xy: &mut [T],
@@ -88,11 +92,19 @@ pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
     eps: T::Acc,
     inv: &mut [I],
 ) {
-    pair_rows_inplace_body::<T, I>(xy, w, n, eps, inv, narrow_pairs::<T, T::Acc>, |next, k| prefetch_chunk(next, k));
+    pair_rows_inplace_body::<T, I>(
+        xy,
+        w,
+        n,
+        eps,
+        inv,
+        Narrowing { any: narrow_pairs::<T, T::Acc>, no_nan: |v: &[T::Acc; L]| narrow_no_nan::<T, T::Acc>(v) },
+        |next, k| prefetch_chunk(next, k),
+    );
 }
 
-/// [`super::pair_rows_body`] with the portable narrowing, prefetching the next row
-/// of `x`.
+/// [`super::pair_rows_body`] with the narrowings of [`pair_rows_inplace`],
+/// prefetching the next row of `x`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     x: &[X],
@@ -102,5 +114,14 @@ pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
     y: &mut [O],
     inv: &mut [I],
 ) {
-    pair_rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, narrow_pairs::<Y, Y::Acc>, |next, k| prefetch_chunk(next, k));
+    pair_rows_body::<X, Y, O, I>(
+        x,
+        w,
+        n,
+        eps,
+        y,
+        inv,
+        Narrowing { any: narrow_pairs::<Y, Y::Acc>, no_nan: |v: &[Y::Acc; L]| narrow_no_nan::<Y, Y::Acc>(v) },
+        |next, k| prefetch_chunk(next, k),
+    );
 }

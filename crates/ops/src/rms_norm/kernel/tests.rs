@@ -640,6 +640,145 @@ fn avx512_bf16_narrowing_matches_half() {
     );
 }
 
+/// `bf16_avx2::narrow_no_nan` where the CPU has AVX2 (the dispatch picks the copy
+/// compiled for it), else `None`.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn narrow_pairs_avx2_no_nan(src: &[f32; L]) -> Option<[bf16; L]> {
+    match_target! {
+        "x86_64+avx2" => Some(bf16_avx2::narrow_no_nan::<bf16, f32>(src)),
+        _ => {
+            let _ = src;
+            None
+        }
+    }
+}
+
+/// Whether this CPU has AVX2 and FMA (the features of the AVX2 copies).
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The AVX2 narrowing of the rows that cannot hold a NaN gives `half`'s `bf16`
+/// bits on every rounding case but NaN (ties, infinities, values that round past
+/// the largest `bf16` to infinity, subnormals, both signs), in both halves of a
+/// pair word. On a CPU without AVX2 it checks only that the dispatch found none.
+#[test]
+fn avx2_no_nan_narrowing_matches_half() {
+    let inputs: Vec<f32> =
+        super::super::convert::tests::narrowing_inputs().into_iter().filter(|v| !v.is_nan()).collect();
+    let overflows = |v: &f32| v.is_finite() && bf16::from_f32(*v).is_infinite();
+    assert!(inputs.iter().any(|v| v.is_infinite()) && inputs.iter().any(overflows));
+    let mut chunks = 0;
+    for shift in [0, 1] {
+        for start in (0..inputs.len()).step_by(L) {
+            let wide = chunk_of(&inputs, start + shift, 0.0);
+            let Some(b) = narrow_pairs_avx2_no_nan(&pair(wide)) else {
+                assert!(!has_avx2(), "the CPU has AVX2 but its copy was not dispatched");
+                return;
+            };
+            chunks += 1;
+            for i in 0..L {
+                let what = format!("{:e} ({:#010x})", wide[i], wide[i].to_bits());
+                assert_eq!(b[i].to_bits(), bf16::from_f32(wide[i]).to_bits(), "bf16 of {what}");
+            }
+        }
+    }
+    assert!(chunks > 1000, "{chunks} chunks");
+}
+
+/// Which rows may narrow without the NaN case: rows of finite values with a
+/// finite `r` and `eps >= 0`, whatever their products' size, and a weight with
+/// no infinity or NaN; not a zero row with `eps` 0 (`r` infinite: `0 * r` is
+/// NaN), an infinite or NaN `x`, a negative or NaN `eps`, or a weight with an
+/// infinity.
+#[test]
+fn no_nan_rows_are_those_whose_products_cannot_be_nan() {
+    let decide = |x: &[f32], eps: f32, w: &[f32]| {
+        let s = x.iter().map(|v| v * v).sum::<f32>();
+        products_have_no_nan(s, inv_rms(s, x.len(), eps), eps, all_finite(&pair_weight(w)))
+    };
+    let w = [1.0f32, -3e38, 0.0];
+    assert!(decide(&[1.0, -2.0, 3.0], 1e-5, &w));
+    assert!(decide(&[1e-30, 0.0, -1e-30], 1e-45, &w), "squares underflow, r huge, products small");
+    assert!(decide(&[0.0; 3], 1e-5, &w));
+    assert!(!decide(&[0.0; 3], 0.0, &w), "r infinite");
+    assert!(!decide(&[1e30, 0.0, 1.0], 1e-5, &w), "a square overflows");
+    assert!(!decide(&[f32::INFINITY, 0.0, 1.0], 1e-5, &w));
+    assert!(!decide(&[f32::NAN, 0.0, 1.0], 1e-5, &w));
+    assert!(!decide(&[1.0, 2.0, 3.0], -1e-5, &w));
+    assert!(!decide(&[1.0, 2.0, 3.0], f32::NAN, &w));
+    assert!(!decide(&[1.0, 2.0, 3.0], 1e-5, &[1.0, f32::INFINITY, 0.0]));
+    assert!(!decide(&[1.0, 2.0, 3.0], 1e-5, &[1.0, f32::NAN, 0.0]));
+    let long: Vec<f32> = (0..100).map(|i| i as f32).collect();
+    assert!(all_finite(&long) && !all_finite(&[long.as_slice(), &[f32::NEG_INFINITY]].concat()));
+}
+
+/// The dispatched bf16 row loops (on an AVX2 CPU, the copy that narrows the rows
+/// without a NaN without the NaN case) give the portable loops' bits at the edges
+/// of that choice: products that overflow to infinity (weights near the largest
+/// `f32`), squares that underflow to zero (with `eps` 0, `r` is infinite and the
+/// products NaN; with the least positive `eps`, `r` is huge and the products
+/// finite), squares that overflow, infinite and NaN inputs, a negative and a NaN
+/// `eps`, and weights with an infinity or a NaN (one whose payload the rounding
+/// would carry into the sign); in place and out of place.
+#[test]
+fn dispatched_pair_rows_give_the_portable_bits_at_the_edges_of_the_no_nan_rows() {
+    let n = 67;
+    let mut g = Lcg(90);
+    let base: Vec<f32> = g.vec::<f32>(n);
+    let scaled = |k: f32| base.iter().map(|v| bf16::from_f32(v * k)).collect::<Vec<_>>();
+    let with = |v: f32| {
+        let mut r = scaled(1.0);
+        r[n / 2] = bf16::from_f32(v);
+        r
+    };
+    let x: Vec<bf16> = [
+        scaled(1.0),
+        scaled(0.0),
+        scaled(1e-38),
+        scaled(1e18),
+        scaled(1e30),
+        with(f32::INFINITY),
+        with(f32::NAN),
+        scaled(1.0),
+    ]
+    .concat();
+    let rows = x.len() / n;
+    let w_rand: Vec<f32> = g.vec::<f32>(n);
+    let huge: Vec<f32> = w_rand.iter().map(|v| v * 3e38).collect();
+    let mut w_inf = w_rand.clone();
+    w_inf[3] = f32::INFINITY;
+    // NaNs whose low 16 bits are set (quiet, and signalling: the multiply quiets it),
+    // which the rounding without the NaN case would carry into the sign bit.
+    let mut w_nan = w_rand.clone();
+    (w_nan[5], w_nan[40]) = (f32::from_bits(0x7FFF_FFFF), f32::from_bits(0xFFBF_FFFF));
+    let (mut infinite, mut finite) = (0, 0);
+    for w in [&w_rand, &huge, &w_inf, &w_nan] {
+        let w = pair_weight(w);
+        for eps in [1e-5f32, 0.0, f32::from_bits(1), -1e-5, f32::NAN] {
+            let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
+            let narrow = Narrowing::one(narrow_pairs::<bf16, f32>);
+            pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv, narrow, |_, _| {});
+            let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
+            pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
+            let (mut y, mut y_inv) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
+            pair_rows::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
+            for (what, v, inv) in [("in place", &got, &got_inv), ("out of place", &y, &y_inv)] {
+                assert!(bits_nan_as_one(v) == bits_nan_as_one(&want), "eps {eps:e}, {what}: y");
+                assert!(bits_nan_as_one(inv) == bits_nan_as_one(&want_inv), "eps {eps:e}, {what}: inv_rms");
+            }
+            infinite += want.iter().filter(|v| v.is_infinite()).count();
+            finite += want.iter().filter(|v| v.is_finite() && **v != bf16::ZERO).count();
+        }
+    }
+    assert!(infinite > 100 && finite > 1000, "{infinite} infinite, {finite} finite nonzero outputs");
+}
+
 /// The bf16 forward (pair layout, in place and out of place) gives the bits of the
 /// natural layout's row functions, on rows with NaNs, infinities, subnormals and
 /// partial chunks (also at the end of a row longer than one group of the sums),
@@ -724,7 +863,15 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
         let w = pair_weight(&Lcg(70 + k as u64).vec::<f32>(n));
         let eps = 1e-5f32;
         let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
-        pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv, narrow_pairs::<bf16, f32>, |_, _| {});
+        pair_rows_inplace_body::<bf16, f32>(
+            &mut want,
+            &w,
+            n,
+            eps,
+            &mut want_inv,
+            Narrowing::one(narrow_pairs::<bf16, f32>),
+            |_, _| {},
+        );
         let (want_bits, want_inv_bits) = (bits_nan_as_one(&want), bits_nan_as_one(&want_inv));
         let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
         pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
@@ -742,7 +889,7 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
                     eps,
                     &mut y,
                     &mut y_inv,
-                    narrow_pairs::<bf16, f32>,
+                    Narrowing::one(narrow_pairs::<bf16, f32>),
                     |_, _| {},
                 );
             }
