@@ -128,6 +128,28 @@ def measure_chain(step: Callable[[Any], Any], x: Any, *, repeat: int) -> tuple[d
     return {"best": min(times), "median": statistics.median(times), "repeat": len(times), "number": 1}, x
 
 
+def measure_chains_interleaved(
+    steps: dict[str, Callable[[Any], Any]], inits: dict[str, Any], *, rounds: int
+) -> dict[str, dict[str, float]]:
+    """Times `x = step(x)` for each chain (donated inputs), one call of each per round
+    in turn; per chain the best and median seconds, and against the first chain the
+    median and best of the per-round ratios (its time / the first's)."""
+    xs = {k: jax.block_until_ready(steps[k](jax.block_until_ready(steps[k](inits[k])))) for k in steps}
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(1 if QUICK else rounds):
+        for k, step in steps.items():
+            t0 = time.perf_counter()
+            xs[k] = jax.block_until_ready(step(xs[k]))
+            times[k].append(time.perf_counter() - t0)
+    first = next(iter(steps))
+    out = {}
+    for k, ts in times.items():
+        ratios = [t / t0 for t, t0 in zip(ts, times[first], strict=True)]
+        out[k] = {"best": min(ts), "median": statistics.median(ts), "ratio_median": statistics.median(ratios)}
+        out[k]["ratio_best"] = min(ts) / min(times[first])
+    return out
+
+
 def run_child(script: str, env: dict[str, str]) -> dict[str, Any] | None:
     """Runs `script --child` (plus --quick in quick mode) with `env` added, and returns
     the JSON of its last `RESULT {...}` line; None (after printing its output) if it
