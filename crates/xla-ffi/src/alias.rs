@@ -76,6 +76,9 @@ pub(crate) struct Aliases<'f> {
     /// address, so the optimizer keeps the `Call` (its positions, the dtype and shape
     /// of the first buffer) in registers on the accepting path.
     problems: core::cell::RefCell<Vec<String>>,
+    /// Attributes marked used past the first 128 (which the `Call` keeps as bits):
+    /// here for the same reason as `problems`, and as rare.
+    high_attrs: core::cell::RefCell<Vec<usize>>,
     /// Whether `problems` has any (one load to ask on the accepting path, where the
     /// `RefCell` would check its borrow flag first).
     any_problem: Cell<bool>,
@@ -111,6 +114,7 @@ impl<'f> Aliases<'f> {
             frame,
             target,
             problems: core::cell::RefCell::new(Vec::new()),
+            high_attrs: core::cell::RefCell::new(Vec::new()),
             any_problem: Cell::new(false),
             slots: [const { Cell::new(MaybeUninit::uninit()) }; Aliases::MAX],
             seen: Cell::new(0),
@@ -123,6 +127,21 @@ impl<'f> Aliases<'f> {
     pub(crate) fn add_problem(&self, message: String) {
         self.problems.borrow_mut().push(message);
         self.any_problem.set(true);
+    }
+
+    /// Marks attribute `index` (128 or more) used.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn use_high_attr(&self, index: usize) {
+        let mut high = self.high_attrs.borrow_mut();
+        if !high.contains(&index) {
+            high.push(index);
+        }
+    }
+
+    /// Whether attribute `index` (128 or more) was marked used.
+    pub(crate) fn high_attr_used(&self, index: usize) -> bool {
+        self.high_attrs.borrow().contains(&index)
     }
 
     /// Whether any problem was recorded.

@@ -569,6 +569,11 @@ pub(crate) struct UsedEntries {
 }
 
 impl UsedEntries {
+    /// The entries past the first 128 asked for.
+    pub(crate) fn high(&self) -> &[usize] {
+        &self.high
+    }
+
     fn insert(&mut self, i: usize) {
         if i < 128 {
             self.low |= 1 << i;

@@ -183,6 +183,8 @@ impl<'f> Call<'f> {
     pub fn use_attr(&mut self, index: usize) {
         if index < 128 {
             self.used_attrs |= 1 << index;
+        } else {
+            self.aliases.use_high_attr(index);
         }
     }
 
@@ -204,17 +206,20 @@ impl<'f> Call<'f> {
         self.aliases.settle(declared);
         // The common case, with nothing to format: no problem, every attribute bound
         // (no attribute at all: no mask to make).
-        let n = self.frame.attr_count().min(128);
+        let n = self.frame.attr_count();
         if !self.aliases.any_problem() && (n == 0 || self.accept_unbound_attrs || self.all_attrs_used(n)) {
             return Ok(());
         }
         let unbound = if self.accept_unbound_attrs { None } else { Some(self.used_attrs) };
-        report(self.frame, self.info, unbound, self.aliases.take_problems())
+        report(self.frame, self.info, self.aliases, unbound, self.aliases.take_problems())
     }
 
-    /// Whether attributes `0..n` (`n <= 128`) are all marked used.
+    /// Whether attributes `0..n` are all marked used (past 128, out of line).
     #[inline(always)]
     fn all_attrs_used(&self, n: usize) -> bool {
+        if n > 128 {
+            return self.used_attrs == u128::MAX && (128..n).all(|i| self.aliases.high_attr_used(i));
+        }
         let all = if n == 128 { u128::MAX } else { (1u128 << n) - 1 };
         self.used_attrs & all == all
     }
@@ -290,17 +295,22 @@ fn check_rules_on_frame(frame: &Frame<'_>, decl: &Declaration, rules: &Rules) ->
 /// accepted). Given what it reads, not the `Call` (see `Aliases::problems`).
 #[cold]
 #[inline(never)]
-fn report(frame: &Frame<'_>, info: &HandlerInfo, unbound: Option<u128>, mut problems: Vec<String>) -> Result<()> {
+fn report(
+    frame: &Frame<'_>,
+    info: &HandlerInfo,
+    aliases: &Aliases<'_>,
+    unbound: Option<u128>,
+    mut problems: Vec<String>,
+) -> Result<()> {
     let attrs = Dict::new(frame.attrs());
-    if let Some(used) = unbound {
-        let extra: Vec<String> = (0..attrs.len().min(128))
-            .filter(|i| used & (1 << i) == 0)
-            .map(|i| attrs.name_at(i).unwrap_or("?").to_string())
-            .collect();
+    if let Some(low) = unbound {
+        let used = |i: usize| if i < 128 { low & (1 << i) != 0 } else { aliases.high_attr_used(i) };
+        let extra: Vec<String> =
+            (0..attrs.len()).filter(|&i| !used(i)).map(|i| attrs.name_at(i).unwrap_or("?").to_string()).collect();
         if !extra.is_empty() {
             // An unbound entry with a declared name is a second entry of that name
             // (XLA's dictionaries have none; a synthetic or hand-made one may).
-            let declared = declared_attr_names(info, &attrs, used);
+            let declared = declared_attr_names(info, &attrs, &used);
             let (twice, unknown): (Vec<String>, Vec<String>) =
                 extra.into_iter().partition(|n| declared.contains(&n.as_str()));
             for name in twice {
@@ -325,14 +335,14 @@ fn report(frame: &Frame<'_>, info: &HandlerInfo, unbound: Option<u128>, mut prob
 /// The attributes the handler declares (its `Attr` and `Attrs` parameters), and
 /// any other a custom decoder used in this call (marked in `used`), in declaration
 /// order.
-fn declared_attr_names<'f>(info: &HandlerInfo, attrs: &Dict<'f>, used: u128) -> Vec<&'f str> {
+fn declared_attr_names<'f>(info: &HandlerInfo, attrs: &Dict<'f>, used: &dyn Fn(usize) -> bool) -> Vec<&'f str> {
     let mut names: Vec<&'f str> = Vec::new();
     (info.attr_names)(&mut |n| {
         if !names.contains(&n) {
             names.push(n);
         }
     });
-    for n in (0..attrs.len().min(128)).filter(|i| used & (1 << i) != 0).filter_map(|i| attrs.name_at(i)) {
+    for n in (0..attrs.len()).filter(|&i| used(i)).filter_map(|i| attrs.name_at(i)) {
         if !names.contains(&n) {
             names.push(n);
         }
@@ -572,8 +582,10 @@ impl<'f, S: FromAttrs<'f>> Decode<'f> for Attrs<S> {
         let dict = call.attrs();
         let mut cx = FieldCx::new(call.target());
         let s = S::from_dict(&dict, &mut cx);
-        // Entries past the first 128 are not tracked (see `use_attr`).
         call.used_attrs |= cx.used.low;
+        for &i in cx.used.high() {
+            call.use_attr(i);
+        }
         for p in cx.problems {
             call.problem(p);
         }

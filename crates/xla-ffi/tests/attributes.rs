@@ -695,3 +695,76 @@ fn raw_identifier_fields_are_the_plain_names() {
     );
     assert_eq!(<Keywords as xla_ffi::FromAttrs<'_>>::NAMES, ["type", "match"]);
 }
+
+/// Binds the first 128 attributes by index and one named `z_last` by name, as a
+/// custom decoder would: the call's bit set covers 128 entries, later ones are
+/// tracked apart.
+struct First128;
+
+impl<'f> xla_ffi::Decode<'f> for First128 {
+    fn decode(call: &mut xla_ffi::Call<'f>, _name: &'static str) -> Option<Self> {
+        for i in 0..128 {
+            call.use_attr(i);
+        }
+        Some(First128)
+    }
+}
+
+#[handler(target = "attr.many")]
+fn attr_many(_first: First128, z_last: Attr<i64>) -> Result<()> {
+    let _ = *z_last;
+    Ok(())
+}
+
+fn many(extra: &[&str]) -> CallBuilder {
+    let mut c = CallBuilder::new().attr("z_last", AttrArg::scalar(1i64));
+    for i in 0..128 {
+        c = c.attr(&format!("a{i:03}"), AttrArg::scalar(1i64));
+    }
+    for name in extra {
+        c = c.attr(name, AttrArg::scalar(1i64));
+    }
+    c
+}
+
+/// Before the fix an attribute sorted after the first 128 was never checked: a
+/// misspelt one there was accepted in silence.
+#[test]
+fn attributes_past_the_first_128_are_checked() {
+    expect_ok(many(&[]).run(ATTR_MANY));
+    let err = expect_err(many(&["zz_typo"]).run(ATTR_MANY), ErrorCode::InvalidArgument, &["attr.many", "`zz_typo`"]);
+    assert!(!err.contains("`z_last`") && !err.contains("`a127`"), "{err}");
+    // Past 128 by name: 130 entries, all bound.
+    let mut c = CallBuilder::new();
+    for i in 0..130 {
+        c = c.attr(&format!("f{i:03}"), AttrArg::scalar(i as i64));
+    }
+    expect_ok(c.run(ATTR_FIELDS_130));
+    let mut c = c.attr("g_typo", AttrArg::scalar(1i64));
+    expect_err(c.run(ATTR_FIELDS_130), ErrorCode::InvalidArgument, &["attr.fields_130", "`g_typo`"]);
+}
+
+xla_ffi::attributes! {
+    /// 130 fields, `f000` to `f129`, bound through one `Attrs` parameter.
+    struct Fields130 {
+        f000: i64, f001: i64, f002: i64, f003: i64, f004: i64, f005: i64, f006: i64, f007: i64, f008: i64, f009: i64,
+        f010: i64, f011: i64, f012: i64, f013: i64, f014: i64, f015: i64, f016: i64, f017: i64, f018: i64, f019: i64,
+        f020: i64, f021: i64, f022: i64, f023: i64, f024: i64, f025: i64, f026: i64, f027: i64, f028: i64, f029: i64,
+        f030: i64, f031: i64, f032: i64, f033: i64, f034: i64, f035: i64, f036: i64, f037: i64, f038: i64, f039: i64,
+        f040: i64, f041: i64, f042: i64, f043: i64, f044: i64, f045: i64, f046: i64, f047: i64, f048: i64, f049: i64,
+        f050: i64, f051: i64, f052: i64, f053: i64, f054: i64, f055: i64, f056: i64, f057: i64, f058: i64, f059: i64,
+        f060: i64, f061: i64, f062: i64, f063: i64, f064: i64, f065: i64, f066: i64, f067: i64, f068: i64, f069: i64,
+        f070: i64, f071: i64, f072: i64, f073: i64, f074: i64, f075: i64, f076: i64, f077: i64, f078: i64, f079: i64,
+        f080: i64, f081: i64, f082: i64, f083: i64, f084: i64, f085: i64, f086: i64, f087: i64, f088: i64, f089: i64,
+        f090: i64, f091: i64, f092: i64, f093: i64, f094: i64, f095: i64, f096: i64, f097: i64, f098: i64, f099: i64,
+        f100: i64, f101: i64, f102: i64, f103: i64, f104: i64, f105: i64, f106: i64, f107: i64, f108: i64, f109: i64,
+        f110: i64, f111: i64, f112: i64, f113: i64, f114: i64, f115: i64, f116: i64, f117: i64, f118: i64, f119: i64,
+        f120: i64, f121: i64, f122: i64, f123: i64, f124: i64, f125: i64, f126: i64, f127: i64, f128: i64, f129: i64,
+    }
+}
+
+#[handler(target = "attr.fields_130")]
+fn attr_fields_130(a: Attrs<Fields130>) -> Result<()> {
+    assert_eq!((a.f000, a.f129), (0, 129));
+    Ok(())
+}

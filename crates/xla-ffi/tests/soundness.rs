@@ -381,7 +381,8 @@ unsafe extern "C" fn flaky_stream_get(
 /// table: the second call below read device memory as a host slice.
 #[test]
 fn host_guard_caches_only_proofs() {
-    let api = FakeApi::new(5).without_thread_pool().with_stream_get(flaky_stream_get);
+    // SAFETY: `flaky_stream_get` returns NULL and writes only `(*args).stream`.
+    let api = unsafe { FakeApi::new(5).without_thread_pool().with_stream_get(flaky_stream_get) };
     let mut call = CallBuilder::new().api(api).arg(Arg::from_slice(&[1.0f32], &[1]));
     let first = call.run(SND_HOST_GUARD);
     expect_err(call.run(SND_HOST_GUARD), ErrorCode::FailedPrecondition, &["snd.host_guard", "device platform"]);

@@ -1,16 +1,19 @@
 //! The `testing` helpers are safe functions: they cannot build a frame that
 //! describes memory it does not own. A buffer whose bytes do not cover its dims,
-//! an operand entry read as the wrong struct, or a device address given to a host
-//! handler is refused before any handler runs (a panic in the test helper, never
-//! an out-of-bounds read).
+//! an attribute whose bytes do not cover its count, an operand entry read as the
+//! wrong struct, or a device address given to a host handler is refused before any
+//! handler runs (a panic in the test helper, never an out-of-bounds read), and a
+//! call's memory lives until its async handler is done.
 
 mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{expect_ok, panic_text};
-use xla_ffi::testing::{Arg, CallBuilder};
-use xla_ffi::{handler, Buffer, DataType, Result, ResultBuffer};
+use xla_ffi::testing::raw::{Data, RawBuffer, RawCall};
+use xla_ffi::testing::{Arg, AttrArg, CallBuilder, FakeApi};
+use xla_ffi::{handler, Attr, Buffer, DataType, Result, ResultBuffer};
 
 #[handler(target = "th.sum")]
 fn th_sum(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
@@ -118,4 +121,110 @@ fn an_aliased_result_must_fit_the_operand() {
         CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
     let (_, msg) = call.run(TH_FILL).expect_err("an aliased result is refused as a plain slice");
     assert!(msg.contains("th.fill") && msg.contains("shares memory with operand 0"), "{msg}");
+}
+
+#[handler(target = "th.attr_sum")]
+fn th_attr_sum(xs: Attr<&[f64]>) -> Result<()> {
+    let _ = xs.iter().sum::<f64>();
+    Ok(())
+}
+
+#[handler(target = "th.attr_c128")]
+fn th_attr_c128(z: Attr<xla_ffi::num_complex::Complex<f64>>) -> Result<()> {
+    let _ = *z;
+    Ok(())
+}
+
+/// Before the fix an `AttrArg` built by hand with fewer bytes than its count and
+/// dtype describe went to the handler as is: `Attr<&[f64]>` read 800000 bytes of
+/// an 8-byte payload (SIGSEGV), a complex scalar 16 bytes of none (Miri).
+#[test]
+fn attribute_bytes_must_match_their_dtype() {
+    refused(
+        "8 bytes for 100000 float64",
+        || drop(CallBuilder::new().attr("xs", AttrArg::Array(DataType::F64, 100_000, vec![0; 8])).run(TH_ATTR_SUM)),
+        &["attribute `xs`", "array of 100000", "needs 800000 bytes, got 8"],
+    );
+    refused(
+        "an empty complex128 scalar",
+        || drop(CallBuilder::new().attr("z", AttrArg::Scalar(DataType::C128, vec![])).run(TH_ATTR_C128)),
+        &["attribute `z`", "scalar", "needs 16 bytes, got 0"],
+    );
+    refused(
+        "a count whose bytes overflow",
+        || drop(CallBuilder::new().attr("xs", AttrArg::Array(DataType::F64, usize::MAX, vec![])).run(TH_ATTR_SUM)),
+        &["attribute `xs`", "more than usize::MAX"],
+    );
+    refused(
+        "a nested entry",
+        || {
+            let inner = AttrArg::Dict(vec![("v".into(), AttrArg::Array(DataType::S32, 3, vec![0; 4]))]);
+            drop(CallBuilder::new().attr("d", inner).run(TH_ATTR_SUM))
+        },
+        &["attribute `v`", "needs 12 bytes, got 4"],
+    );
+    refused(
+        "a custom option",
+        || drop(CallBuilder::new().custom_option("o", AttrArg::Scalar(DataType::F32, vec![1])).run(TH_ATTR_SUM)),
+        &["attribute `o`", "needs 4 bytes, got 1"],
+    );
+    // Matching bytes decode; a dtype without a width takes any bytes (never read).
+    let ok = CallBuilder::new()
+        .attr("xs", AttrArg::Array(DataType::F64, 2, 1.5f64.to_le_bytes().repeat(2)))
+        .run(TH_ATTR_SUM);
+    expect_ok(ok);
+    let invalid = CallBuilder::new().attr("xs", AttrArg::Array(DataType(99), 1000, vec![])).run(TH_ATTR_SUM);
+    assert!(invalid.is_err(), "{invalid:?}");
+}
+
+/// Before the fix `misaligned` added the shift to the buffer's size unchecked: in a
+/// build without overflow checks the storage was not grown and the data pointer
+/// went far outside it.
+#[test]
+fn a_shift_past_the_address_space_is_refused() {
+    refused(
+        "a shift of usize::MAX - 7",
+        || drop(Arg::from_slice(&[1u8; 8], &[8]).misaligned(usize::MAX - 7)),
+        &["Arg::misaligned", "does not fit in memory"],
+    );
+    refused(
+        "a shift past isize::MAX",
+        || drop(Arg::from_slice(&[1u8; 8], &[8]).misaligned(isize::MAX as usize)),
+        &["Arg::misaligned", "does not fit in memory"],
+    );
+}
+
+static RAW_ASYNC_DONE: AtomicBool = AtomicBool::new(false);
+
+#[handler(target = "th.raw_async", async)]
+fn th_raw_async(x: Buffer<u8>, mut y: ResultBuffer<u8>) -> Result<()> {
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+        o.write(v.wrapping_add(1));
+    }
+    RAW_ASYNC_DONE.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Before the fix `RawCall::run` freed the buffers as soon as an async handler
+/// returned, and its async part then wrote into freed memory (Miri: a dangling
+/// reference in `typed_uninit`). It now waits for the future, as XLA does.
+#[test]
+fn a_raw_call_waits_for_an_async_handler() {
+    let buf = || RawBuffer {
+        kind: 1,
+        null_entry: false,
+        struct_size: xla_ffi::sys::XLA_FFI_Buffer_STRUCT_SIZE as usize,
+        dtype: DataType::U8.0,
+        dims: vec![4],
+        rank_override: None,
+        data: Data::Own { misalign: 0 },
+        fill: 7,
+    };
+    let mut call = RawCall::new();
+    call.args.push(buf());
+    call.rets.push(buf());
+    let out = call.run(&FakeApi::new(5), 2, TH_RAW_ASYNC.into());
+    assert!(RAW_ASYNC_DONE.load(Ordering::SeqCst), "run returned before the async part finished");
+    assert_eq!(out.result, Ok(()));
 }

@@ -484,7 +484,14 @@ impl FakeApi {
     }
 
     /// Replaces `Stream_Get` (to emulate a runtime whose answer changes).
-    pub fn with_stream_get(
+    ///
+    /// # Safety
+    /// The crate calls `f` as the runtime's `XLA_FFI_Stream_Get` and trusts it as it
+    /// trusts XLA: `f` must return NULL or an error made by this table's
+    /// `Error_Create` (which the crate then reads and frees), and may write to
+    /// `(*args).stream` only: NULL or an address that the test never hands to
+    /// a kernel as memory.
+    pub unsafe fn with_stream_get(
         mut self,
         f: unsafe extern "C" fn(*mut sys::XLA_FFI_Stream_Get_Args) -> *mut sys::XLA_FFI_Error,
     ) -> Self {
@@ -637,9 +644,21 @@ impl Arg {
     /// Shifts the data pointer by `bytes`, to test alignment checks. The contents
     /// stay where they were (the buffer now starts `bytes` into them), and the
     /// storage grows so that the shifted buffer still lies inside it.
+    ///
+    /// # Panics
+    /// If the shifted buffer's end does not fit in `usize` words of storage.
     pub fn misaligned(mut self, bytes: usize) -> Self {
+        let words = bytes
+            .checked_add(self.nbytes)
+            .and_then(|end| end.div_ceil(8).checked_add(1))
+            .filter(|&w| w.checked_mul(8).is_some_and(|b| b <= isize::MAX as usize))
+            .unwrap_or_else(|| {
+                panic!(
+                    "Arg::misaligned({bytes}): a {}-byte buffer shifted that far does not fit in memory",
+                    self.nbytes
+                )
+            });
         self.offset_bytes = bytes;
-        let words = (bytes + self.nbytes).div_ceil(8) + 1;
         if self.data.len() < words {
             self.data.resize(words, 0);
         }
@@ -661,6 +680,15 @@ impl Arg {
 }
 
 /// An owned attribute value for a synthetic call.
+///
+/// The constructors ([`AttrArg::scalar`], [`AttrArg::array`], [`AttrArg::bool`])
+/// give bytes that match the dtype. Built by hand, a `Scalar` must hold the
+/// dtype's width in bytes and an `Array` its count times that width (any bytes
+/// for a dtype without a width, such as `INVALID`, which the crate never reads).
+///
+/// # Panics
+/// Running a call ([`CallBuilder::run`], `testing::raw::RawCall::run`) with an
+/// attribute whose bytes do not match panics, naming the attribute.
 #[derive(Clone, Debug)]
 pub enum AttrArg {
     /// A scalar: dtype code and its bytes (little-endian).
@@ -777,6 +805,7 @@ impl AttrStore {
         sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         let (mut names, mut types, mut values) = (Vec::new(), Vec::new(), Vec::new());
         for (name, v) in sorted {
+            check_attr_bytes(name, v);
             names.push(self.span(name.as_bytes()));
             let (t, p): (u32, *mut c_void) = match v {
                 AttrArg::Scalar(d, b) => {
@@ -798,6 +827,25 @@ impl AttrStore {
         }
         self.attrs(names, types, values)
     }
+}
+
+/// Panics unless the bytes of `v` (named `name`) are what its dtype and count
+/// describe: the runtime the crate trusts never hands it fewer, so neither may a
+/// synthetic call.
+fn check_attr_bytes(name: &str, v: &AttrArg) {
+    let (dtype, count, got, what) = match v {
+        AttrArg::Scalar(d, b) => (*d, Some(1), b.len(), "scalar"),
+        AttrArg::Array(d, n, b) => (*d, Some(*n), b.len(), "array"),
+        AttrArg::Str(_) | AttrArg::Dict(_) => return,
+    };
+    let Some(width) = dtype.byte_width() else { return };
+    let need = count.and_then(|n| n.checked_mul(width));
+    assert!(
+        need == Some(got),
+        "AttrArg for attribute `{name}`: a {what} of {} {dtype:?} element(s) needs {} bytes, got {got}",
+        count.unwrap_or(0),
+        need.map_or("more than usize::MAX".to_string(), |n| n.to_string()),
+    );
 }
 
 /// What a synthetic call returned: `Ok`, or the error's code and message.

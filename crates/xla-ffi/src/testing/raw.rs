@@ -332,7 +332,9 @@ impl RawCall {
         // SAFETY: the frame and everything it points to live until after the call;
         // every pointer in it is NULL or points to memory of the size it claims.
         let err = unsafe { handler(&mut frame) };
-        let result = super::take_error(err);
+        // An async handler left a future: wait for it before the buffers' memory
+        // goes (as XLA does, and as `CallBuilder::run` does).
+        let (result, _) = super::future::finish(frame.future, err);
         drop((store, owned, bufs));
         RawOutcome { result, extents }
     }
