@@ -68,6 +68,14 @@ def test_kepler_bool_and_complex(value: Any, got: str, arg: str) -> None:
         xr.kepler(**args)
 
 
+@pytest.mark.parametrize("arg", ["mean_anomaly", "eccentricity"])
+def test_kepler_prng_key(arg: str) -> None:
+    # Before: "Cannot interpret 'key<fry>' as a data type", naming neither.
+    args: dict[str, Any] = {"mean_anomaly": 1.0, "eccentricity": 0.5, arg: jax.random.key(0)}
+    with pytest.raises(TypeError, match=rf"^kepler: {arg}: expected .*got an array of key<fry> \(a PRNG key"):
+        xr.kepler(**args)
+
+
 def test_kepler_shapes_that_do_not_broadcast() -> None:
     with pytest.raises(ValueError, match=r"^kepler: mean_anomaly and eccentricity: .*got \(3,\) and \(2,\)"):
         xr.kepler(np.ones(3), np.ones(2))
@@ -112,6 +120,42 @@ def test_rms_norm_dtypes_and_ranks(
         fn(x, w)
     for word in words:
         assert word in str(info.value), (word, str(info.value))
+
+
+# Dtypes JAX's promotion refuses, or with no float kernel: named before promotion
+# (before: JAX's TypePromotionError, a ValueError naming neither function nor argument).
+@pytest.mark.parametrize(
+    ("dtype", "got"),
+    [(jnp.float8_e4m3fn, "float8_e4m3fn"), (jnp.float8_e5m2, "float8_e5m2"), (jnp.int4, "int4")],
+)
+@pytest.mark.parametrize("arg", ["x", "weight"])
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_rms_norm_dtypes_without_a_kernel(dtype: Any, got: str, arg: str, name: str, fn: Callable[..., Any]) -> None:
+    args = {"x": X, "weight": W, arg: jnp.ones(X.shape if arg == "x" else W.shape, dtype)}
+    words = f"expected a float array of float16, bfloat16, float32 or float64, got {got}"
+    with pytest.raises(TypeError, match=rf"^{name}: {arg}: {re.escape(words)}$"):
+        fn(**args)
+
+
+@pytest.mark.parametrize("arg", ["x", "weight"])
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_rms_norm_prng_key(arg: str, name: str, fn: Callable[..., Any]) -> None:
+    # Before: ValueError "dtype=key<fry> is not a valid dtype for JAX type promotion".
+    args: dict[str, Any] = {"x": X, "weight": W, arg: jax.random.key(0)}
+    with pytest.raises(TypeError, match=rf"^{name}: {arg}: expected a float array, got an array of key<fry>"):
+        fn(**args)
+
+
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_rms_norm_eps_beyond_the_accumulation_type(name: str, fn: Callable[..., Any]) -> None:
+    # Before: eps 3.5e38 on float32 rows was added as infinity: y = 0 where the
+    # formula gives 5.3e-20.
+    for eps in (3.5e38, 1e39):
+        words = "expected a finite float >= 0 that fits float32 (at most 3.40282e+38, the type float32 rows"
+        with pytest.raises(ValueError, match=rf"^{name}: eps: {re.escape(words)}.*got {re.escape(str(eps))}$"):
+            fn(X, W, eps=eps)
+    y = np.asarray(xr.rms_norm(X, W, eps=3.4e38))
+    np.testing.assert_allclose(y, 1 / np.sqrt(1 + 3.4e38), rtol=1e-6)
 
 
 EPS_CASES: list[tuple[Any, type[Exception], str]] = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -630,6 +631,75 @@ def test_a_jvp_rule_that_returns_one_value_is_a_clear_type_error() -> None:
         r"tuple of length 1",
     ):
         jax.jvp(op, (jnp.ones(2),), (jnp.ones(2),))
+
+
+@pytest.mark.parametrize(
+    ("tangent", "got"),
+    [
+        (lambda p, t: jnp.ones(3, jnp.float32), "float32[3]"),  # before: accepted; jacfwd (3, 6), grad all zeros
+        (lambda p, t: t[0].astype(jnp.float16), "float16[6]"),  # before: a float16 tangent of a float32 result
+        (lambda p, t: jnp.ones((6, 1), jnp.float32), "float32[6,1]"),
+    ],
+)
+def test_a_jvp_rule_whose_tangent_is_not_the_results_type_is_a_clear_type_error(tangent, got) -> None:
+    op = python_op(np.cos, abstract_eval=like, name="bad_tangent")
+    op.def_jvp_rule(lambda primals, tangents: (op(*primals), tangent(primals, tangents)))
+    x = jnp.linspace(0.0, 1.0, 6, dtype=jnp.float32)
+    words = rf"^bad_tangent: the jvp rule's tangent for result 0: expected float32\[6\] .*got {re.escape(got)}"
+    with pytest.raises(TypeError, match=words):
+        jax.jvp(op, (x,), (jnp.ones_like(x),))
+    with pytest.raises(TypeError, match=words):
+        jax.grad(lambda v: op(v).sum())(x)
+    # None, a symbolic zero and the right type pass; under vmap too.
+    good = python_op(np.cos, abstract_eval=like, name="good_tangent")
+    good.def_jvp_rule(lambda p, t: (good(*p), -jnp.sin(p[0]) * t[0]))
+    np.testing.assert_allclose(jax.vmap(jax.grad(lambda v: good(v).sum()))(x[None]), -np.sin(x[None]), rtol=1e-6)
+
+
+def test_a_transpose_rule_that_does_not_return_a_tuple_per_operand_is_a_clear_type_error() -> None:
+    def cumsum_op(name: str, transpose: Any) -> Any:
+        cs = python_op(lambda x: np.cumsum(x, -1), abstract_eval=like, name=name)
+        cs.def_jvp_rule(lambda p, t: (cs(*p), cs(t[0])))
+        cs.def_transpose_rule(transpose)
+        return cs
+
+    x = jnp.ones((2, 3), jnp.float32)
+    # Before: "safe_zip() argument 1 has length 2 but argument 0 has length 1", naming nothing.
+    bare = cumsum_op("bare_ct", lambda ct, x: jnp.flip(jnp.cumsum(jnp.flip(ct, -1), -1), -1))
+    with pytest.raises(
+        TypeError,
+        match=r"^bare_ct: the transpose rule must return a tuple of one cotangent .* "
+        r"per operand \(1\), got ArrayImpl \(return \(ct,\) for a one-operand op\)",
+    ):
+        jax.grad(lambda v: bare(v).sum())(x)
+    two = cumsum_op("two_cts", lambda ct, x: (ct, ct))
+    with pytest.raises(TypeError, match=r"^two_cts: the transpose rule returned 2 cotangents for 1 operands"):
+        jax.grad(lambda v: two(v).sum())(x)
+    wrong = cumsum_op("wrong_ct", lambda ct, x: (ct[0],))
+    with pytest.raises(
+        TypeError,
+        match=r"^wrong_ct: the transpose rule's cotangent for operand 0 \(x\): expected "
+        r"shape \(2, 3\), got \(3,\)",
+    ):
+        jax.grad(lambda v: wrong(v).sum())(x)
+    right = cumsum_op("right_ct", lambda ct, x: (jnp.flip(jnp.cumsum(jnp.flip(ct, -1), -1), -1),))
+    np.testing.assert_allclose(jax.grad(lambda v: right(v).sum())(x), [[3.0, 2.0, 1.0]] * 2)
+
+
+def test_a_result_too_large_for_xla_is_a_value_error_not_an_abort() -> None:
+    # Before: jaxlib 0.10 aborted the process (BadStatusOrAccess, overflow in the
+    # static extent product); 0.12 raised a RuntimeError naming neither.
+    out = run_python(
+        """
+        op = python_op(np.sin, abstract_eval=lambda x: jax.ShapeDtypeStruct((2**62,), jnp.float32), name="huge")
+        try:
+            op(jnp.ones(4))
+        except ValueError as e:
+            print("ValueError:", e)
+        """
+    )
+    assert out.startswith("ValueError: huge: abstract_eval result 0: a shape of 4611686018427387904 float32 "), out
+    assert "more than the 9223372036854775807 bytes an XLA array can" in out, out
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])

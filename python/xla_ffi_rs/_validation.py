@@ -58,6 +58,12 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     ``OverflowError``, ...).
     """
     if isinstance(value, jax.Array) or hasattr(value, "__jax_array__"):
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.extended):
+            raise TypeError(
+                f"{fn}: {arg}: expected {expected}, got an array of {dtype} (a PRNG key: pass numbers, "
+                "e.g. jax.random.uniform(key, shape))"
+            )
         return value
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype.kind not in "biufc" and value.dtype != jnp.bfloat16:
@@ -90,6 +96,36 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
         what = f"a {type(value).__name__} of {_element_types(array)}" if array.ndim else type(value).__name__
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {what}")
     return array
+
+
+#: The floating dtypes a normalization (and its kernels) computes in.
+KERNEL_FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def check_kernel_float(fn: str, arg: str, dtype: Any) -> None:
+    """Raise TypeError for a floating dtype the kernels have no loop for (the
+    float8 and float4 families) or one packed below a byte (``int4``, ...): JAX's
+    own promotion would otherwise refuse it first, naming neither ``fn`` nor
+    ``arg``. Other dtypes are left to the op's handler checks."""
+    d = jnp.dtype(dtype)
+    if (jnp.issubdtype(d, jnp.floating) and d.name not in KERNEL_FLOATS) or jax.dtypes.itemsize_bits(d) < 8:
+        raise TypeError(
+            f"{fn}: {arg}: expected a float array of {', '.join(KERNEL_FLOATS[:-1])} or {KERNEL_FLOATS[-1]}, "
+            f"got {d.name}"
+        )
+
+
+def check_eps_fits(fn: str, eps: float, dtype: Any) -> None:
+    """Raise ValueError if ``eps`` is beyond the largest finite value of the type a
+    ``dtype`` row accumulates in (float32, or float64 for float64 rows): the kernel
+    would add it as infinity and give 0 where the formula gives a finite value."""
+    wide = jnp.dtype(dtype) == jnp.float64
+    acc, top = ("float64", float(np.finfo(np.float64).max)) if wide else ("float32", float(np.finfo(np.float32).max))
+    if eps > top:
+        raise ValueError(
+            f"{fn}: eps: expected a finite float >= 0 that fits {acc} (at most {top:.6g}, the type "
+            f"{jnp.dtype(dtype).name} rows accumulate in), got {eps}"
+        )
 
 
 def promote_weak(*arrays: jax.Array) -> tuple[jax.Array, ...]:

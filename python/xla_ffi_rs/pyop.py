@@ -117,6 +117,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import math
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar, cast, overload
@@ -197,6 +198,23 @@ def _result_shape(name: str, i: int, aval: Any) -> tuple[Any, ...]:
             f"{name}: abstract_eval result {i}: expected a shape of non-negative ints, got {shape!r}"
         )
     return dims or ()
+
+
+#: The most bytes one XLA array may hold (its sizes are signed 64-bit).
+_MAX_BYTES = 2**63 - 1
+
+
+def _check_result_size(name: str, i: int, dims: tuple[Any, ...], dtype: np.dtype[Any]) -> None:
+    """ValueError naming the op and result ``i`` if its ``dims`` hold more bytes than
+    an XLA array can (jaxlib 0.10 aborts the process on such a shape)."""
+    if not all(isinstance(d, (int, np.integer)) for d in dims):
+        return
+    elems = math.prod(int(d) for d in dims)
+    if elems * dtype.itemsize > _MAX_BYTES:
+        raise ValueError(
+            f"{name}: abstract_eval result {i}: a shape of {elems} {dtype.name} elements ({tuple(dims)}) holds more "
+            f"than the {_MAX_BYTES} bytes an XLA array can"
+        )
 
 
 def _sub_byte(dtype: Any) -> bool:
@@ -442,6 +460,8 @@ class PythonOp(Op):
                     f"jax.ShapeDtypeStruct); result {i} is {type(o).__name__}"
                 )
         results = [(_result_shape(self.name, i, o), _result_dtype(self.name, i, o)) for i, o in enumerate(outs)]
+        for i, (dims, dtype) in enumerate(results):
+            _check_result_size(self.name, i, dims, dtype)
         if self._batched is not None and len(self._batched[1]) != len(results):
             raise ValueError(
                 f"{self.name}: batched gives flags for {len(self._batched[1])} results, abstract_eval gave "
@@ -573,11 +593,16 @@ class PythonOp(Op):
         self._callable_rule("transpose", rule)
         ref = weakref.ref(self)
 
+        name, names = self.name, pyop_rules.names_of(self.fn)
+
+        def checked(out: Any, operands: Sequence[Any]) -> list[Any]:
+            return pyop_rules.checked_cotangents(name, names, out, operands)
+
         def call(ct: Any, operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
             batch = params.get(_BATCH, ())
             if not batch:
-                return list(rule(ct, *operands, **_user(params)))
-            return _batched_transpose(rule, len(batch), ct, operands, _user(params))
+                return checked(rule(ct, *operands, **_user(params)), operands)
+            return _batched_transpose(rule, len(batch), ct, operands, _user(params), checked)
 
         def single(params: dict[str, Any]) -> bool:
             op = ref()
@@ -723,9 +748,15 @@ def _as_list(x: Any) -> list[Any]:
 
 
 def _batched_transpose(
-    rule: Callable[..., Any], k: int, ct: Any, operands: Sequence[Any], params: dict[str, Any]
+    rule: Callable[..., Any],
+    k: int,
+    ct: Any,
+    operands: Sequence[Any],
+    params: dict[str, Any],
+    checked: Callable[[Any, Sequence[Any]], list[Any]],
 ) -> list[Any]:
-    """Transpose of a vectorized call (``k`` leading batch axes): the rule, vmapped."""
+    """Transpose of a vectorized call (``k`` leading batch axes): the rule, vmapped,
+    its result checked per call by ``checked``."""
     linear = [is_linear_input(x) for x in operands]
     inner = [
         ad.UndefinedPrimal(ShapedArray(x.aval.shape[k:], x.aval.dtype)) if lin else None
@@ -735,7 +766,7 @@ def _batched_transpose(
     def f(ct: Any, defined: list[Any]) -> list[Any]:
         it = iter(defined)
         args = [u if lin else next(it) for u, lin in zip(inner, linear, strict=True)]
-        out = rule(ct, *args, **params)
+        out = checked(rule(ct, *args, **params), args)
         return [o if lin else None for o, lin in zip(out, linear, strict=True)]
 
     for _ in range(k):

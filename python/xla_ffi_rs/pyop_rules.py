@@ -152,9 +152,52 @@ def jvp_rule(
         t_outs = [None] * len(outs) if t_out is None else as_list(t_out)
         if len(t_outs) != len(outs):
             raise TypeError(f"{name}: the jvp rule gave {len(outs)} results but {len(t_outs)} tangents")
+        for i, (o, t) in enumerate(zip(outs, t_outs, strict=True)):
+            check_tangent(name, i, o, t)
         return outs, [zero_like(o) if t is None else t for o, t in zip(outs, t_outs, strict=True)]
 
     return jvp
+
+
+def check_tangent(name: str, i: int, out: Any, tangent: Any) -> None:
+    """TypeError naming the op and result ``i`` unless the jvp rule's ``tangent``
+    (None or a symbolic zero pass) has the shape of its primal result ``out``, and
+    its dtype where the result is inexact: as ``jax.custom_jvp`` requires (a wrong
+    one would otherwise flow on into wrong derivatives, or fail far from the rule)."""
+    if tangent is None or is_zero(tangent):
+        return
+    want, got = jax.typeof(out).to_tangent_aval(), jax.typeof(tangent)
+    inexact = jnp.issubdtype(want.dtype, jnp.inexact)
+    if tuple(got.shape) != tuple(want.shape) or (inexact and got.dtype != want.dtype):
+        raise TypeError(
+            f"{name}: the jvp rule's tangent for result {i}: expected {want.str_short()} (the primal result's "
+            f"shape and dtype), got {got.str_short()}"
+        )
+
+
+def checked_cotangents(name: str, names: Sequence[str], out: Any, operands: Sequence[Any]) -> list[Any]:
+    """A transpose rule's result as a list of one cotangent (or None) per operand,
+    else TypeError naming the op: a bare array (not a tuple), the wrong count, or a
+    cotangent whose shape is not its linear operand's."""
+    n = len(operands)
+    if not isinstance(out, (tuple, list)):
+        hint = " (return (ct,) for a one-operand op)" if n == 1 else ""
+        raise TypeError(
+            f"{name}: the transpose rule must return a tuple of one cotangent (or None) per operand ({n}), got "
+            f"{type(out).__name__}{hint}"
+        )
+    if len(out) != n:
+        raise TypeError(f"{name}: the transpose rule returned {len(out)} cotangents for {n} operands")
+    for i, (c, x) in enumerate(zip(out, operands, strict=True)):
+        if c is None or is_zero(c) or not ad.is_undefined_primal(x):
+            continue
+        want, got = x.aval, jax.typeof(c)
+        if tuple(got.shape) != tuple(want.shape):
+            raise TypeError(
+                f"{name}: the transpose rule's cotangent for {describe_operand(names, i)}: expected shape "
+                f"{tuple(want.shape)}, got {tuple(got.shape)}"
+            )
+    return list(out)
 
 
 def transpose_rule(

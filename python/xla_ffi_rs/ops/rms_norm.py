@@ -41,7 +41,13 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
 from xla_ffi_rs._compat import ShapedArray
-from xla_ffi_rs._validation import array_like, check_nonnegative_float, promote_weak
+from xla_ffi_rs._validation import (
+    array_like,
+    check_eps_fits,
+    check_kernel_float,
+    check_nonnegative_float,
+    promote_weak,
+)
 from xla_ffi_rs.binding import (
     BatchDim,
     Op,
@@ -344,7 +350,8 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
       TypeError: for arguments that are not float arrays (strings, None, object
         arrays, non-float dtypes), a non-numeric ``eps``, or a traced ``eps`` (the
         message says how to make it static).
-      ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is negative or not finite.
+      ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is negative, not finite,
+        or beyond the largest value of the type the rows accumulate in (float32, float64 for float64 rows).
 
     Works under ``jit``, ``vmap``, ``jvp`` (dedicated forward path), ``grad``
     (``rms_norm_bwd`` kernel) and second order.
@@ -360,8 +367,11 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """
     x = jnp.asarray(array_like("rms_norm", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
+    check_kernel_float("rms_norm", "x", x.dtype)
+    check_kernel_float("rms_norm", "weight", weight.dtype)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
+    check_eps_fits("rms_norm", eps, jnp.result_type(x, weight))
     if tensor_parallel_axes(x, weight.ndim) is not None:
         _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks
         return rms_norm_tensor_parallel(x, weight, eps=eps)

@@ -22,7 +22,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import binding
-from xla_ffi_rs._validation import array_like, check_nonnegative_float, promote_weak
+from xla_ffi_rs._validation import (
+    array_like,
+    check_eps_fits,
+    check_kernel_float,
+    check_nonnegative_float,
+    promote_weak,
+)
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp, rms_norm_fwd_op
 
@@ -74,11 +80,15 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
       TypeError: for arguments that are not float arrays, a weight that would
         promote ``y`` past ``x``'s dtype, a non-numeric ``eps`` or a traced ``eps``.
       ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is
-        negative or not finite.
+        negative, not finite, or beyond the largest value of the type the rows
+        accumulate in (float32, float64 for float64 rows).
     """
     x = jnp.asarray(array_like("rms_norm_inplace", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))
+    check_kernel_float("rms_norm_inplace", "x", x.dtype)
+    check_kernel_float("rms_norm_inplace", "weight", weight.dtype)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
+    check_eps_fits("rms_norm_inplace", eps, jnp.result_type(x, weight))
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
     return y
