@@ -311,6 +311,18 @@ BAD_CALLS: dict[str, tuple[Callable[[], Any], str, tuple[str, ...]]] = {
         RMS_BWD,
         ("attribute `eps`", "expected a finite value >= 0", "-1"),
     ),
+    "fwd eps beyond float32 for float32 rows": (
+        lambda: raw_fwd(np.ones((2, 3), np.float32), np.ones(3, np.float32), eps=1e39),
+        RMS_FWD,
+        ("attribute `eps`", "fits float32", "3.4028234663852886e38", "got 1e39"),
+    ),
+    "bwd eps beyond float32 for bfloat16 rows": (
+        lambda: raw_bwd(
+            np.ones((2, 3), jnp.bfloat16), np.ones((2, 3), jnp.bfloat16), np.ones(3, jnp.bfloat16), eps=1e39
+        ),
+        RMS_BWD,
+        ("attribute `eps`", "fits float32", "got 1e39"),
+    ),
     "python_call float callback": (
         lambda: jax.ffi.ffi_call("xla_ffi_rs.python_call", sds((3,), np.float64))(ONE, callback=1.0),
         "xla_ffi_rs.python_call",
@@ -339,3 +351,23 @@ def test_stateful_example_target_registered_with_its_state_type() -> None:
     x = np.arange(4, dtype=np.float32)
     call = jax.ffi.ffi_call("xla_ffi_rs.examples.scale", sds(x.shape, np.float32))
     np.testing.assert_array_equal(jax.jit(lambda x: call(x, factor=np.float32(2.5)))(x), 2.5 * x)
+
+
+def test_eps_up_to_the_accumulator_maximum_is_accepted_and_exact() -> None:
+    # The limit is the accumulator's: float32 rows take float32's largest eps, and
+    # float64 rows (x or weight float64) take one far beyond it.
+    x, w = np.array([[3.0, 4.0]]), np.array([1.0, 2.0])
+    big32 = float(np.finfo(np.float32).max)
+    y, inv = raw_fwd(x.astype(np.float32), w.astype(np.float32), eps=big32)
+    expect = 1.0 / np.sqrt(12.5 + big32)
+    np.testing.assert_allclose(np.asarray(inv), [expect], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(y), x * w * expect, rtol=1e-6)
+    for xd, wd in [(np.float64, np.float32), (np.float32, np.float64)]:
+        y, inv = raw_fwd(x.astype(xd), w.astype(wd), eps=1e300)
+        np.testing.assert_allclose(np.asarray(inv), [1e-150], rtol=1e-12)
+        dy = np.array([[1.0, -2.0]])
+        dx, dw = raw_bwd(dy, x.astype(xd), w.astype(wd), eps=1e300)
+        r = 1e-150
+        want_dx = r * w * dy - r**3 * x / 2 * np.sum(dy * w * x)
+        np.testing.assert_allclose(np.asarray(dx), want_dx.astype(xd), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(dw), (dy * x * r)[0].astype(wd), rtol=1e-6)

@@ -89,7 +89,7 @@ fn fwd<'f, X: Promote<W>, W: Float>(
 /// RMS normalization over the trailing `weight.ndim` axes of `x`.
 ///
 /// Operands `(x, weight)`, each float16, bfloat16, float32 or float64; attribute
-/// `eps` (a float >= 0). Results `(y, inv_rms)`: `y` of `x`'s shape and dtype
+/// `eps` (a float >= 0 within the accumulator dtype's range). Results `(y, inv_rms)`: `y` of `x`'s shape and dtype
 /// `result_type(x, weight)`; `inv_rms` of shape `x.shape[:-weight.ndim]`, float32
 /// (float64 when `x` or `weight` is). `y` may alias `x`.
 #[handler(
@@ -106,7 +106,7 @@ pub fn xla_ffi_rs_rms_norm_fwd_cpu<'f>(
     mut inv_rms: ResultBuffer<'f, AnyFloat>,
     eps: Attr<f64>,
 ) -> Result<()> {
-    check_eps(*eps)?;
+    check_eps(*eps, xla_ffi::decl::accumulator(x.dtype(), weight.dtype()))?;
     let shape = rows(&x, &weight);
     dispatch_float!(x.dtype(), X => dispatch_float!(weight.dtype(), W =>
         fwd::<X, W>(&ctx, shape, &x, &weight, &mut y, &mut inv_rms, *eps),
@@ -181,7 +181,7 @@ pub fn xla_ffi_rs_rms_norm_bwd_cpu(
     mut dweight: ResultBuffer<AnyFloat>,
     eps: Attr<f64>,
 ) -> Result<()> {
-    check_eps(*eps)?;
+    check_eps(*eps, xla_ffi::decl::accumulator(x.dtype(), weight.dtype()))?;
     let shape = rows(&x, &weight);
     dispatch_float!(x.dtype(), X => dispatch_float!(weight.dtype(), W =>
         bwd::<X, W>(&ctx, shape, &dy, &x, &weight, &mut dx, &mut dweight, *eps),

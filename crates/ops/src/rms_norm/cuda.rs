@@ -109,7 +109,7 @@ fn to_u32(v: usize, what: &str, target: &str) -> Result<u32> {
 /// RMS normalization over the trailing `weight.ndim` axes of `x`, on the GPU.
 ///
 /// Operands `(x, weight)`, each float16, bfloat16, float32 or float64; attribute
-/// `eps` (a float >= 0). Results `(y, inv_rms)`: `y` of `x`'s shape and dtype
+/// `eps` (a float >= 0 within the accumulator dtype's range). Results `(y, inv_rms)`: `y` of `x`'s shape and dtype
 /// `result_type(x, weight)`; `inv_rms` of shape `x.shape[:-weight.ndim]`, float32
 /// (float64 when `x` or `weight` is). `y` may alias `x`.
 #[handler(
@@ -126,7 +126,7 @@ pub fn xla_ffi_rs_rms_norm_fwd_cuda(
     mut inv_rms: ResultBuffer<AnyFloat>,
     eps: Attr<f64>,
 ) -> Result<()> {
-    check_eps(*eps)?;
+    check_eps(*eps, xla_ffi::decl::accumulator(x.dtype(), weight.dtype()))?;
     let shape = rows(&x, &weight);
     if shape.rows == 0 {
         return Ok(());
@@ -174,7 +174,7 @@ pub fn xla_ffi_rs_rms_norm_bwd_cuda(
     eps: Attr<f64>,
 ) -> Result<()> {
     let target = ctx.target();
-    check_eps(*eps)?;
+    check_eps(*eps, xla_ffi::decl::accumulator(x.dtype(), weight.dtype()))?;
     // The CPU twin's rules checked every buffer but the workspace, which is outside them.
     let shape = rows(&x, &weight);
     let (xd, wd) = (x.dtype(), weight.dtype());

@@ -1,6 +1,6 @@
 //! Shape and dtype rules of the rms_norm targets, shared by the CPU and CUDA handlers.
 
-use xla_ffi::{AnyFloat, Buffer, Result};
+use xla_ffi::{AnyFloat, Buffer, DataType, Result};
 
 /// The workspace row count `B` of the CUDA `rms_norm_bwd` for `rows` rows (the
 /// product of `x`'s leading axes): `clamp(ceil(rows / 16), 1, 1024)`. The one source
@@ -26,10 +26,21 @@ pub fn rows(x: &Buffer<'_, AnyFloat>, w: &Buffer<'_, AnyFloat>) -> Rows {
     Rows { rows: x.dims()[..lead].iter().map(|&d| d as usize).product(), n: w.len() }
 }
 
-/// Checks the attribute `eps` of `rms_norm_fwd` (what the shape and dtype rules do not say).
-pub fn check_eps(eps: f64) -> Result<()> {
-    if eps >= 0.0 && eps.is_finite() {
+/// Checks the attribute `eps` of the rms_norm targets (what the shape and dtype rules
+/// do not say): finite, `>= 0`, and representable in the accumulator dtype `acc` the
+/// rows are summed in (float32, or float64 when `x` or `weight` is; see
+/// [`xla_ffi::decl::accumulator`]). A larger `eps` would be added as infinity and
+/// give `y = 0` where the formula gives a finite value.
+pub fn check_eps(eps: f64, acc: DataType) -> Result<()> {
+    let top = if acc == DataType::F64 { f64::MAX } else { f64::from(f32::MAX) };
+    if eps >= 0.0 && eps <= top {
         return Ok(());
+    }
+    if eps.is_finite() && eps > top {
+        return Err(xla_ffi::Error::invalid_argument(format!(
+            "attribute `eps`: expected a finite value >= 0 that fits {acc} (at most {top:e}, the accumulator \
+             dtype of these rows), got {eps:e}"
+        )));
     }
     Err(xla_ffi::Error::invalid_argument(format!("attribute `eps`: expected a finite value >= 0, got {eps}")))
 }
