@@ -80,9 +80,12 @@ pub(crate) fn shim_body(
     check: &TokenStream2,
     run: &TokenStream2,
 ) -> TokenStream2 {
-    let spawner = match &opt.spawner {
-        Some(e) => quote_spanned! {e.span()=> #e },
-        None => quote!(#krate::spawn_thread),
+    // The spawner is called from a nested safe `fn`, never pasted into the shim's
+    // `unsafe` block: an unsafe operation written in it needs its own `unsafe`, and
+    // `#![forbid(unsafe_code)]` sees it.
+    let spawn_call = match &opt.spawner {
+        Some(e) => quote_spanned! {e.span()=> #krate::__private::spawn_with(__xla_ffi_async_call, #e) },
+        None => quote!(#krate::spawn_thread(__xla_ffi_async_call)),
     };
     quote! {
         fn __xla_ffi_info() -> #krate::__private::HandlerInfo {
@@ -95,6 +98,9 @@ pub(crate) fn shim_body(
             #check
             ::core::result::Result::Ok(())
         }
+        fn __xla_ffi_spawn(__xla_ffi_async_call: #krate::AsyncCall) {
+            #spawn_call
+        }
         fn __xla_ffi_run(
             __call: &mut #krate::Call<'_>,
         ) -> ::core::result::Result<(), #krate::Error> {
@@ -106,7 +112,7 @@ pub(crate) fn shim_body(
             __xla_ffi_info,
             __xla_ffi_check,
             __xla_ffi_run,
-            #spawner,
+            __xla_ffi_spawn,
         )
     }
 }

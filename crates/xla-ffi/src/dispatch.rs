@@ -4,8 +4,9 @@
 //! 1. opens the frame (`frame::open`): checks its `struct_size` against the
 //!    header's constant, answers XLA's metadata query (API version, traits, state
 //!    type id) and returns without touching operands, and checks the execution stage;
-//! 2. for a host handler at the execute stage, refuses a call from a device
-//!    platform (the host-platform guard, answered once per API table);
+//! 2. for a host handler at any stage but instantiate (the stages whose frames
+//!    carry buffers), refuses a call from a device platform (the host-platform
+//!    guard, answered once per API table);
 //! 3. builds the [`Call`] and checks the operand and result counts;
 //! 4. runs the decoding and the handler body under `catch_unwind`, so a panic
 //!    becomes an `INTERNAL` error carrying the panic message, and no unwinding
@@ -134,7 +135,9 @@ pub unsafe fn dispatch(
     // The byte ranges of the decoded buffers, for the alias checks.
     let aliases = Aliases::new(&frame, info.target);
     let result = catch_unwind(AssertUnwindSafe(|| {
-        if info.host && info.stage == Stage::Execute && !is_host_platform(&frame) {
+        // Every stage but instantiate (whose frame has no buffers) sees the call's
+        // buffers: a host handler must never see a device runtime's.
+        if info.host && info.stage != Stage::Instantiate && !is_host_platform(&frame) {
             return Err(not_host(info));
         }
         let mut call = Call::new(&aliases, info);

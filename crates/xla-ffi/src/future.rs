@@ -259,6 +259,15 @@ fn create_future(api: ApiTable<'_>, target: &str) -> Result<*mut sys::XLA_FFI_Fu
     Ok(args.future)
 }
 
+/// Calls the spawner of `#[handler(async = spawner)]` with `call` (from a safe
+/// `fn` the macro generates: the spawner expression is safe code there, and a
+/// closure's parameter type is inferred from this signature).
+#[doc(hidden)]
+#[inline(always)]
+pub fn spawn_with(call: AsyncCall, spawner: impl FnOnce(AsyncCall)) {
+    spawner(call)
+}
+
 /// Runs an async handler's synchronous part: see the module docs.
 ///
 /// `check` decodes and checks the parameters (the views are dropped), `body`

@@ -186,7 +186,7 @@ pub mod __private {
     pub use crate::descriptor::{assert_execute_return, undecoded, ExecuteReturn, HandlerReturn};
     pub use crate::dispatch::dispatch;
     pub use crate::frame::HandlerInfo;
-    pub use crate::future::dispatch_async;
+    pub use crate::future::{dispatch_async, spawn_with};
     pub use crate::site::Arity;
     pub use crate::stage::state_readable;
     pub use crate::state::{dispatch_instantiate, dispatch_stage, StageOutput};

@@ -96,6 +96,48 @@ fn a_device_buffer_needs_a_device_call() {
     assert!(msg.contains("th.sum") && msg.contains("device platform"), "{msg}");
 }
 
+#[handler(target = "th.prepare", stage = prepare)]
+fn th_prepare(x: Buffer<f32>) -> Result<()> {
+    let _ = x.as_slice()?.first();
+    Ok(())
+}
+
+#[handler(target = "th.initialize", stage = initialize)]
+fn th_initialize(x: Buffer<f32>) -> Result<()> {
+    let _ = x.as_slice()?.first();
+    Ok(())
+}
+
+#[handler(target = "th.record", stage = record)]
+fn th_record(x: Buffer<f32>) -> Result<()> {
+    let _ = x.as_slice()?.first();
+    Ok(())
+}
+
+/// Before the fix the host guard ran at the execute stage only: a host handler at
+/// prepare, initialize or record on a device frame got `&[f32]` over a device
+/// address (SIGSEGV; a dangling reference under Miri).
+#[test]
+fn a_host_handler_is_refused_on_a_device_frame_at_every_stage() {
+    use xla_ffi::{HandlerDescriptor, Stage};
+    let cases: [(Stage, HandlerDescriptor, &str); 3] = [
+        (Stage::Prepare, TH_PREPARE, "th.prepare"),
+        (Stage::Initialize, TH_INITIALIZE, "th.initialize"),
+        (Stage::Record, TH_RECORD, "th.record"),
+    ];
+    for (stage, handler, target) in cases {
+        // SAFETY: the host guard refuses the frame before the handler reads the address.
+        let dev = unsafe { Arg::device(DataType::F32, &[4], 0x10_0000) };
+        let mut call = CallBuilder::new().device_stream(0x2000).stage(stage).arg(dev);
+        let (code, msg) = call.run(handler).expect_err("a host handler on a device frame");
+        assert_eq!(code, xla_ffi::ErrorCode::FailedPrecondition, "{stage:?}: {msg}");
+        assert!(msg.contains(target) && msg.contains("device platform"), "{stage:?}: {msg}");
+        // The same handler on a host frame at its stage runs.
+        let mut host = CallBuilder::new().stage(stage).arg(Arg::from_slice(&[1.0f32], &[1]));
+        expect_ok(host.run(handler));
+    }
+}
+
 #[handler(target = "th.fill")]
 fn th_fill(_x: Buffer, mut y: ResultBuffer<f32>) -> Result<()> {
     y.as_uninit()?.iter_mut().for_each(|o| _ = o.write(7.0));

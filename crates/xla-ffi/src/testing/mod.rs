@@ -68,8 +68,9 @@ struct UserDataEntry {
     data: *mut c_void,
     drop: unsafe fn(*mut c_void),
 }
-// SAFETY: user data types are `Send + Sync` (`StateType` requires it), and the
-// entry only hands out the pointer for shared reads.
+// SAFETY: every value stored is `Send + Sync`: user data types through `StateType`,
+// extensions through the bounds of `CallBuilder::extension`; and the entry only
+// hands out the pointer for shared reads.
 unsafe impl Send for UserDataEntry {}
 // SAFETY: as above.
 unsafe impl Sync for UserDataEntry {}
@@ -238,15 +239,22 @@ unsafe impl Send for SendPtr {}
 unsafe extern "C" fn schedule(args: *mut sys::XLA_FFI_ThreadPool_Schedule_Args) -> *mut sys::XLA_FFI_Error {
     // SAFETY: valid args from the crate under test.
     let args = unsafe { &*args };
-    *ctx(args.ctx).scheduled.lock().unwrap() += 1;
-    let task = SendPtr(args.data, args.task.expect("task"));
+    // Nothing here may panic (this is `extern "C"`): each failure is an error.
+    let Some(f) = args.task else {
+        return fake_error(ErrorCode::InvalidArgument, "fake XLA: ThreadPool_Schedule without a task");
+    };
+    *ctx(args.ctx).scheduled.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    let task = SendPtr(args.data, f);
     // A real pool runs tasks later, on other threads: do the same.
-    std::thread::spawn(move || {
+    let spawned = std::thread::Builder::new().spawn(move || {
         let t = task;
         // SAFETY: runs the scheduled task with its own data, once.
         unsafe { (t.1)(t.0) }
     });
-    core::ptr::null_mut()
+    match spawned {
+        Ok(_) => core::ptr::null_mut(),
+        Err(e) => fake_error(ErrorCode::ResourceExhausted, &format!("fake XLA: cannot start a pool thread: {e}")),
+    }
 }
 
 /// XLA keeps state for the instantiate, prepare and initialize stages only; its
@@ -961,7 +969,10 @@ impl CallBuilder {
     /// The handler may read the bytes operand `arg` describes at `addr`: they must be
     /// readable for the whole call, or the crate must refuse the address before
     /// reading (an address whose range wraps around or passes `isize::MAX`, which the
-    /// decoder checks).
+    /// decoder checks). If a result is aliased to operand `arg`
+    /// ([`alias`](Self::alias)), the handler writes that result at `addr` too: the
+    /// bytes must then be writable as well, and not used by anything else during the
+    /// call.
     pub unsafe fn arg_data_address(mut self, arg: usize, addr: usize) -> Self {
         self.data_addrs.push((arg, addr));
         self
@@ -1031,8 +1042,9 @@ impl CallBuilder {
     /// Attaches a public extension to the call's invoke context, as XLA:GPU
     /// attaches its record and collectives extensions; handlers find it with
     /// [`Context::find_extension`](crate::Context::find_extension). It is dropped
-    /// with the builder.
-    pub fn extension<E: crate::Extension>(mut self, value: E) -> Self {
+    /// with the builder, on whichever thread drops the builder: so `E` must be
+    /// `Send` as well as `Sync`.
+    pub fn extension<E: crate::Extension + Send>(mut self, value: E) -> Self {
         let data = Box::into_raw(Box::new(value)) as *mut c_void;
         self.ctx.extensions.push(UserDataEntry { id: E::TYPE, data, drop: drop_box::<E> });
         self
@@ -1192,6 +1204,12 @@ impl CallBuilder {
         }
         let (result, pending) = future::finish(frame.future, err);
         self.pending_at_return = pending;
+        // The handler may have left bytes uninitialized (safe code can store
+        // `MaybeUninit::uninit()` into a result): the buffers are read back as
+        // plain data from here on.
+        for a in self.args.iter_mut().chain(&mut self.rets) {
+            freeze(&mut a.data);
+        }
         // Aliased results: copy what was written in place back into the result.
         for &(a, r) in &self.alias {
             let data = self.args[a].data.clone();
@@ -1244,6 +1262,29 @@ impl CallBuilder {
     pub fn arg_as<T: Element>(&self, i: usize) -> Vec<T> {
         read_back(&self.args[i])
     }
+}
+
+/// Makes every byte of `data` an initialized byte with the value it holds, as
+/// XLA sees a result: the handler's safe code may have written
+/// `MaybeUninit::uninit()` into it, and reading such bytes as integers or floats
+/// would be undefined behaviour. Rust has no `freeze`; an inline-assembly block
+/// that the compiler must assume wrote the memory is the accepted substitute.
+/// Miri cannot run assembly: there the bytes stay as the handler left them, and
+/// Miri reports a read of uninitialized memory (a handler that leaves a result
+/// unwritten) when the test reads them.
+#[inline(never)]
+fn freeze(data: &mut [u64]) {
+    #[cfg(not(miri))]
+    // SAFETY: the block executes no instruction. The compiler must assume it may
+    // have written any bytes of `data` (a pointer to it is an operand and neither
+    // `nomem` nor `readonly` is given), so afterwards each byte holds whatever value
+    // the machine has there: initialized. Nothing outside `data` is reachable from
+    // the operand, and the `&mut` guarantees no other reference observes the write.
+    unsafe {
+        core::arch::asm!("/* {0} */", in(reg) data.as_mut_ptr(), options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    let _ = data;
 }
 
 fn read_back<T: Element>(a: &Arg) -> Vec<T> {
