@@ -237,3 +237,98 @@ def test_kepler_takes_sequences(m: Any) -> None:
 def test_target_names_wants_a_string(value: Any, got: str) -> None:
     with pytest.raises(TypeError, match=rf"^target_names: name: expected a target name \(str\), got {got}$"):
         xr.target_names(value)
+
+
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+def test_big_python_ints_are_numbers(name: str, fn: Callable[..., Any]) -> None:
+    # Before: OverflowError from jnp.asarray ("Python int too large to convert to
+    # int64"), naming neither the function nor the argument. Such an int is a
+    # number like a Python float of the same value.
+    for x, w in [(2**70, 1.0), (np.ones(3), 2**63), (-(2**70), 2.0)]:
+        want = np.asarray(fn(float(x) if isinstance(x, int) else x, float(w), eps=0.0))
+        np.testing.assert_array_equal(np.asarray(fn(x, w, eps=0.0)), want)
+    np.testing.assert_allclose(np.asarray(xr.rms_norm(np.ones(3), 2**63, eps=0.0)), 2.0**63)
+
+
+@pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
+@pytest.mark.parametrize(
+    ("x", "w", "words"),
+    [
+        (
+            np.ones(8),
+            np.ones(8),
+            "operand 0 (x): expected rank at least 1 (`...b ...n`, with ...n of rank 1), got rank 0",
+        ),
+        (np.ones((3, 4)), np.ones((4, 4)), "operand 0 (x): expected rank at least 2"),
+        (np.ones((3, 5)), np.ones(4), "operand 1 (weight): expected shape [5]"),
+    ],
+)
+def test_vmap_checks_each_example_as_the_call_without_vmap_does(
+    name: str, fn: Callable[..., Any], x: np.ndarray, w: np.ndarray, words: str
+) -> None:
+    # Before: an IndexError from JAX's batching (an example of fewer axes than the
+    # weight), or a shape message about the stacked x ("expected shape [3, 4]").
+    with pytest.raises(ValueError, match=re.escape(words)):
+        fn(x[0], w)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        jax.vmap(fn, in_axes=(0, None))(x, w)
+
+
+def test_vmap_of_rms_norm_inplace_refuses_a_weight_that_promotes_y() -> None:
+    # Before: with the weight batched too, the rule fell back to the out-of-place
+    # op and returned float32 rows for float16 x.
+    x, w = np.ones((5, 8), np.float16), np.ones((5, 8), np.float32)
+    words = "result 0 (y) is float32[8], which cannot be written into operand 0 (x) of float16[8]"
+    with pytest.raises(TypeError, match=re.escape(words)):
+        xr.rms_norm_inplace(x[0], w[0])
+    with pytest.raises(TypeError, match=re.escape(words)):
+        jax.vmap(xr.rms_norm_inplace)(x, w)
+    y = jax.vmap(xr.rms_norm_inplace)(x, w.astype(np.float16))
+    assert y.dtype == np.float16 and y.shape == (5, 8)
+
+
+@pytest.mark.parametrize(
+    ("operands", "words"),
+    [
+        (
+            (np.ones((2, 4)), np.ones(4), np.ones((3, 4)), np.ones(4), np.ones(3)),
+            "operand 0 (dx): expected float64[3,4]",
+        ),
+        ((np.ones((3, 4), np.int32), np.ones(4), np.ones((3, 4)), np.ones(4), np.ones(3)), "operand 0 (dx)"),
+        ((np.ones((3, 4)), np.ones(5), np.ones((3, 4)), np.ones(4), np.ones(3)), "operand 1 (dweight)"),
+        ((np.ones((3, 4)), np.ones(4), np.ones((3, 4)), np.ones(4), np.ones(4)), "operand 4 (inv_rms)"),
+    ],
+)
+def test_rms_norm_tangent_op_checks_its_operands(operands: tuple[np.ndarray, ...], words: str) -> None:
+    # Before: "mul got incompatible shapes for broadcasting", or an int32 dx accepted.
+    from xla_ffi_rs.ops.rms_norm import rms_norm_tangent_op
+
+    with pytest.raises(TypeError, match=rf"^rms_norm_tangent: {re.escape(words)}"):
+        rms_norm_tangent_op(*operands, eps=1e-5)
+    # Well-typed operands give the jvp of the plain formula (eps is optional: the
+    # tangent reads it from inv_rms).
+    rng = np.random.default_rng(0)
+    x, w, dx, dw = (
+        rng.standard_normal((3, 4)),
+        rng.uniform(0.5, 1.5, 4),
+        rng.standard_normal((3, 4)),
+        rng.standard_normal(4),
+    )
+    inv = 1 / np.sqrt(np.mean(x**2, axis=-1) + 1e-5)
+    (dy,) = rms_norm_tangent_op(dx, dw, x, w, inv)
+
+    def formula(x: jax.Array, w: jax.Array) -> jax.Array:
+        return x / jnp.sqrt(jnp.mean(x**2, axis=-1, keepdims=True) + 1e-5) * w
+
+    np.testing.assert_allclose(np.asarray(dy), np.asarray(jax.jvp(formula, (x, w), (dx, dw))[1]), rtol=1e-12)
+
+
+def test_the_jnp_reference_gives_the_kernels_inv_rms_for_rows_of_no_elements() -> None:
+    # Before: NaN (the mean of no elements) where the kernels give 1/sqrt(eps).
+    from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp, rms_norm_fwd_op
+
+    x, w = jnp.ones((3, 0), jnp.float32), jnp.ones(0, jnp.float32)
+    _, inv_kernel = rms_norm_fwd_op(x, w, eps=1e-4)
+    _, inv_jnp = rms_norm_fwd_jnp(x, w, eps=1e-4)
+    np.testing.assert_allclose(np.asarray(inv_jnp), 100.0, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(inv_kernel), np.asarray(inv_jnp), rtol=1e-6)

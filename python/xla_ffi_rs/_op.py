@@ -20,6 +20,7 @@ from jax.typing import ArrayLike
 from xla_ffi_rs import sharding as _sharding
 from xla_ffi_rs._compat import (
     FFI_SIDE_EFFECT,
+    NOT_MAPPED,
     Primitive,
     ShapedArray,
     abstract_token,
@@ -135,6 +136,7 @@ class Op:
         self._eager_running: dict[tuple[tuple[str, Hashable], ...], int] = {}
         #: The declaration the op was built from (:func:`op`), or None.
         self.declaration: Declaration | None = None
+        self._declared_abstract_eval = abstract_eval
         # JAX keeps a primitive's rules in global tables for the rest of the process.
         # They reach the op through `_ref`: a strong reference by default, a weak one
         # for subclasses with `_held_weakly` (which keep themselves alive while traced
@@ -300,7 +302,15 @@ class Op:
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""
 
+        ref, name = self._ref, self.name
+
         def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
+            op = _live(ref, name)
+            if op.declaration is not None:  # each example must pass the checks the call without vmap does
+                with eval_context():
+                    op._declared_abstract_eval(
+                        *(_example_aval(x, d) for x, d in zip(operands, dims, strict=True)), **params
+                    )
             outs, out_dims = rule(operands, dims, **params)
             return list(outs), list(out_dims)
 
@@ -404,6 +414,14 @@ def _explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
         return None
     padding: int = aval.ndim - len(spec)
     return spec + (None,) * padding
+
+
+def _example_aval(x: Any, dim: BatchDim) -> ShapedArray:
+    """The type of one example of ``x`` batched along ``dim`` (all of it if unbatched)."""
+    aval: ShapedArray = jax.typeof(x)
+    if dim is NOT_MAPPED:
+        return aval
+    return ShapedArray(aval.shape[:dim] + aval.shape[dim + 1 :], aval.dtype)
 
 
 def _varying(x: Any) -> frozenset[Any]:

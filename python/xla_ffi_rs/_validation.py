@@ -51,6 +51,9 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     a sequence is returned as a NumPy array (so that ``jnp.result_type`` can
     read its dtype), anything else unchanged.
 
+    A Python int beyond JAX's default integer type (int32, int64 with x64) is
+    returned as a Python float: the callers compute in floats.
+
     Raises TypeError (ValueError for a Python int beyond float64) naming ``fn``
     and ``arg`` otherwise. The dtype itself (e.g. complex where reals are needed)
     is checked by the caller; this catches what ``jnp.asarray`` would reject with
@@ -81,6 +84,11 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
             float(value)
         except OverflowError:
             raise ValueError(f"{fn}: {arg}: expected {expected}, got an int beyond the float64 range") from None
+        bits = 64 if jax.config.jax_enable_x64 else 32
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            # Beyond JAX's default int type (jnp.asarray raises OverflowError); every
+            # caller computes in floats, and a Python float is as weakly typed.
+            return float(value)
         return value
     if value is None or isinstance(value, (str, bytes, dict, set, frozenset)) or callable(value):
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {type(value).__name__}")

@@ -87,10 +87,13 @@ def _expand(r: jax.Array, weight_ndim: int) -> jax.Array:
 
 def rms_norm_inv_rms_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Array:
     """inv_rms = 1 / sqrt(mean(x**2) + eps) over the trailing ``weight.ndim`` axes,
-    in the accumulation dtype (one fused reduction)."""
+    in the accumulation dtype (one fused reduction). Rows of no elements
+    (``weight.size == 0``) have mean 0, as in the kernels: ``1 / sqrt(eps)``."""
     acc = accumulation_dtype(x.dtype, weight.dtype)
     xa = x.astype(acc)
-    return jax.lax.rsqrt(jnp.mean(xa * xa, axis=_norm_axes(x, weight.ndim)) + jnp.asarray(eps, acc))
+    axes = _norm_axes(x, weight.ndim)
+    mean = jnp.mean(xa * xa, axis=axes) if weight.size else jnp.sum(xa, axis=axes)
+    return jax.lax.rsqrt(mean + jnp.asarray(eps, acc))
 
 
 def rms_norm_fwd_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[jax.Array, jax.Array]:
@@ -195,10 +198,29 @@ assert _FWD is not None
 
 
 def _tangent_abstract_eval(
-    dx: ShapedArray, dweight: ShapedArray, x: ShapedArray, weight: ShapedArray, inv_rms: ShapedArray, *, eps: float
+    dx: ShapedArray,
+    dweight: ShapedArray,
+    x: ShapedArray,
+    weight: ShapedArray,
+    inv_rms: ShapedArray,
+    *,
+    eps: float = 0.0,
 ) -> list[ShapedArray]:
-    """dy is shaped like y: the forward handler's rule."""
-    return _FWD.infer(x, weight)[0][:1]  # type: ignore[union-attr]
+    """dy is shaped like y: the forward handler's rule. The tangents are typed like
+    their primals and ``inv_rms`` like the forward's, or a TypeError names the operand."""
+    y, inv = _FWD.infer(x, weight)[0]  # type: ignore[union-attr]
+    checks = (
+        (0, "dx", dx, x, "x"),
+        (1, "dweight", dweight, weight, "weight"),
+        (4, "inv_rms", inv_rms, inv, "the forward's inv_rms"),
+    )
+    for i, name, got, want, like in checks:
+        if (tuple(got.shape), got.dtype) != (tuple(want.shape), want.dtype):
+            raise TypeError(
+                f"rms_norm_tangent: operand {i} ({name}): expected {want.str_short()} (as {like} is), "
+                f"got {got.str_short()}"
+            )
+    return [y]
 
 
 #: The forward-mode tangent: jnp code, no target; its operands carry the batch
