@@ -325,9 +325,10 @@ class Op:
         def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
             with eval_context():  # jnp code in abstract_eval computes, under every JAX version
                 outs = list(abstract_eval(*avals, **params))
+            typed = _live(ref, name)._with_explicit_sharding(outs, avals, params)
             if any(_varying(a) for a in avals):
-                return [_with_vma(out, avals) for out in outs]
-            return _live(ref, name)._with_explicit_sharding(outs, avals, params)
+                return [_with_vma(out, avals) for out in typed]
+            return typed
 
         return wrapped
 
@@ -432,11 +433,14 @@ def _varying(x: Any) -> frozenset[Any]:
 
 def _with_vma(out: ShapedArray, avals: Sequence[ShapedArray]) -> ShapedArray:
     """Inside ``shard_map``, results vary over the same mesh axes as the operands
-    (which :func:`_match_varying` made equal); outside it this is a no-op."""
+    (which :func:`_match_varying` made equal), and keep the split over the mesh's
+    explicit axes that :meth:`Op._with_explicit_sharding` typed (a ``shard_map``
+    over some of the axes); outside it this is a no-op."""
     for a in avals:
         if _varying(a):
             mesh = jax.sharding.get_abstract_mesh()
-            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * len(out.shape)))
+            entries = _explicit_spec(out) or (None,) * len(out.shape)
+            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*entries))
             varying: ShapedArray = out.update(sharding=sharding, manual_axis_type=a.manual_axis_type)
             return varying
     return out

@@ -205,6 +205,27 @@ def test_batch_axis_sharding_still_calls_the_kernel_without_collectives(
     assert not collective_shapes(hlo, "all-reduce") and not any(collective_shapes(hlo, c) for c in MOVES_DATA)
 
 
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+@pytest.mark.parametrize("transform", ["fwd", "grad", "jvp"])
+@pytest.mark.parametrize("w_spec", [P("a"), P(("a", "b")), P("b")], ids=["a", "ab", "b"])
+def test_a_weight_split_over_the_axis_that_splits_the_rows(
+    w_spec: P, transform: str, partitioner: str, use_partitioner: Callable[[str], None]
+) -> None:
+    """x split along its tokens only (the kernel path) and the weight split over a
+    mesh axis: the same one (before, jvp raised JAX's ShardingTypeError from the
+    tangent formula, naming neither rms_norm nor an operand) or another."""
+    use_partitioner(partitioner)
+    m = mesh("2x4")
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((8, 32)), rng.uniform(0.5, 1.5, 32)
+    xs, ws = NamedSharding(m, P("a", None)), NamedSharding(m, w_spec)
+    fn, inputs, shardings, wants = program(transform, x, w, xs, ws, m)
+    got = fn(*[jax.device_put(a, s) for a, s in zip(inputs, shardings, strict=True)])
+    got = got if isinstance(got, tuple | list) else (got,)
+    for i, (g, want) in enumerate(zip(got, wants, strict=True)):
+        close(g, want, f"{w_spec}-{transform}-{partitioner}: result {i}")
+
+
 def test_bad_input_on_a_tensor_parallel_x_raises_before_lowering() -> None:
     """The handler's checks hold on the tensor-parallel path too."""
     xs = NamedSharding(mesh("1d"), P(None, "h"))

@@ -291,6 +291,42 @@ def test_rms_norm_grad_inside_a_shard_map_with_automatic_axes(
         close(g, r, f"result {i}")
 
 
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+@pytest.mark.parametrize("x_spec", [P("a", None, "b"), P("a", "b", None)], ids=["hidden_on_b", "seq_on_b"])
+def test_grad_inside_a_shard_map_over_some_explicit_axes(
+    x_spec: P, partitioner: str, use_partitioner: Callable[[str], None]
+) -> None:
+    """shard_map manual over "a" only, on a mesh whose "b" stays explicit and splits
+    x: the results keep x's split over "b" in their types. Before, they were typed
+    whole over "b", and grad failed ("Expected cotangent type float32[4,16@b]{V:a}
+    but got float32[4,16]{V:a}"), for kepler too."""
+    use_partitioner(partitioner)
+    m = mesh("2d")
+    rng = np.random.default_rng(6)
+    x, w, ct = rng.standard_normal((8, 4, 12)), rng.standard_normal(12), rng.standard_normal((8, 4, 12))
+
+    def local(x: jax.Array, w: jax.Array, ct: jax.Array) -> tuple[jax.Array, ...]:
+        y, back = jax.vjp(consumed_rms_norm, x, w)
+        return (y, *back(ct))
+
+    smap = shard_map()(local, mesh=m, in_specs=(P("a"), P(), P("a")), out_specs=(P("a"), P("a"), P()), axis_names={"a"})
+    xs = NamedSharding(m, x_spec)
+    got = jax.jit(smap)(jax.device_put(x, xs), w, jax.device_put(ct, xs))
+    want = [rms_np(x, w), *rms_bwd_np(ct, x, w)]
+    for i, (g, r) in enumerate(zip(got, want, strict=True)):
+        close(g, r, f"result {i}")
+    mm, e = rng.uniform(-5, 5, (8, 6)), rng.uniform(0, 0.9, (8, 6))
+    ks = NamedSharding(m, P("a", "b"))
+    kfn = shard_map()(
+        lambda m, e: xr.kepler(m, e)[0], mesh=m, in_specs=(P("a"), P("a")), out_specs=P("a"), axis_names={"a"}
+    )
+    grad = jax.jit(jax.grad(lambda m, e: jnp.sum(kfn(m, e)), (0, 1)))(jax.device_put(mm, ks), jax.device_put(e, ks))
+    big_e = kepler_solve_np(mm, e)
+    slope = np.cos(big_e) / (1 - e * np.cos(big_e))  # d sin(E) / dM
+    close(grad[0], slope, "kepler d sin E / dM")
+    close(grad[1], slope * np.sin(big_e), "kepler d sin E / de")
+
+
 def test_cuda_workspace_stays_whole_under_partitioning() -> None:
     """Lowered for CUDA (no GPU needed): the backward's extra workspace result, like
     the weight and dweight, has a rank below num_batch_dims, so XLA keeps it whole."""

@@ -57,7 +57,7 @@ from xla_ffi_rs.binding import (
     vmap_batching,
 )
 from xla_ffi_rs.dtypes import accumulation_dtype, result_dtype
-from xla_ffi_rs.ops.rms_norm_tp import rms_norm_tensor_parallel, tensor_parallel_axes
+from xla_ffi_rs.ops.rms_norm_tp import like_normalized_axes, rms_norm_tensor_parallel, tensor_parallel_axes
 
 __all__ = [
     "bwd_workspace_aval",
@@ -152,6 +152,7 @@ def rms_norm_tangent_jnp(
     acc = inv_rms.dtype
     n = weight.ndim
     r = _expand(inv_rms, n)
+    weight, dweight = like_normalized_axes(x, weight), like_normalized_axes(x, dweight)
     xa, dxa, wa = x.astype(acc), dx.astype(acc), weight.astype(acc)
     dr = -(r**3) * jnp.mean(xa * dxa, axis=_norm_axes(x, n), keepdims=True)
     dy = (dxa * r + xa * dr) * wa + xa * r * dweight.astype(acc)

@@ -78,6 +78,21 @@ def tensor_parallel_axes(x: Any, weight_ndim: int) -> tuple[str, ...] | None:
     return _axes(spec[len(spec) - weight_ndim :]) or None
 
 
+def like_normalized_axes(x: Any, w: jax.Array) -> jax.Array:
+    """``w`` (the weight, or its tangent) laid out like ``x``'s trailing
+    (normalized) axes when ``x``'s type names mesh axes and ``w``'s layout is
+    another: a jnp formula that multiplies them is then legal on a mesh with
+    explicit axes (a weight split over an axis that splits ``x``'s rows is not)."""
+    spec = _spec(x)
+    if spec is None:
+        return w
+    w_spec = tuple(spec[len(spec) - w.ndim :]) if w.ndim else ()
+    if _spec(w) == (w_spec if _axes(w_spec) else None):
+        return w
+    laid_out: jax.Array = jax.sharding.reshard(w, NamedSharding(jax.typeof(x).sharding.mesh, P(*w_spec)))
+    return laid_out
+
+
 def _local_rms_norm(x: jax.Array, w: jax.Array, *, eps: float, axes: tuple[str, ...], size: int) -> jax.Array:
     """One shard: partial sums of squares, one psum per row, local normalization."""
     acc = accumulation_dtype(x.dtype, w.dtype)
