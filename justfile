@@ -12,7 +12,7 @@ build:
 check *pytest_args:
     bash scripts/test_fast.sh {{pytest_args}}
 
-# Every test, exactly as CI runs them (about 25 minutes; .ci/run).
+# Every test, exactly as CI runs them (40-45 minutes on 2 cores; .ci/run).
 test:
     bash .ci/run
 

@@ -277,12 +277,18 @@ def test_vmap_checks_each_example_as_the_call_without_vmap_does(
 def test_vmap_of_rms_norm_inplace_refuses_a_weight_that_promotes_y() -> None:
     # Before: with the weight batched too, the rule fell back to the out-of-place
     # op and returned float32 rows for float16 x.
+    from xla_ffi_rs.ops.rms_norm_inplace import rms_norm_inplace_op
+
     x, w = np.ones((5, 8), np.float16), np.ones((5, 8), np.float32)
+    words = "rms_norm_inplace: weight: a float32 weight makes y float32, which cannot be written into x of float16"
+    with pytest.raises(TypeError, match=f"^{re.escape(words)}"):
+        xr.rms_norm_inplace(x[0], w[0])
+    with pytest.raises(TypeError, match=f"^{re.escape(words)}"):
+        jax.vmap(xr.rms_norm_inplace)(x, w)
+    # The op itself (what the function binds) checks each example too.
     words = "result 0 (y) is float32[8], which cannot be written into operand 0 (x) of float16[8]"
     with pytest.raises(TypeError, match=re.escape(words)):
-        xr.rms_norm_inplace(x[0], w[0])
-    with pytest.raises(TypeError, match=re.escape(words)):
-        jax.vmap(xr.rms_norm_inplace)(x, w)
+        jax.vmap(lambda x, w: rms_norm_inplace_op(x, w, eps=1e-5))(x, w)
     y = jax.vmap(xr.rms_norm_inplace)(x, w.astype(np.float16))
     assert y.dtype == np.float16 and y.shape == (5, 8)
 

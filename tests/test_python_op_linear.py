@@ -8,6 +8,7 @@ Values are compared with NumPy run directly (float64); derivatives with
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -223,6 +224,12 @@ def test_multilinear_op_bad_arguments() -> None:
         multilinear_op(np.multiply, [np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=[])
     with pytest.raises(TypeError, match=r"multilinear_op: transposes\[1\] must be callable"):
         multilinear_op(np.multiply, [np.multiply, None], abstract_eval=lambda x, y: x, abstract_eval_T=[id, id])  # type: ignore[list-item]
+    # A callable where a list of them belongs (before: "'function' object is not iterable").
+    one: Any = lambda x, c: x  # noqa: E731
+    with pytest.raises(TypeError, match=r"^multilinear_op: transposes must be a sequence .* got function"):
+        multilinear_op(np.multiply, one, abstract_eval=lambda x, y: x, abstract_eval_T=[id, id])
+    with pytest.raises(TypeError, match=r"^multilinear_op: abstract_eval_T must be a sequence .* got function"):
+        multilinear_op(np.multiply, [np.multiply, np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=one)
 
 
 def test_fixed_index_beyond_the_operands_is_an_error() -> None:

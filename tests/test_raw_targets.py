@@ -138,14 +138,18 @@ def test_register_targets_refuses_what_is_not_a_handler_and_the_backend_survives
             ({"bad.noexec": {"instantiate": capsule}}, ValueError, "register_targets: bad.noexec: a bundle needs an 'execute' stage, got stages ['instantiate']"),
             ({"good.first": capsule, "bad.second": 1.5}, TypeError, "register_targets: bad.second: expected a PyCapsule"),
         ]
-        for handlers, error, words in cases:
+        cases = [(h, e, w, "cpu") for h, e, w in cases] + [
+            ({"bad.platform": capsule}, ValueError, "register_targets: platform: expected one of 'cpu', 'cuda', 'rocm', 'tpu' (JAX's lowercase names), got 'CPU'", "CPU"),
+            ({"bad.platform": capsule}, ValueError, "got 'cpux'", "cpux"),
+        ]
+        for handlers, error, words, platform in cases:
             try:
-                xla_ffi_rs.register_targets(handlers, "cpu")
+                xla_ffi_rs.register_targets(handlers, platform)
             except error as e:
                 assert words in str(e), str(e)
             else:
                 raise AssertionError(f"not refused: {handlers}")
-        for name in ("bad.int", "good.first"):
+        for name in ("bad.int", "good.first", "bad.platform"):
             try:
                 xla_ffi_rs.target_names(name)
             except ValueError:

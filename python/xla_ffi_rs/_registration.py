@@ -72,6 +72,10 @@ def register_examples() -> Mapping[str, frozenset[str]]:
         return dict(_registered)
 
 
+#: The platform names JAX lowers for (``jax.ffi.ffi_lowering``'s ``platform``).
+JAX_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
 def xla_platform(platform: str) -> str:
     """The platform name to give ``jax.ffi.register_ffi_target`` for a JAX platform
     name: "CUDA" for "cuda" (and "gpu"), "ROCM" for "rocm", others unchanged.
@@ -107,14 +111,16 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         handlers: target name -> PyCapsule (or dict of stage name -> PyCapsule),
             e.g. the ``targets()`` of a plugin's PyO3 module
             (``xla_ffi::python::targets``).
-        platform: a JAX platform name ("cpu", "cuda", ...).
+        platform: a JAX platform name: "cpu", "cuda", "rocm" or "tpu".
 
     Raises:
         TypeError: for ``handlers`` that is not a mapping of str to PyCapsules or
             bundles of them, or a ``platform`` that is not a str, before anything
             is registered (JAX would take the entry and fail to start the backend
             at its next use: ``Unable to initialize backend 'cpu'``).
-        ValueError: for a bundle without an ``"execute"`` stage (the same).
+        ValueError: for a bundle without an ``"execute"`` stage (the same), or
+            another ``platform`` name (JAX would fail at the first lowering:
+            ``unknown platform CPU``).
         ValueError: also for a bundle with a ``"record"`` stage on a jaxlib whose XLA
             FFI API is older than 0.4 (jaxlib 0.10 has 0.3 and would silently
             ignore the entry), before anything is registered.
@@ -127,6 +133,11 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
     if not isinstance(platform, str):
         raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
+    if platform not in JAX_PLATFORMS:
+        raise ValueError(
+            f"register_targets: platform: expected one of {', '.join(map(repr, JAX_PLATFORMS))} (JAX's lowercase "
+            f"names), got {platform!r}"
+        )
     recorded = [name for name, h in handlers.items() if isinstance(h, Mapping) and "record" in h]
     api = runtime_ffi_api()
     if recorded and api is not None and api < (0, 4):

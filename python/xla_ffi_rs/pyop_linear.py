@@ -145,6 +145,12 @@ def multilinear_op(
     the cotangents works; in the other operands, they are fixed). Other arguments
     as for :func:`linear_op`.
     """
+    for arg, value in (("transposes", transposes), ("abstract_eval_T", abstract_eval_T)):
+        if callable(value) or not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+            raise TypeError(
+                f"multilinear_op: {arg} must be a sequence (list or tuple) of callables, one per non-fixed "
+                f"operand, got {type(value).__name__}"
+            )
     transposes, abstract_eval_T = tuple(transposes), tuple(abstract_eval_T)
     fns = {"f": f, "abstract_eval": abstract_eval}
     fns.update({f"transposes[{k}]": t for k, t in enumerate(transposes)})

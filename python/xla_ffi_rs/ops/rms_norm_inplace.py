@@ -88,6 +88,12 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     check_kernel_float("rms_norm_inplace", "x", x.dtype)
     check_kernel_float("rms_norm_inplace", "weight", weight.dtype)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
+    floats = all(jnp.issubdtype(a.dtype, jnp.floating) for a in (x, weight))  # others: the op's dtype checks
+    if floats and (y_dtype := jnp.result_type(x, weight)) != x.dtype:
+        raise TypeError(
+            f"rms_norm_inplace: weight: a {weight.dtype} weight makes y {y_dtype}, which cannot be written into "
+            f"x of {x.dtype}; pass weight.astype(x.dtype), or use rms_norm"
+        )
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
     check_eps_fits("rms_norm_inplace", eps, jnp.result_type(x, weight))
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
