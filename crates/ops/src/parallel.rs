@@ -34,11 +34,51 @@ pub(crate) fn block_len(items: usize, blocks: usize) -> usize {
 }
 
 /// Runs `f(block)` for each block on XLA's pool.
+///
+/// The pool's threads claim tasks in order, so plain block order would start
+/// every thread in the first blocks, on the same fresh pages: each such page is
+/// zeroed by the kernel once, on the first thread that touches it, while the
+/// others wait on it (with huge pages, 2 MiB at a time). Blocks are claimed
+/// [`spread`] instead: the first claim of each thread starts its own contiguous
+/// segment of the range.
 pub(crate) fn run_blocks(ctx: &Context<'_>, blocks: usize, f: impl Fn(usize) + Sync) -> Result<()> {
     if blocks <= 1 {
         f(0);
         Ok(())
     } else {
-        ctx.thread_pool().for_each(blocks, f)
+        let pool = ctx.thread_pool();
+        let lanes = pool.num_threads().clamp(1, blocks);
+        pool.for_each(blocks, |i| f(spread(i, blocks, lanes)))
+    }
+}
+
+/// The block of claim `i` when `blocks` blocks are cut into `lanes` contiguous
+/// segments (the first `blocks % lanes` one longer) and claimed a round at a time,
+/// one block of each segment per round: a bijection of `0..blocks`.
+#[inline]
+fn spread(i: usize, blocks: usize, lanes: usize) -> usize {
+    let (q, r) = (blocks / lanes, blocks % lanes);
+    let (round, lane) = if i < q * lanes { (i / lanes, i % lanes) } else { (q, i - q * lanes) };
+    lane * q + lane.min(r) + round
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn spread_is_a_bijection_that_starts_each_lane_in_its_own_segment() {
+        for blocks in 1..70 {
+            for lanes in 1..=blocks.min(9) {
+                let order: Vec<usize> = (0..blocks).map(|i| spread(i, blocks, lanes)).collect();
+                let mut seen = order.clone();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..blocks).collect::<Vec<_>>(), "blocks {blocks} lanes {lanes}");
+                // The first round: one block per segment, each its segment's first.
+                let q = blocks / lanes;
+                let starts: Vec<usize> = (0..lanes).map(|j| j * q + j.min(blocks % lanes)).collect();
+                assert_eq!(order[..lanes], starts[..], "blocks {blocks} lanes {lanes}");
+            }
+        }
     }
 }
