@@ -288,12 +288,8 @@ fn kepler_case(d: DataType, n: usize) {
 
     let (dm, de) = (vm.upload(), ve.upload());
     let (ds, dc) = (garbage(d, n), garbage(d, n));
-    let mut call = CallBuilder::new()
-        .device_stream(gpu().stream())
-        .arg(dm.arg(&dims))
-        .arg(de.arg(&dims))
-        .ret(ds.arg(&dims))
-        .ret(dc.arg(&dims));
+    let mut call =
+        CallBuilder::new().on_gpu(gpu()).arg(dm.arg(&dims)).arg(de.arg(&dims)).ret(ds.arg(&dims)).ret(dc.arg(&dims));
     let r = call.run(kepler::CUDA.handler);
     no_panic_text(&r);
     r.unwrap();
@@ -357,7 +353,7 @@ fn kepler_derivative_case(d: DataType, n: usize, cpu_handler: Handler, cuda_hand
     cpu.run(cpu_handler).unwrap();
     let dev: Vec<DeviceBuffer> = ops.iter().map(V::upload).collect();
     let outs = (garbage(d, n), garbage(d, n));
-    let mut call = CallBuilder::new().device_stream(gpu().stream());
+    let mut call = CallBuilder::new().on_gpu(gpu());
     for b in &dev {
         call = call.arg(b.arg(&dims));
     }
@@ -380,7 +376,7 @@ fn kepler_derivative_case(d: DataType, n: usize, cpu_handler: Handler, cuda_hand
     if n > 1 {
         // Operand 4 (cos_e) one element short: refused before any launch.
         let short = V::new(d, &vec![0.0; n - 1]).upload();
-        let mut bad = CallBuilder::new().device_stream(gpu().stream());
+        let mut bad = CallBuilder::new().on_gpu(gpu());
         for b in &dev[..4] {
             bad = bad.arg(b.arg(&dims));
         }
@@ -432,7 +428,7 @@ fn kepler_jvp_case(d: DataType, n: usize, scalars: (bool, bool), (cpu_h, cuda_h)
     cpu.run(cpu_h).unwrap();
     let dev: Vec<DeviceBuffer> = ops.iter().map(V::upload).collect();
     let outs: Vec<DeviceBuffer> = (0..4).map(|_| garbage(d, n)).collect();
-    let mut call = CallBuilder::new().device_stream(gpu().stream());
+    let mut call = CallBuilder::new().on_gpu(gpu());
     for (k, b) in dev.iter().enumerate() {
         call = call.arg(b.arg(op_dims(k)));
     }
@@ -473,7 +469,7 @@ fn kepler_jvp_case(d: DataType, n: usize, scalars: (bool, bool), (cpu_h, cuda_h)
         // array for a scalar): refused before any launch.
         let bad_len = if scalars.1 { n } else { n - 1 };
         let short = V::new(d, &vec![0.0; bad_len]).upload();
-        let mut bad = CallBuilder::new().device_stream(gpu().stream());
+        let mut bad = CallBuilder::new().on_gpu(gpu());
         for (k, b) in dev[..3].iter().enumerate() {
             bad = bad.arg(b.arg(op_dims(k)));
         }
@@ -531,7 +527,7 @@ fn rms_fwd_cuda(c: &RmsCase, x: &V, w: &V, eps: f64) -> (V, V) {
     let (dx, dw) = (x.upload(), w.upload());
     let (dy, di) = (garbage(yd, c.rows * c.n), garbage(ad, c.rows));
     let mut call = CallBuilder::new()
-        .device_stream(gpu().stream())
+        .on_gpu(gpu())
         .arg(dx.arg(&[c.rows as i64, c.n as i64]))
         .arg(dw.arg(&[c.n as i64]))
         .ret(dy.arg(&[c.rows as i64, c.n as i64]))
@@ -562,7 +558,7 @@ fn rms_bwd_cuda(c: &RmsCase, dy: &V, x: &V, w: &V, eps: f64, blocks: usize) -> (
     let (ddy, dx, dw) = (dy.upload(), x.upload(), w.upload());
     let (odx, odw, ows) = (garbage(c.xd, c.rows * c.n), garbage(c.wd, c.n), garbage(ad, blocks * c.n));
     let mut call = CallBuilder::new()
-        .device_stream(gpu().stream())
+        .on_gpu(gpu())
         .arg(ddy.arg(&d2))
         .arg(dx.arg(&d2))
         .arg(dw.arg(&[c.n as i64]))
@@ -696,12 +692,7 @@ fn bad_operands_are_invalid_argument() {
     let m = gpu().upload(&[1.0f32; 4]).unwrap();
     let e = gpu().upload(&[0.5f64; 4]).unwrap();
     let o = gpu().garbage::<f32>(4).unwrap();
-    let mut call = CallBuilder::new()
-        .device_stream(gpu().stream())
-        .arg(m.arg(&[4]))
-        .arg(e.arg(&[4]))
-        .ret(o.arg(&[4]))
-        .ret(o.arg(&[4]));
+    let mut call = CallBuilder::new().on_gpu(gpu()).arg(m.arg(&[4])).arg(e.arg(&[4])).ret(o.arg(&[4])).ret(o.arg(&[4]));
     let r = call.run(kepler::CUDA.handler);
     no_panic_text(&r);
     let (code, msg) = r.unwrap_err();
@@ -713,7 +704,7 @@ fn bad_operands_are_invalid_argument() {
     let y = gpu().garbage::<f32>(6).unwrap();
     let i = gpu().garbage::<f32>(2).unwrap();
     let mut call = CallBuilder::new()
-        .device_stream(gpu().stream())
+        .on_gpu(gpu())
         .arg(x.arg(&[2, 3]))
         .arg(w.arg(&[4]))
         .ret(y.arg(&[2, 3]))
@@ -737,7 +728,7 @@ fn rms_norm_bwd_checks_like_its_cpu_twin_and_checks_the_workspace() {
     let (dx, dw) = (gpu().garbage::<f32>(rows * n).unwrap(), gpu().garbage::<f32>(n + 1).unwrap());
     let run = |dw_dims: &[i64], ws: &DeviceBuffer, ws_dims: &[i64]| {
         let mut call = CallBuilder::new()
-            .device_stream(gpu().stream())
+            .on_gpu(gpu())
             .arg(dy.arg(&d2))
             .arg(x.arg(&d2))
             .arg(w.arg(&[n as i64]))
@@ -835,13 +826,42 @@ fn two_devices(ctx: xla_ffi::Context) -> xla_ffi::Result<()> {
     Ok(())
 }
 
+/// A handler passing one result twice (`cuda::Arg` is `Copy`): the launch refuses it
+/// before anything runs (two outputs of a kernel never overlap in XLA).
+#[xla_ffi::handler(target = "test.result_twice", platform = device)]
+fn result_twice(
+    ctx: xla_ffi::Context,
+    m: xla_ffi::Buffer<f32>,
+    e: xla_ffi::Buffer<f32>,
+    mut y: xla_ffi::ResultBuffer<f32>,
+) -> xla_ffi::Result<()> {
+    use xla_ffi::cuda::{Arg, Device};
+    let out = Arg::from(&mut y);
+    let args = [Arg::from(&m), Arg::from(&e), out, out, Arg::u64(m.len() as u64)];
+    let kernel = xla_ffi_rs_ops::kernels::KEPLER.kernel(ctx.target(), &[DataType::F32], &args)?;
+    let dev = Device::new(&ctx)?;
+    let module = dev.module(&kepler::KEPLER_CU, core::slice::from_ref(&kernel))?;
+    dev.launch(&module, &kernel, kepler::cuda::launch_config(m.len() as u64), &args)
+}
+
+#[test]
+fn one_result_passed_twice_is_refused() {
+    need_stub!();
+    let (m, e) = (gpu().upload(&[1.0f32; 4]).unwrap(), gpu().upload(&[0.5f32; 4]).unwrap());
+    let y = gpu().garbage::<f32>(4).unwrap();
+    let mut call = CallBuilder::new().on_gpu(gpu()).arg(m.arg(&[4])).arg(e.arg(&[4])).ret(y.arg(&[4]));
+    let (code, msg) = call.run(RESULT_TWICE).unwrap_err();
+    assert_eq!(code, ErrorCode::InvalidArgument, "{msg}");
+    assert!(msg.contains("test.result_twice: launch of kepler<float>: two result arguments overlap"), "{msg}");
+}
+
 /// Dropping two `Device`s out of order leaves the thread's current context as it was
 /// (the old push/pop design popped the wrong one).
 #[test]
 fn devices_dropped_out_of_order_restore_the_context() {
     need_stub!();
     let g = gpu();
-    let mut call = CallBuilder::new().device_stream(g.stream());
+    let mut call = CallBuilder::new().on_gpu(g);
     Gpu::clear_current().unwrap();
     call.run(TWO_DEVICES).unwrap();
     assert_eq!(Gpu::current().unwrap(), 0, "none was current before the call");
@@ -861,8 +881,7 @@ fn run_kepler_f32_on(g: &Gpu, n: usize, unbind: bool) -> CallResult {
     let e = gpu().upload(&vec![0.5f32; n]).unwrap();
     let (s, c) = (gpu().garbage::<f32>(n).unwrap(), gpu().garbage::<f32>(n).unwrap());
     let d = [n as i64];
-    let mut call =
-        CallBuilder::new().device_stream(g.stream()).arg(m.arg(&d)).arg(e.arg(&d)).ret(s.arg(&d)).ret(c.arg(&d));
+    let mut call = CallBuilder::new().on_gpu(g).arg(m.arg(&d)).arg(e.arg(&d)).ret(s.arg(&d)).ret(c.arg(&d));
     if unbind {
         Gpu::clear_current().unwrap();
     }
@@ -979,7 +998,7 @@ fn child_first_call_inside_capture() {
             outs.push((2, DataType::F64, cpu_ret(&cpu, 0, DataType::F64)));
             outs.push((3, DataType::F64, cpu_ret(&cpu, 1, DataType::F64)));
             let call = CallBuilder::new()
-                .device_stream(gpu().stream())
+                .on_gpu(gpu())
                 .arg(keep[0].arg(&[1000]))
                 .arg(keep[1].arg(&[1000]))
                 .ret(keep[2].arg(&[1000]))
@@ -991,7 +1010,7 @@ fn child_first_call_inside_capture() {
             outs.push((2, yd, cy));
             outs.push((3, ad, ci));
             let call = CallBuilder::new()
-                .device_stream(gpu().stream())
+                .on_gpu(gpu())
                 .arg(keep[0].arg(&d2))
                 .arg(keep[1].arg(&[c.n as i64]))
                 .ret(keep[2].arg(&d2))
@@ -1013,7 +1032,7 @@ fn child_first_call_inside_capture() {
             outs.push((3, c.xd, cdx));
             outs.push((4, c.wd, cdw));
             let call = CallBuilder::new()
-                .device_stream(gpu().stream())
+                .on_gpu(gpu())
                 .arg(keep[0].arg(&d2))
                 .arg(keep[1].arg(&d2))
                 .arg(keep[2].arg(&[c.n as i64]))
@@ -1084,7 +1103,7 @@ fn host_access_of_device_memory_is_refused() {
     let msg = panic_text(r.expect_err("a device buffer on a host frame must be refused"));
     assert!(msg.contains("needs a device call"), "{msg}");
     let mut device = CallBuilder::new()
-        .device_stream(gpu().stream())
+        .on_gpu(gpu())
         .arg(m.arg(&[8]))
         .arg(e.arg(&[8]))
         .ret(Arg::zeros::<f32>(&[8]))
@@ -1110,7 +1129,9 @@ fn child_error_path() {
     // SAFETY: each case fails before any kernel launch (no driver, an old driver, no
     // NVRTC), so the dummy address is never used.
     let args = || unsafe { Arg::device(DataType::F32, &d, 0x10_0000) };
-    let mut call = CallBuilder::new().device_stream(0x2000).arg(args()).arg(args()).ret(args()).ret(args());
+    // SAFETY: this call runs only when `Gpu::new` fails (no usable driver or
+    // context), so the handler fails before handing the dummy stream to a driver.
+    let mut call = unsafe { CallBuilder::new().device_stream(0x2000) }.arg(args()).arg(args()).ret(args()).ret(args());
     let r = if Gpu::new().is_ok() { run_kepler_f32(4, false) } else { call.run(kepler::CUDA.handler) };
     no_panic_text(&r);
     let (c, msg) = r.unwrap_err();

@@ -87,10 +87,12 @@ fn a_device_buffer_needs_a_device_call() {
     let mut host = CallBuilder::new().arg(dev()).ret(Arg::zeros::<f32>(&[1]));
     refused("a device buffer on a host frame", || drop(host.run(TH_SUM)), &["needs a device call", "device_stream"]);
     // A null stream proves nothing to the host guard: refused too.
-    let mut null_stream = CallBuilder::new().device_stream(0).arg(dev()).ret(Arg::zeros::<f32>(&[1]));
+    // SAFETY (each `device_stream` below): the calls run host handlers only, which
+    // never hand the stream to a driver.
+    let mut null_stream = unsafe { CallBuilder::new().device_stream(0) }.arg(dev()).ret(Arg::zeros::<f32>(&[1]));
     refused("a device buffer with a null stream", || drop(null_stream.run(TH_SUM)), &["needs a device call"]);
     // On a device frame the host handler is refused by the crate's host guard.
-    let mut device = CallBuilder::new().device_stream(0x2000).arg(dev()).ret(dev());
+    let mut device = unsafe { CallBuilder::new().device_stream(0x2000) }.arg(dev()).ret(dev());
     let (code, msg) = device.run(TH_SUM).expect_err("a host handler on a device frame");
     assert_eq!(code, xla_ffi::ErrorCode::FailedPrecondition, "{msg}");
     assert!(msg.contains("th.sum") && msg.contains("device platform"), "{msg}");
@@ -128,7 +130,8 @@ fn a_host_handler_is_refused_on_a_device_frame_at_every_stage() {
     for (stage, handler, target) in cases {
         // SAFETY: the host guard refuses the frame before the handler reads the address.
         let dev = unsafe { Arg::device(DataType::F32, &[4], 0x10_0000) };
-        let mut call = CallBuilder::new().device_stream(0x2000).stage(stage).arg(dev);
+        // SAFETY: a host handler never hands the stream to a driver.
+        let mut call = unsafe { CallBuilder::new().device_stream(0x2000) }.stage(stage).arg(dev);
         let (code, msg) = call.run(handler).expect_err("a host handler on a device frame");
         assert_eq!(code, xla_ffi::ErrorCode::FailedPrecondition, "{stage:?}: {msg}");
         assert!(msg.contains(target) && msg.contains("device platform"), "{stage:?}: {msg}");

@@ -100,6 +100,15 @@ impl Kernel {
         &self.params
     }
 
+    /// Whether the name is a C++ name with template arguments and nothing else:
+    /// no parentheses, braces, quotes or operators, so no cast or other expression
+    /// can ride in it. The `static_cast` of [`name_expression`](Self::name_expression)
+    /// then fixes the launched function's signature to [`params`](Self::params).
+    fn is_plain_name(&self) -> bool {
+        !self.name.trim().is_empty()
+            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '<' | '>' | ',' | ' '))
+    }
+
     /// The NVRTC name expression: `static_cast<void(*)(const void*, ...)>(name)`.
     pub fn name_expression(&self) -> String {
         let ps: Vec<&str> = self.params.iter().map(|p| p.cpp()).collect();
@@ -444,6 +453,13 @@ impl<'f> Device<'f> {
     /// (a kernel whose signature is not the [`Kernel`]'s parameter list, say).
     pub fn module(&self, source: &'static Source, kernels: &[Kernel]) -> Result<Arc<Module>> {
         let target = self.target;
+        if let Some(k) = kernels.iter().find(|k| !k.is_plain_name()) {
+            return Err(Error::invalid_argument(format!(
+                "{target}: kernel name {:?}: expected a C++ name with template arguments (letters, digits, `_`, \
+                 `::`, `<`, `>`, `,` and spaces), nothing that could change the name expression's meaning",
+                k.name
+            )));
+        }
         let exprs: Vec<String> = kernels.iter().map(Kernel::name_expression).collect();
         let key = (self.ctx_id, source_id(source), exprs.clone());
         if let Some(m) = modules().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -546,6 +562,22 @@ impl<'f> Device<'f> {
                 describe(&types)
             )));
         }
+        // `Arg` is `Copy`: one result could be passed twice. XLA never aliases two
+        // results, and the kernels' contract allows an input to be an output only.
+        let outs: Vec<(usize, u64)> =
+            args.iter().filter_map(|a| if let ArgKind::Out(p, n) = a.kind { Some((p, n)) } else { None }).collect();
+        for (i, &(p, n)) in outs.iter().enumerate() {
+            let end = p as u128 + n as u128;
+            if outs[i + 1..]
+                .iter()
+                .any(|&(q, m)| n > 0 && m > 0 && (q as u128) < end && (p as u128) < q as u128 + m as u128)
+            {
+                return Err(Error::invalid_argument(format!(
+                    "{target}: launch of {name}: two result arguments overlap (a result passed twice?): each \
+                     result buffer may be passed once"
+                )));
+            }
+        }
         let _current = CurrentGuard::new(target, self.ctx)?;
         let func = self.function(module, kernel)?;
         cfg.validate(func.static_smem).map_err(|e| Error::internal(format!("{target}: launch of {name}: {e}")))?;
@@ -603,6 +635,17 @@ mod tests {
             "static_cast<void(*)(const void*, unsigned long long, void*, unsigned long long, unsigned long long, \
              float, int)>(kepler<float>)"
         );
+    }
+
+    #[test]
+    fn only_plain_names_reach_the_name_expression() {
+        for good in ["kepler<float>", "ns::rms_fwd<__nv_bfloat16, float, 8>", "k"] {
+            assert!(Kernel::new(good, &[]).is_plain_name(), "{good}");
+        }
+        // A cast would launch a kernel with another signature than `params`.
+        for bad in ["reinterpret_cast<void(*)(int)>(other)", "k)", "(k", "k{}", "", " ", "k;", "k\"x\"", "k/**/"] {
+            assert!(!Kernel::new(bad, &[]).is_plain_name(), "{bad}");
+        }
     }
 
     #[test]

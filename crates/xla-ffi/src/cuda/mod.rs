@@ -41,8 +41,10 @@
 //!   the [`Kernel`]'s list is refused before anything runs.
 //! * **The kernel source is trusted.** A [`Source`] is CUDA C++ shipped with the
 //!   crate that uses it, and is trusted like a linked C library: its kernels must
-//!   touch only `[ptr, ptr + bytes)` of each buffer, and write only through `void*`
-//!   (result) parameters. This is the contract of the `unsafe` [`Source::new`], or
+//!   touch only `[ptr, ptr + bytes)` of each buffer, write only through `void*`
+//!   (result) parameters, and stay correct when an input is the same memory as a
+//!   result (XLA aliases them for in-place calls; two results never overlap, which
+//!   the launch checks). This is the contract of the `unsafe` [`Source::new`], or
 //!   of the [`trusted_cuda_source!`](crate::trusted_cuda_source) macro for a file of
 //!   the calling crate. The kernels of this project check every extent they derive
 //!   from scalar arguments against the byte sizes before touching memory.

@@ -27,8 +27,9 @@ impl Source {
     ///
     /// Every `__global__` function of `code` that is launched through this crate must
     /// touch only the bytes `[ptr, ptr + size)` of each buffer parameter (each comes
-    /// with its size), write only through `void*` (result) parameters, and must not
-    /// synchronise with the host or allocate. Launching such a kernel is then as safe
+    /// with its size), write only through `void*` (result) parameters, stay correct
+    /// when an input parameter is the same memory as a result (an in-place call), and
+    /// must not synchronise with the host or allocate. Launching such a kernel is then as safe
     /// as the Rust code around it; launching any other is undefined behaviour.
     pub const unsafe fn new(name: &'static str, code: &'static str) -> Self {
         Source { name, code }

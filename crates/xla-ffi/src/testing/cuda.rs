@@ -6,7 +6,7 @@
 //! ```ignore
 //! let gpu = xla_ffi::testing::cuda::Gpu::new()?;
 //! let x = gpu.upload(&[1.0f32, 2.0])?;
-//! let mut call = CallBuilder::new().device_stream(gpu.stream()).arg(x.arg(&[2]));
+//! let mut call = CallBuilder::new().on_gpu(&gpu).arg(x.arg(&[2]));
 //! ```
 
 use core::ffi::c_void;
@@ -25,7 +25,8 @@ fn ok(what: &str, rc: cu::CUresult) -> GpuResult<()> {
     check(rc).map_err(|e| format!("{what}: {e}"))
 }
 
-/// The primary context of device 0 and a stream of it.
+/// The primary context of device 0 and a stream of it (neither is ever destroyed:
+/// [`CallBuilder::on_gpu`](crate::testing::CallBuilder::on_gpu) relies on it).
 #[derive(Debug)]
 pub struct Gpu {
     ctx: cu::CUcontext,

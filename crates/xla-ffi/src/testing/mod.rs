@@ -919,10 +919,26 @@ impl CallBuilder {
         self
     }
     /// Makes this a GPU call: `Stream_Get` gives `stream` (a `CUstream`).
-    pub fn device_stream(mut self, stream: usize) -> Self {
+    ///
+    /// # Safety
+    /// A `platform = device` handler hands the stream to the CUDA driver as XLA's
+    /// own (`cuda::Device::new`), and the driver does not check it: `stream` must be
+    /// a live `CUstream` of the driver the process loaded, or no handler run with
+    /// this builder may reach a CUDA call (a host handler, which the host guard
+    /// refuses on a device frame, or a device handler that fails first). With a
+    /// test GPU, [`on_gpu`](Self::on_gpu) is the safe form.
+    pub unsafe fn device_stream(mut self, stream: usize) -> Self {
         self.api = FakeApi::device_like(5);
         self.ctx.stream = stream;
         self
+    }
+    /// Makes this a GPU call on `gpu`'s stream (see
+    /// [`device_stream`](Self::device_stream)).
+    #[cfg(feature = "cuda")]
+    pub fn on_gpu(self, gpu: &cuda::Gpu) -> Self {
+        // SAFETY: a `Gpu`'s stream is created with it and never destroyed (nor its
+        // context): it is live for the rest of the process.
+        unsafe { self.device_stream(gpu.stream()) }
     }
     /// Adds an operand.
     pub fn arg(mut self, a: Arg) -> Self {
@@ -1084,7 +1100,7 @@ impl CallBuilder {
         let has_device = self.args.iter().chain(&self.rets).any(|a| a.device.is_some());
         assert!(
             !has_device || (self.api.device && self.ctx.stream != 0),
-            "CallBuilder: a device buffer (Arg::device) needs a device call: CallBuilder::device_stream with a \
+            "CallBuilder: a device buffer (Arg::device) needs a device call: CallBuilder::on_gpu or device_stream with a \
              non-zero stream, and no other API table after it"
         );
         for &(a, r) in &self.alias {
