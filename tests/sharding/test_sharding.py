@@ -268,41 +268,21 @@ def test_kepler_inside_a_users_shard_map(use_partitioner: Callable[[str], None])
 
 
 @pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
-def test_rms_norm_grad_inside_a_shard_map_with_automatic_axes(
-    partitioner: str, use_partitioner: Callable[[str], None]
+@pytest.mark.parametrize(
+    ("mesh_name", "x_spec"),
+    [("2d_auto", P("a", "b")), ("2d", P("a", None, "b")), ("2d", P("a", "b", None))],
+    ids=["auto_b", "explicit_b_hidden", "explicit_b_seq"],
+)
+def test_rms_norm_grad_inside_a_shard_map_over_some_axes(
+    mesh_name: str, x_spec: P, partitioner: str, use_partitioner: Callable[[str], None]
 ) -> None:
-    """shard_map manual over "a" only: XLA partitions the call over "b" itself."""
+    """shard_map manual over "a" only: XLA partitions the call over "b" itself.
+    With "b" explicit (and splitting x), the results keep x's split over "b" in
+    their types; before, they were typed whole over "b" and grad failed ("Expected
+    cotangent type float32[4,16@b]{V:a} but got float32[4,16]{V:a}")."""
     use_partitioner(partitioner)
-    m = mesh("2d_auto")
+    m = mesh(mesh_name)
     rng = np.random.default_rng(5)
-    x, w, ct = rng.standard_normal((8, 4, 12)), rng.standard_normal(12), rng.standard_normal((8, 4, 12))
-
-    def local(x: jax.Array, w: jax.Array, ct: jax.Array) -> tuple[jax.Array, ...]:
-        y, back = jax.vjp(consumed_rms_norm, x, w)
-        return (y, *back(ct))
-
-    smap = jax.shard_map(
-        local, mesh=m, in_specs=(P("a"), P(), P("a")), out_specs=(P("a"), P("a"), P()), axis_names={"a"}
-    )
-    xs = NamedSharding(m, P("a", "b"))
-    got = jax.jit(smap)(jax.device_put(x, xs), w, jax.device_put(ct, xs))
-    want = [rms_np(x, w), *rms_bwd_np(ct, x, w)]
-    for i, (g, r) in enumerate(zip(got, want, strict=True)):
-        close(g, r, f"result {i}")
-
-
-@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
-@pytest.mark.parametrize("x_spec", [P("a", None, "b"), P("a", "b", None)], ids=["hidden_on_b", "seq_on_b"])
-def test_grad_inside_a_shard_map_over_some_explicit_axes(
-    x_spec: P, partitioner: str, use_partitioner: Callable[[str], None]
-) -> None:
-    """shard_map manual over "a" only, on a mesh whose "b" stays explicit and splits
-    x: the results keep x's split over "b" in their types. Before, they were typed
-    whole over "b", and grad failed ("Expected cotangent type float32[4,16@b]{V:a}
-    but got float32[4,16]{V:a}"), for kepler too."""
-    use_partitioner(partitioner)
-    m = mesh("2d")
-    rng = np.random.default_rng(6)
     x, w, ct = rng.standard_normal((8, 4, 12)), rng.standard_normal(12), rng.standard_normal((8, 4, 12))
 
     def local(x: jax.Array, w: jax.Array, ct: jax.Array) -> tuple[jax.Array, ...]:
@@ -315,6 +295,16 @@ def test_grad_inside_a_shard_map_over_some_explicit_axes(
     want = [rms_np(x, w), *rms_bwd_np(ct, x, w)]
     for i, (g, r) in enumerate(zip(got, want, strict=True)):
         close(g, r, f"result {i}")
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_kepler_grad_inside_a_shard_map_over_some_explicit_axes(
+    partitioner: str, use_partitioner: Callable[[str], None]
+) -> None:
+    """As above for kepler: the results keep the operands' split over "b"."""
+    use_partitioner(partitioner)
+    m = mesh("2d")
+    rng = np.random.default_rng(6)
     mm, e = rng.uniform(-5, 5, (8, 6)), rng.uniform(0, 0.9, (8, 6))
     ks = NamedSharding(m, P("a", "b"))
     kfn = shard_map()(
