@@ -87,11 +87,11 @@ fn a_device_buffer_needs_a_device_call() {
     let mut host = CallBuilder::new().arg(dev()).ret(Arg::zeros::<f32>(&[1]));
     refused("a device buffer on a host frame", || drop(host.run(TH_SUM)), &["needs a device call", "device_stream"]);
     // A null stream proves nothing to the host guard: refused too.
-    // SAFETY (each `device_stream` below): the calls run host handlers only, which
-    // never hand the stream to a driver.
+    // SAFETY: a host handler never hands the stream to a driver.
     let mut null_stream = unsafe { CallBuilder::new().device_stream(0) }.arg(dev()).ret(Arg::zeros::<f32>(&[1]));
     refused("a device buffer with a null stream", || drop(null_stream.run(TH_SUM)), &["needs a device call"]);
     // On a device frame the host handler is refused by the crate's host guard.
+    // SAFETY: a host handler never hands the stream to a driver.
     let mut device = unsafe { CallBuilder::new().device_stream(0x2000) }.arg(dev()).ret(dev());
     let (code, msg) = device.run(TH_SUM).expect_err("a host handler on a device frame");
     assert_eq!(code, xla_ffi::ErrorCode::FailedPrecondition, "{msg}");
