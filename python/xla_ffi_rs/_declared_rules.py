@@ -11,8 +11,10 @@ batching, JVP and transpose, each following from the declaration alone.
 * JVP, for an op with linear operands: the op applied to their tangents (the
   other operands may have none).
 * transpose, for an op with ``linear`` operands and a ``transpose`` target: that
-  target's op, called on the cotangents of the results followed by the non-linear
-  operands, gives the cotangents of the linear operands.
+  target's op, called on the cotangents of the results and the non-linear
+  operands, gives the cotangents of the linear operands. Which operand of the
+  transpose target gets what follows from the two declarations
+  (:func:`transpose_plan`), not from positions alone.
 
 The op is passed in (any object with ``declaration``, ``reductions`` and
 ``__call__``), so this module needs nothing of :mod:`xla_ffi_rs.binding`.
@@ -29,7 +31,7 @@ import jax.numpy as jnp
 
 from xla_ffi_rs._compat import NOT_MAPPED, ad
 
-__all__ = ["batching_rule", "linear_jvp", "transpose_rule", "untransposable"]
+__all__ = ["TransposePlan", "batching_rule", "linear_jvp", "transpose_plan", "transpose_rule", "untransposable"]
 
 BatchDim = int | None
 
@@ -104,12 +106,126 @@ def linear_jvp(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[Any]]]:
     return jvp
 
 
+#: Prefixes and suffixes that name a derivative's role rather than its operand:
+#: ``ct_x``, ``d_x``, ``x_dot`` all stand for ``x``.
+_ROLE_PREFIXES = ("ct_", "d_", "dot_", "t_", "grad_", "g_", "bar_")
+_ROLE_SUFFIXES = ("_ct", "_dot", "_bar", "_grad", "_t")
+
+
+def _base_name(name: str) -> str:
+    """``name`` without one role prefix and one role suffix (``ct_x`` -> ``x``)."""
+    for p in _ROLE_PREFIXES:
+        if name.startswith(p) and len(name) > len(p):
+            name = name[len(p) :]
+            break
+    for q in _ROLE_SUFFIXES:
+        if name.endswith(q) and len(name) > len(q):
+            name = name[: -len(q)]
+            break
+    return name
+
+
+def _by_base_name(ours: Sequence[str], theirs: Sequence[str]) -> list[int] | None:
+    """For each of ``theirs``, the index in ``ours`` of the same name up to role
+    prefixes and suffixes, when that pairs them one to one; else None."""
+    a, b = [_base_name(n) for n in ours], [_base_name(n) for n in theirs]
+    if len(set(a)) != len(a) or sorted(a) != sorted(b):
+        return None
+    return [a.index(n) for n in b]
+
+
+class TransposePlan:
+    """How ``op``'s transpose rule calls the op of its transpose target.
+
+    ``sources[j]`` says what operand ``j`` of the transpose target gets:
+    ``("ct", k)``, the cotangent of the op's result ``k``, or ``("operand", i)``,
+    the op's (non-linear) operand ``i``. ``results[m]`` is the op's linear
+    operand whose cotangent the transpose target's result ``m`` is.
+    """
+
+    def __init__(self, sources: list[tuple[str, int]], results: list[int]) -> None:
+        self.sources = sources
+        self.results = results
+
+    def __repr__(self) -> str:
+        return f"TransposePlan(sources={self.sources}, results={self.results})"
+
+
+def transpose_plan(decl: Any, other: Any) -> TransposePlan:
+    """Pair the operands and results of ``other`` (the declaration of ``decl``'s
+    transpose target) with what ``decl``'s transpose rule has: the cotangents of
+    its results, its non-linear operands, the cotangents of its linear operands.
+
+    Roles come first: the transpose target's ``linear`` operands are the
+    cotangents (when it declares none, its operands not named like one of
+    ``decl``'s non-linear operands are); its other operands are ``decl``'s
+    non-linear operands, paired by name (by role alone when there is one of
+    each). Cotangents pair with results, and the transpose target's results with
+    ``decl``'s linear operands, by name up to role prefixes and suffixes
+    (``ct_x``, ``d_x``, ``x_dot``) when the names pair one to one, else in order.
+
+    Raises:
+      ValueError: naming both targets and the operand or result that has no
+        partner, when the declarations do not fit together.
+    """
+    where = f"binding.op: {decl.target} and its transpose {other.target}"
+    linear = list(decl.linear_in)
+    nonlinear = [i for i in range(len(decl.operands)) if i not in linear]
+    nl_names = [decl.operands[i]["name"] for i in nonlinear]
+    t_names = [o["name"] for o in other.operands]
+    if other.linear_in:
+        ct_slots = list(other.linear_in)
+    else:
+        ct_slots = [j for j, n in enumerate(t_names) if n not in nl_names]
+    nl_slots = [j for j in range(len(t_names)) if j not in ct_slots]
+    expected = (
+        f"the cotangents of its {len(decl.results)} result(s) "
+        f"({', '.join(r['name'] for r in decl.results)}) and its {len(nonlinear)} non-linear operand(s) "
+        f"({', '.join(nl_names) or 'none'})"
+    )
+    if len(ct_slots) != len(decl.results) or len(nl_slots) != len(nonlinear):
+        got = (
+            f"{len(ct_slots)} cotangent operand(s) ({', '.join(t_names[j] for j in ct_slots) or 'none'}) and "
+            f"{len(nl_slots)} other(s) ({', '.join(t_names[j] for j in nl_slots) or 'none'})"
+        )
+        raise ValueError(f"{where}: the transpose must take {expected}; it takes {got}")
+    if len(other.results) != len(linear):
+        raise ValueError(
+            f"{where}: the transpose must give {len(linear)} result(s), the cotangents of "
+            f"{', '.join(decl.linear)}; it gives {len(other.results)}"
+        )
+    sources: list[tuple[str, int]] = [("", -1)] * len(t_names)
+    # non-linear operands: by name, or by role when there is one of each
+    if sorted(t_names[j] for j in nl_slots) == sorted(nl_names):
+        for j in nl_slots:
+            sources[j] = ("operand", nonlinear[nl_names.index(t_names[j])])
+    elif len(nl_slots) == 1:
+        sources[nl_slots[0]] = ("operand", nonlinear[0])
+    else:
+        j = next(j for j in nl_slots if t_names[j] not in nl_names)
+        raise ValueError(
+            f"{where}: the transpose's operand {j} ({t_names[j]}) is not a cotangent (it is not in its "
+            f"`linear`) and names no non-linear operand of {decl.target} ({', '.join(nl_names)}): name them "
+            f"alike, or list it in the transpose's `linear`"
+        )
+    # cotangents of the results, and the transpose's results
+    order = _by_base_name([r["name"] for r in decl.results], [t_names[j] for j in ct_slots])
+    for k, j in enumerate(ct_slots):
+        sources[j] = ("ct", order[k] if order is not None else k)
+    lin_names = [decl.operands[i]["name"] for i in linear]
+    res_order = _by_base_name(lin_names, [r["name"] for r in other.results])
+    results = [linear[res_order[m] if res_order is not None else m] for m in range(len(linear))]
+    return TransposePlan(sources, results)
+
+
 def transpose_rule(op: Any, transposed: Any) -> Callable[..., list[Any]]:
-    """The transpose of ``op`` by its transpose target's op ``transposed``."""
+    """The transpose of ``op`` by its transpose target's op ``transposed``
+    (operands and results paired by :func:`transpose_plan`)."""
     decl = op.declaration
     linear = decl.linear_in
     other = [i for i in range(len(decl.operands)) if i not in linear]
     takes = {a["name"] for a in transposed.declaration.attributes}
+    plan = transpose_plan(decl, transposed.declaration)
 
     def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
         for i in other:
@@ -120,8 +236,9 @@ def transpose_rule(op: Any, transposed: Any) -> Callable[..., list[Any]]:
                 )
         if not any(ad.is_undefined_primal(operands[i]) for i in linear):
             return [None] * len(operands)
-        outs = transposed(*cts, *(operands[i] for i in other), **{k: v for k, v in params.items() if k in takes})
-        by_operand = dict(zip(linear, outs, strict=True))
+        args = [cts[k] if kind == "ct" else operands[k] for kind, k in plan.sources]
+        outs = transposed(*args, **{k: v for k, v in params.items() if k in takes})
+        by_operand = dict(zip(plan.results, outs, strict=True))
         return [
             by_operand[i] if i in by_operand and ad.is_undefined_primal(operands[i]) else None
             for i in range(len(operands))

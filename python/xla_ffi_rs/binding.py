@@ -368,13 +368,7 @@ def _link_transpose(result: Op, transpose: Op | None) -> None:
     if other is None or other.target != decl.transpose:
         got = other.target if other is not None else repr(transpose)
         raise ValueError(f"binding.op: {decl.target}: transpose: expected the op of {decl.transpose}, got {got}")
-    n_in = len(decl.results) + len(decl.operands) - len(decl.linear_in)
-    if (len(other.operands), len(other.results)) != (n_in, len(decl.linear_in)):
-        raise ValueError(
-            f"binding.op: {decl.target}: its transpose {other.target} must take {n_in} operands (the results' "
-            f"cotangents, then the non-linear operands) and give {len(decl.linear_in)} results (the cotangents of "
-            f"{', '.join(decl.linear)}); it takes {len(other.operands)} and gives {len(other.results)}"
-        )
+    _declared_rules.transpose_plan(decl, other)  # ValueError when the two do not fit
     result.def_transpose(_declared_rules.transpose_rule(result, transpose))
 
 

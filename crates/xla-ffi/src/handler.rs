@@ -164,9 +164,12 @@
 ///
 /// **Linearity**: `linear = "dx, dy"` names the operands the op is linear in (a
 /// compile error unless each is a `Buffer` parameter), and `transpose = "other.target"`
-/// the target that computes its transpose: that target's operands are the
-/// cotangents of this op's results followed by this op's non-linear operands, in
-/// order, and its results are the cotangents of the linear operands.
+/// the target that computes its transpose: that target takes the cotangents of this
+/// op's results (its own `linear` operands) and this op's non-linear operands
+/// (named as here), in any order, and its results are the cotangents of the linear
+/// operands (in their order, or named after them: `ct_x` for `x`). Python's
+/// `binding.ops` pairs them by these roles and names, and refuses a pair that does
+/// not fit, naming both targets.
 ///
 /// # One op, several handlers
 ///
