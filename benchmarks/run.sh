@@ -3,12 +3,14 @@
 # jax 0.10), builds the C++ ffi.h twin against that jaxlib's header, runs every
 # suite in its own process on the same inputs, writes
 # benchmarks/results/jax-<version>/*.json, then prints one combined table of the
-# targets with a column per jax version. Figures are medians of interleaved pairs
+# targets with a column per jax version. Everything it prints is also written to a
+# dated file, benchmarks/results/run-<UTC date and time>[-quick].txt, the record of
+# that run (results/ is not committed). Figures are medians of interleaved pairs
 # (common.measure_pairs), with the best beside them; PASS/FAIL is on the medians.
 # A full run of both versions then rewrites the tables of README.md and
 # docs/performance.md from the results (summary.py --write).
 #
-#   bash benchmarks/run.sh            the full run (about 10-20 minutes on 2 cores)
+#   bash benchmarks/run.sh            the full run (how long: CONTRIBUTING.md)
 #   bash benchmarks/run.sh --quick    tiny sizes, 1 repeat: proves the harness runs
 #
 # Pythons: $XFR_PY312 and $XFR_PY311 if set, else .venv-ci/py3{12,11}/bin/python
@@ -41,6 +43,15 @@ if [ "${XFR_BENCH_NO_BUILD:-0}" != 1 ]; then
 fi
 args=("$@")
 top="${XFR_BENCH_RESULTS:-$here/results}"
+mkdir -p "$top"
+case " ${args[*]:-} " in
+    *" --quick "*) kind="-quick" ;;
+    *) kind="" ;;
+esac
+report="$top/run-$(date -u +%Y-%m-%dT%H%M%SZ)$kind.txt"
+: >"$report"
+exec > >(tee -a "$report") 2> >(tee -a "$report" >&2)
+echo "benchmarks/run.sh ${args[*]:-}: $(date -u +%Y-%m-%dT%H:%M:%SZ), code $(git -C "$root" describe --always --dirty 2>/dev/null || echo "(not a git checkout)")"
 status=0
 dirs=()
 for PY in "${pys[@]}"; do
@@ -97,5 +108,5 @@ case " ${args[*]:-} " in
         fi
         ;;
 esac
-echo; echo "results in ${dirs[*]}"
+echo; echo "results in ${dirs[*]}; this output in $report"
 exit $status

@@ -9,7 +9,7 @@
 //! machines): every destination line is then read from memory before it is written.
 //! Non-temporal stores write whole lines without reading them and without evicting
 //! the caches' other contents; below [`STREAM_MIN_BYTES`] a copy stays in the caches
-//! and an ordinary copy is the faster one. See benchmarks/LOG.md ("python_op").
+//! and an ordinary copy is the faster one. See docs/performance.md ("python_op").
 
 /// Copies of at least this many bytes use non-temporal stores on x86-64.
 pub(crate) const STREAM_MIN_BYTES: usize = 4 << 20;

@@ -23,7 +23,7 @@
 //! L1 at the row's start (the first version) stalled the pass behind the misses and
 //! evicted the weight; streaming 8192x4096 on two threads the per-chunk
 //! `prefetcht1` took about a third off the CPU time per element (see
-//! benchmarks/LOG.md). `prefetcht1`, not `prefetcht0`, measured faster: the sum of
+//! docs/performance.md, "Tried and not kept"). `prefetcht1`, not `prefetcht0`, measured faster: the sum of
 //! squares reads the row once (from L2 then) and the scale pass from L1, and a row
 //! fetched into the 32 KB L1 a row early competes there with the current row and
 //! the 16 KB weight.
