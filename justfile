@@ -12,7 +12,7 @@ build:
 check *pytest_args:
     bash scripts/test_fast.sh {{pytest_args}}
 
-# Every test, exactly as CI runs them (40-45 minutes on 2 cores; .ci/run).
+# Every test, exactly as CI runs them (.ci/run; how long: CONTRIBUTING.md).
 test:
     bash .ci/run
 

@@ -3,7 +3,7 @@
 # default aliasing rules), data races and leaks, in every synthetic frame.
 # Needs the nightly toolchain (ensure_nightly in scripts/env.sh: installed under
 # CI=true; skipped with a printed line elsewhere when there is no nightly).
-# About 5 minutes on 2 cores.
+# How long: CONTRIBUTING.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

@@ -2,7 +2,7 @@
 # The fast test loop for contributors: the Rust tests of the workspace (unit,
 # integration, trybuild, doc tests with the README's and docs/'s Rust blocks),
 # then the Python suite on Python 3.12 + jax 0.12 only. No root, no nightly, no
-# second jax; a few minutes on a warm cache. `bash scripts/test_fast.sh` or
+# second jax (how long: CONTRIBUTING.md). `bash scripts/test_fast.sh` or
 # `just check`. The full CI is `bash .ci/run`.
 #
 #   bash scripts/test_fast.sh                    everything above
