@@ -28,7 +28,7 @@ plugin:
 demo:
     bash scripts/demo.sh
 
-# The CPU benchmarks on jax 0.12 and jax 0.10 (medians of interleaved pairs; writes benchmarks/results/jax-<version>/*.json).
+# The CPU benchmarks on jax 0.12 and jax 0.10 (medians of interleaved pairs; writes benchmarks/results/jax-<version>/*.json and a dated run-*.txt).
 bench:
     bash benchmarks/run.sh
 
