@@ -255,7 +255,14 @@ def test_an_op_linear_in_no_operand_without_a_rule_says_it_has_no_derivative(how
     }[how]
     with pytest.raises(NotImplementedError) as info:
         f()
-    for word in ("xla_ffi_rs.rms_norm_fwd", "no derivative", "operand 1 (weight)", "no JVP rule", "def_jvp", "linear ="):
+    for word in (
+        "xla_ffi_rs.rms_norm_fwd",
+        "no derivative",
+        "operand 1 (weight)",
+        "no JVP rule",
+        "def_jvp",
+        "linear =",
+    ):
         assert word in str(info.value), (word, str(info.value))
 
 

@@ -237,7 +237,12 @@ def test_a_token_op_on_sharded_inputs_runs_once_or_is_refused_by_name(partitione
     call, so there it is refused while lowering, naming the target and what to do."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
     run = subprocess.run(
-        [sys.executable, "-c", _SHARDED_TOKENS, partitioner], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _SHARDED_TOKENS, partitioner],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()

@@ -408,8 +408,8 @@ def _token_call(
         lowering_args["operand_output_aliases"] = {i + (i >= at_in): o + (o >= at_out) for i, o in aliases.items()}
     lowering_args["has_side_effect"] = True
     sub = call_ctx.replace(avals_in=avals_in, avals_out=avals_out)
-    outs = list(jax.ffi.ffi_lowering(target, **lowering_args)(sub, *args, **attributes))
-    if sharding is not None:
+    outs: list[Any] = list(jax.ffi.ffi_lowering(target, **lowering_args)(sub, *args, **attributes))
+    if sharding is not None:  # every result is one of the call's
         set_sharding(ctx.module_context, outs[0].owner, sharding)
     token: Any = outs.pop(at_out)
     ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
