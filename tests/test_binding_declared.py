@@ -243,6 +243,29 @@ def test_no_derivative_with_respect_to_a_non_linear_operand_without_a_rule() -> 
         assert word in str(info.value), (word, str(info.value))
 
 
+@pytest.mark.parametrize("how", ["grad", "jvp"])
+def test_an_op_linear_in_no_operand_without_a_rule_says_it_has_no_derivative(how) -> None:
+    """No JVP rule and no `linear` operand: the error names the target and the
+    operand, and says how to give a derivative (not JAX's generic "Differentiation
+    rule for 'rms_norm_fwd' not implemented")."""
+    x, w = jnp.ones((2, 4), jnp.float32), jnp.ones((4,), jnp.float32)
+    f = {
+        "grad": lambda: jax.grad(lambda w: FWD(x, w, eps=1e-6)[0].sum())(w),
+        "jvp": lambda: jax.jvp(lambda w: FWD(x, w, eps=1e-6)[0], (w,), (w,)),
+    }[how]
+    with pytest.raises(NotImplementedError) as info:
+        f()
+    for word in (
+        "xla_ffi_rs.rms_norm_fwd",
+        "no derivative",
+        "operand 1 (weight)",
+        "no JVP rule",
+        "def_jvp",
+        "linear =",
+    ):
+        assert word in str(info.value), (word, str(info.value))
+
+
 # -- hostile input: exact error types and words, before lowering ----------------
 
 

@@ -234,7 +234,9 @@ def test_multilinear_op_bad_arguments() -> None:
 
 def test_fixed_index_beyond_the_operands_is_an_error() -> None:
     op = linear_op(np.negative, np.negative, abstract_eval=lambda x: x, abstract_eval_T=lambda c: c, fixed=(1,))
-    with pytest.raises(ValueError, match=r"fixed=\(1,\) names an operand, but the op has 1 operands"):
+    with pytest.raises(
+        ValueError, match=r"fixed=\(1,\) names (an operand|operand 1), but the op (has|is called with) 1"
+    ):
         jax.grad(lambda v: op(v).sum())(jnp.ones(2))
 
 

@@ -11,6 +11,8 @@ import importlib.util
 import os
 import re
 import shutil
+import subprocess
+import sys
 from typing import Any
 
 import jax
@@ -194,6 +196,70 @@ def test_tokens_order_side_effects_in_program_order(native, decls):
     np.testing.assert_array_equal(np.asarray(out), [4.0, 5.0, 6.0])
     jax.effects_barrier()
     assert native.feature_log_take() == [4.0, 5.0, 6.0]
+
+
+#: Run in a process of its own, with 8 CPU devices (XLA_FLAGS must be set before jax
+#: starts): a token op under jit on inputs sharded over a mesh, under either partitioner.
+_SHARDED_TOKENS = """
+import importlib.util, os, shutil, sys, tempfile
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import xla_ffi_rs
+from xla_ffi_rs import binding
+jax.config.update("jax_use_shardy_partitioner", sys.argv[1] == "shardy")
+dst = os.path.join(tempfile.mkdtemp(), "plugin_native.abi3.so")
+shutil.copy(os.environ["PLUGIN_PYO3_LIB"], dst)
+spec = importlib.util.spec_from_file_location("plugin_native", dst)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+for name, registration in mod.feature_types().items():
+    jax.ffi.register_ffi_type(name, registration, platform="cpu")
+xla_ffi_rs.register_targets(mod.feature_targets())
+op = binding.op(mod.feature_declarations()["features.log_append"])
+mesh = Mesh(np.array(jax.devices()), ("b",))
+x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("b")))
+mod.feature_log_take()
+for f in (jax.jit(lambda x: op(x.sum())[0]), jax.jit(jax.vmap(lambda x: op(x)[0]))):
+    try:
+        out = f(x)
+        jax.effects_barrier()
+        print("ok", np.asarray(out).tolist(), mod.feature_log_take())
+    except ValueError as e:
+        print("ValueError", e)
+"""
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_a_token_op_on_sharded_inputs_runs_once_or_is_refused_by_name(partitioner):
+    """XLA's partitioner requires a sharding of a side effect (without one: `INTERNAL:
+    RET_CHECK` and a C++ stack dump). Under GSPMD the call runs once, on one device,
+    on the whole value, as an ordered io_callback; Shardy drops that sharding on the
+    call, so there it is refused while lowering, naming the target and what to do."""
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    run = subprocess.run(
+        [sys.executable, "-c", _SHARDED_TOKENS, partitioner],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "RET_CHECK" not in run.stderr, run.stderr
+    if partitioner == "gspmd":
+        assert lines == ["ok 28.0 [28.0]", f"ok {list(map(float, range(8)))} {list(map(float, range(8)))}"], lines
+        return
+    assert len(lines) == 2, lines
+    for line in lines:
+        for words in (
+            "ValueError features.log_append: an op with an ordered effect",
+            "not supported in a program partitioned over several devices (8) under the Shardy partitioner",
+            "call it outside the sharded jit",
+            "shard_map over every mesh axis",
+            "jax_use_shardy_partitioner off",
+        ):
+            assert words in line, (words, line)
 
 
 def test_a_token_op_refuses_bad_input_before_lowering(decls):

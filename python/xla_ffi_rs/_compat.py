@@ -9,8 +9,9 @@ partial_eval}`` rule registries. The exceptions, which JAX keeps private, are
 imported when first used (they exist with the same signatures in every supported
 JAX): Shardy's sharding-rule builder (:func:`sdy_sharding_rule`), the table of
 linearization rules (:func:`linearize_with`) and the table of batching rules that
-take the axis data (:func:`batching_rule`, :func:`set_batching_rule`), and the
-context of JAX's evaluation trace (:func:`eval_context`). This is
+take the axis data (:func:`batching_rule`, :func:`set_batching_rule`), the
+context of JAX's evaluation trace (:func:`eval_context`), and the sharding of an
+ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`). This is
 the only module of the package that imports from ``jax._src``.
 
 Example:
@@ -68,6 +69,23 @@ def ordered_effect() -> Any:
 
 
 _ORDERED_EFFECT: Any = None
+
+
+def ordered_effect_sharding(axis_context: Any, n_results: int) -> Any:
+    """The sharding JAX gives an ordered ``io_callback`` in a program partitioned over
+    several devices (``axis_context`` a ``ShardingContext``): the whole call on one
+    device (XLA refuses a side effect without a sharding there)."""
+    from jax._src.callback import _callback_op_sharding
+
+    return _callback_op_sharding(axis_context, None, [None] * n_results)
+
+
+def set_sharding(module_context: Any, op: Any, sharding: Any) -> None:
+    """Annotate the lowered ``op`` with ``sharding`` (one of
+    :func:`ordered_effect_sharding`), for Shardy or GSPMD, whichever is on."""
+    from jax._src.interpreters.mlir import set_sharding as set_
+
+    set_(module_context, op, sharding)
 
 
 def abstract_token() -> Any:

@@ -9,7 +9,8 @@ batching, JVP and transpose, each following from the declaration alone.
   is called once per example under ``jax.lax.map``: correct, not vectorized
   (override with ``Op.def_batching``).
 * JVP, for an op with linear operands: the op applied to their tangents (the
-  other operands may have none).
+  other operands may have none); for an op with none, an error saying so and
+  how to give one.
 * transpose, for an op with ``linear`` operands and a ``transpose`` target: that
   target's op, called on the cotangents of the results and the non-linear
   operands, gives the cotangents of the linear operands. Which operand of the
@@ -31,7 +32,15 @@ import jax.numpy as jnp
 
 from xla_ffi_rs._compat import NOT_MAPPED, ad
 
-__all__ = ["TransposePlan", "batching_rule", "linear_jvp", "transpose_plan", "transpose_rule", "untransposable"]
+__all__ = [
+    "TransposePlan",
+    "batching_rule",
+    "linear_jvp",
+    "no_jvp",
+    "transpose_plan",
+    "transpose_rule",
+    "untransposable",
+]
 
 BatchDim = int | None
 
@@ -102,6 +111,24 @@ def linear_jvp(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[Any]]]:
             for i, (p, t) in enumerate(zip(primals, tangents, strict=True))
         ]
         return list(op(*primals, **params)), list(op(*args, **params))
+
+    return jvp
+
+
+def no_jvp(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[Any]]]:
+    """JVP of an op whose declaration makes it linear in no operand, until a rule is
+    given: NotImplementedError naming the target and the operands differentiated, and
+    how to give a derivative (instead of JAX's "Differentiation rule not implemented")."""
+    decl = op.declaration
+
+    def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+        moving = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero]
+        names = ", ".join(f"operand {i} ({decl.operands[i]['name']})" for i in moving)
+        raise NotImplementedError(
+            f"{decl.target}: no derivative with respect to {names}: the op has no JVP rule, and its declaration "
+            "makes it linear in no operand; give a JVP rule with def_jvp, or, for an op linear in some operands, "
+            'declare them in the Rust #[handler] (linear = "x, ...", with transpose = "<target>" for reverse mode)'
+        )
 
     return jvp
 

@@ -29,6 +29,8 @@ from xla_ffi_rs._compat import (
     eval_context,
     mlir,
     ordered_effect,
+    ordered_effect_sharding,
+    set_sharding,
 )
 from xla_ffi_rs._declaration import Declaration
 
@@ -378,19 +380,37 @@ def _token_call(
     lowering_args: dict[str, Any],
 ) -> list[Any]:
     """The custom call of a token target: the ordered effect's token inserted as
-    operand ``tokens[0]``, its result ``tokens[1]`` handed on as the new token."""
+    operand ``tokens[0]``, its result ``tokens[1]`` handed on as the new token.
+    In a program partitioned over several devices (outside ``shard_map``) XLA's
+    partitioner requires a sharding of the side effect: under GSPMD the call runs
+    once, on one device, on the whole operands (as an ordered ``io_callback``
+    does); Shardy drops that sharding on this call, so there it is refused."""
     at_in, at_out = tokens
     effect = ordered_effect()
     avals_in, avals_out, args = [*call_ctx.avals_in], [*call_ctx.avals_out], [*operands]
     avals_in.insert(at_in, abstract_token())
     avals_out.insert(at_out, abstract_token())
+    axis_context = ctx.module_context.axis_context
+    spmd = isinstance(axis_context, mlir.ShardingContext) and axis_context.num_devices > 1
+    if spmd and jax.config.jax_use_shardy_partitioner:
+        raise ValueError(
+            f"{target}: an op with an ordered effect (a Token operand and ResultToken result) is not supported in "
+            f"a program partitioned over several devices ({axis_context.num_devices}) under the Shardy "
+            "partitioner, which drops the one-device sharding XLA requires of the call: call it outside the "
+            "sharded jit on a value on one device (jax.device_put(x, jax.devices()[0])), inside a shard_map over "
+            "every mesh axis (one call per device), or with jax_use_shardy_partitioner off (one call, on one "
+            "device, as an ordered io_callback)"
+        )
+    sharding = ordered_effect_sharding(axis_context, len(avals_out)) if spmd else None
     args.insert(at_in, ctx.tokens_in.get(effect))
     aliases = lowering_args.pop("operand_output_aliases", {})
     if aliases:  # the indices of the call, which has the token besides
         lowering_args["operand_output_aliases"] = {i + (i >= at_in): o + (o >= at_out) for i, o in aliases.items()}
     lowering_args["has_side_effect"] = True
     sub = call_ctx.replace(avals_in=avals_in, avals_out=avals_out)
-    outs = list(jax.ffi.ffi_lowering(target, **lowering_args)(sub, *args, **attributes))
+    outs: list[Any] = list(jax.ffi.ffi_lowering(target, **lowering_args)(sub, *args, **attributes))
+    if sharding is not None:  # every result is one of the call's
+        set_sharding(ctx.module_context, outs[0].owner, sharding)
     token: Any = outs.pop(at_out)
     ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
     return outs

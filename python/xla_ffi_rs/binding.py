@@ -247,7 +247,9 @@ def op(
       rank); a result without the batch ellipsis of an op that has one is a sum
       over the batch and needs a ``reductions`` formula;
     * JVP, for the ``linear`` operands (an op linear in only some operands has
-      none for the others: give it with :meth:`Op.def_jvp`); transpose, from ``linear``
+      none for the others, and one linear in none has none at all: differentiating
+      it raises NotImplementedError naming the target, until a rule is given with
+      :meth:`Op.def_jvp`); transpose, from ``linear``
       and ``transpose`` (the op of the transpose target: ``transpose=``, this op
       itself when the target names itself, or :func:`ops` for a pair).
 
@@ -355,6 +357,8 @@ def _build(
     result.def_batching(_declared_rules.batching_rule(result))
     if decl.linear_in:
         ad.primitive_jvps[result.primitive] = _declared_rules.linear_jvp(result)
+    else:
+        ad.primitive_jvps[result.primitive] = _declared_rules.no_jvp(result)
     return result
 
 

@@ -61,8 +61,10 @@ Rules:
   independently; under ``jit`` over several devices the function then runs per
   shard on local data (at the arrays' own ranks), with no all-gather.
 * results: one array when ``abstract_eval`` returns one aval for the call's
-  static parameters, a tuple when it returns a sequence (decided per set of
-  parameters, so ``op(x, both=False)`` and ``a, b = op(x, both=True)`` mix).
+  static parameters, a tuple when it returns a tuple or list (of one aval too),
+  decided per set of parameters (so ``op(x, both=False)`` and
+  ``a, b = op(x, both=True)`` mix) and the same under every transformation,
+  whichever runs the op first.
 
 Errors: an exception in the function, or a result of the wrong shape, dtype or
 count, fails the computation with ``jax.errors.JaxRuntimeError`` naming the op
@@ -411,11 +413,11 @@ class PythonOp(Op):
             raise ValueError(
                 f"{self.name}: batched gives flags for {len(self._batched[0])} operands, called with {len(operands)}"
             )
-        frozen = _freeze(params)
+        single = self._single_for(operands, params)
         params[_RANKS] = tuple(int(np.ndim(x)) for x in operands)
         params[_OP] = self
         outs = super().__call__(*operands, **params)
-        return outs[0] if len(outs) == 1 and self._single.get(frozen, True) else outs
+        return outs[0] if single else outs
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
         running, here = _native.active_calls()
@@ -431,6 +433,18 @@ class PythonOp(Op):
     def __repr__(self) -> str:
         return f"PythonOp({self.name!r}, fn={self.fn!r}, vectorized={self.vectorized})"
 
+    def _single_for(self, operands: Sequence[Any], params: dict[str, Any]) -> bool:
+        """Whether a call with these static parameters returns one array: abstract_eval
+        of the call's own operands and parameters decides, run here when it has not run
+        for them yet. (The bind may never run it for them: under ``vmap`` or ``jvp`` a
+        rule of the op's may bind it with other parameters, or not at all.)"""
+        frozen = _freeze(params)
+        single = self._single.get(frozen)
+        if single is None:
+            self._abstract_eval(*(jax.typeof(x) for x in operands), **params)
+            single = self._single[frozen]
+        return single
+
     def _is_single(self, params: dict[str, Any]) -> bool:
         """Whether abstract_eval gave one aval (not a tuple) for these parameters."""
         return self._single.get(_freeze(_user(params)), True)
@@ -445,7 +459,13 @@ class PythonOp(Op):
         user = _user(params)
         out = pyop_rules.call_abstract(self.name, self._user_abstract_eval, inner, user)
         single = not isinstance(out, (tuple, list))
-        self._single[_freeze(user)] = single
+        if self._single.setdefault(_freeze(user), single) != single:
+            raise TypeError(
+                f"{self.name}: abstract_eval returned {'one aval' if single else 'a sequence of avals'} for "
+                f"operands ({', '.join(a.str_short() for a in inner)}) with parameters {user}, but "
+                f"{'a sequence' if single else 'one aval'} for other operands with these parameters; whether the "
+                "op returns one array or a tuple may depend on its static parameters only"
+            )
         outs = [out] if single else list(out)
         if not outs:
             raise ValueError(
