@@ -36,6 +36,7 @@ mod shape_rule;
 
 mod async_handler;
 mod attr_enum;
+mod rule_types;
 mod stages;
 
 /// Decodes a fieldless enum from an integer or string attribute; see `xla_ffi::AttrEnum`.
@@ -438,6 +439,8 @@ struct Param {
     name: String,
     ty: Type,
     span: Span,
+    /// The type as written, for messages: `Buffer<'f, f64, 1>`.
+    text: String,
 }
 
 fn check_signature(f: &ItemFn) -> syn::Result<()> {
@@ -517,9 +520,10 @@ fn params(f: &ItemFn) -> syn::Result<Vec<Param>> {
                 if let Type::ImplTrait(t) = &*pt.ty {
                     return Err(Error::new(t.span(), "a handler parameter needs a concrete type, not `impl Trait`"));
                 }
+                let text = rule_types::type_text(&pt.ty);
                 let mut ty = (*pt.ty).clone();
                 EraseLifetimes.visit_type_mut(&mut ty);
-                out.push(Param { name, ty, span: pt.ty.span() });
+                out.push(Param { name, ty, span: pt.ty.span(), text });
             }
         }
     }
@@ -931,6 +935,19 @@ fn declaration(opts: &Options, params: &[Param]) -> syn::Result<TokenStream2> {
     if let Some((lit, rule)) = &opts.dtypes {
         let opt = (rule.optional_operands, rule.optional_results);
         count_check(lit, "dtype", rule.operands.len(), rule.results.len(), opt);
+    }
+    // The rules against the parameter types: no rule that no call could satisfy.
+    if let Some((lit, rule)) = &opts.shapes {
+        checks.push(rule_types::shape_checks(krate, lit, rule, &declared));
+    }
+    if let Some((lit, rule)) = &opts.dtypes {
+        checks.push(rule_types::dtype_checks(krate, lit, rule, &declared));
+    }
+    if opts.shapes.is_some() || opts.dtypes.is_some() {
+        checks.push(quote! {
+            const __XLA_FFI_BOUNDS: &[#krate::decl::BufferBounds] =
+                &[ #( <#stys as #krate::Decode<'static>>::BUFFER ),* ];
+        });
     }
     if let Some((lit, list)) = &opts.linear {
         for n in list {

@@ -8,7 +8,8 @@ use crate::attr::{single_number, AttrValue, Number};
 ///
 /// `#[derive(AttrEnum)]` implements [`FromAttr`](crate::FromAttr), so the enum goes in
 /// `Attr<E>`, `Attr<Option<E>>`, or an [`attributes!`](crate::attributes) field.
-/// Discriminants may be explicit and of any `#[repr]`; the integer may arrive in any
+/// Discriminants may be explicit and of any integer `#[repr]`, but each must fit in an
+/// `i64`, the attribute's type in the declaration (see below); the integer may arrive in any
 /// integer width (`np.int8(1)`, a Python `int` as int64, `np.uint32(1)`) and must equal
 /// a discriminant exactly. The string form is the variant's Rust name, exactly
 /// (`mode="Max"`). Bools, floats, arrays and dictionaries are refused. A bad value is
@@ -63,7 +64,9 @@ use crate::attr::{single_number, AttrValue, Number};
 /// ```
 ///
 /// The derive refuses (at compile time) a struct, an enum whose variants have
-/// fields, an enum without variants and a generic enum. If `xla_ffi` is renamed in
+/// fields, an enum without variants, a generic enum, and a discriminant no `i64`
+/// holds (`#[repr(u64)] enum Mode { A = 0, Huge = u64::MAX }`, or `1 << 63`, or a
+/// `const` above `i64::MAX`): Python passes the variant's integer as an int64. If `xla_ffi` is renamed in
 /// the dependent crate, name it: `#[attr_enum(crate = "my_xla_ffi")]`.
 pub use xla_ffi_macros::AttrEnum;
 

@@ -19,7 +19,7 @@ use core::mem::MaybeUninit;
 
 use crate::alias::{byte_range, element_count, Aliases, EMPTY, EVERYWHERE};
 use crate::call::{Call, Decode};
-use crate::decl::ParamDecl;
+use crate::decl::{BufferBounds, ParamDecl};
 use crate::dtype::{DataType, Element};
 use crate::error::{Error, Result};
 use crate::frame::Slot;
@@ -50,9 +50,33 @@ pub trait ElementSpec: 'static {
     fn accepts(dtype: DataType) -> bool;
     /// The accepted types, for messages: `float32`, `float16, bfloat16, float32 or float64`.
     fn describe() -> String;
+    /// The accepted dtypes, known at compile time: exactly those for which
+    /// [`accepts`](ElementSpec::accepts) is true, or `None` (the default) for a spec
+    /// that does not list them. The [`handler`](crate::handler) macro checks a declared
+    /// dtype rule against them: `dtypes = "float32 -> float32"` on a `Buffer` of a spec
+    /// without `float32` is a compile error. A spec that lists none is not checked.
+    ///
+    /// ```
+    /// use xla_ffi::{DataType, ElementSpec};
+    ///
+    /// /// `float32` or `float64`.
+    /// pub struct F32OrF64;
+    ///
+    /// impl ElementSpec for F32OrF64 {
+    ///     fn accepts(dtype: DataType) -> bool {
+    ///         dtype == DataType::F32 || dtype == DataType::F64
+    ///     }
+    ///     fn describe() -> String {
+    ///         "float32 or float64".into()
+    ///     }
+    ///     const DTYPES: Option<&'static [DataType]> = Some(&[DataType::F32, DataType::F64]);
+    /// }
+    /// ```
+    const DTYPES: Option<&'static [DataType]> = None;
 }
 
 impl<T: Element> ElementSpec for T {
+    const DTYPES: Option<&'static [DataType]> = Some(&[T::DTYPE]);
     fn accepts(dtype: DataType) -> bool {
         dtype == T::DTYPE
     }
@@ -66,6 +90,7 @@ impl<T: Element> ElementSpec for T {
 pub struct AnyFloat;
 
 impl ElementSpec for AnyFloat {
+    const DTYPES: Option<&'static [DataType]> = Some(&[DataType::F16, DataType::BF16, DataType::F32, DataType::F64]);
     fn accepts(dtype: DataType) -> bool {
         dtype.is_float()
     }
@@ -80,6 +105,7 @@ impl ElementSpec for AnyFloat {
 pub struct AnyComplex;
 
 impl ElementSpec for AnyComplex {
+    const DTYPES: Option<&'static [DataType]> = Some(&[DataType::C64, DataType::C128]);
     fn accepts(dtype: DataType) -> bool {
         dtype.is_complex()
     }
@@ -705,6 +731,7 @@ impl<'f, T: Element, const R: usize> ResultBuffer<'f, T, R> {
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
     const ARGS: usize = 1;
     const DECL: ParamDecl = ParamDecl::Operand(D::accepts);
+    const BUFFER: BufferBounds = BufferBounds { dtypes: D::DTYPES, rank: R };
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let index = call.next_arg();
@@ -716,6 +743,7 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for Buffer<'f, D, R> {
 impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
     const RETS: usize = 1;
     const DECL: ParamDecl = ParamDecl::Result(D::accepts);
+    const BUFFER: BufferBounds = BufferBounds { dtypes: D::DTYPES, rank: R };
     #[inline(always)]
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         let index = call.next_ret();

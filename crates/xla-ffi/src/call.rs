@@ -524,6 +524,12 @@ pub trait Decode<'f>: Sized {
     /// What the parameter is in the op's [`Declaration`]: an operand, a result, an
     /// attribute, or nothing ([`ParamDecl::Other`], the default).
     const DECL: ParamDecl = ParamDecl::Other;
+    /// What the [`handler`](crate::handler) macro's compile-time check of the
+    /// declared rules knows of the buffer this parameter is: its dtypes and rank
+    /// ([`BufferBounds::UNKNOWN`](crate::decl::BufferBounds::UNKNOWN), the default,
+    /// for a parameter that is no buffer or says nothing).
+    #[doc(hidden)]
+    const BUFFER: crate::decl::BufferBounds = crate::decl::BufferBounds::UNKNOWN;
     /// The stage whose state the parameter reads ([`State<S, At>`](crate::State)
     /// sets it to `At`'s stage), or `None`. The [`handler`](crate::handler) macro
     /// refuses, at compile time, a parameter that reads the state of a stage that

@@ -158,6 +158,18 @@
 /// compile error: without `m` the result is unknown). A call without some of them
 /// is checked against the rules without those entries.
 ///
+/// **Rules against the parameter types**: a rule that no call could satisfy with
+/// the handler's own parameter types is a compile error on the rule: a dtype the
+/// element type does not accept (`dtypes = "float32 -> float32"` on a `Buffer<f64>`),
+/// a spec whose number of axes a fixed-rank buffer cannot have (`shapes = "n m -> n m"`
+/// on a `Buffer<f64, 1>`; with an ellipsis, fewer axes than the spec's others), or
+/// one variable on buffers whose element types share no dtype (`"T, T -> T"` on a
+/// `Buffer<f32>` and a `Buffer<f64>`). An any-rank buffer is not checked against a
+/// spec, nor an element type that lists no dtypes
+/// ([`ElementSpec::DTYPES`](crate::ElementSpec::DTYPES), `None` by default, so list
+/// them in your own element sets). Bare variables and fixed dtypes are checked;
+/// `promote(...)` and `acc(...)` are not.
+///
 /// **Errors** name the target, the operand or result and what was expected and got:
 /// `"demo.rms_norm: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]"`,
 /// `"k.op: operand 1 (e): expected dtype float64 (T, the dtype of operand 0 (m)), got float32"`.

@@ -79,6 +79,7 @@ impl<'f, B: OptionalBuffer<'f>> Decode<'f> for Option<B> {
         ParamDecl::Result(a) => ParamDecl::OptionalResult(a),
         other => other,
     };
+    const BUFFER: crate::decl::BufferBounds = B::BUFFER;
     fn decode(call: &mut Call<'f>, name: &'static str) -> Option<Self> {
         // One operand or one result (sealed): present when the frame has one left.
         let present = if B::ARGS > 0 { call.remaining_args() >= B::ARGS } else { call.remaining_rets() >= B::RETS };

@@ -10,6 +10,7 @@ use crate::dtype::DataType;
 pub struct TokenSpec;
 
 impl ElementSpec for TokenSpec {
+    const DTYPES: Option<&'static [DataType]> = Some(&[DataType::TOKEN]);
     fn accepts(dtype: DataType) -> bool {
         dtype == DataType::TOKEN
     }

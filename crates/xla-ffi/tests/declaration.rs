@@ -330,3 +330,47 @@ fn an_elementwise_rule_over_many_buffers_checks_every_one() {
     );
     assert_eq!(msg, "decl.nine: operand 7 (a7): expected shape [2, 3] (...b of operand 0 (a0)), got [3, 2]");
 }
+
+/// The dtypes a built-in element spec lists for the macro's check are the ones it
+/// accepts, and the bounds' mask and rank test read them.
+#[test]
+fn element_spec_dtypes_agree_with_accepts() {
+    use xla_ffi::decl::BufferBounds;
+    use xla_ffi::half::{bf16, f16};
+    use xla_ffi::num_complex::Complex;
+    use xla_ffi::{AnyComplex, AnyFloat, AnyType, DataType, ElementSpec, Pred, TokenSpec, ANY_RANK};
+    fn agree<S: ElementSpec>() {
+        let bounds = BufferBounds { dtypes: S::DTYPES, rank: 2 };
+        for code in 0..64u32 {
+            let d = DataType(code);
+            let listed = S::DTYPES.is_none_or(|l| l.contains(&d));
+            assert_eq!(listed, S::accepts(d), "{} and {d}", core::any::type_name::<S>());
+            assert_eq!(bounds.dtype_mask() >> code & 1 == 1, listed);
+        }
+    }
+    agree::<Pred>();
+    agree::<i8>();
+    agree::<i16>();
+    agree::<i32>();
+    agree::<i64>();
+    agree::<u8>();
+    agree::<u16>();
+    agree::<u32>();
+    agree::<u64>();
+    agree::<f16>();
+    agree::<bf16>();
+    agree::<f32>();
+    agree::<f64>();
+    agree::<Complex<f32>>();
+    agree::<Complex<f64>>();
+    agree::<AnyFloat>();
+    agree::<AnyComplex>();
+    agree::<AnyType>();
+    agree::<TokenSpec>();
+    let b = BufferBounds { dtypes: None, rank: 2 };
+    assert!(b.rank_fits(2, false) && !b.rank_fits(1, false) && !b.rank_fits(3, false));
+    assert!(b.rank_fits(1, true) && b.rank_fits(2, true) && !b.rank_fits(3, true));
+    assert!(BufferBounds::UNKNOWN.rank_fits(7, false));
+    assert_eq!(BufferBounds::UNKNOWN.rank, ANY_RANK);
+    assert_eq!(BufferBounds::UNKNOWN.dtype_mask(), !0);
+}

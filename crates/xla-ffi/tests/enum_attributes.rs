@@ -15,11 +15,13 @@ enum Mode {
     Mean = 7,
 }
 
+/// The widest discriminant an enum attribute takes: the declaration's type is
+/// `i64` (the derive refuses `u64::MAX`: UI test `attr_enum_beyond_i64`).
 #[derive(AttrEnum, Clone, Copy, Debug, PartialEq)]
 #[repr(u64)]
 enum Wide {
     Low = 1,
-    High = u64::MAX,
+    High = i64::MAX as u64,
 }
 
 #[derive(AttrEnum, Clone, Copy, Debug, PartialEq)]
@@ -85,24 +87,27 @@ fn decodes_by_name() {
 
 #[test]
 fn optional_enum_absent_or_present_and_wide_discriminants() {
-    let (call, r) = run_modes(&[("mode", AttrArg::scalar(0i64)), ("wide", AttrArg::scalar(u64::MAX))]);
-    expect_ok(r);
-    assert_eq!(call.ret_as::<i64>(0), vec![0, 2]);
+    // i64::MAX, as the int64 Python passes and as a uint64.
+    for v in [AttrArg::scalar(i64::MAX), AttrArg::scalar(i64::MAX as u64)] {
+        let (call, r) = run_modes(&[("mode", AttrArg::scalar(0i64)), ("wide", v)]);
+        expect_ok(r);
+        assert_eq!(call.ret_as::<i64>(0), vec![0, 2]);
+    }
     let (call, r) = run_modes(&[("mode", AttrArg::scalar(0i64)), ("wide", AttrArg::Str("Low".into()))]);
     expect_ok(r);
     assert_eq!(call.ret_as::<i64>(0), vec![0, 1]);
-    // u64::MAX's bits as int64 are -1, which is no discriminant of `Wide`.
-    let (_, r) = run_modes(&[("mode", AttrArg::scalar(0i64)), ("wide", AttrArg::scalar(-1i64))]);
-    expect_err(
-        r,
-        ErrorCode::InvalidArgument,
-        &[
-            "enum.modes",
-            "attribute `wide`",
-            "enum Wide, one of Low = 1, High = 18446744073709551615",
-            "got int64 scalar -1",
-        ],
-    );
+    // A value past i64::MAX names no variant, nor do its bits as an int64 (-1).
+    for (v, got) in [
+        (AttrArg::scalar(u64::MAX), "got uint64 scalar 18446744073709551615"),
+        (AttrArg::scalar(-1i64), "got int64 scalar -1"),
+    ] {
+        let (_, r) = run_modes(&[("mode", AttrArg::scalar(0i64)), ("wide", v)]);
+        expect_err(
+            r,
+            ErrorCode::InvalidArgument,
+            &["enum.modes", "attribute `wide`", "enum Wide, one of Low = 1, High = 9223372036854775807", got],
+        );
+    }
 }
 
 #[test]
@@ -194,13 +199,13 @@ fn declaration_types_an_enum_attribute_as_i64() {
 #[test]
 fn declaration_carries_the_enum_values() {
     // What Python's `binding.op` checks a value against before lowering: the
-    // variants in order, `Attr<Option<E>>` too, discriminants beyond i64 kept.
+    // variants in order, `Attr<Option<E>>` too, discriminants up to i64::MAX kept.
     let d = ENUM_MODES.declaration;
     let mode = d.attribute_enum("mode").expect("mode is an enum");
     assert_eq!(mode.name, "Mode");
     assert_eq!(mode.variants, [("Sum", 0), ("Max", 1), ("Mean", 7)]);
     let wide = d.attribute_enum("wide").expect("wide is an enum");
-    assert_eq!(wide.variants, [("Low", 1), ("High", u64::MAX as i128)]);
+    assert_eq!(wide.variants, [("Low", 1), ("High", i64::MAX as i128)]);
     assert_eq!(
         <Signed as xla_ffi::FromAttr>::enum_values().unwrap().variants,
         [("Neg", -3), ("Zero", -2), ("Pos", -1)]

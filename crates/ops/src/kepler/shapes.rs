@@ -10,6 +10,7 @@ use xla_ffi::{DataType, ElementSpec};
 pub struct F32OrF64;
 
 impl ElementSpec for F32OrF64 {
+    const DTYPES: Option<&'static [DataType]> = Some(&[DataType::F32, DataType::F64]);
     fn accepts(dtype: DataType) -> bool {
         dtype == DataType::F32 || dtype == DataType::F64
     }

@@ -185,26 +185,30 @@ const fn float_rank(d: DataType) -> u8 {
 /// The dtype of a NumPy name the notation knows (`float32`, `bfloat16`, ...), or of
 /// `token`.
 pub fn dtype_by_name(name: &str) -> Option<DataType> {
-    const ALL: [DataType; 16] = [
-        DataType::PRED,
-        DataType::S8,
-        DataType::S16,
-        DataType::S32,
-        DataType::S64,
-        DataType::U8,
-        DataType::U16,
-        DataType::U32,
-        DataType::U64,
-        DataType::F16,
-        DataType::BF16,
-        DataType::F32,
-        DataType::F64,
-        DataType::C64,
-        DataType::C128,
-        DataType::TOKEN,
-    ];
-    ALL.iter().copied().find(|d| d.name() == name)
+    DTYPE_NAMES.iter().position(|n| *n == name).map(|i| NOTATION_DTYPES[i])
 }
+
+/// The dtype of each name of [`DTYPE_NAMES`], in its order (the `#[handler]` macro
+/// knows a dtype of a rule by its index there).
+#[doc(hidden)]
+pub const NOTATION_DTYPES: [DataType; 16] = [
+    DataType::PRED,
+    DataType::S8,
+    DataType::S16,
+    DataType::S32,
+    DataType::S64,
+    DataType::U8,
+    DataType::U16,
+    DataType::U32,
+    DataType::U64,
+    DataType::F16,
+    DataType::BF16,
+    DataType::F32,
+    DataType::F64,
+    DataType::C64,
+    DataType::C128,
+    DataType::TOKEN,
+];
 
 /// The dtypes [`dtype_by_name`] knows, in the notation's order.
 pub fn known_dtypes() -> impl Iterator<Item = DataType> {

@@ -18,11 +18,11 @@ mod types;
 pub(crate) use check::check_call;
 pub use check::{
     accumulator, dtype_by_name, infer, known_dtypes, promote, BufferSig, Inferred, ProblemKind, RuleError, Rules,
-    Signature,
+    Signature, NOTATION_DTYPES,
 };
 pub use dtype_rule::{DtypeRule, Expr, DTYPE_NAMES};
 pub use shape_rule::{ShapeRule, Tok};
-pub use types::{Declaration, ParamDecl};
+pub use types::{BufferBounds, Declaration, ParamDecl};
 
 #[cfg(test)]
 mod tests;

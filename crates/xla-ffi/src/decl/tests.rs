@@ -186,3 +186,13 @@ fn the_checker_never_panics() {
         }
     }
 }
+
+#[test]
+fn notation_dtypes_follow_the_names() {
+    assert_eq!(NOTATION_DTYPES.len(), DTYPE_NAMES.len());
+    for (d, n) in NOTATION_DTYPES.iter().zip(DTYPE_NAMES) {
+        assert_eq!(d.name(), *n);
+        assert_eq!(dtype_by_name(n), Some(*d));
+    }
+    assert_eq!(dtype_by_name("float8"), None);
+}

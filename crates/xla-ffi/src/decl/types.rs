@@ -35,6 +35,54 @@ pub enum ParamDecl {
     },
 }
 
+/// What the [`handler`](crate::handler) macro's compile-time check of the declared
+/// rules knows of one buffer parameter: the dtypes it accepts
+/// ([`ElementSpec::DTYPES`](crate::ElementSpec::DTYPES)) and its rank parameter.
+/// [`Decode::BUFFER`](crate::Decode) gives it; a rule that no call could satisfy with
+/// these parameter types (`float32` on a `Buffer<f64>`, a spec of two axes on a
+/// `Buffer<f32, 1>`) is a compile error.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct BufferBounds {
+    /// The accepted dtypes, or `None` for any (or unknown).
+    pub dtypes: Option<&'static [DataType]>,
+    /// The rank, or [`ANY_RANK`](crate::ANY_RANK).
+    pub rank: usize,
+}
+
+impl BufferBounds {
+    /// Nothing known: any dtype, any rank.
+    pub const UNKNOWN: BufferBounds = BufferBounds { dtypes: None, rank: ANY_RANK };
+
+    /// The accepted dtypes as a bit set over dtype codes (bit `c` for `DataType(c)`);
+    /// every bit for `None` or a list with a code past 63.
+    pub const fn dtype_mask(&self) -> u64 {
+        let Some(list) = self.dtypes else {
+            return !0;
+        };
+        let mut mask = 0u64;
+        let mut i = 0;
+        while i < list.len() {
+            if list[i].0 >= 64 {
+                return !0;
+            }
+            mask |= 1 << list[i].0;
+            i += 1;
+        }
+        mask
+    }
+
+    /// Whether a buffer of `axes` axes (at least `axes` with `ellipsis`) can have this
+    /// rank.
+    pub const fn rank_fits(&self, axes: usize, ellipsis: bool) -> bool {
+        self.rank == ANY_RANK || self.rank == axes || (ellipsis && self.rank > axes)
+    }
+}
+
+/// `buffer::ANY_RANK`, written here so that `decl` does not import `buffer` (which
+/// imports `decl`); the test `declaration` checks that they are one value.
+const ANY_RANK: usize = usize::MAX;
+
 /// An op's declaration: its parameters in order, and the rules given in
 /// `#[handler(shapes = ..., dtypes = ..., linear = ..., transpose = ...)]`.
 ///
@@ -234,6 +282,24 @@ impl Declaration {
             q += 1;
         }
         false
+    }
+
+    /// Whether parameter `k` is operand `j` (`kind` 0) or result `j` (`kind` 1),
+    /// optional or not: for the macro's check of the rules against the parameter types.
+    #[doc(hidden)]
+    pub const fn __is_buffer_at(params: &[(&str, ParamDecl)], k: usize, kind: u8, j: usize) -> bool {
+        if self::kind(&params[k].1) != kind {
+            return false;
+        }
+        let mut n = 0;
+        let mut p = 0;
+        while p < k {
+            if self::kind(&params[p].1) == kind {
+                n += 1;
+            }
+            p += 1;
+        }
+        n == j
     }
 
     /// Whether parameter `name` is an operand: for the macro's check of `linear`.
