@@ -19,7 +19,6 @@ import pytest
 from jax.test_util import check_grads
 
 from xla_ffi_rs import binding
-from xla_ffi_rs._declared_rules import transpose_plan
 
 jax.config.update("jax_enable_x64", True)
 
@@ -112,20 +111,6 @@ def test_results_and_cotangents_are_paired_by_name() -> None:
     gx, gy = jax.grad(f, argnums=(0, 1))(X, y)
     np.testing.assert_allclose(gx, np.full(3, 5 * 2 + 7 * 1.0), rtol=1e-15)
     np.testing.assert_allclose(gy, np.full(3, 5 * 1 - 7 * 3.0), rtol=1e-15)
-
-
-def test_the_plan_of_the_repositorys_own_pairs_is_positional() -> None:
-    """kepler_tangent <-> kepler_cotangent keep the layout they were written for."""
-    import xla_ffi_rs
-    from xla_ffi_rs._declaration import Declaration
-
-    d = xla_ffi_rs.declarations()
-    tangent, cotangent = (Declaration(d[f"xla_ffi_rs.kepler_{n}"]) for n in ("tangent", "cotangent"))
-    plan = transpose_plan(tangent, cotangent)
-    assert plan.sources == [("ct", 0), ("ct", 1), ("operand", 2), ("operand", 3), ("operand", 4)]
-    assert plan.results == [0, 1]
-    back = transpose_plan(cotangent, tangent)
-    assert back.sources == [("ct", 0), ("ct", 1), ("operand", 2), ("operand", 3), ("operand", 4)]
 
 
 @pytest.mark.parametrize(
