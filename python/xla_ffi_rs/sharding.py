@@ -96,6 +96,8 @@ def known_unsplit(ctx: Any, aval: ShapedArray, axes: Sequence[int]) -> bool:
         return True
     sharding = getattr(aval, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
+    if mesh is None:
+        return False
     names, types = tuple(getattr(mesh, "axis_names", ())), tuple(getattr(mesh, "axis_types", ()))
     if not names or len(names) != len(types):
         return False

@@ -412,7 +412,10 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     Tensor parallel: when ``x``'s type splits a normalized axis over mesh axes (a
     mesh with explicit axes), each shard sums the squares of its block of each
     row, one all-reduce of one value per row adds them, and each shard normalizes
-    its block; ``x`` is never gathered (:mod:`xla_ffi_rs.ops.rms_norm_tp`).
+    its block; ``x`` is never gathered (:mod:`xla_ffi_rs.ops.rms_norm_tp`). On
+    auto mesh axes, where the split is decided after lowering, the op lowers to
+    its jnp formula under ``jit`` over several devices, which XLA partitions the
+    same way (no kernel there, whether or not the rows are split).
 
     >>> import jax.numpy as jnp
     >>> [round(v, 3) for v in rms_norm(jnp.array([3.0, 4.0]), jnp.ones(2), eps=0.0).tolist()]
