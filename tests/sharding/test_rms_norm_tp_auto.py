@@ -189,3 +189,21 @@ def test_export_on_auto_axes_has_no_callback(use_partitioner: Callable[[str], No
     np.testing.assert_allclose(np.asarray(call(x, w)), rms_norm_np(np.asarray(x), np.ones(64), EPS)[0], rtol=1e-12)
     hlo = str(call.lower(x, w).compile().as_text())
     assert not any(collective_shapes(hlo, c) for c in MOVES_DATA) and collective_shapes(hlo, "all-reduce"), hlo
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_vmap_over_a_split_axis_on_auto_axes(partitioner: str, use_partitioner: Callable[[str], None]) -> None:
+    """vmap over an axis that is itself split, the hidden axis split too: nothing is
+    gathered on either jax version (the explicit-axes shard_map gathers the vmapped
+    axis on jax 0.10 under Shardy)."""
+    use_partitioner(partitioner)
+    m = mesh("auto", (2, 4), ("a", "b"))
+    xv = np.random.default_rng(8).standard_normal((2, 8, 32))
+    w = np.random.default_rng(9).uniform(0.5, 1.5, 32)
+    args = (jax.device_put(xv, NamedSharding(m, P("a", None, "b"))), jax.device_put(w, NamedSharding(m, P("b"))))
+    f = jax.jit(jax.vmap(norm, in_axes=(0, None)))
+    want = np.stack([rms_norm_np(v, w, EPS)[0] for v in xv])
+    np.testing.assert_allclose(np.asarray(f(*args)), want, rtol=1e-12, atol=1e-12)
+    hlo = str(f.lower(*args).compile().as_text())
+    assert not any(collective_shapes(hlo, c) for c in MOVES_DATA), hlo
+    assert {math.prod(s) for s in collective_shapes(hlo, "all-reduce")} == {8}, "one value per local row (1 x 8)"
