@@ -40,13 +40,13 @@ def compiled(x: jax.Array, w: jax.Array, kernel: bool) -> tuple[Any, Any]:
     """(forward, grad), compiled with the kernels forced or with the default lowering."""
     default = sharding.known_unsplit
     if kernel:
-        sharding.known_unsplit = lambda *_: True  # type: ignore[assignment]
+        sharding.known_unsplit = lambda *_: True
     try:
         fwd = jax.jit(lambda x, w: xr.rms_norm(x, w)).lower(x, w).compile()
         loss = jax.grad(lambda x, w, g: jnp.sum(xr.rms_norm(x, w) * g), (0, 1))
         return fwd, jax.jit(loss).lower(x, w, x).compile()
     finally:
-        sharding.known_unsplit = default  # type: ignore[method-assign]
+        sharding.known_unsplit = default
 
 
 def best_of_3(fn: Any, *args: jax.Array) -> float:
