@@ -2,10 +2,14 @@
 the compiled HLO's shapes, for x split along its hidden axis (8 CPU devices,
 forced in this process), against the gather approach.
 
-* tensor parallel: ``xr.rms_norm`` on x whose type splits the hidden axis: each
-  shard sums its squares, one all-reduce of one value per row, local normalization;
-* gather: the same call made on the ``rms_norm_fwd`` op directly (the kernel path,
-  which needs whole rows, so XLA gathers the hidden axis of x before the call).
+* tensor parallel: ``xr.rms_norm`` on x split along the hidden axis: each shard
+  sums its squares, one all-reduce of one value per row, local normalization. On a
+  mesh with explicit axes (``jax.make_mesh``) the split is in x's type and the call
+  is a ``shard_map``; on auto axes (``Mesh(devices, names)``) the op lowers to its
+  jnp formula and XLA partitions its per-row sums the same way;
+* gather: the kernel path, which needs whole rows: x is laid out whole along the
+  hidden axis (``reshard`` on explicit axes, a sharding constraint on auto ones)
+  before the ``rms_norm_fwd`` op, so XLA gathers it.
 
 Both programs are compiled only (from ``jax.ShapeDtypeStruct``s), never run: on
 forced CPU devices sharing the machine's cores, times would say nothing about a
@@ -56,8 +60,19 @@ def tensor_parallel(x: jax.Array, w: jax.Array) -> jax.Array:
     return xr.rms_norm(x, w, eps=EPS)
 
 
-def gather(x: jax.Array, w: jax.Array) -> jax.Array:
-    return rms_norm_fwd_op(x, w, eps=EPS)[0]
+def gather_on(mesh: jax.sharding.Mesh, x_spec: P) -> Any:
+    """The gather approach: x whole along its hidden axis, then the kernel."""
+    whole = NamedSharding(mesh, P(*tuple(x_spec)[:-1], None))
+    explicit = jax.sharding.AxisType.Explicit in mesh.axis_types
+
+    def lay_out(v: jax.Array, sharding: NamedSharding) -> jax.Array:
+        return jax.sharding.reshard(v, sharding) if explicit else jax.lax.with_sharding_constraint(v, sharding)
+
+    def gather(x: jax.Array, w: jax.Array) -> jax.Array:
+        # y goes back to x's layout (a local slice; in the gradient, dy's gather).
+        return lay_out(rms_norm_fwd_op(lay_out(x, whole), w, eps=EPS)[0], NamedSharding(mesh, x_spec))
+
+    return gather
 
 
 def grad_of(f: Any) -> Any:
@@ -74,18 +89,25 @@ def compiled_bytes(fn: Any, *args: jax.ShapeDtypeStruct) -> dict[str, int]:
 def main() -> None:
     hidden = 256 if QUICK else 4096
     shapes = [(512, hidden), (2, 64, hidden)] if QUICK else [(8192, hidden), (4, 2048, hidden)]
+    explicit, auto = jax.sharding.AxisType.Explicit, jax.sharding.AxisType.Auto
+    layouts = {
+        "hidden/8": ((8,), ("h",), lambda r: P(*[None] * (r - 1), "h")),
+        "batch/2 x hidden/4": ((2, 4), ("a", "b"), lambda r: P("a", *[None] * (r - 2), "b")),
+    }
     meshes = {
-        "hidden/8": (jax.make_mesh((8,), ("h",)), lambda r: P(*[None] * (r - 1), "h")),
-        "batch/2 x hidden/4": (jax.make_mesh((2, 4), ("a", "b")), lambda r: P("a", *[None] * (r - 2), "b")),
+        (kind, layout): (jax.make_mesh(shape, names, axis_types=(axis_type,) * len(shape)), spec)
+        for kind, axis_type in (("explicit", explicit), ("auto", auto))
+        for layout, (shape, names, spec) in layouts.items()
     }
     rows, targets = [], []
     for partitioner in ("shardy", "gspmd"):
         jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
         for shape in shapes:
-            for layout, (mesh, spec) in meshes.items():
+            for (kind, layout), (mesh, spec) in meshes.items():
                 xs = NamedSharding(mesh, spec(len(shape)))
                 x = jax.ShapeDtypeStruct(shape, jnp.float32, sharding=xs)
                 w = jax.ShapeDtypeStruct(shape[-1:], jnp.float32, sharding=NamedSharding(mesh, P()))
+                gather = gather_on(mesh, xs.spec)
                 for what, tp, ga, args in (
                     ("forward", tensor_parallel, gather, (x, w)),
                     ("grad", grad_of(tensor_parallel), grad_of(gather), (x, w, x)),
@@ -95,6 +117,7 @@ def main() -> None:
                     row: dict[str, Any] = {
                         "partitioner": partitioner,
                         "x": "x".join(map(str, shape)) + " f32",
+                        "mesh axes": kind,
                         "split": layout,
                         "call": what,
                         "TP all-reduce B": b_tp["all-reduce"],
@@ -106,16 +129,19 @@ def main() -> None:
                     }
                     rows.append(row)
                     print(
-                        f"  {partitioner} {row['x']} {layout} {what}: tensor parallel {row['TP total B']} B, "
+                        f"  {partitioner} {kind} {row['x']} {layout} {what}: tensor parallel {row['TP total B']} B, "
                         f"gather {row['gather total B']} B per device",
                         flush=True,
                     )
                     if partitioner == "shardy" and shape == shapes[0] and layout == "hidden/8":
-                        label = f"rms_norm tensor parallel {row['x']} hidden/8 {what}"
+                        axes = "" if kind == "explicit" else " auto axes"
+                        label = f"rms_norm tensor parallel {row['x']} hidden/8{axes} {what}"
                         targets.append(target(f"{label}: bytes vs the gather approach", row["TP / gather"], "<=", 0.01))
-                    if what == "forward":
-                        # The forward moves nothing but the per-row sums: x is never gathered.
+                    if what == "forward" or kind == "auto":
+                        # Nothing moves but the per-row sums (and, in the explicit grad,
+                        # a replicated weight's gradient): x is never gathered.
                         assert moved_x == 0, (row, b_tp)
+                    assert b_ga["all-gather"] > 0, ("the gather approach gathered nothing", row, b_ga)
     report(
         "rms_norm_tp",
         {"bytes moved by collectives per call, per device (from the compiled HLO)": rows},
@@ -127,6 +153,7 @@ def main() -> None:
                 " never x)"
             ),
             "gather: the kernel path, which gathers x's hidden axis before the call",
+            "mesh axes: explicit (jax.make_mesh's default; a shard_map) or auto (Mesh(devices, names); the jnp formula)",
             "compiled only, not run: forced CPU devices share the cores, so no times are reported",
         ],
     )

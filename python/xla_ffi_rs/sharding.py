@@ -53,7 +53,14 @@ import jax
 
 from xla_ffi_rs._compat import ShapedArray, mlir, sdy_sharding_rule
 
-__all__ = ["Layout", "batch_partitioned_call", "in_spmd", "register_batch_partitionable", "sdy_rule_string"]
+__all__ = [
+    "Layout",
+    "batch_partitioned_call",
+    "in_spmd",
+    "known_unsplit",
+    "register_batch_partitionable",
+    "sdy_rule_string",
+]
 
 
 def register_batch_partitionable(target: str) -> None:
@@ -74,6 +81,32 @@ def in_spmd(ctx: Any) -> bool:
     # the call over those.
     devices: int = math.prod(n for a, n in mesh.shape.items() if a not in manual)
     return devices > 1
+
+
+def known_unsplit(ctx: Any, aval: ShapedArray, axes: Sequence[int]) -> bool:
+    """Whether the partitioner is sure to find ``axes`` of ``aval`` (an operand of the
+    call being lowered) whole on every device: always outside SPMD; inside, only when
+    every mesh axis still to be partitioned (not manual, of size > 1) is explicit, so
+    that ``aval``'s type is its sharding, and the type splits none of ``axes``.
+
+    On auto mesh axes the partitioner picks the shardings after lowering, so nothing
+    is known and this is False.
+    """
+    if not in_spmd(ctx):
+        return True
+    sharding = getattr(aval, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    if mesh is None:
+        return False
+    names, types = tuple(getattr(mesh, "axis_names", ())), tuple(getattr(mesh, "axis_types", ()))
+    if not names or len(names) != len(types):
+        return False
+    sizes = dict(mesh.shape)
+    for name, kind in zip(names, types, strict=True):
+        if sizes[name] > 1 and kind != jax.sharding.AxisType.Explicit and kind != jax.sharding.AxisType.Manual:
+            return False
+    spec = tuple(getattr(sharding, "spec", None) or ())
+    return all(i >= len(spec) or spec[i] is None for i in axes)
 
 
 @dataclass(frozen=True)

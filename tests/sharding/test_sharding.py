@@ -71,6 +71,11 @@ def assert_local_and_still(
     sizes = {first_result_size(line) for line in lines}
     allowed = {local_size, 2 * local_size} if stacked else {local_size}
     assert sizes <= allowed, f"{target} calls saw {sizes} elements, expected the local block of {local_size}"
+    assert_still(hlo, allow_all_reduce_of)
+
+
+def assert_still(hlo: str, allow_all_reduce_of: tuple[int, ...] | None) -> None:
+    """Nothing moves data, and nothing but ``allow_all_reduce_of`` (dweight) is all-reduced."""
     moved = [
         line.strip() for line in hlo.splitlines() if any(f"{c}(" in line or f"{c}-start(" in line for c in MOVES_DATA)
     ]
@@ -197,6 +202,12 @@ def test_rms_norm(case: Case, use_partitioner: Callable[[str], None]) -> None:
     dweight = case.family.w if case.transform == "grad" and case.partition.sharded else None
     if case.transform == "shard_map" and case.partition.sharded:
         dweight = case.family.w  # the psum of the weight's cotangent
+    if not MESHES[case.partition.mesh][2] and case.transform != "shard_map":
+        # Auto axes: the split of the rows is decided after lowering, so the op
+        # lowers to its jnp formula (no target); it moves no data either.
+        assert not call_lines(hlo, RMS_FWD) and not call_lines(hlo, RMS_BWD), "a target ran on auto axes"
+        assert_still(hlo, dweight)
+        return
     assert_local_and_still(hlo, target, local, dweight)
     if case.transform == "grad" and case.partition.sharded:
         assert re.search(r"all-reduce(-start)?\(", hlo), "dweight must be summed across the shards"

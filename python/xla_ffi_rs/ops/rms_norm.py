@@ -40,7 +40,8 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
-from xla_ffi_rs._compat import ShapedArray
+from xla_ffi_rs import sharding as _sharding
+from xla_ffi_rs._compat import ShapedArray, mlir
 from xla_ffi_rs._validation import (
     array_like,
     check_eps_fits,
@@ -196,6 +197,35 @@ _OPS = binding.ops(
 rms_norm_fwd_op, rms_norm_bwd_op = _OPS["rms_norm_fwd"], _OPS["rms_norm_bwd"]
 _FWD = rms_norm_fwd_op.declaration
 assert _FWD is not None
+
+
+def _kernel_or_formula(op: Op, x_index: int) -> None:
+    """Lower ``op`` to its target when the partitioner is sure to see whole rows of
+    operand ``x_index`` (one device; a mesh whose explicit axes split only the
+    batch), and to its jnp formula otherwise (auto mesh axes, on which the split of
+    the normalized axes is decided after lowering).
+
+    The target is partitioned by batch axes only, so XLA would gather a split
+    normalized axis before the call. XLA partitions the formula's per-row sums as
+    it does any reduction: partial sums per shard and one all-reduce of one value
+    per row when the normalized axes are split, nothing when they are whole.
+    """
+    assert op.jnp_impl is not None
+    formula = mlir.lower_fun(op.jnp_impl, multiple_results=True)
+    for platform, target in op.targets.items():
+        kernel = op._ffi_lowering(target, platform)
+
+        def lowering(ctx: Any, *operands: Any, _kernel: Any = kernel, **params: Any) -> Any:
+            x, weight = ctx.avals_in[x_index], ctx.avals_in[x_index + 1]
+            if _sharding.known_unsplit(ctx, x, range(x.ndim - weight.ndim, x.ndim)):
+                return _kernel(ctx, *operands, **params)
+            return formula(ctx, *operands, **params)
+
+        op.def_lowering(platform, lowering)
+
+
+_kernel_or_formula(rms_norm_fwd_op, 0)
+_kernel_or_formula(rms_norm_bwd_op, 1)
 
 
 def _tangent_abstract_eval(
@@ -382,7 +412,10 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     Tensor parallel: when ``x``'s type splits a normalized axis over mesh axes (a
     mesh with explicit axes), each shard sums the squares of its block of each
     row, one all-reduce of one value per row adds them, and each shard normalizes
-    its block; ``x`` is never gathered (:mod:`xla_ffi_rs.ops.rms_norm_tp`).
+    its block; ``x`` is never gathered (:mod:`xla_ffi_rs.ops.rms_norm_tp`). On
+    auto mesh axes, where the split is decided after lowering, the op lowers to
+    its jnp formula under ``jit`` over several devices, which XLA partitions the
+    same way (no kernel there, whether or not the rows are split).
 
     >>> import jax.numpy as jnp
     >>> [round(v, 3) for v in rms_norm(jnp.array([3.0, 4.0]), jnp.ones(2), eps=0.0).tolist()]

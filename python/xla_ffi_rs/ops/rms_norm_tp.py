@@ -13,6 +13,11 @@ split over mesh axes (a mesh with explicit axes, the default of
    of the weight (split like x's normalized axes; a replicated weight is sliced
    locally, without communication).
 
+On auto mesh axes the type says nothing of the split; there the ``rms_norm_fwd``
+and ``rms_norm_bwd`` ops lower to their jnp formulas (see
+:mod:`xla_ffi_rs.ops.rms_norm`), whose per-row sums XLA partitions into the same
+partial sums and all-reduce.
+
 x is never gathered. Differentiation goes through the ``shard_map``: the reverse
 pass adds the per-row partial dot products ``sum(dy * weight * x)`` with one more
 all-reduce of one value per row, and the weight's gradient, when x's batch axes
