@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Miri over the core crate's tests: undefined behaviour, Stacked Borrows (Miri's
+# Miri over the core crate's tests and the PyO3 crate's streaming copy: undefined behaviour, Stacked Borrows (Miri's
 # default aliasing rules), data races and leaks, in every synthetic frame.
 # Needs the nightly toolchain (ensure_nightly in scripts/env.sh: installed under
 # CI=true; skipped with a printed line elsewhere when there is no nightly).
@@ -17,3 +17,8 @@ cargo +nightly miri setup
 
 log "Miri: cargo miri test -p xla-ffi"
 cargo +nightly miri test -p xla-ffi
+
+# The PyO3 crate's NumPy engine: its streaming copy, compiled alone (the rest of the
+# engine calls Python's C API, which Miri cannot run; tested from Python instead).
+log "Miri: cargo miri test -p xla-ffi-rs-python --test bulk_copy"
+PYO3_PYTHON="${PYO3_PYTHON:-${XFR_PY312:-python3}}" cargo +nightly miri test -p xla-ffi-rs-python --test bulk_copy

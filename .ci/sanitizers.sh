@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizers:
-#  1. the core crate's tests under AddressSanitizer (nightly -Zsanitizer=address);
+#  1. the core crate's tests, and the PyO3 crate's streaming copy (tests/bulk_copy.rs),
+#     under AddressSanitizer (nightly -Zsanitizer=address);
 #  2. the same test binaries under valgrind memcheck;
 #  3. the Python raw-target suite (tests/test_raw_targets.py) with the extension
 #     module built under AddressSanitizer and libasan preloaded into Python.
@@ -23,6 +24,8 @@ skip=(--skip compile_time_guarantees)
 log "AddressSanitizer: cargo test -p xla-ffi"
 # --target keeps the sanitizer off build scripts (bindgen).
 ASAN_OPTIONS=detect_leaks=1 "${asan[@]}" cargo +nightly test -p xla-ffi --target "$host" --tests -- "${skip[@]}"
+log "AddressSanitizer: cargo test -p xla-ffi-rs-python --test bulk_copy"
+ASAN_OPTIONS=detect_leaks=1 "${asan[@]}" cargo +nightly test -p xla-ffi-rs-python --target "$host" --test bulk_copy
 
 log "valgrind memcheck: the core test binaries"
 bins=()
@@ -30,7 +33,10 @@ if ! command -v valgrind >/dev/null && { can_root || in_ci; }; then
     apt_install valgrind
 fi
 if command -v valgrind >/dev/null; then
-    mapfile -t bins < <(cargo test -p xla-ffi --tests --no-run --message-format=json 2>/dev/null |
+    mapfile -t bins < <({
+        cargo test -p xla-ffi --tests --no-run --message-format=json
+        cargo test -p xla-ffi-rs-python --test bulk_copy --no-run --message-format=json
+    } 2>/dev/null |
         python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)

@@ -7,7 +7,7 @@ round; the table gives the median over rounds):
 * ``python_op``: ours on ``np.sin``, an exact ``numpy.ufunc``: at N = 1 it is called
   directly from Rust on a copy of the operand and its result is copied into XLA's
   buffer; from 4096 elements (N = 1e5, 1e6) it runs on XLA's own buffers with no
-  copy (``xla_ffi::python::call_ufunc``, see docs/python_op.md);
+  copy (the extension's ``call_ufunc``, see docs/python_op.md);
 * ``python_op out``: ours with ``takes_outputs=True``, ``np.sin(x, out=out)`` (a
   lambda, so never in place), called directly from Rust: the operand is copied in,
   ``out`` is a pooled array, copied into XLA's result buffer;

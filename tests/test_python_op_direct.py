@@ -178,7 +178,7 @@ def test_takes_outputs_may_return_its_outputs(shape) -> None:
     np.testing.assert_array_equal(np.asarray(c), np.cos(x))
 
 
-#: Copies of 4 MiB or more are written with non-temporal stores (``bulk_copy.rs``):
+#: Copies of 4 MiB or more are written with non-temporal stores (``numpy_engine/bulk_copy.rs``):
 #: an odd byte length (int8) and a float64 one, both above that.
 STREAMED = [(np.int8, (4 << 20) + 3), (np.float64, (4 << 20) // 8 + 5)]
 

@@ -1,5 +1,5 @@
 """python_op of an exact NumPy ufunc from 4096 elements: the handler runs it on
-XLA's own buffers (``xla_ffi::python::call_ufunc``), calling no Python function
+XLA's own buffers (the extension's ``call_ufunc``), calling no Python function
 of ours; everything else it cannot prove safe takes the copying path, with its
 checks and messages. Which path ran is seen with ``sys.setprofile`` (the copying
 path calls the Python ``invoke`` closure; the in-place one calls no Python

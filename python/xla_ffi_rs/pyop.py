@@ -37,7 +37,7 @@ reused only once nothing the function kept refers to them. One exception, where 
 Python code can see an array at all: from 4096 elements, a function that is exactly a
 ``numpy.ufunc`` (no parameters, not ``takes_outputs``), on operands and results of one
 shape and one built-in numeric dtype with a loop of exactly that dtype, runs on XLA's
-buffers with no copy (``xla_ffi::python::call_ufunc``; docs/python_op.md says how
+buffers with no copy (the extension's ``call_ufunc``; docs/python_op.md says how
 that is made safe); anything else, and a call that raised, takes the copies.
 
 Rules:

@@ -9,8 +9,15 @@
 //! registered with `register(fn, name)` (see `python_call`).
 //! `declarations()` gives every op's declaration and `infer(declaration, shapes,
 //! dtypes)` its result shapes and dtypes, checked as the handlers check them.
+//!
+//! `unsafe` code lives in [`numpy_engine`] alone (Python's C API, buffer exports,
+//! the streaming copy), each block with a `// SAFETY:` comment; the rest of the
+//! crate is safe Rust over `xla-ffi`'s checked views.
+#![deny(unsafe_code)]
 
 mod declaration;
+#[allow(unsafe_code)]
+mod numpy_engine;
 mod python_call;
 
 use pyo3::prelude::*;

@@ -6,7 +6,7 @@
 //! up once per call site and keeps the entry as the call site's state ([`CallSite`]),
 //! owned by the executable. On each call the handler takes the GIL (for real, also
 //! on a thread whose own Python code is waiting for XLA:
-//! [`xla_ffi::python::with_interpreter`]) and calls `callable(operands, results, outputs)`:
+//! [`crate::numpy_engine::with_interpreter`]) and calls `callable(operands, results, outputs)`:
 //!
 //! * `operands`: a tuple of read-only NumPy arrays holding **copies** of the
 //!   operands (their memory is Python's: an array kept after the call stays valid,
@@ -25,7 +25,7 @@
 //! (see [`Direct`]): one Python frame less per call, and no tuples to build and
 //! take apart. An op whose function is a NumPy ufunc
 //! without parameters registers it as `ufunc` too, and calls that get output
-//! arrays first offer it [`xla_ffi::python::call_ufunc`], which runs it on XLA's own
+//! arrays first offer it [`crate::numpy_engine::call_ufunc`], which runs it on XLA's own
 //! buffers where it can prove that no Python code sees them (else the copying path
 //! below runs). No Python code ever sees
 //! XLA's memory. Copies of buffers of 128 KiB or more live in flat `uint8` arrays
@@ -35,7 +35,7 @@
 //!
 //! The callable returns `(0, arrays)` on success, one array per result, whose
 //! bytes the handler copies into XLA's result buffers
-//! ([`xla_ffi::python::copy_into_result`]), or `(error_code, message)` for an
+//! ([`crate::numpy_engine::copy_into_result`]), or `(error_code, message)` for an
 //! error that the handler hands to XLA (the Python side, `xla_ffi_rs.python_op`,
 //! turns exceptions and wrong results into these).
 //!
@@ -58,6 +58,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple};
 use xla_ffi::{handler, Attr, DataType, Error, ErrorCode, RemainingArgs, RemainingRets, Result, State};
 
+use crate::numpy_engine;
+
 /// The FFI target name.
 pub const TARGET: &str = "xla_ffi_rs.python_call";
 
@@ -73,7 +75,7 @@ struct Entry {
     /// The function to call directly, when the op needs no Python wrapper.
     direct: Option<Direct>,
     /// The function, when it is a NumPy ufunc called without parameters: run on
-    /// XLA's own buffers when [`xla_ffi::python::call_ufunc`] accepts the call
+    /// XLA's own buffers when [`crate::numpy_engine::call_ufunc`] accepts the call
     /// (and output arrays are due), with no copy.
     ufunc: Option<Py<PyAny>>,
     /// The last call's copies of small operands, by operand index, for the next
@@ -122,7 +124,7 @@ impl Reused {
     }
 
     fn refcounts(&self, py: Python<'_>) -> [isize; 2] {
-        [xla_ffi::python::refcount(self.flat.bind(py)), xla_ffi::python::refcount(self.array.bind(py))]
+        [numpy_engine::refcount(self.flat.bind(py)), numpy_engine::refcount(self.array.bind(py))]
     }
 
     /// Whether nothing but this struct refers to the array or its memory.
@@ -198,7 +200,7 @@ fn process_tag() -> i64 {
 /// `(function, settle, single)`, makes calls that get no output arrays call
 /// `function(*operands)` instead (see [`Direct`]). `ufunc`, the op's function when
 /// it is a NumPy ufunc called without parameters, makes calls that get output
-/// arrays try it on XLA's buffers first ([`xla_ffi::python::call_ufunc`]). With
+/// arrays try it on XLA's buffers first ([`crate::numpy_engine::call_ufunc`]). With
 /// `direct_outputs`, `direct`'s function takes output arrays, and every call that
 /// gets them calls `function(*operands, *outputs)` (see [`call_direct_outputs`]).
 #[pyfunction]
@@ -306,7 +308,7 @@ fn flat_array<'py>(py: Python<'py>, np: &NumPy, n: usize) -> PyResult<Bound<'py,
         let mut pool = pool();
         let found = pool.iter().position(|a| {
             let a = a.bind(py);
-            xla_ffi::python::refcount(a) == 1 && a.len().ok() == Some(n)
+            numpy_engine::refcount(a) == 1 && a.len().ok() == Some(n)
         });
         if let Some(i) = found {
             return Ok(pool.swap_remove(i).into_bound(py));
@@ -335,7 +337,7 @@ fn typed_view<'py>(
 /// Gives `flat` back to the pool if nothing but this reference holds it.
 fn recycle(py: Python<'_>, flat: Bound<'_, PyAny>) {
     let n = flat.len().unwrap_or(0);
-    if n < POOLED_MIN_BYTES || xla_ffi::python::refcount(&flat) != 1 {
+    if n < POOLED_MIN_BYTES || numpy_engine::refcount(&flat) != 1 {
         return;
     }
     let mut pool = pool();
@@ -514,7 +516,7 @@ fn call(entry: &Entry, operands: &RemainingArgs<'_>, results: &mut RemainingRets
         return Err(Error::new(ErrorCode::Unavailable, format!("{TARGET}: the Python interpreter is shutting down")));
     }
     let attached =
-        xla_ffi::python::with_interpreter(|| Python::try_attach(|py| call_attached(py, entry, operands, results)));
+        numpy_engine::with_interpreter(|| Python::try_attach(|py| call_attached(py, entry, operands, results)));
     attached.flatten().unwrap_or_else(|| {
         Err(Error::new(ErrorCode::Unavailable, format!("{TARGET}: the Python interpreter is shutting down")))
     })
@@ -538,8 +540,8 @@ fn call_attached(
         }
         // Anything but `Done` (declined, or raised) takes the copying path below,
         // which checks and reports as it always has.
-        let ran = xla_ffi::python::call_ufunc(py, ufunc.bind(py), operands.as_slice(), results.as_mut_slice());
-        if matches!(ran, xla_ffi::python::UfuncCall::Done) {
+        let ran = numpy_engine::call_ufunc(py, ufunc.bind(py), operands.as_slice(), results.as_mut_slice());
+        if matches!(ran, numpy_engine::UfuncCall::Done) {
             return Ok(());
         }
     }
@@ -566,7 +568,7 @@ fn call_attached(
         } else {
             copies.push(None);
             let flat = flat_array(py, np, bytes.len()).map_err(internal)?;
-            xla_ffi::python::copy_from_operand(py, b, &flat).map_err(|e| with_op(op, e))?;
+            numpy_engine::copy_from_operand(py, b, &flat).map_err(|e| with_op(op, e))?;
             let arr = typed_view(py, &flat, &dtype, b.dims()).map_err(internal)?;
             arr.call_method1(pyo3::intern!(py, "setflags"), (false,)).map_err(internal)?;
             flats.push(flat);
@@ -816,7 +818,7 @@ fn copy_array(
             .call_method0(pyo3::intern!(py, "ravel"))
             .and_then(|f| f.call_method1(pyo3::intern!(py, "view"), (np.uint8.bind(py),)))
             .map_err(internal)?;
-        return xla_ffi::python::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e));
+        return numpy_engine::copy_into_result(py, &flat, result).map_err(|e| with_op(op, e));
     }
     let bytes = value.call_method0(pyo3::intern!(py, "tobytes")).map_err(internal)?;
     let bytes = bytes.cast::<PyBytes>().map_err(|e| internal(e.into()))?.as_bytes();

@@ -437,9 +437,11 @@ fn same_dims(a: &[i64], b: &[i64]) -> bool {
 
 macro_rules! common_methods {
     () => {
-        /// Whether the buffer is host memory (the call runs on the host).
-        #[cfg(feature = "pyo3")]
-        pub(crate) fn on_host(&self) -> bool {
+        /// Whether the buffer is host memory: true in a call on the host (XLA:CPU),
+        /// false in a device call, whose buffers hold device addresses that the
+        /// byte and element views refuse. Answers without checking anything else
+        /// (dtype, alignment, aliasing), so a view can still fail when this is true.
+        pub fn on_host(&self) -> bool {
             self.raw.frame_is_host()
         }
         /// The element type.

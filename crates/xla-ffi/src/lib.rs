@@ -112,7 +112,6 @@ pub mod attr;
 mod attr_enum;
 mod attr_scalars;
 mod buffer;
-mod bulk_copy;
 mod call;
 mod context;
 pub mod decl;

@@ -555,3 +555,36 @@ fn huge_page_advice_is_never_given_for_device_buffers() {
     let mut call = CallBuilder::new().api(xla_ffi::testing::FakeApi::device_like(5)).ret(Arg::zeros::<f32>(&[len]));
     expect_ok(call.run(DEC_ADVISE_DEVICE));
 }
+
+/// Fails unless both buffers say they are host memory.
+#[handler(target = "dec.on_host")]
+fn dec_on_host(x: Buffer, y: ResultBuffer) -> Result<()> {
+    if !x.on_host() || !y.on_host() {
+        return Err(xla_ffi::Error::internal("a host buffer said it was not on the host"));
+    }
+    Ok(())
+}
+
+/// Fails unless both buffers say they are not host memory, and their byte views
+/// are refused.
+#[handler(target = "dec.on_device", platform = device)]
+fn dec_on_device(x: Buffer, mut y: ResultBuffer) -> Result<()> {
+    if x.on_host() || y.on_host() {
+        return Err(xla_ffi::Error::internal("a device buffer said it was on the host"));
+    }
+    if x.as_bytes().is_ok() || y.as_uninit_bytes().is_ok() {
+        return Err(xla_ffi::Error::internal("a device buffer handed out host bytes"));
+    }
+    Ok(())
+}
+
+#[test]
+fn on_host_tells_host_buffers_from_device_buffers() {
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[2]));
+    expect_ok(call.run(DEC_ON_HOST));
+    let mut call = CallBuilder::new()
+        .api(xla_ffi::testing::FakeApi::device_like(5))
+        .arg(Arg::from_slice(&[1.0f32, 2.0], &[2]))
+        .ret(Arg::zeros::<f32>(&[2]));
+    expect_ok(call.run(DEC_ON_DEVICE));
+}

@@ -1,6 +1,9 @@
 //! Copies of large buffers between XLA's memory and Python's, written with
-//! non-temporal stores (used by the `python` module's `copy_from_operand` and
+//! non-temporal stores (used by the engine's `copy_from_operand` and
 //! `copy_into_result`).
+//!
+//! It uses nothing but `core`, so that `tests/bulk_copy.rs` compiles it alone (with
+//! its unit tests), with no Python interpreter: under Miri and AddressSanitizer too.
 //!
 //! A copy of several MiB from or to a Python function's arrays (`python_op`'s
 //! operand copies and output arrays) does not fit a core's L2, and glibc's `memcpy`
@@ -21,7 +24,6 @@ pub(crate) const STREAM_MIN_BYTES: usize = 4 << 20;
 /// # Safety
 /// `src` must be valid for reads and `dst` for writes of `n` bytes, and nothing else
 /// may write either range during the copy.
-#[cfg_attr(not(feature = "pyo3"), allow(dead_code))]
 pub(crate) unsafe fn copy_bytes(dst: *mut u8, src: *const u8, n: usize) {
     let (d, s) = (dst as usize, src as usize);
     let overlap = d < s.wrapping_add(n) && s < d.wrapping_add(n);

@@ -1,0 +1,33 @@
+//! The NumPy engine of `xla_ffi_rs.python_op`: what [`crate::python_call`]'s handler
+//! needs beyond the safe views of `xla-ffi`.
+//!
+//! * [`interpreter`]: taking the interpreter for real on any thread
+//!   ([`with_interpreter`]) and reading reference counts ([`refcount`]);
+//! * [`copies`]: copying an operand's bytes into a Python buffer
+//!   ([`copy_from_operand`]) and a Python buffer's bytes into a result
+//!   ([`copy_into_result`]), from Rust, with non-temporal stores for large copies
+//!   (`bulk_copy`);
+//! * [`ufunc`]: running an exact NumPy ufunc on XLA's own buffers where no Python
+//!   code can see them ([`call_ufunc`]).
+//!
+//! This is the one place of the extension crate with `unsafe` code (the crate
+//! denies it elsewhere): each block says why it holds in a `// SAFETY:` comment.
+//! Its memory comes from the safe byte views of `xla-ffi`
+//! ([`Buffer::as_bytes`](xla_ffi::Buffer::as_bytes),
+//! [`ResultBuffer::as_uninit_bytes`](xla_ffi::ResultBuffer::as_uninit_bytes)), which
+//! check that a buffer is host memory and overlaps no other buffer of the call; the
+//! `unsafe` here is about Python's side (the C API, buffer exports, memoryviews
+//! over those bytes) and the streaming copy. `bulk_copy` needs no interpreter: its
+//! tests run under Miri and AddressSanitizer (`tests/bulk_copy.rs`, which compiles
+//! that file alone); the rest needs one, and is tested from Python (`tests/` at the
+//! repository root, also with the extension built under AddressSanitizer).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod bulk_copy;
+pub(crate) mod copies;
+pub(crate) mod interpreter;
+pub(crate) mod ufunc;
+
+pub(crate) use copies::{copy_from_operand, copy_into_result};
+pub(crate) use interpreter::{refcount, with_interpreter};
+pub(crate) use ufunc::{call_ufunc, UfuncCall};
