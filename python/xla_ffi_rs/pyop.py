@@ -131,7 +131,6 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, pyop_rules
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
-from xla_ffi_rs._op import _explicit_spec, _freeze, _weak_method
 from xla_ffi_rs.binding import (
     BatchDim,
     BatchRule,
@@ -140,6 +139,7 @@ from xla_ffi_rs.binding import (
     is_linear_input,
     move_batch_axis_to_front,
 )
+from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
 from xla_ffi_rs.pyop_call import (
     _INVALID_ARGUMENT,
     _UFUNC_INTO_MIN_SIZE,
@@ -362,16 +362,16 @@ class PythonOp(Op):
         ref = weakref.ref(self)
         super().__init__(
             name,
-            abstract_eval=_weak_method(ref, name, "_abstract_eval"),
+            abstract_eval=weak_method(ref, name, "_abstract_eval"),
             targets={"cpu": TARGET},
-            jnp_impl=_weak_method(ref, name, "_callback_impl"),
-            attributes=_weak_method(ref, name, "_callback_attributes"),
+            jnp_impl=weak_method(ref, name, "_callback_impl"),
+            attributes=weak_method(ref, name, "_callback_attributes"),
             num_batch_dims=None
             if num_batch_dims is None
             else (lambda *avals, **params: _batch_layout(num_batch_dims, batched, _vmap_levels(params))[0] or 0),
             batched=batched,
         )
-        super().def_batching(_weak_method(ref, name, "_sequential_or_vectorized"))
+        super().def_batching(weak_method(ref, name, "_sequential_or_vectorized"))
         # Without a JVP rule: integer and bool results have zero tangents, a float
         # result says it has no rule, and a fixed operand is named, with rules or without.
         names = pyop_rules.names_of(fn)
@@ -438,7 +438,7 @@ class PythonOp(Op):
         of the call's own operands and parameters decides, run here when it has not run
         for them yet. (The bind may never run it for them: under ``vmap`` or ``jvp`` a
         rule of the op's may bind it with other parameters, or not at all.)"""
-        frozen = _freeze(params)
+        frozen = freeze(params)
         single = self._single.get(frozen)
         if single is None:
             self._abstract_eval(*(jax.typeof(x) for x in operands), **params)
@@ -447,7 +447,7 @@ class PythonOp(Op):
 
     def _is_single(self, params: dict[str, Any]) -> bool:
         """Whether abstract_eval gave one aval (not a tuple) for these parameters."""
-        return self._single.get(_freeze(_user(params)), True)
+        return self._single.get(freeze(_user(params)), True)
 
     # -- abstract evaluation and lowering -----------------------------------
 
@@ -459,7 +459,7 @@ class PythonOp(Op):
         user = _user(params)
         out = pyop_rules.call_abstract(self.name, self._user_abstract_eval, inner, user)
         single = not isinstance(out, (tuple, list))
-        if self._single.setdefault(_freeze(user), single) != single:
+        if self._single.setdefault(freeze(user), single) != single:
             raise TypeError(
                 f"{self.name}: abstract_eval returned {'one aval' if single else 'a sequence of avals'} for "
                 f"operands ({', '.join(a.str_short() for a in inner)}) with parameters {user}, but "
@@ -539,7 +539,7 @@ class PythonOp(Op):
         operand ranks, which undo the partitioner's unit axes, see :func:`_logical`,
         and the vmap levels of a vectorized call, see :func:`_batch_layout`).
         The key is registered until the op is garbage collected."""
-        frozen = (_freeze(params or {}), ranks, levels)
+        frozen = (freeze(params or {}), ranks, levels)
         key = self._keys.get(frozen)
         if key is None:
             params = dict(sorted((params or {}).items()))
@@ -574,7 +574,7 @@ class PythonOp(Op):
             return None
         if self.takes_outputs:
             return _plain(self.fn), _outputs_settler(self.name), False
-        single = self._single.get(_freeze(params), True)
+        single = self._single.get(freeze(params), True)
         return _plain(self.fn), _settler(self.name, single), single
 
     # -- transformation rules ---------------------------------------------
@@ -671,7 +671,7 @@ def _whole_axis_0(x: Any) -> Any:
     axes: ``lax.map`` loops over that axis and refuses a split one ("0th dimension of
     all xs should be replicated"), so a sequential vmap over an explicitly sharded
     axis gathers it first."""
-    spec = _explicit_spec(jax.typeof(x))
+    spec = explicit_spec(jax.typeof(x))
     if spec is None or spec[0] is None:
         return x
     sharding = jax.typeof(x).sharding
@@ -718,7 +718,7 @@ def _invoker(
     fn, name, ndarray, takes_outputs = op.fn, op.name, np.ndarray, op.takes_outputs
     plain = _plain(fn)
     ufunc = _is_ufunc(plain, params) and not takes_outputs
-    single = op._single.get(_freeze(params), True)
+    single = op._single.get(freeze(params), True)
     layout_nbd, batched = _batch_layout(op.num_batch_dims, op._batched, levels)
     nbd = layout_nbd if ranks is not None else None
     op_ranks: tuple[int, ...] = ranks or ()
