@@ -219,7 +219,7 @@ class Op:
 
     def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
         """What a lowered program must keep alive until it is compiled and while it
-        runs (None: nothing): see :class:`xla_ffi_rs.pyop.PythonOp`."""
+        runs (None: nothing): see :class:`xla_ffi_rs.python_ops.PythonOp`."""
         return None
 
     def _lowering_args(self, ctx: Any) -> dict[str, Any]:

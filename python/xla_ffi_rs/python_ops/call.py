@@ -3,7 +3,7 @@
 weak typing would), the error messages handed back to XLA, and the ufunc fast path
 that writes straight into the output arrays.
 
-Everything here is called from :mod:`xla_ffi_rs.pyop`'s invoker and settlers (and so
+Everything here is called from :mod:`xla_ffi_rs.python_ops.op_class`'s invoker and settlers (and so
 from the Rust handler), never by users; it holds no state.
 """
 
@@ -79,7 +79,7 @@ def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
 
 def _plain(fn: Any) -> Any:
     """What calling ``fn`` without static parameters calls: the user's function
-    inside the wrappers of :mod:`xla_ffi_rs.pyop_roles` (``_xla_ffi_rs_plain``),
+    inside the wrappers of :mod:`xla_ffi_rs.python_ops.roles` (``_xla_ffi_rs_plain``),
     else ``fn`` itself."""
     return getattr(fn, "_xla_ffi_rs_plain", fn)
 

@@ -1,7 +1,7 @@
-"""How the ops of :mod:`xla_ffi_rs.pyop_linear` are differentiated and batched.
+"""How the ops of :mod:`xla_ffi_rs.python_ops.linear` are differentiated and batched.
 
 Each op (the function, its transpose, a nonlinear op's JVP and VJP) is a
-:class:`~xla_ffi_rs.pyop.PythonOp` with a :class:`Role`: which operands are
+:class:`~xla_ffi_rs.python_ops.PythonOp` with a :class:`Role`: which operands are
 fixed, what it is linear in, which op is its transpose, and where its results'
 batch axes are. The rules here are registered in JAX's tables directly (not through
 :meth:`PythonOp.def_jvp_rule`), because they must see symbolic zeros: a zero
@@ -18,9 +18,9 @@ from typing import Any
 import jax
 
 from xla_ffi_rs._compat import ShapedArray, ad
-from xla_ffi_rs.pyop import PythonOp, _user
-from xla_ffi_rs.pyop_axes import BatchAxes, append_level, out_axes_of, unbatched
-from xla_ffi_rs.pyop_rules import call_abstract
+from xla_ffi_rs.python_ops.axes import BatchAxes, append_level, out_axes_of, unbatched
+from xla_ffi_rs.python_ops.op_class import PythonOp, _user
+from xla_ffi_rs.python_ops.rules import call_abstract
 
 #: Private static parameters: ``((index, shape, dtype), ...)`` of the operands that
 #: are symbolic zeros (passed to the function as None, not bound), and the number of

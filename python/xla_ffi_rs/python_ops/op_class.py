@@ -1,4 +1,5 @@
-"""Python functions as JAX operations: :func:`python_op` (``xla_ffi_rs.python_op``).
+"""Python functions as JAX operations: :func:`python_op` (``xla_ffi_rs.python_op``)
+and the class :class:`PythonOp`.
 
 Any function of NumPy arrays (SciPy, NumPy, a compiled library's Python
 binding) becomes a JAX operation that works under ``jit``, ``grad``, ``jvp``,
@@ -129,7 +130,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from xla_ffi_rs import _native, pyop_rules
+from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
 from xla_ffi_rs.binding import (
     BatchDim,
@@ -140,7 +141,8 @@ from xla_ffi_rs.binding import (
     move_batch_axis_to_front,
 )
 from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
-from xla_ffi_rs.pyop_call import (
+from xla_ffi_rs.python_ops import rules
+from xla_ffi_rs.python_ops.call import (
     _INVALID_ARGUMENT,
     _UFUNC_INTO_MIN_SIZE,
     _UNKNOWN,
@@ -374,12 +376,12 @@ class PythonOp(Op):
         super().def_batching(weak_method(ref, name, "_sequential_or_vectorized"))
         # Without a JVP rule: integer and bool results have zero tangents, a float
         # result says it has no rule, and a fixed operand is named, with rules or without.
-        names = pyop_rules.names_of(fn)
-        ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
+        names = rules.names_of(fn)
+        ad.primitive_jvps[self.primitive] = rules.jvp_rule(
             None, name, names, fixed, _vmap_levels, _user, self.primitive.bind
         )
         if fixed:
-            ad.primitive_transposes[self.primitive] = pyop_rules.transpose_rule(
+            ad.primitive_transposes[self.primitive] = rules.transpose_rule(
                 None, name, names, fixed, lambda *a: [], lambda params: True
             )
         # What eager calls put in the `_OP` parameter: their jitted programs live in
@@ -457,7 +459,7 @@ class PythonOp(Op):
         batch = tuple(params.get(_BATCH, ()))
         inner = [ShapedArray(a.shape[len(batch) :], a.dtype) for a in avals]
         user = _user(params)
-        out = pyop_rules.call_abstract(self.name, self._user_abstract_eval, inner, user)
+        out = rules.call_abstract(self.name, self._user_abstract_eval, inner, user)
         single = not isinstance(out, (tuple, list))
         if self._single.setdefault(freeze(user), single) != single:
             raise TypeError(
@@ -595,8 +597,8 @@ class PythonOp(Op):
         rule runs. Usable as a decorator.
         """
         self._callable_rule("jvp", rule)
-        ad.primitive_jvps[self.primitive] = pyop_rules.jvp_rule(
-            rule, self.name, pyop_rules.names_of(self.fn), self.fixed, _vmap_levels, _user
+        ad.primitive_jvps[self.primitive] = rules.jvp_rule(
+            rule, self.name, rules.names_of(self.fn), self.fixed, _vmap_levels, _user
         )
         return rule
 
@@ -613,10 +615,10 @@ class PythonOp(Op):
         self._callable_rule("transpose", rule)
         ref = weakref.ref(self)
 
-        name, names = self.name, pyop_rules.names_of(self.fn)
+        name, names = self.name, rules.names_of(self.fn)
 
         def checked(out: Any, operands: Sequence[Any]) -> list[Any]:
-            return pyop_rules.checked_cotangents(name, names, out, operands)
+            return rules.checked_cotangents(name, names, out, operands)
 
         def call(ct: Any, operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
             batch = params.get(_BATCH, ())
@@ -628,8 +630,8 @@ class PythonOp(Op):
             op = ref()
             return op is None or op._is_single(params)
 
-        ad.primitive_transposes[self.primitive] = pyop_rules.transpose_rule(
-            rule, self.name, pyop_rules.names_of(self.fn), self.fixed, call, single
+        ad.primitive_transposes[self.primitive] = rules.transpose_rule(
+            rule, self.name, rules.names_of(self.fn), self.fixed, call, single
         )
         return rule
 
@@ -916,7 +918,7 @@ def python_op(
             raise TypeError(f"python_op: batched must be (operand flags, result flags), got {batched!r}") from None
     name = name or f"python_op[{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', type(fn).__name__)}]"
     frozen_batched = None if batched is None else (tuple(batched[0]), tuple(batched[1]))
-    fixed_ = pyop_rules.fixed_indices("python_op", fixed)
+    fixed_ = rules.fixed_indices("python_op", fixed)
     cache_key = (
         fn,
         abstract_eval,

@@ -1,4 +1,4 @@
-"""The JVP and transpose rules of :class:`~xla_ffi_rs.pyop.PythonOp`: symbolic zeros
+"""The JVP and transpose rules of :class:`~xla_ffi_rs.python_ops.PythonOp`: symbolic zeros
 and fixed operands.
 
 A rule given to :meth:`PythonOp.def_jvp_rule` or :meth:`PythonOp.def_transpose_rule`
