@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import scipy.fft
 
 from xla_ffi_rs import linear_op
-from xla_ffi_rs.pyop_axes import core_axes
+from xla_ffi_rs.python_ops import core_axes
 
 
 def fftn(x, *, batch_axes, workers=None):

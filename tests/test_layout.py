@@ -162,7 +162,7 @@ def test_op_modules_are_modules_and_the_functions_stay_functions() -> None:
         import xla_ffi_rs.ops.kepler as m
         assert isinstance(m, types.ModuleType), m
         assert m.__name__ == "xla_ffi_rs.ops.kepler", m
-        import xla_ffi_rs.ops.rms_norm as r, xla_ffi_rs.ops.rms_norm_inplace as ri, xla_ffi_rs.pyop as p
+        import xla_ffi_rs.ops.rms_norm as r, xla_ffi_rs.ops.rms_norm_inplace as ri, xla_ffi_rs.python_ops as p
         assert all(isinstance(x, types.ModuleType) for x in (r, ri, p))
         import xla_ffi_rs
         for name in {FUNCTIONS!r}:

@@ -22,7 +22,7 @@ from jax.export import DisabledSafetyCheck
 
 import xla_ffi_rs as xr
 from xla_ffi_rs.binding import BatchRule, Op, elementwise_batching, move_batch_axis_to_front, same_as_operands
-from xla_ffi_rs.pyop import PythonOp
+from xla_ffi_rs.python_ops import PythonOp
 
 X = jnp.ones((2, 3))
 W = jnp.full((3,), 2.0)
@@ -122,7 +122,7 @@ def test_binding_op_types() -> None:
 
 def test_package_level_names_types() -> None:
     """The names the package gives for what only its private native module had."""
-    from xla_ffi_rs import dtypes, examples, pyop
+    from xla_ffi_rs import dtypes, examples, python_ops
     from xla_ffi_rs.ops import kepler as kepler_module
     from xla_ffi_rs.ops import rms_norm as rms_norm_module
 
@@ -131,7 +131,7 @@ def test_package_level_names_types() -> None:
     assert all(isinstance(v, int) for v in version)
     assert isinstance(assert_type(xr.handlers("cpu"), dict[str, object]), dict)
     assert isinstance(assert_type(examples.handlers("cpu"), dict[str, object]), dict)
-    assert isinstance(assert_type(pyop.registered_functions(), int), int)
+    assert isinstance(assert_type(python_ops.registered_functions(), int), int)
     assert isinstance(assert_type(rms_norm_module.bwd_workspace_rows(17), int), int)
     assert isinstance(assert_type(dtypes.result_dtype(np.float16, np.float32), np.dtype), np.dtype)
     s, c = assert_type(kepler_module.kepler_jnp(jnp.zeros(2), jnp.zeros(2)), tuple[jax.Array, jax.Array])

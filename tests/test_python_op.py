@@ -22,7 +22,7 @@ import xla_ffi_rs
 from helpers import load_example, run_threads
 from xla_ffi_rs import python_op
 from xla_ffi_rs.binding import is_linear_input
-from xla_ffi_rs.pyop import registered_functions
+from xla_ffi_rs.python_ops import registered_functions
 
 
 def like(x):
@@ -229,7 +229,7 @@ def test_decorator_form() -> None:
     def cube(x):
         return x**3
 
-    from xla_ffi_rs.pyop import PythonOp
+    from xla_ffi_rs.python_ops import PythonOp
 
     assert isinstance(cube, PythonOp)
     np.testing.assert_array_equal(np.asarray(jax.jit(cube)(jnp.arange(4.0))), np.arange(4.0) ** 3)

@@ -13,7 +13,7 @@ import pytest
 from jax.test_util import check_grads
 
 from xla_ffi_rs import linear_op, nonlinear_op
-from xla_ffi_rs.pyop_axes import core_axes
+from xla_ffi_rs.python_ops import core_axes
 
 RNG = np.random.default_rng(11)
 

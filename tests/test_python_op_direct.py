@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from xla_ffi_rs import python_op
-from xla_ffi_rs.pyop import PythonOp
+from xla_ffi_rs.python_ops import PythonOp
 
 #: Small (tobytes copy) and large (flat memoryview copy, >= 128 KiB) results.
 SIZES = [(2, 3), (300, 200), (1 << 15,)]

@@ -27,7 +27,7 @@ from jax.export import DisabledSafetyCheck
 
 import xla_ffi_rs as xr
 from xla_ffi_rs import python_op
-from xla_ffi_rs.pyop import registered_functions
+from xla_ffi_rs.python_ops import registered_functions
 
 TARGET = "xla_ffi_rs.python_call"
 
@@ -36,7 +36,7 @@ import gc, os, sys
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
 from xla_ffi_rs import python_op
-from xla_ffi_rs.pyop import registered_functions
+from xla_ffi_rs.python_ops import registered_functions
 """
 
 

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 from xla_ffi_rs import nonlinear_op, python_op
-from xla_ffi_rs.pyop import TARGET
+from xla_ffi_rs.python_ops import TARGET
 
 N = 5000
 
@@ -30,13 +31,13 @@ def like(*avals: Any, **params: Any) -> Any:
 
 
 def python_frames(f: Callable[[], Any]) -> list[str]:
-    """The names of the Python functions of ``xla_ffi_rs.pyop`` and ``pyop_call``
+    """The names of the Python functions of ``xla_ffi_rs.python_ops``
     that run during ``f()`` (after a first call that compiles it)."""
     f()
     seen: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename.endswith(("pyop.py", "pyop_call.py")):
+        if event == "call" and Path(frame.f_code.co_filename).parent.name == "python_ops":
             seen.append(frame.f_code.co_name)
 
     sys.setprofile(profile)

@@ -18,7 +18,8 @@ Example:
 The functions ``kepler``, ``rms_norm``, ``rms_norm_inplace`` and ``python_op`` are
 attributes of the package; their modules are :mod:`xla_ffi_rs.ops.kepler`,
 :mod:`xla_ffi_rs.ops.rms_norm`, :mod:`xla_ffi_rs.ops.rms_norm_inplace` (the ops, their
-rules and their jnp reference formulas) and :mod:`xla_ffi_rs.pyop`. Building blocks
+rules and their jnp reference formulas) and :mod:`xla_ffi_rs.python_ops` (with
+``linear_op``, ``multilinear_op`` and ``nonlinear_op``). Building blocks
 for ops of your own: :mod:`xla_ffi_rs.binding`, :mod:`xla_ffi_rs.sharding`,
 :mod:`xla_ffi_rs.dtypes`.
 
@@ -41,8 +42,7 @@ from xla_ffi_rs._export import export_checks  # noqa: E402
 from xla_ffi_rs.ops.kepler import kepler  # noqa: E402
 from xla_ffi_rs.ops.rms_norm import rms_norm  # noqa: E402
 from xla_ffi_rs.ops.rms_norm_inplace import rms_norm_inplace  # noqa: E402
-from xla_ffi_rs.pyop import python_op  # noqa: E402
-from xla_ffi_rs.pyop_linear import linear_op, multilinear_op, nonlinear_op  # noqa: E402
+from xla_ffi_rs.python_ops import linear_op, multilinear_op, nonlinear_op, python_op  # noqa: E402
 
 __version__: str = _native.__version__
 

@@ -1,175 +1,26 @@
-"""Define a JAX operation backed by XLA FFI targets in a few lines.
+"""Ops built from what a Rust ``#[handler(...)]`` declares: :func:`op` (one
+target), :func:`ops` (several, with the transposes between them linked) and
+:func:`infer` (the native shape and dtype checker). Public through
+:mod:`xla_ffi_rs.binding`, whose docstring and ``docs/binding.md`` describe them.
 
-From a declaration: :func:`op` (one target) and :func:`ops` (several, with the
-transposes between them linked) build the op from what the Rust
-``#[handler(...)]`` declares (operands, dtypes, shape rule, attributes,
-linearity, transpose target); see ``docs/binding.md``.
-
-By hand, an :class:`Op` is a JAX primitive (``jax.extend.core.Primitive``) plus its
-rules, each in a short function of its own:
-
-* abstract evaluation: shapes and dtypes of the results (:class:`Op` argument);
-* lowering: a typed-FFI custom call to the target registered for the platform
-  being compiled for (``jax.ffi.ffi_lowering``); on a platform without a
-  target, an optional jnp implementation is lowered instead;
-* eager evaluation: the op is jit-compiled once per set of parameters;
-* JVP (:meth:`Op.def_jvp`): any function of primals and tangents, so the
-  tangent can come from another target or from jnp code;
-* transpose (:meth:`Op.def_transpose`): for a linear op, typically a call of a
-  backward target;
-* batching (:meth:`Op.def_batching`): a rule that makes ONE vectorized call,
-  e.g. :func:`elementwise_batching`.
-
-Why a primitive rather than ``jax.custom_jvp``/``jax.custom_vjp`` around
-``jax.ffi.ffi_call``: ``custom_vjp`` gives reverse mode only and
-``custom_jvp`` cannot use a dedicated backward kernel. A primitive whose JVP
-emits a *linear* primitive, whose transpose in turn calls the backward target,
-gives forward mode, reverse mode with the backward kernel, and (with a JVP rule
-on the backward op) higher orders, and it keeps full control of batching, so
-``vmap`` never falls back to a loop (``ffi_call``'s ``vmap_method``, not
-deprecated, makes one call for ``"expand_dims"`` or ``"broadcast_all"``, which
-give every unbatched operand a batch axis, and loops for ``"sequential"``).
-
-Sharding: an op may declare ``num_batch_dims``, the number of leading axes of
-its operands over which it is independent (and, with ``batched``, which
-operands and results carry those axes; ``reductions`` names the results that
-are sums over them). Its targets are then registered as batch-partitionable,
-and under ``jit`` over several devices the custom call is emitted so that XLA
-(GSPMD or Shardy) runs it shard by shard with no all-gather, while unbatched
-operands such as a weight stay whole (:mod:`xla_ffi_rs.sharding`).
-
-Example: an elementwise "square" op with a jnp lowering only (an FFI target
-name per platform would go in ``targets``):
-
-    >>> import jax, jax.numpy as jnp
-    >>> from xla_ffi_rs.binding import Op, elementwise_batching, same_as_operands
-    >>> square = Op("demo_square", abstract_eval=same_as_operands(1),
-    ...             jnp_impl=lambda x: (x * x,))
-    >>> @square.def_jvp
-    ... def _square_jvp(primals, tangents):
-    ...     (x,), (dx,) = primals, tangents
-    ...     return square(x), (2 * x * dx,)
-    >>> _ = square.def_batching(elementwise_batching(square))
-    >>> float(jax.grad(lambda x: square(x)[0])(3.0))
-    6.0
+Example:
+    >>> import xla_ffi_rs
+    >>> op(xla_ffi_rs.declarations()["xla_ffi_rs.rms_norm_fwd"]).name
+    'rms_norm_fwd'
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
+from xla_ffi_rs import _registration
+from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs.binding import declared_rules
+from xla_ffi_rs.binding.declaration import Declaration
+from xla_ffi_rs.binding.op_class import Op, TargetNames
 
-from xla_ffi_rs import _declared_rules, _registration
-from xla_ffi_rs._compat import NOT_MAPPED, ShapedArray, ad
-from xla_ffi_rs._declaration import Declaration
-from xla_ffi_rs._op import AbstractEval, BatchDim, BatchRule, JvpRule, Op, TargetNames, TransposeRule
-
-__all__ = [
-    "NOT_MAPPED",
-    "AbstractEval",
-    "BatchDim",
-    "BatchRule",
-    "Declaration",
-    "JvpRule",
-    "Op",
-    "TargetNames",
-    "TransposeRule",
-    "elementwise_batching",
-    "infer",
-    "is_linear_input",
-    "move_batch_axis_to_front",
-    "op",
-    "ops",
-    "same_as_operands",
-    "vmap_batching",
-]
-
-
-def is_linear_input(x: Any) -> bool:
-    """True for an operand a transpose rule must produce a cotangent for."""
-    return bool(ad.is_undefined_primal(x))
-
-
-def same_as_operands(num_results: int) -> AbstractEval:
-    """Abstract eval for an op whose results all look like its first operand.
-
-    >>> import numpy as np
-    >>> from jax.core import ShapedArray
-    >>> same_as_operands(2)(ShapedArray((3,), np.float32))[1]
-    ShapedArray(float32[3])
-    """
-
-    def abstract_eval(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
-        del params
-        return [ShapedArray(avals[0].shape, avals[0].dtype)] * num_results
-
-    return abstract_eval
-
-
-# -- batching helpers -----------------------------------------------------
-
-
-def move_batch_axis_to_front(x: Any, dim: BatchDim, size: int) -> jax.Array:
-    """Move axis ``dim`` of ``x`` to the front; broadcast an unbatched ``x``.
-
-    >>> move_batch_axis_to_front(jnp.ones((2, 3)), 1, 3).shape
-    (3, 2)
-    >>> move_batch_axis_to_front(jnp.ones((2,)), None, 4).shape
-    (4, 2)
-    """
-    if dim is NOT_MAPPED:
-        x = jnp.asarray(x)
-        return jnp.broadcast_to(x, (size, *x.shape))
-    return jnp.moveaxis(x, dim, 0)
-
-
-def batch_size(operands: Sequence[Any], dims: Sequence[BatchDim]) -> int:
-    """The size of the vmapped axis, read from the first batched operand."""
-    for x, d in zip(operands, dims, strict=True):
-        if d is not NOT_MAPPED:
-            return int(jnp.shape(x)[d])
-    raise ValueError("batching rule called with no batched operand")
-
-
-def elementwise_batching(op: Op) -> BatchRule:
-    """Batching for an elementwise op over same-shape operands: one call.
-
-    Batched operands get the batch axis in front, unbatched ones are broadcast,
-    and the op is called once on the stacked arrays.
-    """
-
-    def rule(
-        operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any
-    ) -> tuple[Sequence[Any], Sequence[BatchDim]]:
-        size = batch_size(operands, dims)
-        moved = [move_batch_axis_to_front(x, d, size) for x, d in zip(operands, dims, strict=True)]
-        outs = op(*moved, **params)
-        return outs, [0] * len(outs)
-
-    return rule
-
-
-def vmap_batching(impl: Callable[..., Sequence[Any]]) -> BatchRule:
-    """Batching for a jnp-implemented op: vmap its jnp implementation.
-
-    The result is plain jnp code (no longer the op), which is differentiable
-    and transposable by JAX's own rules.
-    """
-
-    def rule(
-        operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any
-    ) -> tuple[Sequence[Any], Sequence[BatchDim]]:
-        outs = jax.vmap(functools.partial(impl, **params), in_axes=tuple(dims))(*operands)
-        return outs, [0] * len(outs)
-
-    return rule
-
-
-# -- ops built from declarations ---------------------------------------------
+__all__ = ["infer", "op", "ops"]
 
 
 def infer(
@@ -241,7 +92,7 @@ def op(
       becomes an op without them, with JAX's ordered effect: its calls run in
       program order (see ``docs/binding.md``, "Tokens");
     * vmap: one call, the vmapped axis entering the batch ellipsis (the one that
-      starts the first operand's spec); see :mod:`xla_ffi_rs._declared_rules`;
+      starts the first operand's spec); see :mod:`xla_ffi_rs.binding.declared_rules`;
     * sharding: the operands and results that start with the batch ellipsis are
       split along it, the others stay whole (``num_batch_dims`` is the batch
       rank); a result without the batch ellipsis of an op that has one is a sum
@@ -354,11 +205,11 @@ def _build(
         tokens=decl.tokens,
     )
     result.declaration = decl
-    result.def_batching(_declared_rules.batching_rule(result))
+    result.def_batching(declared_rules.batching_rule(result))
     if decl.linear_in:
-        ad.primitive_jvps[result.primitive] = _declared_rules.linear_jvp(result)
+        ad.primitive_jvps[result.primitive] = declared_rules.linear_jvp(result)
     else:
-        ad.primitive_jvps[result.primitive] = _declared_rules.no_jvp(result)
+        ad.primitive_jvps[result.primitive] = declared_rules.no_jvp(result)
     return result
 
 
@@ -366,14 +217,14 @@ def _link_transpose(result: Op, transpose: Op | None) -> None:
     decl = result.declaration
     assert decl is not None
     if transpose is None:
-        result.def_transpose(_declared_rules.untransposable(result))
+        result.def_transpose(declared_rules.untransposable(result))
         return
     other = transpose.declaration
     if other is None or other.target != decl.transpose:
         got = other.target if other is not None else repr(transpose)
         raise ValueError(f"binding.op: {decl.target}: transpose: expected the op of {decl.transpose}, got {got}")
-    _declared_rules.transpose_plan(decl, other)  # ValueError when the two do not fit
-    result.def_transpose(_declared_rules.transpose_rule(result, transpose))
+    declared_rules.transpose_plan(decl, other)  # ValueError when the two do not fit
+    result.def_transpose(declared_rules.transpose_rule(result, transpose))
 
 
 def ops(

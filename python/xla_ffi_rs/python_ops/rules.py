@@ -1,4 +1,4 @@
-"""The JVP and transpose rules of :class:`~xla_ffi_rs.pyop.PythonOp`: symbolic zeros
+"""The JVP and transpose rules of :class:`~xla_ffi_rs.python_ops.PythonOp`: symbolic zeros
 and fixed operands.
 
 A rule given to :meth:`PythonOp.def_jvp_rule` or :meth:`PythonOp.def_transpose_rule`
@@ -22,7 +22,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from xla_ffi_rs._compat import ad, eval_context
+from xla_ffi_rs._compat import ShapedArray, ad, eval_context
+from xla_ffi_rs.binding import is_linear_input
 
 
 def is_zero(t: Any) -> bool:
@@ -226,3 +227,30 @@ def transpose_rule(
         return list(call(ct, operands, params))
 
     return transpose
+
+
+def batched_transpose(
+    rule: Callable[..., Any],
+    k: int,
+    ct: Any,
+    operands: Sequence[Any],
+    params: dict[str, Any],
+    checked: Callable[[Any, Sequence[Any]], list[Any]],
+) -> list[Any]:
+    """Transpose of a vectorized call (``k`` leading batch axes): the rule, vmapped,
+    its result checked per call by ``checked``."""
+    linear = [is_linear_input(x) for x in operands]
+    inner = [
+        ad.UndefinedPrimal(ShapedArray(x.aval.shape[k:], x.aval.dtype)) if lin else None
+        for x, lin in zip(operands, linear, strict=True)
+    ]
+
+    def f(ct: Any, defined: list[Any]) -> list[Any]:
+        it = iter(defined)
+        args = [u if lin else next(it) for u, lin in zip(inner, linear, strict=True)]
+        out = checked(rule(ct, *args, **params), args)
+        return [o if lin else None for o, lin in zip(out, linear, strict=True)]
+
+    for _ in range(k):
+        f = jax.vmap(f)
+    return f(ct, [x for x, lin in zip(operands, linear, strict=True) if not lin])

@@ -18,7 +18,7 @@ batching, JVP and transpose, each following from the declaration alone.
   (:func:`transpose_plan`), not from positions alone.
 
 The op is passed in (any object with ``declaration``, ``reductions`` and
-``__call__``), so this module needs nothing of :mod:`xla_ffi_rs.binding`.
+``__call__``), so this module needs no other module of :mod:`xla_ffi_rs.binding`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""How the ops of :mod:`xla_ffi_rs.pyop_linear` are differentiated and batched.
+"""How the ops of :mod:`xla_ffi_rs.python_ops.linear` are differentiated and batched.
 
 Each op (the function, its transpose, a nonlinear op's JVP and VJP) is a
-:class:`~xla_ffi_rs.pyop.PythonOp` with a :class:`Role`: which operands are
+:class:`~xla_ffi_rs.python_ops.PythonOp` with a :class:`Role`: which operands are
 fixed, what it is linear in, which op is its transpose, and where its results'
 batch axes are. The rules here are registered in JAX's tables directly (not through
 :meth:`PythonOp.def_jvp_rule`), because they must see symbolic zeros: a zero
@@ -18,30 +18,14 @@ from typing import Any
 import jax
 
 from xla_ffi_rs._compat import ShapedArray, ad
-from xla_ffi_rs.pyop import PythonOp, _user
-from xla_ffi_rs.pyop_axes import BatchAxes, append_level, out_axes_of, unbatched
-from xla_ffi_rs.pyop_rules import call_abstract
+from xla_ffi_rs.python_ops.axes import BatchAxes, append_level, out_axes_of, unbatched
+from xla_ffi_rs.python_ops.op_class import PythonOp, user_params
+from xla_ffi_rs.python_ops.rules import as_list, call_abstract, describe_operand, is_zero, zero_like
 
 #: Private static parameters: ``((index, shape, dtype), ...)`` of the operands that
 #: are symbolic zeros (passed to the function as None, not bound), and the number of
 #: leading fixed operands of a derived op.
 _ABSENT, _LEAD = "_absent", "_lead"
-
-
-def _as_list(x: Any) -> list[Any]:
-    return list(x) if isinstance(x, (tuple, list)) else [x]
-
-
-def _is_zero(t: Any) -> bool:
-    return type(t) is ad.Zero
-
-
-def _zero_like(x: Any) -> Any:
-    return ad.Zero(jax.typeof(x).to_tangent_aval())
-
-
-def _describe_operand(names: Sequence[str], i: int) -> str:
-    return f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
 
 
 class Role:
@@ -120,7 +104,7 @@ class Role:
         params = {k: v for k, v in params.items() if k != _ABSENT}
         if absent:
             params[_ABSENT] = absent
-        return _as_list(self.op(*present, **params))
+        return as_list(self.op(*present, **params))
 
     def abstract(
         self, avals: Sequence[Any], params: dict[str, Any]
@@ -167,26 +151,26 @@ class Role:
         for i in nonzero:
             if i in fixed:
                 raise ValueError(
-                    f"{self.name}: cannot {what} with respect to {_describe_operand(self.names, i)}: {self.why_fixed}"
+                    f"{self.name}: cannot {what} with respect to {describe_operand(self.names, i)}: {self.why_fixed}"
                 )
 
     # -- rules -----------------------------------------------------------
 
     def jvp(self, primals: Sequence[Any], tangents: Sequence[Any], params: dict[str, Any]) -> tuple[Any, Any]:
-        params = _user(params)
+        params = user_params(params)
         values, avals = self.logical(primals, params)
         tans = _merge(list(tangents), params.get(_ABSENT, ()), lambda entry: ad.Zero(_aval_of(entry)))
         n = len(values)
         fixed = self.fixed(n, params)
-        nonzero = [i for i, (v, t) in enumerate(zip(values, tans, strict=True)) if v is not None and not _is_zero(t)]
+        nonzero = [i for i, (v, t) in enumerate(zip(values, tans, strict=True)) if v is not None and not is_zero(t)]
         self.check_fixed(fixed, nonzero, "differentiate")
         outs = self.call(values, avals, params)
         if not nonzero:
-            return outs, [_zero_like(o) for o in outs]
+            return outs, [zero_like(o) for o in outs]
         if self.kind in ("linear", "jvp", "vjp"):
             # Linear in the non-fixed operands jointly: the op itself, on the tangents.
             args = [
-                v if i in fixed else (None if _is_zero(tans[i]) or v is None else tans[i]) for i, v in enumerate(values)
+                v if i in fixed else (None if is_zero(tans[i]) or v is None else tans[i]) for i, v in enumerate(values)
             ]
             return outs, self.call(args, avals, params)
         if self.kind in ("multilinear", "multilinear_T"):
@@ -199,14 +183,14 @@ class Role:
                 groups.append(list(range(k, n)))
             total: list[Any] | None = None
             for group in groups:
-                args = [(None if _is_zero(tans[j]) else tans[j]) if j in group else v for j, v in enumerate(values)]
+                args = [(None if is_zero(tans[j]) else tans[j]) if j in group else v for j, v in enumerate(values)]
                 term = self.call(args, avals, params)
                 total = term if total is None else [a + b for a, b in zip(total, term, strict=True)]
             assert total is not None
             return outs, total
         # nonlinear: the JVP op on the primals (all fixed there) and the tangents
         assert self.partner is not None
-        tan_args = [None if _is_zero(tans[i]) else tans[i] for i in range(n) if i not in fixed]
+        tan_args = [None if is_zero(tans[i]) else tans[i] for i in range(n) if i not in fixed]
         tan_avals = [avals[i] for i in range(n) if i not in fixed]
         jvp_params = {**params, _LEAD: n}
         if self.batch:
@@ -215,7 +199,7 @@ class Role:
         return outs, self.partner.call([*values, *tan_args], [*avals, *tan_avals], jvp_params)
 
     def transpose(self, cts: Sequence[Any], operands: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-        params = _user(params)
+        params = user_params(params)
         values, avals = self.logical(operands, params)
         n = len(values)
         fixed = self.fixed(n, params)
@@ -229,7 +213,7 @@ class Role:
             if len(undefined) > 1:
                 raise ValueError(
                     f"{self.name}: linear in each operand separately, so it cannot be transposed with "
-                    f"respect to {', '.join(_describe_operand(self.names, i) for i in undefined)} at once"
+                    f"respect to {', '.join(describe_operand(self.names, i) for i in undefined)} at once"
                 )
             if not undefined or any(values[i] is None for i in lin):  # a zero operand: a zero result
                 return _present(result, params)
@@ -247,7 +231,7 @@ class Role:
         if constants:
             raise ValueError(
                 f"{self.name}: linear in its non-fixed operands jointly, so it cannot be transposed with respect "
-                f"to some of them while {_describe_operand(self.names, constants[0])} is a constant; "
+                f"to some of them while {describe_operand(self.names, constants[0])} is a constant; "
                 "declare that operand fixed"
             )
         assert self.partner is not None
@@ -276,7 +260,7 @@ class Role:
         if (in_cts and in_others) or len(in_others) > 1:
             raise ValueError(
                 f"{self.name}: linear in the cotangents and in each other operand separately, so it cannot be "
-                f"transposed with respect to {', '.join(_describe_operand(self.names, i) for i in undefined)} at once"
+                f"transposed with respect to {', '.join(describe_operand(self.names, i) for i in undefined)} at once"
             )
         if any(values[i] is None for i in range(k) if i not in self.fixed(n, params)) or not undefined:
             return [None] * n
@@ -312,12 +296,12 @@ class Role:
         ``arrange(operands, cotangents)`` (a symbolic zero cotangent is None)."""
         n = len(values)
         result: list[Any] = [None] * n
-        if all(_is_zero(c) for c in cts) or all(values[i] is None for i in lin):
+        if all(is_zero(c) for c in cts) or all(values[i] is None for i in lin):
             return result
         out_avals, out_axes, _ = self.abstract(avals, params)
         axes = list(params.get("batch_axes") or unbatched(n))
         cols = [
-            arrange(values, [None if _is_zero(c) else c for c in cts]),
+            arrange(values, [None if is_zero(c) else c for c in cts]),
             arrange(avals, list(out_avals)),
             arrange(axes, list(out_axes)),
         ]
@@ -337,7 +321,7 @@ class Role:
             want = avals[i]
             if (tuple(want.shape), want.dtype) != (tuple(got.shape), got.dtype):
                 raise ValueError(
-                    f"{target.name}: the cotangent of {self.name}'s {_describe_operand(self.names, i)} must look "
+                    f"{target.name}: the cotangent of {self.name}'s {describe_operand(self.names, i)} must look "
                     f"like the operand, {want.str_short()}, but the transpose's abstract_eval gives "
                     f"{_short(got)}"
                 )

@@ -3,7 +3,7 @@ types of its rules; the public names are those of :mod:`xla_ffi_rs.binding`, whi
 documents them and builds ops from declarations on top of this module.
 
 Example:
-    >>> from xla_ffi_rs._op import Op
+    >>> from xla_ffi_rs.binding.op_class import Op
     >>> Op.__name__
     'Op'
 """
@@ -32,9 +32,21 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
-from xla_ffi_rs._declaration import Declaration
+from xla_ffi_rs.binding.declaration import Declaration
 
-__all__ = ["AbstractEval", "BatchDim", "BatchRule", "JvpRule", "Op", "Params", "TargetNames", "TransposeRule"]
+__all__ = [
+    "AbstractEval",
+    "BatchDim",
+    "BatchRule",
+    "JvpRule",
+    "Op",
+    "Params",
+    "TargetNames",
+    "TransposeRule",
+    "explicit_spec",
+    "freeze",
+    "weak_method",
+]
 
 #: Platform (as JAX names it: "cpu", "cuda", "rocm", ...) -> FFI target name.
 TargetNames = Mapping[str, str]
@@ -146,7 +158,7 @@ class Op:
         self._ref: Callable[[], Op | None] = weakref.ref(self) if self._held_weakly else _Strong(self)
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
-        self.primitive.def_impl(_weak_method(self._ref, name, "_eager_impl"))
+        self.primitive.def_impl(weak_method(self._ref, name, "_eager_impl"))
         typed = self._typed_abstract_eval(abstract_eval)
         if tokens is not None:
             effect = ordered_effect()
@@ -178,7 +190,7 @@ class Op:
         # running: an op whose Python function calls the same op (recursion) makes
         # its inner call while the outer jitted call runs, which JAX refuses
         # ("Recursively calling jit"), so the inner call has a jitted bind of its own.
-        frozen = _freeze(params)
+        frozen = freeze(params)
         depth = self._eager_running.get(frozen, 0)
         key = (frozen, depth)
         jitted = self._eager.get(key)
@@ -207,7 +219,7 @@ class Op:
 
     def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
         """What a lowered program must keep alive until it is compiled and while it
-        runs (None: nothing): see :class:`xla_ffi_rs.pyop.PythonOp`."""
+        runs (None: nothing): see :class:`xla_ffi_rs.python_ops.PythonOp`."""
         return None
 
     def _lowering_args(self, ctx: Any) -> dict[str, Any]:
@@ -345,7 +357,7 @@ class Op:
         ``ones_like(x)``); another batched result is split like the first
         batched operand along the batch axes and whole along the others; another
         unbatched result is whole. The partitioner reshards where the call needs it."""
-        specs = [_explicit_spec(a) for a in avals]
+        specs = [explicit_spec(a) for a in avals]
         typed_in = [(a, s) for a, s in zip(avals, specs, strict=True) if s is not None]
         if not typed_in:
             return outs
@@ -426,7 +438,7 @@ def _lower_jnp(ctx: Any, formula: Callable[..., Any], index: int, operands: Sequ
     return lower(ctx.replace(primitive=None, avals_out=[ctx.avals_out[index]]), *operands)[0]
 
 
-def _explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
+def explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
     """The partition spec in ``aval``'s type (explicit mesh axes), padded to its rank;
     None when the type names no mesh axis."""
     sharding = getattr(aval, "sharding", None)
@@ -459,7 +471,7 @@ def _with_vma(out: ShapedArray, avals: Sequence[ShapedArray]) -> ShapedArray:
     for a in avals:
         if _varying(a):
             mesh = jax.sharding.get_abstract_mesh()
-            entries = _explicit_spec(out) or (None,) * len(out.shape)
+            entries = explicit_spec(out) or (None,) * len(out.shape)
             sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*entries))
             varying: ShapedArray = out.update(sharding=sharding, manual_axis_type=a.manual_axis_type)
             return varying
@@ -480,7 +492,7 @@ def _match_varying(operands: Sequence[Any]) -> Sequence[Any]:
     ]
 
 
-def _freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
+def freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
     """A key for a call's static parameters: equal when the parameters are the same
     values of the same types (``1``, ``1.0`` and ``True`` differ, as they do for
     ``jax.jit``'s static arguments; a NaN equals a NaN, so it does not make a new
@@ -529,7 +541,7 @@ def _live(ref: Callable[[], Op | None], name: str) -> Op:
     return op
 
 
-def _weak_method(ref: Callable[[], Op | None], name: str, method: str) -> Callable[..., Any]:
+def weak_method(ref: Callable[[], Op | None], name: str, method: str) -> Callable[..., Any]:
     """``getattr(op, method)`` of the op behind ``ref``, called without holding the op."""
 
     def call(*args: Any, **kwargs: Any) -> Any:

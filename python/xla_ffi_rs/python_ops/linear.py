@@ -1,7 +1,7 @@
 """Python ops from a function and its derivative functions, in one call each.
 
 :func:`linear_op`, :func:`multilinear_op` and :func:`nonlinear_op` make a
-:class:`~xla_ffi_rs.pyop.PythonOp` whose ``jit``, ``vmap``, ``jvp``,
+:class:`~xla_ffi_rs.python_ops.PythonOp` whose ``jit``, ``vmap``, ``jvp``,
 ``vjp``, ``grad`` and ``jax.linear_transpose`` come from NumPy functions you
 give (the function, its transpose, or its JVP and VJP); the derivative
 functions are python ops themselves, so second order works where it is
@@ -44,9 +44,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xla_ffi_rs.pyop import PythonOp
-from xla_ffi_rs.pyop_roles import Role
-from xla_ffi_rs.pyop_rules import fixed_indices, names_of
+from xla_ffi_rs.python_ops.op_class import PythonOp
+from xla_ffi_rs.python_ops.roles import Role
+from xla_ffi_rs.python_ops.rules import fixed_indices, names_of
 
 __all__ = ["linear_op", "multilinear_op", "nonlinear_op"]
 
@@ -89,7 +89,7 @@ def linear_op(
         the cotangents of the non-fixed operands in order (one array if one); a
         zero cotangent is ``None``.
       abstract_eval: ``(*avals, **params)``: ``f``'s results (avals, or ``(aval,
-        axes)`` pairs with ``batch_axes=True``; see :mod:`xla_ffi_rs.pyop_axes`).
+        axes)`` pairs with ``batch_axes=True``; see :mod:`xla_ffi_rs.python_ops.axes`).
       abstract_eval_T: the same for ``f_T``, on the avals of its operands.
       fixed: indices of operands that are not differentiable (the op need not be
         linear in them); differentiating with respect to one raises ``ValueError``.

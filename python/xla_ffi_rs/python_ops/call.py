@@ -3,8 +3,10 @@
 weak typing would), the error messages handed back to XLA, and the ufunc fast path
 that writes straight into the output arrays.
 
-Everything here is called from :mod:`xla_ffi_rs.pyop`'s invoker and settlers (and so
-from the Rust handler), never by users; it holds no state.
+:func:`invoker` makes the function the Rust handler calls for a registry key (the
+hot path); the settlers check what a function the handler calls directly returned.
+Everything here is called by :class:`~xla_ffi_rs.python_ops.PythonOp` and, through
+it, by the Rust handler, never by users; it holds no state.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 #: XLA error codes the Python side reports (absl status codes).
-_UNKNOWN, _INVALID_ARGUMENT = 2, 3
+UNKNOWN, INVALID_ARGUMENT = 2, 3
 #: Traceback frames (of the user's code) kept in an error message.
 _TRACEBACK_FRAMES = 3
 
@@ -26,12 +28,12 @@ def _describe(shape: Sequence[int], dtype: Any) -> str:
     return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
 
 
-def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
+def settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
     """What the handler calls when a directly called function (see
     :meth:`PythonOp._direct`) raised (``kind`` 1: ``value`` is the exception,
     ``extra`` is ``(specs, traceback)``) or returned something other than exactly
     the arrays XLA expects (``kind`` 0: ``value`` is what it returned, ``extra`` the
-    specs): ``(0, arrays)`` or ``(error_code, message)``, as :func:`_invoker`'s
+    specs): ``(0, arrays)`` or ``(error_code, message)``, as :func:`invoker`'s
     ``invoke`` returns."""
 
     def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
@@ -41,9 +43,9 @@ def _settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, An
             specs = extra
             if single and len(specs) == 1:
                 value = (value,)
-            return _checked(name, value, [s for s, _ in specs], specs)
+            return checked(name, value, [s for s, _ in specs], specs)
         except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
-            return _UNKNOWN, _exception_message(name, e)
+            return UNKNOWN, exception_message(name, e)
 
     return settle
 
@@ -53,14 +55,14 @@ def _raised(name: str, exc: BaseException, tb: Any) -> tuple[int, str]:
     the traceback the handler caught attached where the exception has none."""
     if tb is not None and exc.__traceback__ is None:
         exc = exc.with_traceback(tb)
-    return _UNKNOWN, _exception_message(name, exc, skip=0)
+    return UNKNOWN, exception_message(name, exc, skip=0)
 
 
-def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
-    """:func:`_settler` for a directly called function with ``takes_outputs=True``:
+def outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
+    """:func:`settler` for a directly called function with ``takes_outputs=True``:
     ``extra`` is ``(specs, outs)`` (``((specs, outs), traceback)`` for an
     exception), and ``value`` what the function returned, which must be None or the
-    output arrays; the outputs are then checked as :func:`_invoker`'s ``invoke``
+    output arrays; the outputs are then checked as :func:`invoker`'s ``invoke``
     checks them."""
 
     def settle(kind: int, value: Any, extra: Any) -> tuple[int, Any]:
@@ -68,40 +70,40 @@ def _outputs_settler(name: str) -> Callable[[int, Any, Any], tuple[int, Any]]:
             if kind:
                 return _raised(name, value, extra[1])
             specs, outs = extra
-            if value is not None and not _are(value, outs):
-                return _INVALID_ARGUMENT, _not_none(name, value)
-            return _checked(name, outs, [s for s, _ in specs], specs)
+            if value is not None and not are(value, outs):
+                return INVALID_ARGUMENT, not_none(name, value)
+            return checked(name, outs, [s for s, _ in specs], specs)
         except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
-            return _UNKNOWN, _exception_message(name, e)
+            return UNKNOWN, exception_message(name, e)
 
     return settle
 
 
-def _plain(fn: Any) -> Any:
+def unwrapped(fn: Any) -> Any:
     """What calling ``fn`` without static parameters calls: the user's function
-    inside the wrappers of :mod:`xla_ffi_rs.pyop_roles` (``_xla_ffi_rs_plain``),
+    inside the wrappers of :mod:`xla_ffi_rs.python_ops.roles` (``_xla_ffi_rs_plain``),
     else ``fn`` itself."""
     return getattr(fn, "_xla_ffi_rs_plain", fn)
 
 
-def _is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
+def is_ufunc(fn: Any, params: dict[str, Any]) -> bool:
     """Whether ``fn`` is a NumPy ufunc called without parameters (run by
-    :func:`_ufunc_into` into output arrays when it can)."""
+    :func:`ufunc_into` into output arrays when it can)."""
     return isinstance(fn, np.ufunc) and not params
 
 
 #: Results smaller than this are computed by ``fn(*args)`` and copied: for them the
 #: copy costs less than a ufunc call with ``out=`` and ``casting=`` keywords.
-_UFUNC_INTO_MIN_SIZE = 1 << 12
+UFUNC_INTO_MIN_SIZE = 1 << 12
 
 
-def _ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> bool:
+def ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> bool:
     """Run an elementwise ufunc (NumPy's, SciPy's special functions) straight into the
     output arrays, with no allocation, when that gives exactly what ``fn(*args)``
     gives: every operand and result has the same shape and dtype and the ufunc has a
     loop for that dtype; and the results are large enough for it to matter.
     Returns whether it ran."""
-    if results[0].size < _UFUNC_INTO_MIN_SIZE or fn.nin != len(args) or fn.nout != len(results):
+    if results[0].size < UFUNC_INTO_MIN_SIZE or fn.nin != len(args) or fn.nout != len(results):
         return False
     shape, dtype = results[0].shape, results[0].dtype
     for a in (*args, *results):
@@ -114,14 +116,14 @@ def _ufunc_into(fn: np.ufunc, args: Sequence[np.ndarray], results: Sequence[np.n
     return True
 
 
-def _checked(
+def checked(
     name: str, values: Any, shapes: Sequence[tuple[int, ...]], specs: Sequence[tuple[tuple[int, ...], np.dtype]]
 ) -> tuple[int, Any]:
     """``(0, arrays)`` if ``values`` are one array per result of its shape and dtype,
     else ``(INVALID_ARGUMENT, message)``."""
     if not isinstance(values, (tuple, list)) or len(values) != len(specs):
         got = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
-        return _INVALID_ARGUMENT, _text(
+        return INVALID_ARGUMENT, _text(
             f"op {name!r}: expected the function to return a tuple of {len(specs)} arrays, got {got}"
         )
     arrays = []
@@ -132,7 +134,7 @@ def _checked(
         if arr.dtype != dtype and arr.dtype.newbyteorder("=") == dtype:
             arr = arr.astype(dtype)  # the same values in the other byte order
         if arr.shape != tuple(shape) or arr.dtype != dtype:
-            return _INVALID_ARGUMENT, _text(
+            return INVALID_ARGUMENT, _text(
                 f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_got(value, arr)}"
             )
         arrays.append(arr)
@@ -167,7 +169,7 @@ def _weak_scalar(value: Any, dtype: np.dtype) -> np.ndarray | None:
         return None
 
 
-def _not_none(name: str, returned: Any) -> str:
+def not_none(name: str, returned: Any) -> str:
     return _text(
         f"op {name!r}: with takes_outputs=True the function writes its results into the "
         f"output arrays and returns None (or the output arrays), but it returned {_type_name(returned)}"
@@ -201,7 +203,7 @@ def _type_name(x: Any) -> str:
         return "<unnamed type>"
 
 
-def _exception_message(name: str, e: BaseException, skip: int = 1) -> str:
+def exception_message(name: str, e: BaseException, skip: int = 1) -> str:
     """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
     code, after the ``skip`` frames of our own), whatever the exception's
     ``__str__`` or class does."""
@@ -220,14 +222,14 @@ def _exception_message(name: str, e: BaseException, skip: int = 1) -> str:
     return _text(message)
 
 
-def _are(returned: Any, results: Sequence[np.ndarray]) -> bool:
+def are(returned: Any, results: Sequence[np.ndarray]) -> bool:
     """Whether ``returned`` is the output array (``np.sin(x, out=o)`` returns ``o``) or
     the tuple of output arrays."""
     items = returned if isinstance(returned, (tuple, list)) else [returned]
     return len(items) == len(results) and all(a is b for a, b in zip(items, results, strict=True))
 
 
-def _logical(
+def logical(
     args: Sequence[np.ndarray],
     shapes: Sequence[tuple[int, ...]],
     ranks: Sequence[int],
@@ -252,3 +254,61 @@ def _logical(
         [a.reshape(drop(a.shape)) if b else a for a, b in zip(args, b_in, strict=True)],
         [drop(s) if b else s for s, b in zip(shapes, b_out, strict=True)],
     )
+
+
+def invoker(
+    fn: Callable[..., Any],
+    name: str,
+    takes_outputs: bool,
+    params: dict[str, Any],
+    single: bool,
+    nbd: int | None,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None,
+    ranks: tuple[int, ...] | None,
+) -> Callable[..., Any]:
+    """The function the Rust handler calls, ``invoke(args, specs, outs)``: ``args``
+    are read-only NumPy arrays holding copies of the operands, ``specs`` the
+    results' ``(shape, dtype)``, ``outs`` (with ``takes_outputs``) arrays of those
+    to fill. It runs ``fn`` and returns ``(0, arrays)``, one array of
+    exactly the result's shape and dtype per result, whose bytes the handler copies
+    into XLA's buffers; or ``(error_code, message)``. It is the hot path, so it is
+    one closure with everything it needs bound locally; it holds no reference to
+    the op (the registry holds it, and must not keep the op alive). ``single``:
+    whether ``fn`` returns one array, not a tuple; ``nbd`` and ``batched``: the
+    call's batch layout, whose unit axes :func:`logical` drops where ``ranks``
+    (the operands' ranks at the call) is given."""
+    ndarray = np.ndarray
+    bare = unwrapped(fn)
+    ufunc = is_ufunc(bare, params) and not takes_outputs
+    if ranks is None:
+        nbd = None
+    op_ranks: tuple[int, ...] = ranks or ()
+
+    def invoke(
+        args: Sequence[np.ndarray], specs: Sequence[tuple[tuple[int, ...], np.dtype]], outs: Sequence[np.ndarray]
+    ) -> tuple[int, Any]:
+        try:
+            shapes: Sequence[tuple[int, ...]] = [s for s, _ in specs]
+            if nbd is not None:
+                args, shapes = logical(args, shapes, op_ranks, nbd, batched)
+            if takes_outputs:
+                outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
+                returned = fn(*args, *outs, **params)
+                if returned is not None and not are(returned, outs):
+                    return INVALID_ARGUMENT, not_none(name, returned)
+                return checked(name, outs, shapes, specs)
+            if ufunc and outs:
+                outs = [o.reshape(s) for o, s in zip(outs, shapes, strict=True)]
+                if ufunc_into(bare, args, outs):
+                    return 0, outs
+            returned = fn(*args, **params)
+            if single and len(specs) == 1:
+                d = specs[0][1]
+                if type(returned) is ndarray and returned.dtype is d and returned.shape == shapes[0]:
+                    return 0, (returned,)
+                returned = (returned,)
+            return checked(name, returned, shapes, specs)
+        except BaseException as e:  # KeyboardInterrupt and SystemExit too: reported to XLA
+            return UNKNOWN, exception_message(name, e)
+
+    return invoke

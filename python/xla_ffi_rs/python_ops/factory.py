@@ -1,0 +1,199 @@
+"""The function :func:`python_op` (``xla_ffi_rs.python_op``), which makes a
+:class:`~xla_ffi_rs.python_ops.PythonOp` from a function and its rules, the same op
+for the same arguments while it lives, and :func:`registered_functions`.
+
+Example:
+    >>> registered_functions() >= 0
+    True
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, cast, overload
+
+from xla_ffi_rs import _native
+from xla_ffi_rs.binding import BatchRule
+from xla_ffi_rs.python_ops import rules
+from xla_ffi_rs.python_ops.op_class import AbstractEvalFn, PythonOp
+
+__all__ = ["python_op", "registered_functions"]
+
+
+#: python_op's arguments -> the op made from them, while it lives.
+_ops: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
+
+# At exit, before the interpreter finalizes: later calls fail without calling Python,
+# and the running ones (of programs on other devices the caller never waited for)
+# finish first (a thread entering Python while it finalized aborted the process).
+# Registered after jax's own exit handlers, so it runs before them.
+atexit.register(_native.close)
+
+
+@overload
+def python_op(
+    fn: Callable[..., Any],
+    *,
+    abstract_eval: AbstractEvalFn,
+    jvp: Callable[..., Any] | None = None,
+    transpose: Callable[..., Any] | None = None,
+    batching: BatchRule | None = None,
+    vectorized: bool = False,
+    takes_outputs: bool = False,
+    num_batch_dims: int | None = None,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    fixed: Sequence[int] = (),
+    name: str | None = None,
+) -> PythonOp: ...
+
+
+@overload
+def python_op(
+    fn: None = None,
+    *,
+    abstract_eval: AbstractEvalFn,
+    jvp: Callable[..., Any] | None = None,
+    transpose: Callable[..., Any] | None = None,
+    batching: BatchRule | None = None,
+    vectorized: bool = False,
+    takes_outputs: bool = False,
+    num_batch_dims: int | None = None,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    fixed: Sequence[int] = (),
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], PythonOp]: ...
+
+
+def python_op(
+    fn: Callable[..., Any] | None = None,
+    *,
+    abstract_eval: AbstractEvalFn,
+    jvp: Callable[..., Any] | None = None,
+    transpose: Callable[..., Any] | None = None,
+    batching: BatchRule | None = None,
+    vectorized: bool = False,
+    takes_outputs: bool = False,
+    num_batch_dims: int | None = None,
+    batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
+    fixed: Sequence[int] = (),
+    name: str | None = None,
+) -> PythonOp | Callable[[Callable[..., Any]], PythonOp]:
+    """Make a JAX operation that runs the Python function ``fn`` on CPU.
+
+    Also a decorator: ``@python_op(abstract_eval=...)`` above ``def fn(...)``.
+
+    Args:
+      fn: ``fn(*arrays, **params)`` on NumPy arrays (read-only copies of the
+        operands, which it may keep), returning one array or a tuple, of exactly the shapes and
+        dtypes ``abstract_eval`` gives. With ``takes_outputs=True`` it is
+        ``fn(*arrays, *outputs, **params)`` instead: it fills the (uninitialised)
+        writable output arrays and returns ``None`` (or the output arrays, as
+        ``np.sin(x, out=out)`` does).
+      abstract_eval: ``(*avals, **params) -> aval or tuple of avals``: the
+        results' shapes and dtypes (anything with ``.shape`` and ``.dtype``).
+      jvp: ``(primals, tangents, **params) -> (out, tangent_out)`` in jax code;
+        a tangent JAX knows to be zero is ``None`` (see :meth:`PythonOp.def_jvp_rule`).
+      transpose: ``(cotangents, *operands, **params) -> cotangent per operand``
+        for an op linear in some operands, ``None`` for a zero cotangent (see
+        :meth:`PythonOp.def_transpose_rule`).
+      batching: a :class:`~xla_ffi_rs.binding.BatchRule` replacing the default.
+      vectorized: ``fn`` accepts leading batch axes on every operand and returns
+        them on every result, so ``vmap`` makes one call; otherwise one call per
+        batch element.
+      takes_outputs: pass writable output arrays to ``fn``, whose contents are
+        copied into the results when it returns.
+      num_batch_dims: the number of leading axes ``fn`` treats independently;
+        enables per-shard execution under sharding.
+      batched: ``(operands, results)`` flags: which carry those batch axes
+        (default: all). Every flagged operand and result must have the same
+        ``num_batch_dims`` leading axes (else ``ValueError`` at the call): a
+        weight ``(H,)`` beside ``x`` ``(T, H)`` is declared unbatched.
+      fixed: indices of operands that are not differentiable (a grid, a
+        configuration): a non-zero tangent for one, or transposing with respect to
+        one, raises ``ValueError`` naming the op and the operand (the rules never
+        see a tangent for it: it is ``None``).
+      name: the primitive's name (default ``python_op[<fn's qualified name>]``).
+
+    Calling ``python_op`` again with the same arguments returns the same op (while
+    it lives: see "Lifetime" in :mod:`xla_ffi_rs.python_ops`).
+    """
+    if fn is None:
+        decorator = functools.partial(
+            python_op,
+            abstract_eval=abstract_eval,
+            jvp=jvp,
+            transpose=transpose,
+            batching=batching,
+            vectorized=vectorized,
+            takes_outputs=takes_outputs,
+            num_batch_dims=num_batch_dims,
+            batched=batched,
+            fixed=fixed,
+            name=name,
+        )
+        return cast("Callable[[Callable[..., Any]], PythonOp]", decorator)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"python_op: name must be a str, got {type(name).__name__}")
+    if batched is not None:
+        try:
+            operand_flags, result_flags = batched
+            batched = (tuple(operand_flags), tuple(result_flags))
+        except (TypeError, ValueError):
+            raise TypeError(f"python_op: batched must be (operand flags, result flags), got {batched!r}") from None
+    name = name or f"python_op[{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', type(fn).__name__)}]"
+    frozen_batched = None if batched is None else (tuple(batched[0]), tuple(batched[1]))
+    fixed_ = rules.fixed_indices("python_op", fixed)
+    cache_key = (
+        fn,
+        abstract_eval,
+        jvp,
+        transpose,
+        batching,
+        vectorized,
+        takes_outputs,
+        num_batch_dims,
+        frozen_batched,
+        fixed_,
+        name,
+    )
+    memoize = True
+    try:
+        hit = _ops.get(cache_key)
+    except TypeError:  # an unhashable argument: no memoization
+        memoize, hit = False, None
+    if hit is not None:
+        return hit
+    op = PythonOp(
+        fn,
+        abstract_eval=abstract_eval,
+        name=name,
+        vectorized=vectorized,
+        takes_outputs=takes_outputs,
+        num_batch_dims=num_batch_dims,
+        batched=frozen_batched,
+        fixed=fixed_,
+    )
+    if jvp is not None:
+        op.def_jvp_rule(jvp)
+    if transpose is not None:
+        op.def_transpose_rule(transpose)
+    if batching is not None:
+        op.def_batching(batching)
+    if memoize:
+        _ops[cache_key] = op
+    return op
+
+
+def registered_functions() -> int:
+    """How many Python functions the ``xla_ffi_rs.python_call`` registry holds now:
+    one per (op, static parameters) that has been lowered, taken out when its op is
+    freed (a compiled program keeps the functions it calls until it is freed
+    itself). Leak checks compare it before and after.
+
+    >>> registered_functions() >= 0
+    True
+    """
+    return _native.registered()
