@@ -24,15 +24,31 @@ cd fuzz
 cargo +nightly fuzz build
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-for target in frames attributes; do
+# The targets run side by side (libFuzzer is one thread each), each into its log.
+run_target() {
+    local target="$1"
     mkdir -p "$scratch/$target"
     if [ -n "$runs" ]; then limit=(-runs="$runs"); else limit=(-max_total_time="$seconds"); fi
-    log "fuzz $target (${runs:+$runs runs}${runs:-$seconds s})"
-    if ! cargo +nightly fuzz run "$target" "$scratch/$target" "corpus/$target" -- \
-        "${limit[@]}" -rss_limit_mb=4096 -print_final_stats=1 >"$scratch/$target.log" 2>&1; then
+    cargo +nightly fuzz run "$target" "$scratch/$target" "corpus/$target" -- \
+        "${limit[@]}" -rss_limit_mb=4096 -print_final_stats=1 >"$scratch/$target.log" 2>&1
+}
+targets=(frames attributes)
+log "fuzz ${targets[*]} (${runs:+$runs runs}${runs:-$seconds s} each, side by side)"
+pids=()
+for target in "${targets[@]}"; do
+    run_target "$target" &
+    pids+=($!)
+done
+failed=0
+for i in "${!targets[@]}"; do
+    target="${targets[$i]}"
+    if ! wait "${pids[$i]}"; then
         tail -n 80 "$scratch/$target.log"
         echo "fuzz target $target failed (the input is in fuzz/artifacts/$target/)" >&2
-        exit 1
+        failed=1
+        continue
     fi
+    echo "$target:"
     grep -E '^(Done|stat::number_of_executed_units)' "$scratch/$target.log"
 done
+exit "$failed"

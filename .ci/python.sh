@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the abi3 wheel once and runs the Python suite (tests/, then tests/sharding
-# in its own process with 8 forced CPU devices) on each Python named:
+# in its own process with 8 forced CPU devices) on each Python named. With several,
+# the versions run side by side (each suite is mostly one busy thread), each into
+# its own log, printed whole when it ends:
 #
-#   bash .ci/python.sh            Python 3.12 + jax 0.12, then Python 3.11 + jax 0.10
+#   bash .ci/python.sh            Python 3.12 + jax 0.12 and Python 3.11 + jax 0.10
 #   bash .ci/python.sh 3.12       one of them (3.12 or 3.11)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,16 +16,44 @@ case " ${versions[*]} " in
     *) [ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs ;;
 esac
 
-wheel=$(build_wheel)
-for v in "${versions[@]}"; do
-    case "$v" in
-        3.12) py="$XFR_PY312" ;;
-        3.11) py="$XFR_PY311" ;;
-        *) echo "error: unsupported Python $v (3.12 or 3.11)" >&2; exit 2 ;;
-    esac
+# suite PYTHON: the whole suite on one Python (the wheel installed first).
+suite() {
+    local py="$1"
     log "pytest with $("$py" -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")')"
-    install_wheel "$py" "$wheel"
     "$py" -m pytest -q -p no:cacheprovider tests --ignore=tests/sharding
     log "sharding tests (8 forced CPU devices, own process)"
     XLA_FLAGS=--xla_force_host_platform_device_count=8 "$py" -m pytest -q -p no:cacheprovider tests/sharding
+}
+
+wheel=$(build_wheel)
+pys=()
+for v in "${versions[@]}"; do
+    case "$v" in
+        3.12) pys+=("$XFR_PY312") ;;
+        3.11) pys+=("$XFR_PY311") ;;
+        *) echo "error: unsupported Python $v (3.12 or 3.11)" >&2; exit 2 ;;
+    esac
+    install_wheel "${pys[-1]}" "$wheel"
 done
+if [ ${#pys[@]} -eq 1 ]; then
+    suite "${pys[0]}"
+    exit 0
+fi
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+pids=()
+for i in "${!pys[@]}"; do
+    suite "${pys[$i]}" >"$logs/$i.log" 2>&1 &
+    pids+=($!)
+done
+failed=0
+for i in "${!pids[@]}"; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    cat "$logs/$i.log"
+    if [ "$rc" != 0 ]; then
+        echo "error: the suite on Python ${versions[$i]} failed (exit $rc)" >&2
+        failed=1
+    fi
+done
+exit "$failed"
