@@ -24,16 +24,6 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Error, Expr, FnArg, GenericParam, Ident, ItemFn, Lit, LitStr, Meta, Pat, ReturnType, Token, Type};
 
-// The rule notations' parsers, shared with `xla-ffi` (one grammar): a bad rule is a
-// compile error here, with the message the runtime parser would give. `src/rules/`
-// holds symbolic links to `xla-ffi/src/decl/`, which `cargo package` copies as files.
-#[allow(dead_code)]
-#[path = "rules/dtype_rule.rs"]
-mod dtype_rule;
-#[allow(dead_code)]
-#[path = "rules/shape_rule.rs"]
-mod shape_rule;
-
 mod async_handler;
 mod attr_enum;
 mod rule_types;
@@ -84,9 +74,9 @@ struct Options {
     descriptor: Option<Ident>,
     krate: syn::Path,
     /// The shape rule, parsed, with its literal.
-    shapes: Option<(LitStr, shape_rule::ShapeRule)>,
+    shapes: Option<(LitStr, xla_ffi_rules::ShapeRule)>,
     /// The dtype rule, parsed, with its literal.
-    dtypes: Option<(LitStr, dtype_rule::DtypeRule)>,
+    dtypes: Option<(LitStr, xla_ffi_rules::DtypeRule)>,
     /// The operands the op is linear in, with the literal.
     linear: Option<(LitStr, Vec<String>)>,
     /// The transpose target.
@@ -317,13 +307,13 @@ fn parse_options(args: TokenStream2) -> syn::Result<Options> {
             "shapes" => {
                 dup(shapes.is_some())?;
                 let s = str_value(nv, "shapes")?;
-                let rule = shape_rule::ShapeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
+                let rule = xla_ffi_rules::ShapeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
                 shapes = Some((s, rule));
             }
             "dtypes" => {
                 dup(dtypes.is_some())?;
                 let s = str_value(nv, "dtypes")?;
-                let rule = dtype_rule::DtypeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
+                let rule = xla_ffi_rules::DtypeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
                 dtypes = Some((s, rule));
             }
             "linear" => {

@@ -16,8 +16,8 @@ use proc_macro2::TokenStream as TokenStream2;
 use quote::{quote, quote_spanned};
 use syn::{LitStr, Type};
 
-use crate::dtype_rule::{DtypeRule, Expr, DTYPE_NAMES};
-use crate::shape_rule::{ShapeRule, Tok};
+use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPE_NAMES};
+
 use crate::Param;
 
 /// A parameter type as written, for messages: `Buffer<'f, f64, 1>`.

@@ -2,10 +2,9 @@
 //! the handler shim (every call, allocation-free when the call is right) and
 //! [`infer`] (what Python's abstract evaluation calls), so both say the same words.
 
-use super::dtype_rule::{DtypeRule, Expr, DTYPE_NAMES, MAX_VARS};
-use super::shape_rule::{ShapeRule, Tok, MAX_NAMES};
 use super::types::Declaration;
 use crate::dtype::DataType;
+use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPES, DTYPE_NAMES, MAX_NAMES, MAX_VARS};
 
 /// The rules of a declaration, parsed (once per handler: the shim keeps them).
 #[derive(Clone, Debug)]
@@ -189,26 +188,17 @@ pub fn dtype_by_name(name: &str) -> Option<DataType> {
 }
 
 /// The dtype of each name of [`DTYPE_NAMES`], in its order (the `#[handler]` macro
-/// knows a dtype of a rule by its index there).
+/// knows a dtype of a rule by its index there): the codes of `xla-ffi-rules`'s list.
 #[doc(hidden)]
-pub const NOTATION_DTYPES: [DataType; 16] = [
-    DataType::PRED,
-    DataType::S8,
-    DataType::S16,
-    DataType::S32,
-    DataType::S64,
-    DataType::U8,
-    DataType::U16,
-    DataType::U32,
-    DataType::U64,
-    DataType::F16,
-    DataType::BF16,
-    DataType::F32,
-    DataType::F64,
-    DataType::C64,
-    DataType::C128,
-    DataType::TOKEN,
-];
+pub const NOTATION_DTYPES: [DataType; DTYPES.len()] = {
+    let mut dtypes = [DataType::INVALID; DTYPES.len()];
+    let mut i = 0;
+    while i < dtypes.len() {
+        dtypes[i] = DataType(DTYPES[i].1);
+        i += 1;
+    }
+    dtypes
+};
 
 /// The dtypes [`dtype_by_name`] knows, in the notation's order.
 pub fn known_dtypes() -> impl Iterator<Item = DataType> {
