@@ -18,7 +18,7 @@ use syn::{LitStr, Type};
 
 use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPE_NAMES};
 
-use crate::Param;
+use crate::signature::Param;
 
 /// A parameter type as written, for messages: `Buffer<'f, f64, 1>`.
 pub(crate) fn type_text(ty: &Type) -> String {
