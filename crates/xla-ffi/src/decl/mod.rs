@@ -11,13 +11,15 @@
 //! The notation is documented on [`handler`](crate::handler#declaring-the-op).
 
 mod check;
+mod dtypes;
+mod infer;
+mod rules;
 mod types;
 
 pub(crate) use check::check_call;
-pub use check::{
-    accumulator, dtype_by_name, infer, known_dtypes, promote, BufferSig, Inferred, ProblemKind, RuleError, Rules,
-    Signature, NOTATION_DTYPES,
-};
+pub use dtypes::{accumulator, dtype_by_name, known_dtypes, promote, NOTATION_DTYPES};
+pub use infer::{infer, BufferSig, Inferred, Signature};
+pub use rules::{ProblemKind, RuleError, Rules};
 pub use types::{BufferBounds, Declaration, ParamDecl};
 pub use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPE_NAMES};
 
