@@ -237,7 +237,7 @@ pub(crate) fn declaration(opts: &Options, params: &[Param]) -> syn::Result<Token
 /// that declaration's, same names in the same order, and that the `scratch`
 /// results are trailing results. The referenced rules were checked against the
 /// referenced handler's parameters when it compiled, so they fit these too.
-pub(crate) fn op_checks(
+fn op_checks(
     krate: &syn::Path,
     path: &syn::Path,
     all: &[Param],

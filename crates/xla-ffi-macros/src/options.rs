@@ -72,7 +72,7 @@ impl Target {
     }
 }
 
-pub(crate) const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate, \
+const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol = \"...\"), descriptor, crate, \
                        shapes, dtypes, linear, transpose, op, scratch, async";
 
 /// The prefix of every default exported symbol: `xla_ffi_handler__<function name>`.
@@ -80,7 +80,7 @@ pub(crate) const OPTIONS: &str = "target, platform, stage, traits, unsafe(symbol
 pub(crate) const SYMBOL_PREFIX: &str = "xla_ffi_handler__";
 
 /// Checks a raw symbol name: a C identifier.
-pub(crate) fn check_symbol(s: &LitStr) -> syn::Result<()> {
+fn check_symbol(s: &LitStr) -> syn::Result<()> {
     let v = s.value();
     let ok = v.chars().next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && v.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
@@ -92,7 +92,7 @@ pub(crate) fn check_symbol(s: &LitStr) -> syn::Result<()> {
 }
 
 /// Parses `unsafe(symbol = "name")`: the raw exported symbol name.
-pub(crate) fn unsafe_symbol(list: &syn::MetaList) -> syn::Result<LitStr> {
+fn unsafe_symbol(list: &syn::MetaList) -> syn::Result<LitStr> {
     let inner = list
         .parse_args::<syn::MetaNameValue>()
         .map_err(|_| Error::new(list.span(), "`unsafe(...)` takes one option: unsafe(symbol = \"c_name\")"))?;
@@ -104,7 +104,7 @@ pub(crate) fn unsafe_symbol(list: &syn::MetaList) -> syn::Result<LitStr> {
     Ok(s)
 }
 
-pub(crate) fn ident_value(meta: &syn::MetaNameValue) -> Option<String> {
+fn ident_value(meta: &syn::MetaNameValue) -> Option<String> {
     match &meta.value {
         Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
         Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => Some(s.value()),
@@ -112,7 +112,7 @@ pub(crate) fn ident_value(meta: &syn::MetaNameValue) -> Option<String> {
     }
 }
 
-pub(crate) fn str_value(meta: &syn::MetaNameValue, what: &str) -> syn::Result<LitStr> {
+fn str_value(meta: &syn::MetaNameValue, what: &str) -> syn::Result<LitStr> {
     match &meta.value {
         Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => Ok(s.clone()),
         other => Err(Error::new(other.span(), format!("`{what}` takes a string literal: {what} = \"...\""))),
@@ -122,41 +122,55 @@ pub(crate) fn str_value(meta: &syn::MetaNameValue, what: &str) -> syn::Result<Li
 pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
     let args = async_handler::rename_keyword(args);
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args.clone())?;
-    let mut target = None;
-    let mut host = None;
-    let mut stage = None;
-    let mut traits = None;
-    let mut symbol = None;
-    let mut descriptor = None;
-    let mut krate = None;
-    let mut shapes = None;
-    let mut dtypes = None;
-    let mut linear = None;
-    let mut transpose = None;
-    let mut op: Option<syn::Path> = None;
-    let mut scratch = None;
-    let mut asynchronous: Option<async_handler::AsyncOption> = None;
-    // The keys that `op` replaces, where they were given.
-    let mut own_keys: Vec<(String, Span)> = Vec::new();
-    for meta in metas {
-        if let Meta::List(list) = &meta {
+    let mut given = Given::default();
+    for meta in &metas {
+        given.add(meta)?;
+    }
+    given.finish()
+}
+
+/// The options as given, each checked alone; [`Given::finish`] checks them together.
+#[derive(Default)]
+struct Given {
+    target: Option<LitStr>,
+    host: Option<bool>,
+    stage: Option<Stage>,
+    traits: Option<Expr>,
+    symbol: Option<(LitStr, Span)>,
+    descriptor: Option<Ident>,
+    krate: Option<syn::Path>,
+    shapes: Option<(LitStr, xla_ffi_rules::ShapeRule)>,
+    dtypes: Option<(LitStr, xla_ffi_rules::DtypeRule)>,
+    linear: Option<(LitStr, Vec<String>)>,
+    transpose: Option<LitStr>,
+    op: Option<syn::Path>,
+    scratch: Option<(LitStr, Vec<String>)>,
+    asynchronous: Option<async_handler::AsyncOption>,
+    /// The keys that `op` replaces, where they were given.
+    own_keys: Vec<(String, Span)>,
+}
+
+impl Given {
+    /// One option: `unsafe(symbol = "...")`, `async`, or `name = value`.
+    fn add(&mut self, meta: &Meta) -> syn::Result<()> {
+        if let Meta::List(list) = meta {
             if list.path.is_ident("unsafe") {
-                if symbol.is_some() {
+                if self.symbol.is_some() {
                     return Err(Error::new(list.span(), "option `symbol` is given twice"));
                 }
                 let unsafe_span = list.path.span();
-                symbol = Some((unsafe_symbol(list)?, unsafe_span));
-                continue;
+                self.symbol = Some((unsafe_symbol(list)?, unsafe_span));
+                return Ok(());
             }
         }
-        if let Some(a) = async_handler::parse(&meta)? {
-            if asynchronous.is_some() {
+        if let Some(a) = async_handler::parse(meta)? {
+            if self.asynchronous.is_some() {
                 return Err(Error::new(a.span, "option `async` is given twice"));
             }
-            asynchronous = Some(a);
-            continue;
+            self.asynchronous = Some(a);
+            return Ok(());
         }
-        let Meta::NameValue(nv) = &meta else {
+        let Meta::NameValue(nv) = meta else {
             return Err(Error::new(
                 meta.span(),
                 format!("expected `name = value`; the options are {OPTIONS}, e.g. #[handler(target = \"my.op\")]"),
@@ -166,6 +180,14 @@ pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
             // `crate` is a keyword, so it is not an `Ident` to syn.
             quote!(#nv.path).to_string().replace(' ', "")
         });
+        if ["target", "shapes", "dtypes", "linear", "transpose"].contains(&key.as_str()) {
+            self.own_keys.push((key.clone(), nv.path.span()));
+        }
+        self.name_value(nv, &key)
+    }
+
+    /// A `key = value` option.
+    fn name_value(&mut self, nv: &syn::MetaNameValue, key: &str) -> syn::Result<()> {
         let dup = |set: bool| -> syn::Result<()> {
             if set {
                 Err(Error::new(nv.path.span(), format!("option `{key}` is given twice")))
@@ -173,14 +195,11 @@ pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 Ok(())
             }
         };
-        if ["target", "shapes", "dtypes", "linear", "transpose"].contains(&key.as_str()) {
-            own_keys.push((key.clone(), nv.path.span()));
-        }
-        match key.as_str() {
+        match key {
             "op" => {
-                dup(op.is_some())?;
+                dup(self.op.is_some())?;
                 match &nv.value {
-                    Expr::Path(p) => op = Some(p.path.clone()),
+                    Expr::Path(p) => self.op = Some(p.path.clone()),
                     other => {
                         return Err(Error::new(
                             other.span(),
@@ -190,26 +209,26 @@ pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 }
             }
             "scratch" => {
-                dup(scratch.is_some())?;
+                dup(self.scratch.is_some())?;
                 let s = str_value(nv, "scratch")?;
                 let names: Vec<String> =
                     s.value().split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
                 if names.is_empty() {
                     return Err(Error::new(s.span(), "`scratch` names trailing results: scratch = \"workspace\""));
                 }
-                scratch = Some((s, names));
+                self.scratch = Some((s, names));
             }
             "target" => {
-                dup(target.is_some())?;
+                dup(self.target.is_some())?;
                 let s = str_value(nv, "target")?;
                 if s.value().is_empty() {
                     return Err(Error::new(s.span(), "the target name must not be empty"));
                 }
-                target = Some(s);
+                self.target = Some(s);
             }
             "platform" => {
-                dup(host.is_some())?;
-                host = Some(match ident_value(nv).as_deref() {
+                dup(self.host.is_some())?;
+                self.host = Some(match ident_value(nv).as_deref() {
                     Some("host") | Some("cpu") => true,
                     Some("device") | Some("cuda") | Some("gpu") => false,
                     _ => {
@@ -221,8 +240,8 @@ pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 });
             }
             "stage" => {
-                dup(stage.is_some())?;
-                stage = Some(match ident_value(nv).as_deref() {
+                dup(self.stage.is_some())?;
+                self.stage = Some(match ident_value(nv).as_deref() {
                     Some("instantiate") => Stage::Instantiate,
                     Some("prepare") => Stage::Prepare,
                     Some("initialize") => Stage::Initialize,
@@ -238,8 +257,8 @@ pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 });
             }
             "traits" => {
-                dup(traits.is_some())?;
-                traits = Some(nv.value.clone());
+                dup(self.traits.is_some())?;
+                self.traits = Some(nv.value.clone());
             }
             "symbol" => {
                 let s = str_value(nv, "symbol")?;
@@ -255,111 +274,116 @@ pub(crate) fn parse_options(args: TokenStream2) -> syn::Result<Options> {
                 ));
             }
             "descriptor" => {
-                dup(descriptor.is_some())?;
+                dup(self.descriptor.is_some())?;
                 match &nv.value {
-                    Expr::Path(p) if p.path.get_ident().is_some() => descriptor = p.path.get_ident().cloned(),
+                    Expr::Path(p) if p.path.get_ident().is_some() => self.descriptor = p.path.get_ident().cloned(),
                     other => {
                         return Err(Error::new(other.span(), "`descriptor` takes an identifier: descriptor = MY_OP"))
                     }
                 }
             }
             "shapes" => {
-                dup(shapes.is_some())?;
+                dup(self.shapes.is_some())?;
                 let s = str_value(nv, "shapes")?;
                 let rule = xla_ffi_rules::ShapeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
-                shapes = Some((s, rule));
+                self.shapes = Some((s, rule));
             }
             "dtypes" => {
-                dup(dtypes.is_some())?;
+                dup(self.dtypes.is_some())?;
                 let s = str_value(nv, "dtypes")?;
                 let rule = xla_ffi_rules::DtypeRule::parse(&s.value()).map_err(|e| Error::new(s.span(), e))?;
-                dtypes = Some((s, rule));
+                self.dtypes = Some((s, rule));
             }
             "linear" => {
-                dup(linear.is_some())?;
+                dup(self.linear.is_some())?;
                 let s = str_value(nv, "linear")?;
                 let names: Vec<String> =
                     s.value().split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect();
                 if names.is_empty() {
                     return Err(Error::new(s.span(), "`linear` names operands: linear = \"x, y\""));
                 }
-                linear = Some((s, names));
+                self.linear = Some((s, names));
             }
             "transpose" => {
-                dup(transpose.is_some())?;
+                dup(self.transpose.is_some())?;
                 let s = str_value(nv, "transpose")?;
                 if s.value().trim().is_empty() {
                     return Err(Error::new(s.span(), "`transpose` names a target: transpose = \"my.op_transpose\""));
                 }
-                transpose = Some(s);
+                self.transpose = Some(s);
             }
             "crate" => {
-                dup(krate.is_some())?;
+                dup(self.krate.is_some())?;
                 let s = str_value(nv, "crate")?;
-                krate = Some(s.parse::<syn::Path>()?);
+                self.krate = Some(s.parse::<syn::Path>()?);
             }
             other => {
                 return Err(Error::new(nv.path.span(), format!("unknown option `{other}`; the options are {OPTIONS}")))
             }
         }
+        Ok(())
     }
-    let target = match (op, target) {
-        (Some(p), _) => {
-            if let Some((key, span)) = own_keys.first() {
-                return Err(Error::new(
-                    *span,
-                    format!(
-                        "`{key}` cannot be given beside `op`: the target and the rules (`target`, `shapes`, \
-                         `dtypes`, `linear`, `transpose`) come from the declaration `op` refers to; write them \
-                         there, once"
-                    ),
-                ));
+
+    /// The checks of the options together, and the defaults.
+    fn finish(self) -> syn::Result<Options> {
+        let target = match (self.op, self.target) {
+            (Some(p), _) => {
+                if let Some((key, span)) = self.own_keys.first() {
+                    return Err(Error::new(
+                        *span,
+                        format!(
+                            "`{key}` cannot be given beside `op`: the target and the rules (`target`, `shapes`, \
+                             `dtypes`, `linear`, `transpose`) come from the declaration `op` refers to; write them \
+                             there, once"
+                        ),
+                    ));
+                }
+                Target::Op(p)
             }
-            Target::Op(p)
-        }
-        (None, Some(t)) => Target::Own(t),
-        (None, None) => {
+            (None, Some(t)) => Target::Own(t),
+            (None, None) => {
+                return Err(Error::new(
+                    Span::call_site(),
+                    "missing `target`: #[handler(target = \"my_project.my_op\")] names the FFI target (or \
+                     `op = OTHER_DESCRIPTOR` takes the target and rules of another handler)",
+                ))
+            }
+        };
+        if let (Target::Own(_), Some((s, _))) = (&target, &self.scratch) {
             return Err(Error::new(
-                Span::call_site(),
-                "missing `target`: #[handler(target = \"my_project.my_op\")] names the FFI target (or \
-                 `op = OTHER_DESCRIPTOR` takes the target and rules of another handler)",
-            ))
-        }
-    };
-    if let (Target::Own(_), Some((s, _))) = (&target, &scratch) {
-        return Err(Error::new(
-            s.span(),
-            "`scratch` goes with `op`: it names this handler's trailing results that the referenced declaration \
-             does not have",
-        ));
-    }
-    if let (Some(a), Some(s)) = (&asynchronous, stage) {
-        if s != Stage::Execute {
-            return Err(Error::new(
-                a.span,
-                "`async` is for the execute stage: XLA completes only execute calls through a future",
+                s.span(),
+                "`scratch` goes with `op`: it names this handler's trailing results that the referenced declaration \
+                 does not have",
             ));
         }
+        if let (Some(a), Some(s)) = (&self.asynchronous, self.stage) {
+            if s != Stage::Execute {
+                return Err(Error::new(
+                    a.span,
+                    "`async` is for the execute stage: XLA completes only execute calls through a future",
+                ));
+            }
+        }
+        if let (Some(a), Some(false)) = (&self.asynchronous, self.host) {
+            return Err(Error::new(
+                a.span,
+                "`async` handlers are host (CPU) handlers: a device handler enqueues its work on the stream instead",
+            ));
+        }
+        Ok(Options {
+            target,
+            scratch: self.scratch,
+            asynchronous: self.asynchronous,
+            host: self.host.unwrap_or(true),
+            stage: self.stage.unwrap_or(Stage::Execute),
+            traits: self.traits,
+            symbol: self.symbol,
+            descriptor: self.descriptor,
+            krate: self.krate.unwrap_or_else(|| syn::parse_quote!(::xla_ffi)),
+            shapes: self.shapes,
+            dtypes: self.dtypes,
+            linear: self.linear,
+            transpose: self.transpose,
+        })
     }
-    if let (Some(a), Some(false)) = (&asynchronous, host) {
-        return Err(Error::new(
-            a.span,
-            "`async` handlers are host (CPU) handlers: a device handler enqueues its work on the stream instead",
-        ));
-    }
-    Ok(Options {
-        target,
-        scratch,
-        asynchronous,
-        host: host.unwrap_or(true),
-        stage: stage.unwrap_or(Stage::Execute),
-        traits,
-        symbol,
-        descriptor,
-        krate: krate.unwrap_or_else(|| syn::parse_quote!(::xla_ffi)),
-        shapes,
-        dtypes,
-        linear,
-        transpose,
-    })
 }

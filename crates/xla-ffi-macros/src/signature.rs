@@ -82,12 +82,11 @@ pub(crate) fn check_signature(f: &ItemFn) -> syn::Result<()> {
 }
 
 /// What to say for a handler inside an `impl` block.
-pub(crate) const FREE_FN: &str =
-    "#[handler] must be on a free function (in a module or a block), not an associated function \
+const FREE_FN: &str = "#[handler] must be on a free function (in a module or a block), not an associated function \
                        in an `impl`: the exported symbol cannot call `Self::f`; move the function out of the `impl`";
 
 /// The span of a `Self` in a signature (only an associated function can name it).
-pub(crate) fn find_self_type(tokens: TokenStream2) -> Option<Span> {
+fn find_self_type(tokens: TokenStream2) -> Option<Span> {
     tokens.into_iter().find_map(|t| match t {
         proc_macro2::TokenTree::Ident(i) if i == "Self" => Some(i.span()),
         proc_macro2::TokenTree::Group(g) => find_self_type(g.stream()),
