@@ -8,6 +8,16 @@
 //! and checks every call against it. One parser, in this crate, so the two cannot
 //! disagree; it depends on `std` only.
 //!
+//! ```
+//! use xla_ffi_rules::{DtypeRule, ShapeRule, Tok};
+//!
+//! let shapes = ShapeRule::parse("...b n, n -> ...b").unwrap();
+//! assert_eq!(shapes.names, ["b", "n"]);
+//! assert_eq!(shapes.operands[1], [Tok::Factor(1)]);
+//! let e = DtypeRule::parse("T -> U").unwrap_err();
+//! assert_eq!(e, "dtype rule `T -> U`: result 0 uses `U`, which no operand binds");
+//! ```
+//!
 //! Use it through `xla-ffi`, which re-exports these items under `xla_ffi::decl` and
 //! documents the notation on `xla_ffi::handler`.
 #![forbid(unsafe_code)]
@@ -20,3 +30,6 @@ mod shape_rule;
 pub use dtype_rule::{DtypeRule, Expr, MAX_VARS};
 pub use dtypes::{dtype_code, DTYPES, DTYPE_NAMES};
 pub use shape_rule::{ShapeRule, Tok, MAX_NAMES};
+
+#[cfg(test)]
+mod tests;
