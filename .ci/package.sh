@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 XFR_SKIP_PY311=1 setup_venvs >/dev/null
-crates=(-p xla-ffi-sys -p xla-ffi-macros -p xla-ffi -p xla-ffi-rs-ops)
+crates=(-p xla-ffi-sys -p xla-ffi-rules -p xla-ffi-macros -p xla-ffi -p xla-ffi-rs-ops)
 
 if ensure_libclang; then
     log "cargo doc --all-features, warnings denied (bindgen's bindings from jax $("$XFR_PY312" -c 'import jax; print(jax.__version__)'))"
@@ -32,7 +32,7 @@ if ensure_nightly; then
     log "cargo +nightly doc as docs.rs builds it (--cfg docsrs)"
     (unset XLA_FFI_INCLUDE_DIR
      export LIBCLANG_PATH=/nonexistent CARGO_TARGET_DIR=target/docsrs RUSTDOCFLAGS="--cfg docsrs -D warnings"
-     cargo +nightly doc --no-deps -p xla-ffi-sys -p xla-ffi-macros
+     cargo +nightly doc --no-deps -p xla-ffi-sys -p xla-ffi-rules -p xla-ffi-macros
      cargo +nightly doc --no-deps -p xla-ffi --features pyo3,testing,cuda
      cargo +nightly doc --no-deps -p xla-ffi-rs-ops --features cuda)
 else

@@ -8,7 +8,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Error, Expr, Meta};
 
-use crate::Param;
+use crate::signature::Param;
 
 /// The `async` option: `None` for the default spawner (a thread per call), or the
 /// spawner expression (`FnOnce(xla_ffi::AsyncCall)`).

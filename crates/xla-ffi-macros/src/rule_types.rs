@@ -16,9 +16,9 @@ use proc_macro2::TokenStream as TokenStream2;
 use quote::{quote, quote_spanned};
 use syn::{LitStr, Type};
 
-use crate::dtype_rule::{DtypeRule, Expr, DTYPE_NAMES};
-use crate::shape_rule::{ShapeRule, Tok};
-use crate::Param;
+use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPE_NAMES};
+
+use crate::signature::Param;
 
 /// A parameter type as written, for messages: `Buffer<'f, f64, 1>`.
 pub(crate) fn type_text(ty: &Type) -> String {

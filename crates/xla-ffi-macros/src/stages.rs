@@ -7,7 +7,8 @@ use proc_macro2::TokenStream as TokenStream2;
 use quote::{quote, quote_spanned};
 use syn::Type;
 
-use crate::{Param, Stage};
+use crate::options::Stage;
+use crate::signature::Param;
 
 /// The shim body of a handler at the instantiate, prepare or initialize stage:
 /// what the function returns becomes that stage's state (`()` at prepare and
@@ -54,7 +55,7 @@ pub(crate) fn state_type_id(krate: &syn::Path, stage: Stage, ret_ty: &TokenStrea
 pub(crate) fn state_checks(krate: &syn::Path, stage: &TokenStream2, params: &[Param]) -> TokenStream2 {
     let checks = params.iter().map(|p| {
         let mut t = p.ty.clone();
-        syn::visit_mut::VisitMut::visit_type_mut(&mut crate::StaticLifetimes, &mut t);
+        syn::visit_mut::VisitMut::visit_type_mut(&mut crate::signature::StaticLifetimes, &mut t);
         let msg = format!(
             "parameter `{}` reads the state of a stage that does not run before this handler's: a handler reads \
              only the state of an earlier stage (instantiate, then prepare, then initialize, then execute or \

@@ -19,6 +19,9 @@ use xla_ffi_sys as sys;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DataType(pub u32);
 
+/// The constants of the codes XLA's header names. A name is the one of
+/// `xla_ffi_rules::DTYPES`, the list the `#[handler]` macro's dtype rules also read,
+/// checked at compile time (`invalid` is not a dtype of the notation).
 macro_rules! dtypes {
     ($($name:ident = $sys:ident, $text:literal;)*) => {
         impl DataType {
@@ -28,10 +31,47 @@ macro_rules! dtypes {
             )*
             /// The short lower-case name jax uses (`f32`, `bf16`, `s64` → `int64`...).
             pub fn name(self) -> &'static str {
-                match self { $(Self::$name => $text,)* _ => "unknown" }
+                if self == Self::INVALID {
+                    return "invalid";
+                }
+                match xla_ffi_rules::DTYPES.iter().find(|&&(_, code)| code == self.0) {
+                    Some(&(name, _)) => name,
+                    None => "unknown",
+                }
             }
         }
+        $(const _: () = assert!(
+            str_eq($text, "invalid") || listed($text, DataType::$name.0),
+            concat!("`", $text, "` is not xla_ffi_rules::DTYPES's name of its code"),
+        );)*
     };
+}
+
+/// Whether `xla_ffi_rules::DTYPES` lists `name` with `code`.
+const fn listed(name: &str, code: u32) -> bool {
+    let mut i = 0;
+    while i < xla_ffi_rules::DTYPES.len() {
+        if xla_ffi_rules::DTYPES[i].1 == code && str_eq(xla_ffi_rules::DTYPES[i].0, name) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 dtypes! {

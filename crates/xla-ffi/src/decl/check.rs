@@ -1,219 +1,14 @@
 //! Checking shapes and dtypes against a declaration's rules: the one checker behind
 //! the handler shim (every call, allocation-free when the call is right) and
-//! [`infer`] (what Python's abstract evaluation calls), so both say the same words.
+//! [`infer`](super::infer) (what Python's abstract evaluation calls), so both say
+//! the same words: the binding of names and variables to a call's operands and the
+//! checks of its results. The parsed [`Rules`] are in `rules.rs`, `infer` in `infer.rs`.
 
-use super::dtype_rule::{DtypeRule, Expr, DTYPE_NAMES, MAX_VARS};
-use super::shape_rule::{ShapeRule, Tok, MAX_NAMES};
+use super::dtypes::{accumulator, dtype_by_name, promote};
+use super::rules::{ProblemKind, RuleError, Rules};
 use super::types::Declaration;
 use crate::dtype::DataType;
-
-/// The rules of a declaration, parsed (once per handler: the shim keeps them).
-#[derive(Clone, Debug)]
-pub struct Rules {
-    /// The shape rule, if declared.
-    pub shape: Option<ShapeRule>,
-    /// The dtype rule, if declared.
-    pub dtype: Option<DtypeRule>,
-    /// Every buffer has one shape (`"...b, ...b -> ...b"`): checked by comparing.
-    same_shape: bool,
-    /// Every buffer has one dtype (`"T, T -> T"`): checked by comparing.
-    same_dtype: bool,
-    /// The rules of the calls that leave out optional operands or results (specs
-    /// written with `?`): `(absent operands, absent results, rules)`.
-    reduced: Vec<(usize, usize, Rules)>,
-}
-
-impl Rules {
-    /// Parses the rule strings (`None` for an absent rule). The two rules must mark
-    /// the same number of optional (`?`) operands and results.
-    pub fn parse(shapes: Option<&str>, dtypes: Option<&str>) -> Result<Rules, String> {
-        let shape = shapes.map(ShapeRule::parse).transpose()?;
-        let dtype = dtypes.map(DtypeRule::parse).transpose()?;
-        let (oa, or) = match (&shape, &dtype) {
-            (Some(s), Some(d)) => {
-                if (s.optional_operands, s.optional_results) != (d.optional_operands, d.optional_results) {
-                    return Err(format!(
-                        "the shape rule marks {} operand(s) and {} result(s) optional (`?`), the dtype rule {} and {}: \
-                         they must mark the same ones",
-                        s.optional_operands, s.optional_results, d.optional_operands, d.optional_results
-                    ));
-                }
-                (s.optional_operands, s.optional_results)
-            }
-            (Some(s), None) => (s.optional_operands, s.optional_results),
-            (None, Some(d)) => (d.optional_operands, d.optional_results),
-            (None, None) => (0, 0),
-        };
-        let mut reduced = Vec::new();
-        for a in 0..=oa {
-            for r in 0..=or {
-                if a + r > 0 {
-                    let s = shape.as_ref().map(|s| s.without(a, r)).transpose()?;
-                    let d = dtype.as_ref().map(|d| d.without(a, r)).transpose()?;
-                    reduced.push((a, r, Rules::of(s, d, Vec::new())));
-                }
-            }
-        }
-        Ok(Rules::of(shape, dtype, reduced))
-    }
-
-    fn of(shape: Option<ShapeRule>, dtype: Option<DtypeRule>, reduced: Vec<(usize, usize, Rules)>) -> Rules {
-        let same_shape = shape.as_ref().is_some_and(ShapeRule::all_same);
-        let same_dtype = dtype.as_ref().is_some_and(DtypeRule::all_same);
-        Rules { shape, dtype, same_shape, same_dtype, reduced }
-    }
-
-    /// How many operands and results the rules name (optional ones included).
-    pub fn counts(&self) -> (usize, usize) {
-        let ops = self
-            .shape
-            .as_ref()
-            .map_or(0, |s| s.operands.len())
-            .max(self.dtype.as_ref().map_or(0, |r| r.operands.len()));
-        let res =
-            self.shape.as_ref().map_or(0, |s| s.results.len()).max(self.dtype.as_ref().map_or(0, |r| r.results.len()));
-        (ops, res)
-    }
-
-    /// How many operands and results the rules mark optional (`?`).
-    pub fn optional_counts(&self) -> (usize, usize) {
-        match (&self.shape, &self.dtype) {
-            (Some(s), _) => (s.optional_operands, s.optional_results),
-            (None, Some(d)) => (d.optional_operands, d.optional_results),
-            (None, None) => (0, 0),
-        }
-    }
-
-    /// The rules of a call with `n_ops` operands and `n_res` results: these, or those
-    /// without the absent optional ones; `None` if the counts do not fit.
-    pub fn for_call(&self, n_ops: usize, n_res: usize) -> Option<&Rules> {
-        let (ops, res) = self.counts();
-        // More results than the rules name: the scratch results of an `op = ...` handler.
-        let (a, r) = (ops.checked_sub(n_ops)?, res.saturating_sub(n_res));
-        if a + r == 0 {
-            return Some(self);
-        }
-        self.reduced.iter().find(|(ra, rr, _)| (*ra, *rr) == (a, r)).map(|(_, _, rules)| rules)
-    }
-
-    /// For rules that give every buffer one shape and one dtype: how many operands
-    /// and results they cover.
-    #[inline]
-    pub(crate) fn elementwise(&self) -> Option<(usize, usize)> {
-        match (&self.shape, self.same_shape && self.same_dtype) {
-            (Some(s), true) => Some((s.operands.len(), s.results.len())),
-            _ => None,
-        }
-    }
-}
-
-/// What kind of problem a check found: Python raises `ValueError` for a shape,
-/// `TypeError` for a dtype.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// A shape (or rank, or count) does not fit.
-    Shape,
-    /// A dtype does not fit.
-    Dtype,
-}
-
-/// A check's failure: its kind and the message (which names the target, the operand
-/// or result, what was expected and what was got).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RuleError {
-    /// Shape or dtype.
-    pub kind: ProblemKind,
-    /// The message.
-    pub message: String,
-}
-
-impl core::fmt::Display for RuleError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-/// JAX's promotion of two float dtypes: the same dtype stays, float16 with bfloat16
-/// gives float32, otherwise the wider wins. `None` for two different dtypes that
-/// are not both floats (the notation promotes floats only).
-///
-/// ```
-/// use xla_ffi::{decl::promote, DataType};
-/// assert_eq!(promote(DataType::F16, DataType::BF16), Some(DataType::F32));
-/// assert_eq!(promote(DataType::BF16, DataType::F64), Some(DataType::F64));
-/// assert_eq!(promote(DataType::S32, DataType::F32), None);
-/// ```
-pub const fn promote(a: DataType, b: DataType) -> Option<DataType> {
-    if a.0 == b.0 {
-        return Some(a);
-    }
-    let (ra, rb) = (float_rank(a), float_rank(b));
-    if ra == 0 || rb == 0 {
-        return None;
-    }
-    // float16 and bfloat16 share rank 1 and meet at float32.
-    Some(if ra == rb {
-        DataType::F32
-    } else if ra > rb {
-        a
-    } else {
-        b
-    })
-}
-
-/// The accumulator dtype: float64 if `a` or `b` is, else float32.
-pub const fn accumulator(a: DataType, b: DataType) -> DataType {
-    if a.0 == DataType::F64.0 || b.0 == DataType::F64.0 {
-        DataType::F64
-    } else {
-        DataType::F32
-    }
-}
-
-const fn float_rank(d: DataType) -> u8 {
-    if d.0 == DataType::F16.0 || d.0 == DataType::BF16.0 {
-        1
-    } else if d.0 == DataType::F32.0 {
-        2
-    } else if d.0 == DataType::F64.0 {
-        3
-    } else {
-        0
-    }
-}
-
-/// The dtype of a NumPy name the notation knows (`float32`, `bfloat16`, ...), or of
-/// `token`.
-pub fn dtype_by_name(name: &str) -> Option<DataType> {
-    DTYPE_NAMES.iter().position(|n| *n == name).map(|i| NOTATION_DTYPES[i])
-}
-
-/// The dtype of each name of [`DTYPE_NAMES`], in its order (the `#[handler]` macro
-/// knows a dtype of a rule by its index there).
-#[doc(hidden)]
-pub const NOTATION_DTYPES: [DataType; 16] = [
-    DataType::PRED,
-    DataType::S8,
-    DataType::S16,
-    DataType::S32,
-    DataType::S64,
-    DataType::U8,
-    DataType::U16,
-    DataType::U32,
-    DataType::U64,
-    DataType::F16,
-    DataType::BF16,
-    DataType::F32,
-    DataType::F64,
-    DataType::C64,
-    DataType::C128,
-    DataType::TOKEN,
-];
-
-/// The dtypes [`dtype_by_name`] knows, in the notation's order.
-pub fn known_dtypes() -> impl Iterator<Item = DataType> {
-    DTYPE_NAMES.iter().filter_map(|n| dtype_by_name(n))
-}
+use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPE_NAMES, MAX_NAMES, MAX_VARS};
 
 /// Names the target and the buffers in messages (used on error paths only).
 pub(crate) struct Who<'a> {
@@ -222,7 +17,7 @@ pub(crate) struct Who<'a> {
 }
 
 impl Who<'_> {
-    fn site(&self, result: bool, i: usize) -> String {
+    pub(super) fn site(&self, result: bool, i: usize) -> String {
         let role = if result { "result" } else { "operand" };
         format!("{}: {role} {i} ({})", self.target, (self.name)(result, i))
     }
@@ -233,18 +28,18 @@ const UNKNOWN: usize = usize::MAX;
 /// Where a name's axes were first seen: operand `src`, from axis `off`, `len` axes.
 #[derive(Clone, Copy)]
 pub(crate) struct Bind {
-    len: usize,
+    pub(super) len: usize,
     src: usize,
     off: usize,
 }
 
 pub(crate) type Binds = [Bind; MAX_NAMES];
 
-fn shape_err(message: String) -> RuleError {
+pub(super) fn shape_err(message: String) -> RuleError {
     RuleError { kind: ProblemKind::Shape, message }
 }
 
-fn dtype_err(message: String) -> RuleError {
+pub(super) fn dtype_err(message: String) -> RuleError {
     RuleError { kind: ProblemKind::Dtype, message }
 }
 
@@ -571,180 +366,6 @@ fn dtype_error(
             rule.expr_text(e)
         )),
     }
-}
-
-/// One operand or result of a [`Signature`].
-#[derive(Clone, Debug)]
-pub struct BufferSig<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// The dtypes its element type accepts.
-    pub accepts: Vec<DataType>,
-}
-
-/// What [`infer`] needs of a declaration (Python builds it from the declaration's
-/// dictionary; [`Declaration::signature`] from a Rust one).
-#[derive(Clone, Debug)]
-pub struct Signature<'a> {
-    /// The FFI target name.
-    pub target: &'a str,
-    /// The operands.
-    pub operands: Vec<BufferSig<'a>>,
-    /// The results.
-    pub results: Vec<BufferSig<'a>>,
-    /// The shape rule.
-    pub shapes: Option<&'a str>,
-    /// The dtype rule.
-    pub dtypes: Option<&'a str>,
-}
-
-impl Declaration {
-    /// This declaration as [`infer`] takes it.
-    pub fn signature(&self) -> Signature<'static> {
-        let sig = |(name, accepts): (&'static str, fn(DataType) -> bool)| BufferSig {
-            name,
-            accepts: known_dtypes().filter(|d| accepts(*d)).collect(),
-        };
-        Signature {
-            target: self.target,
-            operands: self.operands().map(sig).collect(),
-            results: self.results().map(sig).collect(),
-            shapes: self.shapes,
-            dtypes: self.dtypes,
-        }
-    }
-}
-
-/// What [`infer`] found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Inferred {
-    /// Each result's shape and dtype.
-    pub results: Vec<(Vec<i64>, DataType)>,
-    /// How many axes the batch ellipsis binds (0 without one).
-    pub batch_rank: usize,
-}
-
-/// "float16, bfloat16, float32 or float64", as [`ElementSpec::describe`](crate::ElementSpec::describe) says it.
-fn describe(accepts: &[DataType]) -> String {
-    let names: Vec<&str> = accepts.iter().map(|d| d.name()).collect();
-    match names.split_last() {
-        None => "nothing".into(),
-        Some((last, [])) => (*last).to_string(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-    }
-}
-
-/// The result shapes and dtypes of a call with operands of `shapes` and `dtypes`,
-/// checked as the handler's shim checks them, with the same messages.
-///
-/// ```
-/// use xla_ffi::decl::{infer, BufferSig, ProblemKind, Signature};
-/// use xla_ffi::DataType;
-///
-/// let f = vec![DataType::F16, DataType::BF16, DataType::F32, DataType::F64];
-/// let buf = |name| BufferSig { name, accepts: f.clone() };
-/// let sig = Signature {
-///     target: "demo.norm",
-///     operands: vec![buf("x"), buf("weight")],
-///     results: vec![buf("y"), buf("inv_rms")],
-///     shapes: Some("...b ...n, ...n -> ...b ...n, ...b"),
-///     dtypes: Some("X, W -> promote(X, W), acc(X, W)"),
-/// };
-/// let out = infer(&sig, &[vec![2, 3, 4], vec![4]], &[DataType::BF16, DataType::F16]).unwrap();
-/// assert_eq!(out.results, [(vec![2, 3, 4], DataType::F32), (vec![2, 3], DataType::F32)]);
-/// assert_eq!(out.batch_rank, 2);
-///
-/// let e = infer(&sig, &[vec![2, 4], vec![5]], &[DataType::F32, DataType::F32]).unwrap_err();
-/// assert_eq!(e.kind, ProblemKind::Shape);
-/// assert_eq!(e.message, "demo.norm: operand 1 (weight): expected shape [4] (...n of operand 0 (x)), got [5]");
-/// ```
-pub fn infer(sig: &Signature<'_>, shapes: &[Vec<i64>], dtypes: &[DataType]) -> Result<Inferred, RuleError> {
-    let name = |result: bool, i: usize| -> &str {
-        let list = if result { &sig.results } else { &sig.operands };
-        list.get(i).map_or("?", |b| b.name)
-    };
-    let who = Who { target: sig.target, name: &name };
-    let all = Rules::parse(sig.shapes, sig.dtypes).map_err(|e| shape_err(format!("{}: {e}", sig.target)))?;
-    let n_all = sig.operands.len();
-    // The optional operands (`?` in the rules) are the last ones: a call may leave them out.
-    let n_opt = all.optional_counts().0.min(n_all);
-    let n = shapes.len();
-    if n != dtypes.len() || n > n_all || n < n_all - n_opt {
-        let names: Vec<&str> = sig.operands.iter().map(|b| b.name).collect();
-        let expected = if n_opt == 0 {
-            format!("{n_all} operand{}", if n_all == 1 { "" } else { "s" })
-        } else {
-            let opt: Vec<String> = names[n_all - n_opt..].iter().map(|n| format!("`{n}`")).collect();
-            format!("{} to {n_all} operands ({} optional)", n_all - n_opt, opt.join(", "))
-        };
-        return Err(shape_err(format!(
-            "{}: expected {expected} ({}), got {} shapes and {} dtypes",
-            sig.target,
-            names.join(", "),
-            shapes.len(),
-            dtypes.len()
-        )));
-    }
-    for (i, (b, d)) in sig.operands.iter().zip(dtypes).enumerate() {
-        if !b.accepts.contains(d) {
-            return Err(dtype_err(format!("{}: expected dtype {}, got {d}", who.site(false, i), describe(&b.accepts))));
-        }
-        if let Some(x) = shapes[i].iter().find(|x| **x < 0) {
-            return Err(shape_err(format!("{}: invalid shape {:?} (dimension {x})", who.site(false, i), shapes[i])));
-        }
-    }
-    let (m, mut out) = (sig.results.len(), Vec::new());
-    let Some(full) = &all.shape else {
-        return Err(shape_err(format!("{}: the declaration has no shape rule: result shapes are unknown", sig.target)));
-    };
-    if full.operands.len() != n_all || full.results.len() != m {
-        return Err(shape_err(format!(
-            "{}: the shape rule has {} operand and {} result specs, the declaration {n_all} operands and {m} results",
-            sig.target,
-            full.operands.len(),
-            full.results.len()
-        )));
-    }
-    // Every result is asked for: optional results are present.
-    let rules = all.for_call(n, m).ok_or_else(|| shape_err(format!("{}: no rule for {n} operands", sig.target)))?;
-    let shape = rules.shape.as_ref().unwrap_or(full);
-    let dims = |i: usize| -> &[i64] { &shapes[i] };
-    let mut b = NO_BINDS;
-    bind_operands(shape, &who, &dims, &mut b)?;
-    let vars = match &rules.dtype {
-        Some(r) if r.operands.len() != n || r.results.len() != m => {
-            return Err(dtype_err(format!(
-            "{}: the dtype rule has {} operand and {} result expressions, the declaration {n} operands and {m} results",
-            sig.target,
-            r.operands.len(),
-            r.results.len()
-        )))
-        }
-        Some(r) => {
-            let mut v = [None; MAX_VARS];
-            bind_dtypes(r, &who, &|i| dtypes[i], &mut v)?;
-            Some(v)
-        }
-        None => None,
-    };
-    for j in 0..m {
-        let dtype = match (&rules.dtype, &vars) {
-            (Some(r), Some(v)) => result_dtype(r, &who, v, j)?,
-            _ => match sig.results[j].accepts.as_slice() {
-                [one] => *one,
-                _ => {
-                    return Err(dtype_err(format!(
-                        "{}: no dtype rule, and its element type accepts {}",
-                        who.site(true, j),
-                        describe(&sig.results[j].accepts)
-                    )))
-                }
-            },
-        };
-        out.push((result_shape(shape, &b, &dims, j), dtype));
-    }
-    let batch_rank = shape.batch.map_or(0, |n| b[n].len);
-    Ok(Inferred { results: out, batch_rank })
 }
 
 /// Operands (and results) whose dtype and dims the shim's check reads once into a

@@ -1,91 +1,9 @@
-//! The rule parsers on good and hostile strings, and the checker on shapes.
+//! The checker on shapes and dtypes, and the notation's dtypes as `DataType`s (the
+//! parsers' own tests are in `xla-ffi-rules`).
 
 use super::check::{bind_operands, Who, NO_BINDS};
 use super::*;
 use crate::DataType;
-
-fn shape_err(text: &str) -> String {
-    ShapeRule::parse(text).expect_err(text)
-}
-
-fn dtype_err(text: &str) -> String {
-    DtypeRule::parse(text).expect_err(text)
-}
-
-#[test]
-fn shape_rules_parse() {
-    let r = ShapeRule::parse("...b ...n, ...n -> ...b ...n, ...b").unwrap();
-    assert_eq!(r.names, ["b", "n"]);
-    assert_eq!(r.operands, [vec![Tok::Ellipsis(0), Tok::Ellipsis(1)], vec![Tok::Ellipsis(1)]]);
-    assert_eq!(r.results.len(), 2);
-    assert_eq!(r.batch, Some(0));
-    // Scalars, literals, factors; no batch ellipsis when operand 0 starts otherwise.
-    let r = ShapeRule::parse("(), m 3 -> m, ()").unwrap();
-    assert_eq!(r.operands[0], []);
-    assert_eq!(r.operands[1], [Tok::Factor(0), Tok::Literal(3)]);
-    assert_eq!(r.results[1], []);
-    assert_eq!(r.batch, None);
-    assert_eq!(r.spec_text(&r.operands[0]), "()");
-    // No operands at all, and no results.
-    assert!(ShapeRule::parse(" -> ").unwrap().operands.is_empty());
-}
-
-#[test]
-fn hostile_shape_rules_are_refused_with_a_reason() {
-    assert!(shape_err("...b").contains("expected one `->`"));
-    assert!(shape_err("a -> a -> a").contains("expected one `->`"));
-    assert!(shape_err("(a -> a").contains("`(a`"));
-    assert!(shape_err("a) -> a").contains("`a)`"));
-    assert!(shape_err("a, , b -> a").contains("empty spec; write `()` for a scalar"));
-    assert!(shape_err("a -> b").contains("result 0 uses `b`, which no operand spec binds"));
-    assert!(shape_err("...a -> ...b").contains("`...b`, which no operand spec binds"));
-    let e = shape_err("...a ...b -> ...a");
-    assert!(e.contains("operand 0 (`...a ...b`) is ambiguous") && e.contains("...a or ...b"), "{e}");
-    assert!(shape_err("...a a -> a").contains("used both as `...a`"));
-    assert!(shape_err("...a ...a -> ...a").contains("`...a` appears twice"));
-    assert!(shape_err("... -> ...").contains("an ellipsis is `...name`"));
-    assert!(shape_err("....a -> a").contains("an ellipsis is `...name`"));
-    assert!(shape_err("-3 -> -3").contains("`-3`"));
-    assert!(shape_err("99999999999999999999 -> ()").contains("a size too large"));
-    assert!(shape_err("a+b -> a").contains("`a+b`"));
-    assert!(shape_err("é -> é").contains("`é`"));
-    let many: Vec<String> = (0..40).map(|i| format!("n{i}")).collect();
-    assert!(shape_err(&format!("{} -> ()", many.join(" "))).contains("more than 16 names"));
-}
-
-#[test]
-fn an_ellipsis_fixed_by_a_later_operand_resolves() {
-    // Operand 0 has two ellipses; operand 1 fixes one of them.
-    ShapeRule::parse("...b ...n, ...n -> ...b").unwrap();
-    // A chain: operand 2 fixes c, then operand 1 fixes b, then operand 0 fixes a.
-    ShapeRule::parse("...a ...b, ...b ...c, ...c -> ...a").unwrap();
-}
-
-#[test]
-fn dtype_rules_parse() {
-    let r = DtypeRule::parse("X, W -> promote(X, W), acc(X, W)").unwrap();
-    assert_eq!(r.vars, ["X", "W"]);
-    assert_eq!(r.operands, [Expr::Var(0), Expr::Var(1)]);
-    assert_eq!(r.expr_text(&r.results[0]), "promote(X, W)");
-    // A dtype name is not a variable; an operand may be checked against later bindings.
-    let r = DtypeRule::parse("promote(X, W), X, W, float32 -> X, int64").unwrap();
-    assert_eq!(r.operands[3], Expr::Dtype(DTYPE_NAMES.iter().position(|n| *n == "float32").unwrap()));
-    assert_eq!(r.expr_text(&r.results[1]), "int64");
-}
-
-#[test]
-fn hostile_dtype_rules_are_refused_with_a_reason() {
-    assert!(dtype_err("T").contains("expected one `->`"));
-    assert!(dtype_err("T -> U").contains("result 0 uses `U`, which no operand binds"));
-    assert!(dtype_err("promote(T, U), T -> T").contains("operand 0 uses `U`, which no operand binds"));
-    assert!(dtype_err("T -> promote(T").contains("unbalanced parentheses"));
-    assert!(dtype_err("T -> promote T").contains("`promote` takes arguments in parentheses"));
-    assert!(dtype_err("T -> cast(T)").contains("unknown function `cast`"));
-    assert!(dtype_err("T -> T)").contains("unexpected `)`"));
-    assert!(dtype_err("T, -> T").contains("missing expression"));
-    assert!(dtype_err("T -> promote()").contains("unexpected `)`"));
-    assert!(dtype_err("T T -> T").contains("unexpected `T`"));
-}
 
 #[test]
 fn promotion_is_jax_float_promotion() {

@@ -1,8 +1,5 @@
 //! The dtype notation of a declaration, parsed and validated: `"X, W -> promote(X, W), acc(X, W)"`.
 //!
-//! This file is also compiled into `xla-ffi-macros` (with `#[path]`), so a bad rule
-//! is a compile error from the same parser the runtime uses: it depends on `std` only.
-//!
 //! A rule is `exprs -> exprs`, one per operand, then one per result.
 //! `expr := VAR | dtype | promote(expr, ...) | acc(expr, ...)`; a dtype is a NumPy
 //! name (`float32`, `bfloat16`, `int64`, ...), any other identifier is a variable.
@@ -12,26 +9,7 @@
 //! operand 0 against them. A trailing `?` marks an optional operand or result
 //! (`"T, T? -> T"`): the call may leave it out, and the rule must hold without it.
 
-/// The dtype names of the notation, as NumPy (and `DataType::name`) spell them, and
-/// `token`: the dtype of a `Token` operand or result (`xla_ffi::Token`).
-pub const DTYPE_NAMES: &[&str] = &[
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-    "token",
-];
+use crate::dtypes::DTYPE_NAMES;
 
 /// Variables per rule at most (the runtime check binds them in a fixed-size array).
 pub const MAX_VARS: usize = 16;
@@ -41,7 +19,7 @@ pub const MAX_VARS: usize = 16;
 pub enum Expr {
     /// A variable: the index into [`DtypeRule::vars`].
     Var(usize),
-    /// A fixed dtype: the index into [`DTYPE_NAMES`].
+    /// A fixed dtype: the index into [`DTYPE_NAMES`](crate::DTYPE_NAMES).
     Dtype(usize),
     /// JAX's float promotion of the arguments.
     Promote(Vec<Expr>),
@@ -144,7 +122,7 @@ impl DtypeRule {
         for a in 0..=rule.optional_operands {
             for r in 0..=rule.optional_results {
                 if a + r > 0 {
-                    let absent = super::shape_rule::absent_list(rule.operands.len(), a, rule.results.len(), r);
+                    let absent = crate::shape_rule::absent_list(rule.operands.len(), a, rule.results.len(), r);
                     rule.without(a, r).map_err(|e| format!("dtype rule `{text}`: {absent}: {e}"))?;
                 }
             }

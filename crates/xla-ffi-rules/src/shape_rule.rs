@@ -1,9 +1,5 @@
 //! The shape notation of a declaration, parsed and validated: `"...b ...n, ...n -> ...b ...n, ...b"`.
 //!
-//! This file is also compiled into `xla-ffi-macros` (with `#[path]`), so the
-//! `#[handler]` macro refuses a bad rule at compile time with the same parser the
-//! runtime uses: it depends on `std` only.
-//!
 //! A rule is `specs -> specs`: one comma-separated spec per operand buffer, then one
 //! per result buffer. A spec is space-separated tokens: `...name` (an ellipsis, zero
 //! or more axes), `name` (a factor, exactly one axis) or a decimal literal (one axis
@@ -229,13 +225,13 @@ impl ShapeRule {
 }
 
 /// "with operand 2 absent", "with operands 1 and 2 and result 1 absent".
-pub fn absent_text(rule: &ShapeRule, operands: usize, results: usize) -> String {
+pub(crate) fn absent_text(rule: &ShapeRule, operands: usize, results: usize) -> String {
     absent_list(rule.operands.len(), operands, rule.results.len(), results)
 }
 
 /// "with operand 2 absent" for `n_ops` operands of which the last `operands` are
 /// absent (and likewise results).
-pub fn absent_list(n_ops: usize, operands: usize, n_res: usize, results: usize) -> String {
+pub(crate) fn absent_list(n_ops: usize, operands: usize, n_res: usize, results: usize) -> String {
     let part = |what: &str, n: usize, k: usize| -> Option<String> {
         let idx: Vec<String> = (n - k..n).map(|i| i.to_string()).collect();
         match idx.len() {

@@ -1,1 +1,0 @@
-../../../xla-ffi/src/decl/dtype_rule.rs

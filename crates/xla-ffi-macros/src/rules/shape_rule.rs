@@ -1,1 +1,0 @@
-../../../xla-ffi/src/decl/shape_rule.rs
