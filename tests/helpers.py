@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -134,3 +135,14 @@ class Calls:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.args.append(args)
         return self.fn(*args, **kwargs)
+
+
+def collective_shapes(hlo: str, op: str) -> list[tuple[int, ...]]:
+    """The result array shapes of every ``op`` (or ``op``-start) in compiled HLO text."""
+    shapes = []
+    for line in hlo.splitlines():
+        found = re.search(r"=\s*(.*?)\s" + re.escape(op) + r"(-start)?\(", line)
+        if found:
+            for dims in re.findall(r"\w+\[([\d,]*)\]", found.group(1)):
+                shapes.append(tuple(int(d) for d in dims.split(",") if d))
+    return shapes

@@ -27,7 +27,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import xla_ffi_rs as xr
-from helpers import RMS_FWD, rms_norm_bwd_np, rms_norm_np
+from helpers import RMS_FWD, collective_shapes, rms_norm_bwd_np, rms_norm_np
 from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp
 
 EPS = 1e-5
@@ -84,17 +84,6 @@ def close(got: Any, want: np.ndarray, what: str) -> None:
 def split_count(m: jax.sharding.Mesh, entry: Any) -> int:
     axes = () if entry is None else entry if isinstance(entry, tuple) else (entry,)
     return math.prod(m.shape[a] for a in axes)
-
-
-def collective_shapes(hlo: str, op: str) -> list[tuple[int, ...]]:
-    """The result array shapes of every ``op`` (or ``op``-start) in compiled HLO text."""
-    shapes = []
-    for line in hlo.splitlines():
-        found = re.search(r"=\s*(.*?)\s" + re.escape(op) + r"(-start)?\(", line)
-        if found:
-            for dims in re.findall(r"\w+\[([\d,]*)\]", found.group(1)):
-                shapes.append(tuple(int(d) for d in dims.split(",") if d))
-    return shapes
 
 
 def program(transform: str, x: np.ndarray, w: np.ndarray, xs: Any, ws: Any, m: Any) -> tuple[Any, list, list, list]:

@@ -28,7 +28,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import xla_ffi_rs as xr
-from helpers import RMS_BWD, RMS_FWD, rms_norm_bwd_np, rms_norm_np
+from helpers import RMS_BWD, RMS_FWD, collective_shapes, rms_norm_bwd_np, rms_norm_np
 
 EPS = 1e-5
 MOVES_DATA = ("all-gather", "all-to-all", "collective-permute")
@@ -75,17 +75,6 @@ def program(transform: str, arrays: list[np.ndarray]) -> tuple[Callable[..., Any
     # Two examples stacked on a new leading axis (not split): x and 2x - t, weights w and u.
     want = np.stack([rms_norm_np(x, w, EPS)[0], rms_norm_np(2 * x - t, u, EPS)[0]])
     return lambda x, w, t, u: jax.vmap(norm)(jnp.stack([x, 2 * x - t]), jnp.stack([w, u])), [want]
-
-
-def collective_shapes(hlo: str, op: str) -> list[tuple[int, ...]]:
-    """The result array shapes of every ``op`` (or ``op``-start) in compiled HLO text."""
-    shapes = []
-    for line in hlo.splitlines():
-        found = re.search(r"=\s*(.*?)\s" + re.escape(op) + r"(-start)?\(", line)
-        if found:
-            for dims in re.findall(r"\w+\[([\d,]*)\]", found.group(1)):
-                shapes.append(tuple(int(d) for d in dims.split(",") if d))
-    return shapes
 
 
 def split_count(m: Mesh, entry: Any) -> int:

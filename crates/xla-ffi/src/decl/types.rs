@@ -2,7 +2,7 @@
 //! (every parameter's name and kind, and the optional rules) and [`ParamDecl`].
 
 use crate::attr::EnumValues;
-use crate::dtype::DataType;
+use crate::dtype::{str_eq, DataType};
 
 /// What one handler parameter is, for the declaration: an operand, a result or an
 /// attribute (with what it accepts), or something else (context, state).
@@ -326,17 +326,3 @@ const fn kind(p: &ParamDecl) -> u8 {
     }
 }
 
-const fn str_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
