@@ -325,4 +325,3 @@ const fn kind(p: &ParamDecl) -> u8 {
         ParamDecl::Other => 3,
     }
 }
-
