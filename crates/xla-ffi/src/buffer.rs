@@ -85,17 +85,17 @@ impl<T: Element> ElementSpec for T {
     }
 }
 
-/// Accepts `f16`, `bf16`, `f32` and `f64`; pair it with
+/// Accepts `f16`, `bf16`, `f32` and `f64` ([`DataType::FLOATS`]); pair it with
 /// [`dispatch_float!`](crate::dispatch_float) to run one generic function.
 pub struct AnyFloat;
 
 impl ElementSpec for AnyFloat {
-    const DTYPES: Option<&'static [DataType]> = Some(&[DataType::F16, DataType::BF16, DataType::F32, DataType::F64]);
+    const DTYPES: Option<&'static [DataType]> = Some(&DataType::FLOATS);
     fn accepts(dtype: DataType) -> bool {
         dtype.is_float()
     }
     fn describe() -> String {
-        "float16, bfloat16, float32 or float64".into()
+        crate::dtype::describe(&DataType::FLOATS)
     }
 }
 
@@ -105,12 +105,12 @@ impl ElementSpec for AnyFloat {
 pub struct AnyComplex;
 
 impl ElementSpec for AnyComplex {
-    const DTYPES: Option<&'static [DataType]> = Some(&[DataType::C64, DataType::C128]);
+    const DTYPES: Option<&'static [DataType]> = Some(&DataType::COMPLEXES);
     fn accepts(dtype: DataType) -> bool {
         dtype.is_complex()
     }
     fn describe() -> String {
-        "complex64 or complex128".into()
+        crate::dtype::describe(&DataType::COMPLEXES)
     }
 }
 

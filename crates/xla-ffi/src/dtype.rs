@@ -145,17 +145,38 @@ impl DataType {
     }
 
     /// Whether this is one of the floating types [`AnyFloat`](crate::AnyFloat) accepts:
-    /// `f16`, `bf16`, `f32`, `f64`.
+    /// [`FLOATS`](Self::FLOATS).
     #[inline]
     pub fn is_float(self) -> bool {
-        matches!(self, Self::F16 | Self::BF16 | Self::F32 | Self::F64)
+        Self::FLOATS.contains(&self)
     }
 
     /// Whether this is one of the complex types [`AnyComplex`](crate::AnyComplex)
-    /// accepts: `complex64`, `complex128`.
+    /// accepts: [`COMPLEXES`](Self::COMPLEXES).
     #[inline]
     pub fn is_complex(self) -> bool {
-        matches!(self, Self::C64 | Self::C128)
+        Self::COMPLEXES.contains(&self)
+    }
+
+    /// The floating types [`AnyFloat`](crate::AnyFloat) accepts and
+    /// [`dispatch_float!`](crate::dispatch_float) dispatches on, in the notation's
+    /// order: the one list of them (`AnyFloat::DTYPES`, its message and
+    /// `xla_ffi_rs._native.kernel_floats()` read it).
+    pub const FLOATS: [DataType; 4] = [Self::F16, Self::BF16, Self::F32, Self::F64];
+
+    /// The complex types [`AnyComplex`](crate::AnyComplex) accepts and
+    /// [`dispatch_complex!`](crate::dispatch_complex) dispatches on.
+    pub const COMPLEXES: [DataType; 2] = [Self::C64, Self::C128];
+}
+
+/// `dtypes` for a message, as [`ElementSpec::describe`](crate::ElementSpec::describe)
+/// says them: "float16, bfloat16, float32 or float64", "complex64", "nothing".
+pub(crate) fn describe(dtypes: &[DataType]) -> String {
+    let names: Vec<&str> = dtypes.iter().map(|d| d.name()).collect();
+    match names.split_last() {
+        None => "nothing".into(),
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
     }
 }
 
@@ -409,4 +430,39 @@ macro_rules! dispatch_complex {
             $d => $other,
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dtype `dispatch_float!` binds for `d`, if any.
+    fn float_dispatch(d: DataType) -> Option<DataType> {
+        crate::dispatch_float!(d, T => Some(<T as Element>::DTYPE), else _d => None)
+    }
+
+    fn complex_dispatch(d: DataType) -> Option<DataType> {
+        crate::dispatch_complex!(d, T => Some(<T as Element>::DTYPE), else _d => None)
+    }
+
+    #[test]
+    fn float_and_complex_lists_match_the_dispatch_macros() {
+        for &(name, code) in xla_ffi_rules::DTYPES.iter() {
+            let d = DataType(code);
+            assert_eq!(d.name(), name);
+            assert_eq!(float_dispatch(d).is_some(), DataType::FLOATS.contains(&d), "{name}");
+            assert_eq!(complex_dispatch(d).is_some(), DataType::COMPLEXES.contains(&d), "{name}");
+        }
+        for d in DataType::FLOATS {
+            assert_eq!(float_dispatch(d), Some(d));
+            assert!(d.is_float() && !d.is_complex());
+        }
+        for d in DataType::COMPLEXES {
+            assert_eq!(complex_dispatch(d), Some(d));
+            assert!(d.is_complex() && !d.is_float());
+        }
+        assert_eq!(describe(&DataType::FLOATS), "float16, bfloat16, float32 or float64");
+        assert_eq!(describe(&DataType::COMPLEXES), "complex64 or complex128");
+        assert_eq!(describe(&[]), "nothing");
+    }
 }

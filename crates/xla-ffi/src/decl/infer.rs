@@ -6,7 +6,7 @@ use super::check::{bind_dtypes, bind_operands, dtype_err, result_dtype, result_s
 use super::dtypes::known_dtypes;
 use super::rules::{RuleError, Rules};
 use super::types::Declaration;
-use crate::dtype::DataType;
+use crate::dtype::{describe, DataType};
 use xla_ffi_rules::MAX_VARS;
 
 /// One operand or result of a [`Signature`].
@@ -58,16 +58,6 @@ pub struct Inferred {
     pub results: Vec<(Vec<i64>, DataType)>,
     /// How many axes the batch ellipsis binds (0 without one).
     pub batch_rank: usize,
-}
-
-/// "float16, bfloat16, float32 or float64", as [`ElementSpec::describe`](crate::ElementSpec::describe) says it.
-fn describe(accepts: &[DataType]) -> String {
-    let names: Vec<&str> = accepts.iter().map(|d| d.name()).collect();
-    match names.split_last() {
-        None => "nothing".into(),
-        Some((last, [])) => (*last).to_string(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-    }
 }
 
 /// The result shapes and dtypes of a call with operands of `shapes` and `dtypes`,
