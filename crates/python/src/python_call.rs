@@ -362,24 +362,6 @@ struct NumPy {
 
 static NUMPY: PyOnceLock<NumPy> = PyOnceLock::new();
 
-/// The element types NumPy holds itself.
-const NUMPY_DTYPES: [DataType; 14] = [
-    DataType::PRED,
-    DataType::S8,
-    DataType::S16,
-    DataType::S32,
-    DataType::S64,
-    DataType::U8,
-    DataType::U16,
-    DataType::U32,
-    DataType::U64,
-    DataType::F16,
-    DataType::F32,
-    DataType::F64,
-    DataType::C64,
-    DataType::C128,
-];
-
 /// The one-byte (or wider) element types of `ml_dtypes` (a dependency of jax), by
 /// their `ml_dtypes` names. Sub-byte types (int4, float4) are not here: their
 /// packing in XLA's buffers is not NumPy's one element per byte.
@@ -395,12 +377,33 @@ const ML_DTYPES: [(DataType, &str); 9] = [
     (DataType::F8E8M0FNU, "float8_e8m0fnu"),
 ];
 
+// Every dtype of the notation but `token` has a NumPy dtype: NumPy's own, or `ml_dtypes`'.
+const _: () = {
+    let mut i = 0;
+    while i < xla_ffi_rules::DTYPES.len() {
+        let code = xla_ffi_rules::DTYPES[i].1;
+        let mut found = code == DataType::TOKEN.0;
+        let mut j = 0;
+        while j < numpy_engine::NUMPY_DTYPES.len() {
+            found |= numpy_engine::NUMPY_DTYPES[j].0 == code;
+            j += 1;
+        }
+        j = 0;
+        while j < ML_DTYPES.len() {
+            found |= ML_DTYPES[j].0 .0 == code;
+            j += 1;
+        }
+        assert!(found, "a dtype of xla_ffi_rules::DTYPES has no NumPy dtype here");
+        i += 1;
+    }
+};
+
 fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
     NUMPY.get_or_try_init(py, || {
         let np = py.import("numpy")?;
         let dtype = np.getattr("dtype")?;
         let mut dtypes = Vec::new();
-        for t in NUMPY_DTYPES {
+        for t in numpy_engine::NUMPY_DTYPES {
             dtypes.push((t, dtype.call1((t.name(),))?.unbind()));
         }
         // An older ml_dtypes may lack some types: those stay unsupported.

@@ -31,3 +31,38 @@ pub(crate) mod ufunc;
 pub(crate) use copies::{copy_from_operand, copy_into_result};
 pub(crate) use interpreter::{refcount, with_interpreter};
 pub(crate) use ufunc::{call_ufunc, UfuncCall};
+
+use xla_ffi::DataType;
+
+/// The element types NumPy has as built-in numeric dtypes (no object, string or
+/// user-defined dtype), each of the name [`DataType::name`] gives it: every dtype of
+/// `xla_ffi_rules::DTYPES` but `bfloat16` (`ml_dtypes`') and `token`, in its order.
+/// Derived from that list, so a dtype added there is a NumPy one unless excluded here.
+pub(crate) const NUMPY_DTYPES: [DataType; xla_ffi_rules::DTYPES.len() - NOT_NUMPY.len()] = {
+    let mut out = [DataType::INVALID; xla_ffi_rules::DTYPES.len() - NOT_NUMPY.len()];
+    let (mut i, mut n) = (0, 0);
+    while i < xla_ffi_rules::DTYPES.len() {
+        let code = xla_ffi_rules::DTYPES[i].1;
+        if !not_numpy(code) {
+            out[n] = DataType(code);
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == out.len(), "NOT_NUMPY names a dtype that xla_ffi_rules::DTYPES lacks");
+    out
+};
+
+/// The dtypes of `xla_ffi_rules::DTYPES` that NumPy does not have itself.
+const NOT_NUMPY: [DataType; 2] = [DataType::BF16, DataType::TOKEN];
+
+const fn not_numpy(code: u32) -> bool {
+    let mut i = 0;
+    while i < NOT_NUMPY.len() {
+        if NOT_NUMPY[i].0 == code {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}

@@ -38,25 +38,6 @@ pub(crate) enum UfuncCall {
     Raised,
 }
 
-/// NumPy's built-in numeric dtypes, by XLA element type (the ones whose ufunc loops
-/// see nothing but numbers: no object, string or user-defined dtype).
-const UFUNC_DTYPES: [(DataType, &str); 14] = [
-    (DataType::PRED, "bool"),
-    (DataType::S8, "int8"),
-    (DataType::S16, "int16"),
-    (DataType::S32, "int32"),
-    (DataType::S64, "int64"),
-    (DataType::U8, "uint8"),
-    (DataType::U16, "uint16"),
-    (DataType::U32, "uint32"),
-    (DataType::U64, "uint64"),
-    (DataType::F16, "float16"),
-    (DataType::F32, "float32"),
-    (DataType::F64, "float64"),
-    (DataType::C64, "complex64"),
-    (DataType::C128, "complex128"),
-];
-
 /// Whether `numpy.<name>` is NumPy's own C type of that name (a static type, not
 /// a class defined in Python that replaced the module attribute).
 fn numpy_c_type<'py>(numpy: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -148,7 +129,7 @@ fn prepare_ufunc(
     if first.is_empty() || !views.clone().all(|v| same(&v)) {
         return Ok(None);
     }
-    Ok(UFUNC_DTYPES.iter().find(|(t, _)| *t == dtype).map(|(_, name)| *name))
+    Ok(super::NUMPY_DTYPES.contains(&dtype).then(|| dtype.name()))
 }
 
 /// What [`prepare_ufunc`] compares of a buffer.
