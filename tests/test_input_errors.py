@@ -137,6 +137,26 @@ def test_rms_norm_dtypes_without_a_kernel(dtype: Any, got: str, arg: str, name: 
         fn(**args)
 
 
+def test_kernel_floats_are_what_the_handlers_accept() -> None:
+    # The floats Python lets through to the kernels, and names when it refuses one,
+    # are exactly those the rms_norm handlers' x and weight accept (their declarations).
+    decls = xr.declarations()
+    targets = [t for t in decls if t.startswith("xla_ffi_rs.rms_norm")]
+    assert targets
+    accepted = {tuple(b["dtypes"]) for t in targets for b in decls[t]["operands"] if b["name"] in ("x", "weight")}
+    assert len(accepted) == 1, accepted
+    (floats,) = accepted
+    words = f"expected a float array of {', '.join(floats[:-1])} or {floats[-1]}, got float8_e4m3fn"
+    for name, fn in RMS_FUNCTIONS:
+        with pytest.raises(TypeError, match=rf"^{name}: x: {re.escape(words)}$"):
+            fn(jnp.ones(X.shape, jnp.float8_e4m3fn), W)
+    for dtype in floats:
+        if dtype == "float64" and not jax.config.jax_enable_x64:
+            continue
+        y = xr.rms_norm(jnp.ones(X.shape, dtype), jnp.ones(W.shape, dtype))
+        assert y.dtype == jnp.dtype(dtype)
+
+
 @pytest.mark.parametrize("arg", ["x", "weight"])
 @pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
 def test_rms_norm_prng_key(arg: str, name: str, fn: Callable[..., Any]) -> None:
@@ -150,9 +170,13 @@ def test_rms_norm_prng_key(arg: str, name: str, fn: Callable[..., Any]) -> None:
 def test_rms_norm_eps_beyond_the_accumulation_type(name: str, fn: Callable[..., Any]) -> None:
     # Before: eps 3.5e38 on float32 rows was added as infinity: y = 0 where the
     # formula gives 5.3e-20.
-    for eps in (3.5e38, 1e39):
-        words = "expected a finite float >= 0 that fits float32 (at most 3.40282e+38, the type float32 rows"
-        with pytest.raises(ValueError, match=rf"^{name}: eps: {re.escape(words)}.*got {re.escape(str(eps))}$"):
+    # The words are the handlers' (`_native.eps_problem`, the Rust rule).
+    for eps, got in ((3.5e38, "3.5e38"), (1e39, "1e39")):
+        words = (
+            "expected a finite value >= 0 that fits float32 (at most 3.4028234663852886e38, the accumulator dtype "
+            f"of these rows), got {got}"
+        )
+        with pytest.raises(ValueError, match=rf"^{name}: eps: {re.escape(words)}$"):
             fn(X, W, eps=eps)
     y = np.asarray(xr.rms_norm(X, W, eps=3.4e38))
     np.testing.assert_allclose(y, 1 / np.sqrt(1 + 3.4e38), rtol=1e-6)

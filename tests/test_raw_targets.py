@@ -204,6 +204,18 @@ def test_kepler_target(dtype: Any, tol: float) -> None:
     assert s.shape == (7, 43)
 
 
+def test_eps_message_of_python_and_of_the_handler_are_the_same_words() -> None:
+    # One rule (the handlers' check_eps), said once: rms_norm refuses before
+    # lowering with the words the handler gives the raw target.
+    x, w = np.ones((2, 3), np.float32), np.ones(3, np.float32)
+    with pytest.raises(ValueError) as info:
+        xla_ffi_rs.rms_norm(x, w, eps=1e39)
+    prefix = "rms_norm: eps: "
+    assert str(info.value).startswith(prefix), str(info.value)
+    words = str(info.value).removeprefix(prefix)
+    assert_ffi_error(lambda: raw_fwd(x, w, eps=1e39), RMS_FWD, ("attribute `eps`: " + words,))
+
+
 @pytest.mark.parametrize("eps", [0.01, np.float32(0.01), np.float64(0.01)])
 def test_rms_norm_fwd_target_eps_types(eps: Any) -> None:
     rng = np.random.default_rng(0)

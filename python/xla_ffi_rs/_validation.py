@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xla_ffi_rs import _native
 from xla_ffi_rs._compat import Tracer
 
 
@@ -106,8 +107,9 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     return array
 
 
-#: The floating dtypes a normalization (and its kernels) computes in.
-KERNEL_FLOATS = ("float16", "bfloat16", "float32", "float64")
+#: The floating dtypes a normalization (and its kernels) computes in: the float
+#: ops' own list (``xla_ffi::DataType::FLOATS``, what their buffers accept).
+KERNEL_FLOATS: tuple[str, ...] = tuple(_native.kernel_floats())
 
 
 def check_kernel_float(fn: str, arg: str, dtype: Any) -> None:
@@ -123,17 +125,15 @@ def check_kernel_float(fn: str, arg: str, dtype: Any) -> None:
         )
 
 
-def check_eps_fits(fn: str, eps: float, dtype: Any) -> None:
-    """Raise ValueError if ``eps`` is beyond the largest finite value of the type a
-    ``dtype`` row accumulates in (float32, or float64 for float64 rows): the kernel
-    would add it as infinity and give 0 where the formula gives a finite value."""
-    wide = jnp.dtype(dtype) == jnp.float64
-    acc, top = ("float64", float(np.finfo(np.float64).max)) if wide else ("float32", float(np.finfo(np.float32).max))
-    if eps > top:
-        raise ValueError(
-            f"{fn}: eps: expected a finite float >= 0 that fits {acc} (at most {top:.6g}, the type "
-            f"{jnp.dtype(dtype).name} rows accumulate in), got {eps}"
-        )
+def check_eps_fits(fn: str, eps: float, x_dtype: Any, weight_dtype: Any) -> None:
+    """Raise ValueError if the rms_norm handlers would refuse ``eps`` for ``x`` and
+    ``weight`` of these dtypes: beyond the largest finite value of the type the
+    rows accumulate in (float32, or float64 when either is float64), where the
+    kernel would add it as infinity and give 0 where the formula gives a finite
+    value. The rule and its words are the handlers' (``_native.eps_problem``)."""
+    problem = _native.eps_problem(eps, jnp.dtype(x_dtype).name, jnp.dtype(weight_dtype).name)
+    if problem is not None:
+        raise ValueError(f"{fn}: eps: {problem}")
 
 
 def promote_weak(*arrays: jax.Array) -> tuple[jax.Array, ...]:

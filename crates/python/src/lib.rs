@@ -98,6 +98,27 @@ fn bwd_workspace_rows(rows: usize) -> usize {
     xla_ffi_rs_ops::rms_norm::bwd_workspace_rows(rows)
 }
 
+/// `kernel_floats() -> list[str]`: the float dtypes the float ops' buffers accept
+/// (`AnyFloat`'s list, `xla_ffi::DataType::FLOATS`), in the notation's order.
+#[pyfunction]
+fn kernel_floats() -> Vec<&'static str> {
+    xla_ffi::DataType::FLOATS.iter().map(|d| d.name()).collect()
+}
+
+/// `eps_problem(eps, x_dtype, weight_dtype) -> str | None`: what the rms_norm
+/// handlers would say is wrong with attribute `eps` for `x` and `weight` of those
+/// dtypes (the words after "attribute `eps`: "), or `None` if they accept it. The
+/// handlers' own rule: `check_eps(eps, accumulator(x, weight))`.
+#[pyfunction]
+fn eps_problem(eps: f64, x_dtype: &str, weight_dtype: &str) -> PyResult<Option<String>> {
+    let dtype = |name: &str| {
+        xla_ffi::decl::dtype_by_name(name)
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("unknown dtype {name:?}")))
+    };
+    let acc = xla_ffi::decl::accumulator(dtype(x_dtype)?, dtype(weight_dtype)?);
+    Ok(xla_ffi_rs_ops::rms_norm::eps_problem(eps, acc))
+}
+
 /// The lowest XLA FFI API version the handlers report, `(major, minor)`.
 #[pyfunction]
 fn min_api_version() -> (i32, i32) {
@@ -113,6 +134,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(min_api_version, m)?)?;
     m.add_function(wrap_pyfunction!(promotion_table, m)?)?;
     m.add_function(wrap_pyfunction!(bwd_workspace_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_floats, m)?)?;
+    m.add_function(wrap_pyfunction!(eps_problem, m)?)?;
     m.add_function(wrap_pyfunction!(declaration::declarations, m)?)?;
     m.add_function(wrap_pyfunction!(declaration::infer, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::register, m)?)?;

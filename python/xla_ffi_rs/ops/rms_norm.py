@@ -427,7 +427,7 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     check_kernel_float("rms_norm", "weight", weight.dtype)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
-    check_eps_fits("rms_norm", eps, jnp.result_type(x, weight))
+    check_eps_fits("rms_norm", eps, x.dtype, weight.dtype)
     if tensor_parallel_axes(x, weight.ndim) is not None:
         _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks
         return rms_norm_tensor_parallel(x, weight, eps=eps)

@@ -95,6 +95,6 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
             f"x of {x.dtype}; pass weight.astype(x.dtype), or use rms_norm"
         )
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
-    check_eps_fits("rms_norm_inplace", eps, jnp.result_type(x, weight))
+    check_eps_fits("rms_norm_inplace", eps, x.dtype, weight.dtype)
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
     return y

@@ -9,7 +9,7 @@ pub mod kernel;
 mod shapes;
 
 pub use cpu::{xla_ffi_rs_rms_norm_bwd_cpu, xla_ffi_rs_rms_norm_fwd_cpu, BWD_CPU, FWD_CPU};
-pub use shapes::{bwd_workspace_rows, check_eps, rows, Rows};
+pub use shapes::{bwd_workspace_rows, check_eps, eps_problem, rows, Rows};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

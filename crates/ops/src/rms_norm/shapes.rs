@@ -30,17 +30,29 @@ pub fn rows(x: &Buffer<'_, AnyFloat>, w: &Buffer<'_, AnyFloat>) -> Rows {
 /// do not say): finite, `>= 0`, and representable in the accumulator dtype `acc` the
 /// rows are summed in (float32, or float64 when `x` or `weight` is; see
 /// [`xla_ffi::decl::accumulator`]). A larger `eps` would be added as infinity and
-/// give `y = 0` where the formula gives a finite value.
+/// give `y = 0` where the formula gives a finite value. The error is
+/// "attribute `eps`: " and [`eps_problem`]'s words.
 pub fn check_eps(eps: f64, acc: DataType) -> Result<()> {
+    match eps_problem(eps, acc) {
+        None => Ok(()),
+        Some(words) => Err(xla_ffi::Error::invalid_argument(format!("attribute `eps`: {words}"))),
+    }
+}
+
+/// The one source of the `eps` rule of [`check_eps`]: what is wrong with `eps` for
+/// rows summed in `acc`, in words ("expected a finite value >= 0 ..., got ..."), or
+/// `None` if it passes. Python's entry points read it as `_native.eps_problem`, so
+/// their message names the same limit in the same words.
+pub fn eps_problem(eps: f64, acc: DataType) -> Option<String> {
     let top = if acc == DataType::F64 { f64::MAX } else { f64::from(f32::MAX) };
     if eps >= 0.0 && eps <= top {
-        return Ok(());
+        return None;
     }
     if eps.is_finite() && eps > top {
-        return Err(xla_ffi::Error::invalid_argument(format!(
-            "attribute `eps`: expected a finite value >= 0 that fits {acc} (at most {top:e}, the accumulator \
-             dtype of these rows), got {eps:e}"
-        )));
+        return Some(format!(
+            "expected a finite value >= 0 that fits {acc} (at most {top:e}, the accumulator dtype of these rows), \
+             got {eps:e}"
+        ));
     }
-    Err(xla_ffi::Error::invalid_argument(format!("attribute `eps`: expected a finite value >= 0, got {eps}")))
+    Some(format!("expected a finite value >= 0, got {eps}"))
 }
