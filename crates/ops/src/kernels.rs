@@ -6,7 +6,7 @@
 //! its [`OpHandlers::kernels`](crate::registry::OpHandlers::kernels)): the source,
 //! the parameters its handler passes, and the template arguments (element types)
 //! it is instantiated with. The CUDA handlers pick their kernel from it
-//! ([`KernelFn::kernel`], feature `cuda`), which refuses arguments other than the
+//! (`KernelFn::kernel`, feature `cuda`), which refuses arguments other than the
 //! declared parameters, so no kernel name or signature is written anywhere else in Rust.
 //! [`all`] gathers every op's table;
 //! `cargo run -p xla-ffi-rs-ops --example kernel_list -- json` (or `-- cpp`) prints
