@@ -250,6 +250,22 @@ mod tests {
         }
     }
 
+    /// Each kernel's source is one of the CUDA sources its op's handlers embed.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn the_handlers_embed_the_sources_the_tables_name() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for op in crate::OPS {
+            for k in op.kernels {
+                let path = root.join(k.source);
+                let file = path.file_name().and_then(|n| n.to_str());
+                let src = op.sources.iter().find(|s| Some(s.name()) == file);
+                let src = src.unwrap_or_else(|| panic!("{}: {} is not a source of {}", k.name, k.source, op.module));
+                assert_eq!(src.code(), std::fs::read_to_string(&path).unwrap(), "{}", k.name);
+            }
+        }
+    }
+
     #[test]
     fn a_dropped_or_extra_instantiation_is_reported() {
         static ONLY_F32: KernelFn = KernelFn { types: &[DataType::F32], ..KEPLER_SHAPE };

@@ -24,6 +24,9 @@ pub struct OpHandlers {
     /// Every `__global__` template its CUDA handlers launch, with its instantiations
     /// (there even without the `cuda` feature: the checks of `cuda/` print it).
     pub kernels: &'static [&'static KernelFn],
+    /// The CUDA sources its handlers compile: the file of each kernel's `source`.
+    #[cfg(feature = "cuda")]
+    pub sources: &'static [&'static xla_ffi::cuda::Source],
 }
 
 impl OpHandlers {

@@ -41,4 +41,6 @@ pub const OP: crate::registry::OpHandlers = crate::registry::OpHandlers {
         &kernel_table::KEPLER_COTANGENT,
         &kernel_table::KEPLER_JVP,
     ],
+    #[cfg(feature = "cuda")]
+    sources: &[&KEPLER_CU],
 };

@@ -85,17 +85,4 @@ mod tests {
         );
         assert!(RMS_NORM_FWD.instance(&[DataType::F32, DataType::S32]).is_none());
     }
-
-    /// The CUDA handlers compile the file each kernel of the table names (the
-    /// `Source` they embed is that file).
-    #[cfg(feature = "cuda")]
-    #[test]
-    fn the_handlers_embed_the_sources_the_table_names() {
-        let src = &super::super::cuda::RMS_NORM_CU;
-        for k in super::super::OP.kernels {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(k.source);
-            assert_eq!(src.code(), std::fs::read_to_string(&path).unwrap(), "{}", k.name);
-            assert_eq!(Some(src.name()), path.file_name().and_then(|n| n.to_str()), "{}", k.name);
-        }
-    }
 }

@@ -26,4 +26,6 @@ pub const OP: crate::registry::OpHandlers = crate::registry::OpHandlers {
     #[cfg(not(feature = "cuda"))]
     cuda: &[],
     kernels: &[&kernel_table::RMS_NORM_FWD, &kernel_table::RMS_NORM_BWD, &kernel_table::RMS_NORM_DWEIGHT],
+    #[cfg(feature = "cuda")]
+    sources: &[&RMS_NORM_CU],
 };
