@@ -3,8 +3,9 @@
 //! Each op is one folder, `src/<op>/`: its CPU handlers (`cpu.rs`), its CUDA handlers
 //! (`cuda.rs`, feature `cuda`) with their `.cu` source, the table of the CUDA kernel
 //! instantiations they launch (`kernel_table.rs`), its numerics, and in `mod.rs` one
-//! [`registry::OpHandlers`] constant, `OP`, that lists them; its module docs name its
-//! targets. The `ops!` line below is the one place an op is named: [`OPS`] holds
+//! [`registry::OpHandlers`] constant, `OP`, that lists them. Each target is named
+//! once, by its CPU handler (`#[handler(target = ...)]` in `cpu.rs`); the CUDA
+//! handler takes it from there (`op = super::cpu::...`). The `ops!` line below is the one place an op is named: [`OPS`] holds
 //! every op's `OP`, and [`cpu_handlers`], [`cuda_handlers`] and [`kernels::all`] are
 //! gathered from it. `float.rs` holds the [`Float`] types and the accumulators the
 //! kernels compute in; [`kernels`] the types the kernel tables are written in.
