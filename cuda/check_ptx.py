@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Compile every CUDA kernel of xla-ffi-rs with NVRTC, without a GPU or a CUDA toolkit.
 
-For each instantiation the Rust handlers launch, as the kernel table
-(`crates/ops/src/kernels.rs`) declares it (this runs `cargo run -p xla-ffi-rs-ops
+For each instantiation the Rust handlers launch, as the ops' kernel tables
+(`crates/ops/src/*/kernel_table.rs`) declare it (this runs `cargo run -p xla-ffi-rs-ops
 --example kernel_list -- json`, which refuses an incomplete table), this compiles its
 source with NVRTC (loaded through ctypes from the `nvidia-cuda-nvrtc` pip package),
 the kernels of one source and one set of template arguments together, for sm_80
@@ -47,7 +47,7 @@ OPS = HERE.parent / "crates" / "ops"
 KEPLER_DIR = OPS / "src" / "kepler"
 ARCHS = ("80", "90")
 
-#: What prints the kernel table (crates/ops/src/kernels.rs), run from the repository root.
+#: What prints the kernel tables (crates/ops/src/*/kernel_table.rs), run from the repository root.
 KERNEL_LIST = [
     "cargo",
     "run",
@@ -68,7 +68,7 @@ def kernel_table() -> list[dict[str, Any]]:
     them: `source` (relative to crates/ops), `kernel`, `name`, `dtypes`, `params`,
     `expression` (the NVRTC name expression)."""
     if shutil.which("cargo") is None:
-        raise SystemExit("check_ptx: FAILED: cargo not found; it prints the kernel table (crates/ops/src/kernels.rs)")
+        raise SystemExit("check_ptx: FAILED: cargo not found; it prints the kernel tables (crates/ops/src/*/kernel_table.rs)")
     r = subprocess.run(KERNEL_LIST, cwd=HERE.parent, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SystemExit(f"check_ptx: FAILED: `{' '.join(KERNEL_LIST)}`:\n{r.stderr}")
@@ -239,7 +239,7 @@ def main() -> int:
     sources = sorted(OPS.rglob("*.cu"))
     missing = [str(s.relative_to(OPS)) for s in sources if str(s.relative_to(OPS)) not in insts]
     if missing:
-        print(f"check_ptx: FAILED: no kernel of {missing} in the kernel table (crates/ops/src/kernels.rs)")
+        print(f"check_ptx: FAILED: no kernel of {missing} in the kernel tables (crates/ops/src/*/kernel_table.rs)")
         return 1
     failures, count, smem_checked, t0 = [], 0, 0, time.time()
     for rel, groups in insts.items():

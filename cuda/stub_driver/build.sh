@@ -9,7 +9,7 @@ root="$here/../.."
 out="${1:-$root/target/stub_driver}"
 mkdir -p "$out/old"
 CXX="${CXX:-g++}"
-# The kernel sources and instantiations, from the kernel table (crates/ops/src/kernels.rs).
+# The kernel sources and instantiations, from the kernel tables (crates/ops/src/*/kernel_table.rs).
 mkdir -p "$out/gen"
 (cd "$root" && cargo run -q -p xla-ffi-rs-ops --features cuda --example kernel_list -- cpp) >"$out/gen/kernel_list.inc.tmp"
 mv "$out/gen/kernel_list.inc.tmp" "$out/gen/kernel_list.inc"

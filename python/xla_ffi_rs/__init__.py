@@ -6,7 +6,8 @@ fused ``xla_ffi_rs.kepler_jvp`` with its scalar-tangent variants
 ``xla_ffi_rs.kepler_jvp_dm`` and ``xla_ffi_rs.kepler_jvp_const``,
 ``xla_ffi_rs.rms_norm_fwd``, ``xla_ffi_rs.rms_norm_bwd``, and
 ``xla_ffi_rs.python_call``, which runs :func:`python_op` functions) for "cpu", and
-the first eight for "cuda" when the native module was built with CUDA. Registration is queued by
+the same ops' targets (all but ``xla_ffi_rs.python_call``) for "cuda" when the native
+module was built with CUDA. Registration is queued by
 JAX until the backend starts, so no backend is initialized by the import.
 
 Example:

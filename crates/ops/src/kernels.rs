@@ -1,9 +1,14 @@
-//! Every CUDA kernel instantiation the handlers launch: one declared table.
+//! The CUDA kernel tables: the types each op's table is written in, and the
+//! functions over every op's table.
 //!
-//! [`KERNELS`] lists each `__global__` template of this crate's `.cu` files: its
-//! source, the parameters its handler passes, and the template arguments (element
-//! types) it is instantiated with. The CUDA handlers pick their kernel from it
-//! (`KernelFn::kernel`, feature `cuda`), so no kernel name is written anywhere else in Rust.
+//! Each op lists the `__global__` templates of its `.cu` file its CUDA handlers
+//! launch, as [`KernelFn`]s in its own folder (`src/<op>/kernel_table.rs`, collected in
+//! its [`OpHandlers::kernels`](crate::registry::OpHandlers::kernels)): the source,
+//! the parameters its handler passes, and the template arguments (element types)
+//! it is instantiated with. The CUDA handlers pick their kernel from it
+//! (`KernelFn::kernel`, feature `cuda`), which refuses arguments other than the
+//! declared parameters, so no kernel name or signature is written anywhere else in Rust.
+//! [`all`] gathers every op's table;
 //! `cargo run -p xla-ffi-rs-ops --example kernel_list -- json` (or `-- cpp`) prints
 //! it for the checks that have no Rust: `cuda/check_ptx.py` compiles every
 //! instantiation with NVRTC, and the stand-in driver (`cuda/stub_driver`) compiles
@@ -11,10 +16,7 @@
 //! faults, so an instantiation dropped from the table fails both, not only the
 //! handler that asks for it.
 
-use xla_ffi::{AnyFloat, DataType, ElementSpec};
-
-use crate::kepler::F32OrF64;
-use crate::promote::PROMOTION;
+use xla_ffi::DataType;
 
 /// A kernel parameter as the handlers pass it (`xla_ffi::cuda::Arg`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,14 +157,28 @@ fn show(dtypes: &[DataType]) -> String {
     format!("({})", names.join(", "))
 }
 
-/// Every instantiation of every kernel, in table order.
-pub fn instances() -> impl Iterator<Item = Instance> {
-    KERNELS.iter().flat_map(|k| k.instances())
+/// Every kernel of every op ([`crate::OPS`]), in registration order.
+pub fn all() -> impl Iterator<Item = &'static KernelFn> {
+    crate::OPS.iter().flat_map(|op| op.kernels.iter().copied())
 }
 
-/// The table's faults (see [`KernelFn::missing`]); empty when it is complete.
+/// Every instantiation of every kernel, in table order.
+pub fn instances() -> impl Iterator<Item = Instance> {
+    all().flat_map(|k| k.instances())
+}
+
+/// The tables' faults (see [`KernelFn::missing`]), and a template that two entries
+/// declare; empty when they are complete.
 pub fn missing() -> Vec<String> {
-    KERNELS.iter().flat_map(|k| k.missing()).collect()
+    let mut out: Vec<String> = all().flat_map(|k| k.missing()).collect();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for k in all() {
+        if seen.contains(&(k.source, k.name)) {
+            out.push(format!("{}: declared twice for {}", k.name, k.source));
+        }
+        seen.push((k.source, k.name));
+    }
+    out
 }
 
 #[cfg(feature = "cuda")]
@@ -170,13 +186,26 @@ impl KernelFn {
     /// The launcher's kernel: the instantiation for the dtypes `key` of the
     /// operands the handler picks by, taking `args`. Errors (naming `target`) if
     /// the table has no such instantiation, or if `args` are not the declared
-    /// parameters.
+    /// parameters; in debug builds, also if `target` is an op's CUDA target and
+    /// this kernel is not in that op's table.
     pub fn kernel(
         &'static self,
         target: &str,
         key: &[DataType],
         args: &[xla_ffi::cuda::Arg<'_>],
     ) -> xla_ffi::Result<xla_ffi::cuda::Kernel> {
+        // A handler of an op launches only kernels of that op's table (which the
+        // checks of `cuda/` compile); checked in debug builds, as the tests run it.
+        if cfg!(debug_assertions) {
+            if let Some(op) = crate::registry::OpHandlers::with_cuda_target(crate::OPS, target) {
+                if !op.kernels.iter().any(|k| core::ptr::eq(*k, self)) {
+                    return Err(xla_ffi::Error::internal(format!(
+                        "{target}: kernel `{}` is not in the kernel table of {}",
+                        self.name, op.module
+                    )));
+                }
+            }
+        }
         let inst = self.instance(key).ok_or_else(|| {
             xla_ffi::Error::unimplemented(format!(
                 "{target}: no CUDA kernel `{}` for dtypes {} in the kernel table",
@@ -199,154 +228,42 @@ impl KernelFn {
     }
 }
 
-use Param::{In, Out, F64, U64};
-
-/// `x, w, result_type(x, w), accumulator` for each row of the promotion table.
-const fn promotion_types() -> [DataType; 4 * PROMOTION.len()] {
-    let mut out = [DataType::INVALID; 4 * PROMOTION.len()];
-    let mut i = 0;
-    while i < PROMOTION.len() {
-        let (x, w, y, acc) = PROMOTION[i];
-        out[4 * i] = x;
-        out[4 * i + 1] = w;
-        out[4 * i + 2] = y;
-        out[4 * i + 3] = acc;
-        i += 1;
-    }
-    out
-}
-
-static KEPLER_TYPES: [DataType; 2] = [DataType::F32, DataType::F64];
-static RMS_NORM_TYPES: [DataType; 4 * PROMOTION.len()] = promotion_types();
-
-/// `kepler<T>` (`T` the dtype of the operands) of `src/kepler/kepler.cu`.
-pub static KEPLER: KernelFn = KernelFn {
-    source: "src/kepler/kepler.cu",
-    name: "kepler",
-    params: &[In, In, Out, Out, U64],
-    key: &[F32OrF64::accepts],
-    arity: 1,
-    types: &KEPLER_TYPES,
-};
-
-/// `kepler_tangent<T>` of `src/kepler/kepler.cu`.
-pub static KEPLER_TANGENT: KernelFn = KernelFn {
-    source: "src/kepler/kepler.cu",
-    name: "kepler_tangent",
-    params: &[In, In, In, In, In, Out, Out, U64],
-    key: &[F32OrF64::accepts],
-    arity: 1,
-    types: &KEPLER_TYPES,
-};
-
-/// `kepler_cotangent<T>` of `src/kepler/kepler.cu`.
-pub static KEPLER_COTANGENT: KernelFn = KernelFn {
-    source: "src/kepler/kepler.cu",
-    name: "kepler_cotangent",
-    params: &[In, In, In, In, In, Out, Out, U64],
-    key: &[F32OrF64::accepts],
-    arity: 1,
-    types: &KEPLER_TYPES,
-};
-
-/// `kepler_jvp<T>` of `src/kepler/kepler.cu` (`n`, then the steps of the two
-/// tangents: 1 for an array, 0 for a scalar), for all three fused targets.
-pub static KEPLER_JVP: KernelFn = KernelFn {
-    source: "src/kepler/kepler.cu",
-    name: "kepler_jvp",
-    params: &[In, In, In, In, Out, Out, Out, Out, U64, U64, U64],
-    key: &[F32OrF64::accepts],
-    arity: 1,
-    types: &KEPLER_TYPES,
-};
-
-/// `rms_norm_fwd<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu`, for every `(x, weight)`
-/// float pair: `Y = result_type(x, weight)` and `ACC` the accumulator, from the
-/// promotion table.
-pub static RMS_NORM_FWD: KernelFn = KernelFn {
-    source: "src/rms_norm/rms_norm.cu",
-    name: "rms_norm_fwd",
-    params: &[In, In, Out, Out, U64, U64, F64],
-    key: &[AnyFloat::accepts, AnyFloat::accepts],
-    arity: 4,
-    types: &RMS_NORM_TYPES,
-};
-
-/// `rms_norm_bwd<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu` (as [`RMS_NORM_FWD`]).
-pub static RMS_NORM_BWD: KernelFn = KernelFn {
-    source: "src/rms_norm/rms_norm.cu",
-    name: "rms_norm_bwd",
-    params: &[In, In, In, Out, Out, U64, U64, F64],
-    key: &[AnyFloat::accepts, AnyFloat::accepts],
-    arity: 4,
-    types: &RMS_NORM_TYPES,
-};
-
-/// `rms_norm_dweight<X, W, Y, ACC>` of `src/rms_norm/rms_norm.cu` (as [`RMS_NORM_FWD`]).
-pub static RMS_NORM_DWEIGHT: KernelFn = KernelFn {
-    source: "src/rms_norm/rms_norm.cu",
-    name: "rms_norm_dweight",
-    params: &[In, Out, U64, U64],
-    key: &[AnyFloat::accepts, AnyFloat::accepts],
-    arity: 4,
-    types: &RMS_NORM_TYPES,
-};
-
-/// Every kernel the CUDA handlers launch.
-pub static KERNELS: &[&KernelFn] =
-    &[&KEPLER, &KEPLER_TANGENT, &KEPLER_COTANGENT, &KEPLER_JVP, &RMS_NORM_FWD, &RMS_NORM_BWD, &RMS_NORM_DWEIGHT];
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kepler::F32OrF64;
+    use xla_ffi::{AnyFloat, ElementSpec};
+    use Param::{In, Out, U64};
 
+    /// Every op's table is complete, each kernel's source is a file in the op's
+    /// folder, and no template is declared twice.
     #[test]
-    fn the_table_is_complete() {
+    fn the_tables_are_complete() {
         assert_eq!(missing(), Vec::<String>::new());
-        // 2 dtypes for each of the 4 Kepler kernels, 16 (x, weight) pairs for each rms_norm one.
-        assert_eq!(instances().count(), 4 * 2 + 3 * 16);
-    }
-
-    #[test]
-    fn kepler_instances_are_picked_by_dtype() {
-        let k = KEPLER.instance(&[DataType::F64]).unwrap();
-        assert_eq!(k.name(), "kepler<double>");
-        assert_eq!(
-            k.name_expression(),
-            "static_cast<void(*)(const void*, unsigned long long, const void*, unsigned long long, void*, \
-             unsigned long long, void*, unsigned long long, unsigned long long)>(kepler<double>)"
-        );
-        assert_eq!(KEPLER_TANGENT.instance(&[DataType::F32]).unwrap().name(), "kepler_tangent<float>");
-        assert_eq!(KEPLER_COTANGENT.instance(&[DataType::F64]).unwrap().name(), "kepler_cotangent<double>");
-        assert_eq!(KEPLER_JVP.instance(&[DataType::F32]).unwrap().name(), "kepler_jvp<float>");
-        assert!(KEPLER.instance(&[DataType::F16]).is_none());
-        assert!(KEPLER.instance(&[DataType::F32, DataType::F32]).is_none(), "one key dtype, not two");
-    }
-
-    #[test]
-    fn rms_norm_instances_follow_jnp_promotion() {
-        // (x, weight) -> template arguments, written out from jnp.result_type and
-        // the accumulators of the CPU kernels.
-        let cases = [
-            (DataType::F16, DataType::F16, "half_t, half_t, half_t, float"),
-            (DataType::F16, DataType::BF16, "half_t, bhalf_t, float, float"),
-            (DataType::BF16, DataType::BF16, "bhalf_t, bhalf_t, bhalf_t, float"),
-            (DataType::BF16, DataType::F32, "bhalf_t, float, float, float"),
-            (DataType::F32, DataType::F16, "float, half_t, float, float"),
-            (DataType::F16, DataType::F64, "half_t, double, double, double"),
-            (DataType::F64, DataType::BF16, "double, bhalf_t, double, double"),
-        ];
-        for (x, w, types) in cases {
-            for k in [&RMS_NORM_FWD, &RMS_NORM_BWD, &RMS_NORM_DWEIGHT] {
-                assert_eq!(k.instance(&[x, w]).unwrap().name(), format!("{}<{types}>", k.name));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for op in crate::OPS {
+            let folder = format!("src/{}/", op.module.rsplit("::").next().unwrap());
+            for k in op.kernels {
+                assert!(k.source.starts_with(&folder), "{}: {} is outside {folder}", k.name, k.source);
+                assert!(root.join(k.source).is_file(), "{}: no file {}", k.name, k.source);
             }
         }
-        assert_eq!(
-            RMS_NORM_DWEIGHT.instance(&[DataType::F32, DataType::F32]).unwrap().name_expression(),
-            "static_cast<void(*)(const void*, unsigned long long, void*, unsigned long long, unsigned long long, \
-             unsigned long long)>(rms_norm_dweight<float, float, float, float>)"
-        );
-        assert!(RMS_NORM_FWD.instance(&[DataType::F32, DataType::S32]).is_none());
+    }
+
+    /// Each kernel's source is one of the CUDA sources its op's handlers embed.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn the_handlers_embed_the_sources_the_tables_name() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for op in crate::OPS {
+            for k in op.kernels {
+                let path = root.join(k.source);
+                let file = path.file_name().and_then(|n| n.to_str());
+                let src = op.sources.iter().find(|s| Some(s.name()) == file);
+                let src = src.unwrap_or_else(|| panic!("{}: {} is not a source of {}", k.name, k.source, op.module));
+                assert_eq!(src.code(), std::fs::read_to_string(&path).unwrap(), "{}", k.name);
+            }
+        }
     }
 
     #[test]
@@ -377,30 +294,6 @@ mod tests {
         assert!(m[0].starts_with("kepler: an instantiation with an element type the kernels lack"), "{m:?}");
     }
 
-    /// The handlers compile the file each of their kernels names (the `Source` they
-    /// embed is that file).
-    #[cfg(feature = "cuda")]
-    #[test]
-    fn the_handlers_embed_the_sources_the_table_names() {
-        use crate::kepler::KEPLER_CU;
-        use crate::rms_norm::RMS_NORM_CU;
-        let pairs = [
-            (&KEPLER_CU, &KEPLER),
-            (&KEPLER_CU, &KEPLER_TANGENT),
-            (&KEPLER_CU, &KEPLER_COTANGENT),
-            (&KEPLER_CU, &KEPLER_JVP),
-            (&RMS_NORM_CU, &RMS_NORM_FWD),
-            (&RMS_NORM_CU, &RMS_NORM_BWD),
-            (&RMS_NORM_CU, &RMS_NORM_DWEIGHT),
-        ];
-        assert_eq!(pairs.len(), KERNELS.len());
-        for (src, k) in pairs {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(k.source);
-            assert_eq!(src.code(), std::fs::read_to_string(&path).unwrap(), "{}", k.name);
-            assert_eq!(Some(src.name()), path.file_name().and_then(|n| n.to_str()), "{}", k.name);
-        }
-    }
-
     /// The launcher's kernel is the table's instantiation, and a handler that asks
     /// for one the table lacks, or passes other parameters, gets an error naming
     /// its target.
@@ -409,6 +302,7 @@ mod tests {
     fn handlers_get_the_declared_kernel_or_an_error() {
         use xla_ffi::cuda::Arg;
         use xla_ffi::ErrorCode;
+        use Param::F64;
         static ONE_U64: KernelFn = KernelFn {
             source: "src/kepler/kepler.cu",
             name: "k",
@@ -433,5 +327,15 @@ mod tests {
             "t.op: kernel `k` launched with parameters (unsigned long long, float), declared with \
              (unsigned long long, double)"
         );
+
+        // An op's CUDA handler launching a kernel outside its op's table.
+        let op = crate::OPS.iter().find(|op| !op.cuda.is_empty()).expect("an op with CUDA handlers");
+        let target = op.cuda[0].target;
+        let e = ONE_U64.kernel(target, &[DataType::F32], &[Arg::u64(1), Arg::f64(2.0)]);
+        if cfg!(debug_assertions) {
+            let e = e.unwrap_err();
+            assert_eq!(e.code(), ErrorCode::Internal);
+            assert_eq!(e.message(), format!("{target}: kernel `k` is not in the kernel table of {}", op.module));
+        }
     }
 }

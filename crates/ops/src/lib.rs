@@ -1,35 +1,26 @@
-//! The xla-ffi-rs ops, as XLA FFI handlers built on the [`xla_ffi`] crate:
+//! The xla-ffi-rs ops, as XLA FFI handlers built on the [`xla_ffi`] crate.
 //!
-//! | target | CPU handler | CUDA handler |
-//! |---|---|---|
-//! | `xla_ffi_rs.kepler` | [`kepler::xla_ffi_rs_kepler_cpu`] | `kepler::xla_ffi_rs_kepler_cuda` (feature `cuda`) |
-//! | `xla_ffi_rs.kepler_tangent` | [`kepler::xla_ffi_rs_kepler_tangent_cpu`] | `kepler::xla_ffi_rs_kepler_tangent_cuda` |
-//! | `xla_ffi_rs.kepler_cotangent` | [`kepler::xla_ffi_rs_kepler_cotangent_cpu`] | `kepler::xla_ffi_rs_kepler_cotangent_cuda` |
-//! | `xla_ffi_rs.kepler_jvp` | [`kepler::xla_ffi_rs_kepler_jvp_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_cuda` |
-//! | `xla_ffi_rs.kepler_jvp_dm` | [`kepler::xla_ffi_rs_kepler_jvp_dm_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_dm_cuda` |
-//! | `xla_ffi_rs.kepler_jvp_const` | [`kepler::xla_ffi_rs_kepler_jvp_const_cpu`] | `kepler::xla_ffi_rs_kepler_jvp_const_cuda` |
-//! | `xla_ffi_rs.rms_norm_fwd` | [`rms_norm::xla_ffi_rs_rms_norm_fwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_fwd_cuda` |
-//! | `xla_ffi_rs.rms_norm_bwd` | [`rms_norm::xla_ffi_rs_rms_norm_bwd_cpu`] | `rms_norm::xla_ffi_rs_rms_norm_bwd_cuda` |
-//!
-//! The numerics live next to their handlers: `kepler/solver.rs` (CPU solver),
-//! `kepler/tangent.rs` (its derivative), `kepler/jvp.rs` (the two in one pass),
-//! `rms_norm/kernel.rs` (CPU kernels), and their CUDA twins beside them
-//! (`kepler/kepler.cu`, `rms_norm/rms_norm.cu`); `float.rs` holds the [`Float`] types and the
-//! accumulators the kernels compute in. [`CPU_HANDLERS`] and [`CUDA_HANDLERS`] list what to register;
-//! [`kernels::KERNELS`] lists every CUDA kernel instantiation the CUDA handlers launch.
+//! Each op is one folder, `src/<op>/`: its CPU handlers (`cpu.rs`), its CUDA handlers
+//! (`cuda.rs`, feature `cuda`) with their `.cu` source, the table of the CUDA kernel
+//! instantiations they launch (`kernel_table.rs`), its numerics, and in `mod.rs` one
+//! [`registry::OpHandlers`] constant, `OP`, that lists them. Each target is named
+//! once, by its CPU handler (`#[handler(target = ...)]` in `cpu.rs`); the CUDA
+//! handler takes it from there (`op = super::cpu::...`). The `ops!` line below is the one place an op is named: [`OPS`] holds
+//! every op's `OP`, and [`cpu_handlers`], [`cuda_handlers`] and [`kernels::all`] are
+//! gathered from it. `float.rs` holds the [`Float`] types and the accumulators the
+//! kernels compute in; [`kernels`] the types the kernel tables are written in.
 //!
 //! [`EXAMPLE_CPU_HANDLERS`] holds the worked example of a stateful handler bundle,
-//! `xla_ffi_rs.examples.scale` ([`scale_state`]). It is not part of the production
-//! tables: Python registers it only when asked (`xla_ffi_rs.examples.register()`).
+//! `xla_ffi_rs.examples.scale` ([`scale_state`]). It is not an op of [`OPS`]:
+//! Python registers it only when asked (`xla_ffi_rs.examples.register()`).
 #![forbid(unsafe_code)]
 
 pub mod async_demo;
 mod float;
-pub mod kepler;
 pub mod kernels;
 mod parallel;
 mod promote;
-pub mod rms_norm;
+pub mod registry;
 pub mod scale_state;
 mod slot;
 
@@ -38,88 +29,76 @@ pub use promote::{Promote, PROMOTION};
 
 use xla_ffi::HandlerDescriptor;
 
-/// The handlers for platform `"cpu"`. Each is the descriptor the handler macro emitted;
-/// group them into registration bundles with [`xla_ffi::bundles`] (or
-/// `xla_ffi::python::targets`).
-pub const CPU_HANDLERS: &[&HandlerDescriptor] = &[
-    &kepler::CPU,
-    &kepler::TANGENT_CPU,
-    &kepler::COTANGENT_CPU,
-    &kepler::JVP_CPU,
-    &kepler::JVP_DM_CPU,
-    &kepler::JVP_CONST_CPU,
-    &rms_norm::FWD_CPU,
-    &rms_norm::BWD_CPU,
-];
+registry::ops! { kepler, rms_norm }
 
-/// The example handlers for platform `"cpu"`, kept out of [`CPU_HANDLERS`]: the
+/// The handlers for platform `"cpu"`, of every op in [`OPS`]. Each is the descriptor
+/// the handler macro emitted; group them into registration bundles with
+/// [`xla_ffi::bundles`] (or `xla_ffi::python::targets`).
+pub fn cpu_handlers() -> Vec<&'static HandlerDescriptor> {
+    OPS.iter().flat_map(|op| op.cpu.iter().copied()).collect()
+}
+
+/// The handlers for platform `"cuda"`, of every op in [`OPS`] (none without the
+/// `cuda` feature).
+pub fn cuda_handlers() -> Vec<&'static HandlerDescriptor> {
+    OPS.iter().flat_map(|op| op.cuda.iter().copied()).collect()
+}
+
+/// The example handlers for platform `"cpu"`, kept out of [`OPS`]: the
 /// stateful `xla_ffi_rs.examples.scale` (state type [`scale_state::ScaleState`]).
 pub const EXAMPLE_CPU_HANDLERS: &[&HandlerDescriptor] = &[&scale_state::INSTANTIATE, &scale_state::EXECUTE];
-
-/// The handlers for platform `"cuda"` (empty without the `cuda` feature).
-#[cfg(feature = "cuda")]
-pub const CUDA_HANDLERS: &[&HandlerDescriptor] = &[
-    &kepler::CUDA,
-    &kepler::TANGENT_CUDA,
-    &kepler::COTANGENT_CUDA,
-    &kepler::JVP_CUDA,
-    &kepler::JVP_DM_CUDA,
-    &kepler::JVP_CONST_CUDA,
-    &rms_norm::FWD_CUDA,
-    &rms_norm::BWD_CUDA,
-];
-
-/// The handlers for platform `"cuda"` (empty without the `cuda` feature).
-#[cfg(not(feature = "cuda"))]
-pub const CUDA_HANDLERS: &[&HandlerDescriptor] = &[];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Each handler is its own target: the CPU handlers make one execute-only bundle
+    /// per target, the CUDA ones too, and no two ops share a target.
     #[test]
     fn tables_group_into_one_bundle_per_target() {
-        let cpu = xla_ffi::bundles(CPU_HANDLERS, "cpu").unwrap();
-        let names: Vec<_> = cpu.iter().map(|b| b.target).collect();
-        assert_eq!(
-            names,
-            [
-                "xla_ffi_rs.kepler",
-                "xla_ffi_rs.kepler_tangent",
-                "xla_ffi_rs.kepler_cotangent",
-                "xla_ffi_rs.kepler_jvp",
-                "xla_ffi_rs.kepler_jvp_dm",
-                "xla_ffi_rs.kepler_jvp_const",
-                "xla_ffi_rs.rms_norm_fwd",
-                "xla_ffi_rs.rms_norm_bwd"
-            ]
-        );
+        let cpu = xla_ffi::bundles(&cpu_handlers(), "cpu").unwrap();
+        assert_eq!(cpu.len(), cpu_handlers().len());
         assert!(cpu.iter().all(|b| b.execute_only().is_some()));
+        assert!(cpu_handlers().iter().all(|h| h.platform == xla_ffi::Platform::Host));
+        let cuda = xla_ffi::bundles(&cuda_handlers(), "cuda").unwrap();
+        assert_eq!(cuda.len(), cuda_handlers().len());
+        assert!(cuda.iter().all(|b| b.execute_only().is_some()));
+        if !cfg!(feature = "cuda") {
+            assert!(cuda.is_empty());
+        }
+        let mut targets: Vec<&str> = cpu_handlers().iter().map(|h| h.target).collect();
+        targets.sort_unstable();
+        let n = targets.len();
+        targets.dedup();
+        assert_eq!(targets.len(), n, "a target named twice");
+        for op in OPS {
+            assert!(!op.cpu.is_empty(), "{}: no CPU handler", op.module);
+        }
         let examples = xla_ffi::bundles(EXAMPLE_CPU_HANDLERS, "cpu").unwrap();
         assert_eq!(examples.len(), 1);
         assert_eq!(examples[0].stages.len(), 2);
-        let cuda = xla_ffi::bundles(CUDA_HANDLERS, "cuda").unwrap();
-        assert_eq!(cuda.len(), if cfg!(feature = "cuda") { 8 } else { 0 });
-        assert!(CPU_HANDLERS.iter().all(|h| h.platform == xla_ffi::Platform::Host));
     }
 
     /// Every target declares its rules, and each CUDA handler takes its CPU twin's
-    /// (`op = super::cpu::...`): the same rules and parameter names (the backward's
-    /// workspace is `scratch`, outside the declaration).
+    /// (`op = super::cpu::...`), of its own op: the same rules and parameter names
+    /// (the backward's workspace is `scratch`, outside the declaration).
     #[test]
     fn cpu_and_cuda_declare_the_same_op() {
-        for h in CPU_HANDLERS {
-            let d = h.declaration;
-            assert!(d.shapes.is_some() && d.dtypes.is_some(), "{}", h.target);
-        }
-        for c in CUDA_HANDLERS {
-            let cpu = CPU_HANDLERS.iter().find(|h| h.target == c.target).expect("a CPU twin");
-            let (a, b) = (cpu.declaration, c.declaration);
-            let names = |d: &xla_ffi::Declaration| d.params.iter().map(|(n, _)| *n).collect::<Vec<_>>();
-            assert_eq!(b.target, c.target);
-            assert_eq!((a.linear, a.transpose), (b.linear, b.transpose), "{}", c.target);
-            assert_eq!((a.shapes, a.dtypes), (b.shapes, b.dtypes), "{}", c.target);
-            assert_eq!(names(a), names(b), "{}", c.target);
+        for op in OPS {
+            for h in op.cpu {
+                let d = h.declaration;
+                assert!(d.shapes.is_some() && d.dtypes.is_some(), "{}", h.target);
+                assert_eq!(d.target, h.target);
+            }
+            for c in op.cuda {
+                let cpu = op.cpu.iter().find(|h| h.target == c.target).expect("a CPU twin in the same op");
+                let (a, b) = (cpu.declaration, c.declaration);
+                let names = |d: &xla_ffi::Declaration| d.params.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+                assert_eq!(b.target, c.target);
+                assert_eq!((a.linear, a.transpose), (b.linear, b.transpose), "{}", c.target);
+                assert_eq!((a.shapes, a.dtypes), (b.shapes, b.dtypes), "{}", c.target);
+                assert_eq!(names(a), names(b), "{}", c.target);
+            }
         }
     }
 }

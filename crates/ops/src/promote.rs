@@ -5,7 +5,7 @@
 //! `acc(...)` use ([`xla_ffi::decl::promote`], [`xla_ffi::decl::accumulator`]): the
 //! [`PROMOTION`] rows are computed from it, and the type-level [`Promote`] impls
 //! below are checked against it at compile time. Python reads the rows through
-//! `_native.promotion_table()`, and the kernel table (`kernels.rs`) instantiates the
+//! `_native.promotion_table()`, and the kernel table (`rms_norm/kernel_table.rs`) instantiates the
 //! rms_norm CUDA kernels for each row. The Python tests check the rows against
 //! `jnp.result_type`.
 

@@ -838,7 +838,7 @@ fn result_twice(
     use xla_ffi::cuda::{Arg, Device};
     let out = Arg::from(&mut y);
     let args = [Arg::from(&m), Arg::from(&e), out, out, Arg::u64(m.len() as u64)];
-    let kernel = xla_ffi_rs_ops::kernels::KEPLER.kernel(ctx.target(), &[DataType::F32], &args)?;
+    let kernel = kepler::kernel_table::KEPLER.kernel(ctx.target(), &[DataType::F32], &args)?;
     let dev = Device::new(&ctx)?;
     let module = dev.module(&kepler::KEPLER_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, kepler::cuda::launch_config(m.len() as u64), &args)

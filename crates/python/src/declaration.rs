@@ -6,14 +6,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use xla_ffi::decl::{dtype_by_name, infer as infer_rule, BufferSig, ProblemKind, Signature};
 use xla_ffi::HandlerDescriptor;
-use xla_ffi_rs_ops::{CPU_HANDLERS, CUDA_HANDLERS, EXAMPLE_CPU_HANDLERS};
+use xla_ffi_rs_ops::{cpu_handlers, cuda_handlers, EXAMPLE_CPU_HANDLERS};
 
 /// `declarations() -> dict[str, dict]`: the declaration of every production and
 /// example target, keyed by target (see `xla_ffi::python::declarations`).
 #[pyfunction]
 pub fn declarations<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
     let all: Vec<&HandlerDescriptor> =
-        CPU_HANDLERS.iter().chain(CUDA_HANDLERS).chain(EXAMPLE_CPU_HANDLERS).copied().collect();
+        cpu_handlers().into_iter().chain(cuda_handlers()).chain(EXAMPLE_CPU_HANDLERS.iter().copied()).collect();
     xla_ffi::python::declarations(py, &all)
 }
 

@@ -23,14 +23,14 @@ mod python_call;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use xla_ffi::python::type_registration;
-use xla_ffi_rs_ops::{scale_state::ScaleState, CPU_HANDLERS, CUDA_HANDLERS, EXAMPLE_CPU_HANDLERS, PROMOTION};
+use xla_ffi_rs_ops::{scale_state::ScaleState, EXAMPLE_CPU_HANDLERS, PROMOTION};
 
 /// `targets(platform) -> dict[str, capsule | dict[str, capsule]]` for "cpu" or "cuda".
 #[pyfunction]
 fn targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, PyDict>> {
     match platform {
         "cpu" => {
-            let d = xla_ffi::python::targets(py, CPU_HANDLERS, "cpu")?;
+            let d = xla_ffi::python::targets(py, &xla_ffi_rs_ops::cpu_handlers(), "cpu")?;
             d.set_item(
                 python_call::TARGET,
                 xla_ffi::python::bundle(
@@ -41,7 +41,7 @@ fn targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, PyDict>>
             )?;
             Ok(d)
         }
-        "cuda" => xla_ffi::python::targets(py, CUDA_HANDLERS, "cuda"),
+        "cuda" => xla_ffi::python::targets(py, &xla_ffi_rs_ops::cuda_handlers(), "cuda"),
         other => Err(pyo3::exceptions::PyValueError::new_err(format!(
             "unknown platform {other:?}; expected \"cpu\" or \"cuda\""
         ))),

@@ -2,7 +2,7 @@
 //! `xla_ffi_rs.kepler_tangent` and `xla_ffi_rs.kepler_cotangent`, and of the fused
 //! `xla_ffi_rs.kepler_jvp` and its scalar-tangent variants `xla_ffi_rs.kepler_jvp_dm`
 //! and `xla_ffi_rs.kepler_jvp_const` (one kernel, each tangent with its step); the kernels are
-//! in `crates/ops/src/kepler/kepler.cu`, their instantiations in [`crate::kernels`].
+//! in `crates/ops/src/kepler/kepler.cu`, their instantiations in [`super::kernel_table`].
 //!
 //! Same operands, results, checks and error messages as the CPU handlers: each
 //! takes its target and rules from its CPU twin (`op = super::cpu::...`). The
@@ -14,7 +14,8 @@ use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, Buffer, Context, Result, ResultBuffer, Traits};
 
 use super::shapes::F32OrF64;
-use crate::kernels::{self, KernelFn};
+use super::kernel_table::{KEPLER, KEPLER_COTANGENT, KEPLER_JVP, KEPLER_TANGENT};
+use crate::kernels::KernelFn;
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype.
 pub static KEPLER_CU: Source = xla_ffi::trusted_cuda_source!("kepler.cu", "kepler.cu");
@@ -57,7 +58,7 @@ pub fn xla_ffi_rs_kepler_cuda(
     }
     let args =
         [Arg::from(&mean_anomaly), Arg::from(&eccentricity), Arg::from(&mut sin_e), Arg::from(&mut cos_e), Arg::u64(n)];
-    let kernel = kernels::KEPLER.kernel(ctx.target(), &[dtype], &args)?;
+    let kernel = KEPLER.kernel(ctx.target(), &[dtype], &args)?;
     let dev = Device::new(&ctx)?;
     let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, launch_config(n), &args)
@@ -105,7 +106,7 @@ pub fn xla_ffi_rs_kepler_tangent_cuda(
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&d_mean_anomaly, &d_eccentricity, &eccentricity, &sin_e, &cos_e];
-    launch_derivative(&ctx, ops, (d_sin_e, d_cos_e), &kernels::KEPLER_TANGENT)
+    launch_derivative(&ctx, ops, (d_sin_e, d_cos_e), &KEPLER_TANGENT)
 }
 
 /// The transpose of `xla_ffi_rs.kepler_tangent` on the GPU: the CPU handler's
@@ -128,7 +129,7 @@ pub fn xla_ffi_rs_kepler_cotangent_cuda(
     ct_eccentricity: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
     let ops = [&ct_sin_e, &ct_cos_e, &eccentricity, &sin_e, &cos_e];
-    launch_derivative(&ctx, ops, (ct_mean_anomaly, ct_eccentricity), &kernels::KEPLER_COTANGENT)
+    launch_derivative(&ctx, ops, (ct_mean_anomaly, ct_eccentricity), &KEPLER_COTANGENT)
 }
 
 /// Launches `kepler_jvp<T>` with the tangents' steps (1: an array, 0: a scalar).
@@ -160,7 +161,7 @@ fn launch_jvp(
         Arg::u64(dm_step),
         Arg::u64(de_step),
     ];
-    let kernel = kernels::KEPLER_JVP.kernel(ctx.target(), &[dtype], &args)?;
+    let kernel = KEPLER_JVP.kernel(ctx.target(), &[dtype], &args)?;
     let dev = Device::new(ctx)?;
     let module = dev.module(&KEPLER_CU, core::slice::from_ref(&kernel))?;
     dev.launch(&module, &kernel, launch_config(n), &args)

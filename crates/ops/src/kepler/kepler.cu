@@ -5,7 +5,7 @@
 // of the fused forward + tangent `xla_ffi_rs.kepler_jvp` (crates/ops/src/kepler/cuda.rs). It is compiled at run time with NVRTC, once per
 // CUDA context, element type and kernel: the launcher asks NVRTC for `kepler<float>`,
 // `kepler<double>`, `kepler_tangent<T>`, `kepler_cotangent<T>` or `kepler_jvp<T>` (a name expression,
-// which instantiates the template), as the kernel table crates/ops/src/kernels.rs lists.
+// which instantiates the template), as the kernel table crates/ops/src/kepler/kernel_table.rs lists.
 // The same file is compiled by g++ with cuda/emu/cuda_emu.h for the CPU emulator.
 //
 // Method (branch-light, fixed work per element, no data-dependent loop):

@@ -5,7 +5,7 @@
 //! takes its target and rules from its CPU twin (`op = super::cpu::...`); the
 //! backward's extra trailing result, the workspace, is outside those rules
 //! (`scratch = "workspace"`) and checked by hand. Each dtype combination of `(x, weight)` is its own
-//! NVRTC module (the kernel templates instantiated for it, as [`crate::kernels`]
+//! NVRTC module (the kernel templates instantiated for it, as [`super::kernel_table`]
 //! declares), compiled once per CUDA context at first use. The launch configurations are the plain functions
 //! [`fwd_launch_config`], [`bwd_launch_config`] and [`dweight_launch_config`], which
 //! the emulator tests call too.
@@ -35,7 +35,7 @@ use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, AnyFloat, Attr, Buffer, Context, Result, ResultBuffer, Traits};
 
 use super::shapes::{bwd_workspace_rows, check_eps, rows};
-use crate::kernels::{RMS_NORM_BWD, RMS_NORM_DWEIGHT, RMS_NORM_FWD};
+use super::kernel_table::{RMS_NORM_BWD, RMS_NORM_DWEIGHT, RMS_NORM_FWD};
 
 /// The CUDA source, compiled with NVRTC once per CUDA context and dtype combination.
 pub static RMS_NORM_CU: Source = xla_ffi::trusted_cuda_source!("rms_norm.cu", "rms_norm.cu");

@@ -5,6 +5,7 @@
 
 mod convert;
 mod cpu;
+pub mod kernel_table;
 pub mod kernel;
 mod shapes;
 
@@ -15,3 +16,16 @@ pub use shapes::{bwd_workspace_rows, check_eps, eps_problem, rows, Rows};
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub use cuda::{xla_ffi_rs_rms_norm_bwd_cuda, xla_ffi_rs_rms_norm_fwd_cuda, BWD_CUDA, FWD_CUDA, RMS_NORM_CU};
+
+/// This op's handlers and CUDA kernels (see [`crate::registry`]).
+pub const OP: crate::registry::OpHandlers = crate::registry::OpHandlers {
+    module: module_path!(),
+    cpu: &[&FWD_CPU, &BWD_CPU],
+    #[cfg(feature = "cuda")]
+    cuda: &[&FWD_CUDA, &BWD_CUDA],
+    #[cfg(not(feature = "cuda"))]
+    cuda: &[],
+    kernels: &[&kernel_table::RMS_NORM_FWD, &kernel_table::RMS_NORM_BWD, &kernel_table::RMS_NORM_DWEIGHT],
+    #[cfg(feature = "cuda")]
+    sources: &[&RMS_NORM_CU],
+};

@@ -7,7 +7,7 @@
 //   X (x, dx), W (weight, dweight), Y (y, dy) and ACC (inv_rms and the accumulator),
 // each one of half_t, bhalf_t, float, double, and the launcher asks NVRTC for the
 // instantiation it needs (a name expression such as `rms_norm_fwd<half_t, float,
-// float, float>`; the list is the kernel table crates/ops/src/kernels.rs). The same file is compiled by g++ with cuda/emu/cuda_emu.h for the
+// float, float>`; the list is the kernel table crates/ops/src/rms_norm/kernel_table.rs). The same file is compiled by g++ with cuda/emu/cuda_emu.h for the
 // CPU emulator. The data is viewed as `rows` rows of `n` elements (row-major).
 //
 //   forward:  inv_rms[r] = 1 / sqrt(mean_j x[r,j]^2 + eps);  y = x * inv_rms * w
