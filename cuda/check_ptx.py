@@ -68,7 +68,9 @@ def kernel_table() -> list[dict[str, Any]]:
     them: `source` (relative to crates/ops), `kernel`, `name`, `dtypes`, `params`,
     `expression` (the NVRTC name expression)."""
     if shutil.which("cargo") is None:
-        raise SystemExit("check_ptx: FAILED: cargo not found; it prints the kernel tables (crates/ops/src/*/kernel_table.rs)")
+        raise SystemExit(
+            "check_ptx: FAILED: cargo not found; it prints the kernel tables (crates/ops/src/*/kernel_table.rs)"
+        )
     r = subprocess.run(KERNEL_LIST, cwd=HERE.parent, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SystemExit(f"check_ptx: FAILED: `{' '.join(KERNEL_LIST)}`:\n{r.stderr}")
