@@ -8,7 +8,7 @@ use core::mem::MaybeUninit;
 use xla_ffi::{handler, Buffer, Context, DataType, Element, Parts, Result, ResultBuffer};
 
 use super::jvp;
-use super::shapes::F32OrF64;
+use super::shapes::{F32OrF64, JvpVariant};
 use super::solver;
 use super::tangent::{self, Direction};
 use crate::parallel::{block_count, block_len, run_blocks};
@@ -249,19 +249,22 @@ fn jvp_parallel<T: Element + Send + Sync>(
     })
 }
 
-/// Every fused handler: the solver and its tangent in the operands' dtype.
-fn fused(
-    ctx: &Context<'_>,
-    primals: (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
-    tangents: (TangentOperand<'_, '_>, TangentOperand<'_, '_>),
-    results: Results4<'_>,
-) -> Result<()> {
+/// The four operands of a fused target: `(M, e, dM, de)`.
+type FusedOperands<'f> = [Buffer<'f, F32OrF64>; 4];
+
+/// Every fused handler, by `variant` (which tangents are scalars): the solver and
+/// its tangent in the operands' dtype.
+fn fused(ctx: &Context<'_>, variant: JvpVariant, ops: FusedOperands<'_>, results: Results4<'_>) -> Result<()> {
     // The declared rules checked that every buffer has the dtype of operand 0 and
     // the array operands its shape.
-    if primals.0.dtype() == DataType::F64 {
-        jvp_parallel(ctx, jvp::solve_jvp_f64, primals, tangents, results)
+    let [m, e, dm, de] = &ops;
+    let (dm_all, de_all) = variant.scalars();
+    let tangent = |b, all| if all { TangentOperand::All(b) } else { TangentOperand::Each(b) };
+    let tangents = (tangent(dm, dm_all), tangent(de, de_all));
+    if m.dtype() == DataType::F64 {
+        jvp_parallel(ctx, jvp::solve_jvp_f64, (m, e), tangents, results)
     } else {
-        jvp_parallel(ctx, jvp::solve_jvp_f32, primals, tangents, results)
+        jvp_parallel(ctx, jvp::solve_jvp_f32, (m, e), tangents, results)
     }
 }
 
@@ -293,8 +296,8 @@ pub fn xla_ffi_rs_kepler_jvp_cpu(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let tangents = (TangentOperand::Each(&d_mean_anomaly), TangentOperand::Each(&d_eccentricity));
-    fused(&ctx, (&mean_anomaly, &eccentricity), tangents, [sin_e, cos_e, d_sin_e, d_cos_e])
+    let ops = [mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity];
+    fused(&ctx, JvpVariant::Arrays, ops, [sin_e, cos_e, d_sin_e, d_cos_e])
 }
 
 /// `xla_ffi_rs.kepler_jvp` with the same `d_eccentricity` for every element: a
@@ -324,8 +327,8 @@ pub fn xla_ffi_rs_kepler_jvp_dm_cpu(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let tangents = (TangentOperand::Each(&d_mean_anomaly), TangentOperand::All(&d_eccentricity));
-    fused(&ctx, (&mean_anomaly, &eccentricity), tangents, [sin_e, cos_e, d_sin_e, d_cos_e])
+    let ops = [mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity];
+    fused(&ctx, JvpVariant::ScalarDe, ops, [sin_e, cos_e, d_sin_e, d_cos_e])
 }
 
 /// `xla_ffi_rs.kepler_jvp` with both tangents the same for every element: two
@@ -355,6 +358,6 @@ pub fn xla_ffi_rs_kepler_jvp_const_cpu(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let tangents = (TangentOperand::All(&d_mean_anomaly), TangentOperand::All(&d_eccentricity));
-    fused(&ctx, (&mean_anomaly, &eccentricity), tangents, [sin_e, cos_e, d_sin_e, d_cos_e])
+    let ops = [mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity];
+    fused(&ctx, JvpVariant::Scalars, ops, [sin_e, cos_e, d_sin_e, d_cos_e])
 }

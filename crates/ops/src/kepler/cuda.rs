@@ -13,7 +13,7 @@
 use xla_ffi::cuda::{Arg, Device, LaunchConfig, Source};
 use xla_ffi::{handler, Buffer, Context, Result, ResultBuffer, Traits};
 
-use super::shapes::F32OrF64;
+use super::shapes::{F32OrF64, JvpVariant};
 use super::kernel_table::{KEPLER, KEPLER_COTANGENT, KEPLER_JVP, KEPLER_TANGENT};
 use crate::kernels::KernelFn;
 
@@ -132,13 +132,12 @@ pub fn xla_ffi_rs_kepler_cotangent_cuda(
     launch_derivative(&ctx, ops, (ct_mean_anomaly, ct_eccentricity), &KEPLER_COTANGENT)
 }
 
-/// Launches `kepler_jvp<T>` with the tangents' steps (1: an array, 0: a scalar).
-#[allow(clippy::too_many_arguments)]
+/// Every fused handler, by `variant` (which tangents are scalars): launches
+/// `kepler_jvp<T>` with the tangents' steps (1: an array, 0: a scalar).
 fn launch_jvp(
     ctx: &Context<'_>,
-    (m, e): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
-    (dm, de): (&Buffer<'_, F32OrF64>, &Buffer<'_, F32OrF64>),
-    (dm_step, de_step): (u64, u64),
+    variant: JvpVariant,
+    [m, e, dm, de]: [Buffer<'_, F32OrF64>; 4],
     [mut s, mut c, mut ds, mut dc]: [ResultBuffer<'_, F32OrF64>; 4],
 ) -> Result<()> {
     // The declared rules checked that every buffer has the dtype of operand 0 and
@@ -148,18 +147,20 @@ fn launch_jvp(
     if n == 0 {
         return Ok(());
     }
+    let (dm_all, de_all) = variant.scalars();
+    let step = |all: bool| Arg::u64(if all { 0 } else { 1 });
     let args = [
-        Arg::from(m),
-        Arg::from(e),
-        Arg::from(dm),
-        Arg::from(de),
+        Arg::from(&m),
+        Arg::from(&e),
+        Arg::from(&dm),
+        Arg::from(&de),
         Arg::from(&mut s),
         Arg::from(&mut c),
         Arg::from(&mut ds),
         Arg::from(&mut dc),
         Arg::u64(n),
-        Arg::u64(dm_step),
-        Arg::u64(de_step),
+        step(dm_all),
+        step(de_all),
     ];
     let kernel = KEPLER_JVP.kernel(ctx.target(), &[dtype], &args)?;
     let dev = Device::new(ctx)?;
@@ -188,8 +189,8 @@ pub fn xla_ffi_rs_kepler_jvp_cuda(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let (primals, tangents) = ((&mean_anomaly, &eccentricity), (&d_mean_anomaly, &d_eccentricity));
-    launch_jvp(&ctx, primals, tangents, (1, 1), [sin_e, cos_e, d_sin_e, d_cos_e])
+    let ops = [mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity];
+    launch_jvp(&ctx, JvpVariant::Arrays, ops, [sin_e, cos_e, d_sin_e, d_cos_e])
 }
 
 /// `xla_ffi_rs.kepler_jvp_dm` on the GPU (a scalar `d_eccentricity`): the CPU
@@ -212,8 +213,8 @@ pub fn xla_ffi_rs_kepler_jvp_dm_cuda(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let (primals, tangents) = ((&mean_anomaly, &eccentricity), (&d_mean_anomaly, &d_eccentricity));
-    launch_jvp(&ctx, primals, tangents, (1, 0), [sin_e, cos_e, d_sin_e, d_cos_e])
+    let ops = [mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity];
+    launch_jvp(&ctx, JvpVariant::ScalarDe, ops, [sin_e, cos_e, d_sin_e, d_cos_e])
 }
 
 /// `xla_ffi_rs.kepler_jvp_const` on the GPU (scalar tangents): the CPU handler's
@@ -236,8 +237,8 @@ pub fn xla_ffi_rs_kepler_jvp_const_cuda(
     d_sin_e: ResultBuffer<F32OrF64>,
     d_cos_e: ResultBuffer<F32OrF64>,
 ) -> Result<()> {
-    let (primals, tangents) = ((&mean_anomaly, &eccentricity), (&d_mean_anomaly, &d_eccentricity));
-    launch_jvp(&ctx, primals, tangents, (0, 0), [sin_e, cos_e, d_sin_e, d_cos_e])
+    let ops = [mean_anomaly, eccentricity, d_mean_anomaly, d_eccentricity];
+    launch_jvp(&ctx, JvpVariant::Scalars, ops, [sin_e, cos_e, d_sin_e, d_cos_e])
 }
 
 #[cfg(test)]
