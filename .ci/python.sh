@@ -6,6 +6,8 @@
 #
 #   bash .ci/python.sh            Python 3.12 + jax 0.12 and Python 3.11 + jax 0.10
 #   bash .ci/python.sh 3.12       one of them (3.12 or 3.11)
+#
+# XFR_WHEEL: a wheel already built (by .ci/run) to install instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -25,7 +27,7 @@ suite() {
     XLA_FLAGS=--xla_force_host_platform_device_count=8 "$py" -m pytest -q -p no:cacheprovider tests/sharding
 }
 
-wheel=$(build_wheel)
+wheel="${XFR_WHEEL:-$(build_wheel)}"
 pys=()
 for v in "${versions[@]}"; do
     case "$v" in

@@ -13,7 +13,7 @@ log "check-jsonschema: .github/workflows/*.yml"
 
 log "ci.yml calls every stage of .ci/run"
 missing=0
-for s in $(grep -oE '^(stage [a-z_0-9]+ )?bash \.ci/[a-z_]+\.sh' .ci/run | grep -oE 'bash \.ci/[a-z_]+\.sh' | awk '{print $2}' | sort -u); do
+for s in $(grep -oE '^ *(stage [a-z_0-9.]+ )?bash \.ci/[a-z_]+\.sh' .ci/run | grep -oE 'bash \.ci/[a-z_]+\.sh' | awk '{print $2}' | sort -u); do
     if ! grep -q "bash $s" .github/workflows/ci.yml; then
         echo "error: .ci/run calls $s, but no job of .github/workflows/ci.yml does" >&2
         missing=1
