@@ -177,14 +177,20 @@ def test_a_call_outside_any_op_waits_for_a_slot_instead_of_failing() -> None:
         threads = [threading.Thread(target=lambda: busy(np.ones(2))) for _ in range(32)]
         for t in threads:
             t.start()
-        while len(started) < 32:
+        deadline = time.monotonic() + 60
+        while len(started) < 32 and time.monotonic() < deadline:
             time.sleep(0.01)
+        running = len(started)
         threading.Timer(1.0, go.set).start()
         np.testing.assert_array_equal(np.asarray(other(np.ones(2))), -np.ones(2))
         for t in threads:
             t.join()
-        print("ok")
+        print("ok" if running == 32 else f"only {running} of 32 started")
     """)
+    if out.strip().startswith("only"):
+        # Seen under heavy load: XLA did not start all 32 calls within a minute, so
+        # the limit was never reached (the call outside still ran, after the others).
+        pytest.skip(f"the limit was not reached: {out.strip()}")
     assert out.strip() == "ok"
 
 
