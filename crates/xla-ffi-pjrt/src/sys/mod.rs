@@ -1,0 +1,2 @@
+//! Raw declarations of the PJRT C API, as the plugins lay them out.
+pub mod client;
