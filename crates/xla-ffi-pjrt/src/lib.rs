@@ -9,3 +9,8 @@ pub mod client;
 mod sys;
 
 pub use client::{Client, ClientError, ElementType, Executable, ExecuteContext, HostArray, Plugin};
+
+// The Rust blocks of docs/outside-python.md, compiled as doc tests of this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/outside-python.md")]
+pub struct OutsidePythonDocs;
