@@ -19,6 +19,7 @@ fn version(v: &[i64]) -> String {
 /// Runs the program as the arguments say.
 pub fn run(args: &Args) -> Result<(), String> {
     let plugin = Plugin::load(&args.plugin).map_err(|e| e.to_string())?;
+    let registered = handlers::register_all(&plugin, &args.plugin, &args.handlers)?;
     let model = model::parse(read(&args.model, "the model")?).map_err(|e| format!("{}: {e}", args.model.display()))?;
     let inputs = args
         .inputs
@@ -28,7 +29,6 @@ pub fn run(args: &Args) -> Result<(), String> {
     if let Some(avals) = &model.in_avals {
         check_inputs(args, avals, &inputs)?;
     }
-    let registered = handlers::register_all(&plugin, &args.handlers)?;
     check_stablehlo_version(&plugin, &model)?;
 
     let client = Client::new(&plugin).map_err(|e| e.to_string())?;

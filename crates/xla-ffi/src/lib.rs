@@ -119,6 +119,7 @@ mod descriptor;
 mod dispatch;
 mod dtype;
 mod error;
+pub mod export;
 pub mod extension;
 mod frame;
 mod future;

@@ -21,4 +21,4 @@ mod session;
 pub use array::{ElementType, HostArray};
 pub use error::ClientError;
 pub use plugin::{AttributeValue, Plugin};
-pub use session::{Client, Executable, ExecuteContext, COMPILE_OPTIONS_ONE_DEVICE};
+pub use session::{Client, Executable, COMPILE_OPTIONS_ONE_DEVICE};

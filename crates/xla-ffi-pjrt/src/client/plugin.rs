@@ -66,12 +66,12 @@ impl Plugin {
         }
         // SAFETY: loading a library runs its initializers; a PJRT plugin is a
         // library the caller chose to run, and this is the documented way to use it.
-        let library = unsafe { libloading::Library::new(&key) }.map_err(|e| load_error(e.to_string()))?;
+        let library = unsafe { libloading::Library::new(&key) }.map_err(|e| load_error(with_sources(&e)))?;
         type GetPjrtApi = unsafe extern "C" fn() -> *const c_void;
         // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin
         // (`const PJRT_Api* GetPjrtApi(void)`).
         let get_api = unsafe { library.get::<GetPjrtApi>(b"GetPjrtApi\0") }
-            .map_err(|e| load_error(format!("no symbol GetPjrtApi: {e}")))?;
+            .map_err(|e| load_error(format!("no symbol GetPjrtApi ({})", with_sources(&e))))?;
         // SAFETY: the plugin's own entry point, no arguments.
         let raw = unsafe { get_api() };
         // The plugin stays loaded for the process: its table and objects are used
@@ -137,6 +137,15 @@ impl Plugin {
     /// with `xla_ffi_pjrt`'s registration functions, another PJRT client).
     pub fn as_raw(&self) -> *const c_void {
         self.api as *const sys::PJRT_Api as *const c_void
+    }
+
+    /// The plugin's table as a [`PjrtApi`](crate::PjrtApi), for registering
+    /// handler libraries into it ([`register`](crate::register)).
+    pub fn pjrt_api(&self) -> Result<crate::PjrtApi, crate::Error> {
+        // SAFETY: a `Plugin` holds a checked table that lives for the process (a
+        // plugin loaded by `load` is never unloaded; `from_raw`'s caller promised
+        // the same).
+        unsafe { crate::PjrtApi::from_raw(self.as_raw()) }
     }
 
     /// The PJRT C API version the plugin was built with, `(major, minor)`.
@@ -251,6 +260,18 @@ impl Plugin {
         // SAFETY: checked non-null in `from_raw`; `err` is freed once, here.
         unsafe { (self.api.PJRT_Error_Destroy.expect("checked in from_raw"))(&mut args) };
     }
+}
+
+/// An error's message followed by its sources' (libloading puts `dlerror()`'s
+/// text in the source).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
 }
 
 /// A byte slice from a pointer and length given by the plugin; empty for null.

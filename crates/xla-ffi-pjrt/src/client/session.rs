@@ -283,11 +283,11 @@ impl Executable<'_> {
     }
 
     /// Runs the program with an execute context (which carries the user data
-    /// that handlers read).
+    /// that handlers read as `xla_ffi::UserData<T>`), of the same plugin.
     pub fn execute_with(
         &self,
         inputs: &[HostArray],
-        context: Option<&ExecuteContext>,
+        context: Option<&crate::ExecuteContext<'_>>,
     ) -> Result<Vec<HostArray>, ClientError> {
         let client = self.client;
         let plugin = &client.plugin;
@@ -300,7 +300,7 @@ impl Executable<'_> {
         let mut done: [*mut sys::PJRT_Event; 1] = [ptr::null_mut()];
         let mut options: sys::PJRT_ExecuteOptions = sys::args();
         if let Some(context) = context {
-            options.context = context.raw;
+            options.context = context.as_ptr().cast();
         }
         let mut args: sys::PJRT_LoadedExecutable_Execute_Args = sys::args();
         args.executable = self.raw;
@@ -339,55 +339,6 @@ impl Drop for Executable<'_> {
             // SAFETY: the executable is ours and destroyed once.
             let err = unsafe { destroy(&mut args) };
             let _ = plugin.check(err, "PJRT_LoadedExecutable_Destroy");
-        }
-    }
-}
-
-/// A `PJRT_ExecuteContext`: per-run data (user data for handlers) passed to
-/// [`Executable::execute_with`].
-pub struct ExecuteContext {
-    plugin: Plugin,
-    raw: *mut sys::PJRT_ExecuteContext,
-}
-
-impl std::fmt::Debug for ExecuteContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ExecuteContext({:p})", self.raw)
-    }
-}
-
-// SAFETY: an execute context is plain data owned by the plugin; it is only
-// passed back to it.
-unsafe impl Send for ExecuteContext {}
-// SAFETY: as above; adding to it goes through `&mut`-free plugin calls that the
-// owner of the context sequences.
-unsafe impl Sync for ExecuteContext {}
-
-impl ExecuteContext {
-    /// An empty execute context of the plugin.
-    pub fn new(plugin: &Plugin) -> Result<ExecuteContext, ClientError> {
-        let create = plugin.slot(plugin.api().PJRT_ExecuteContext_Create, "PJRT_ExecuteContext_Create")?;
-        let mut args: sys::PJRT_ExecuteContext_Create_Args = sys::args();
-        // SAFETY: a valid, zeroed argument struct.
-        plugin.check(unsafe { create(&mut args) }, "PJRT_ExecuteContext_Create")?;
-        Ok(ExecuteContext { plugin: *plugin, raw: args.context })
-    }
-
-    /// The `PJRT_ExecuteContext*`, for adding user data through the plugin's FFI
-    /// extension.
-    pub fn as_raw(&self) -> *mut c_void {
-        self.raw.cast()
-    }
-}
-
-impl Drop for ExecuteContext {
-    fn drop(&mut self) {
-        if let Some(destroy) = self.plugin.api().PJRT_ExecuteContext_Destroy {
-            let mut args: sys::PJRT_ExecuteContext_Destroy_Args = sys::args();
-            args.context = self.raw;
-            // SAFETY: the context is ours and destroyed once.
-            let err = unsafe { destroy(&mut args) };
-            let _ = self.plugin.check(err, "PJRT_ExecuteContext_Destroy");
         }
     }
 }

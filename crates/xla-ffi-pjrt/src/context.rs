@@ -1,0 +1,207 @@
+//! [`ExecuteContext`]: a `PJRT_ExecuteContext` holding user data for one or more
+//! runs, read by handlers as `xla_ffi::UserData<T>`.
+
+use core::any::Any;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use xla_ffi::StateType;
+
+use crate::api::PjrtApi;
+use crate::error::{Error, ErrorKind};
+use crate::sys;
+
+/// From this PJRT version on, `PJRT_FFI_Type_Register_Args` ends at `type_info`
+/// (48 bytes; a 0.115 plugin refuses 40), before it at `type_id` (40).
+pub(crate) const TYPE_INFO_SINCE: (i32, i32) = (0, 115);
+
+/// The type info sent with a user data type: no deleter (the context's values are
+/// owned by the [`ExecuteContext`]), no serialization.
+static USER_DATA_TYPE_INFO: SyncTypeInfo = SyncTypeInfo(sys::PJRT_FFI_Type_Info {
+    deleter: None,
+    serialize: core::ptr::null(),
+    deserialize: core::ptr::null(),
+});
+struct SyncTypeInfo(sys::PJRT_FFI_Type_Info);
+// SAFETY: immutable, and holds only null pointers.
+unsafe impl Sync for SyncTypeInfo {}
+
+/// A plugin's execute context (`PJRT_ExecuteContext_Create`) and the user data
+/// values added to it, which it owns.
+///
+/// Pass [`as_ptr`](Self::as_ptr) as `PJRT_ExecuteOptions.context`; a handler
+/// taking `UserData<T>` then reads the `T` added here. Dropping it destroys the
+/// context, then the values: keep it alive until every run given it has finished
+/// (its outputs are ready).
+pub struct ExecuteContext<'a> {
+    api: &'a PjrtApi,
+    raw: NonNull<c_void>,
+    values: Vec<Box<dyn Any + Send + Sync>>,
+}
+
+impl core::fmt::Debug for ExecuteContext<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ExecuteContext").field("raw", &self.raw).field("values", &self.values.len()).finish()
+    }
+}
+
+impl<'a> ExecuteContext<'a> {
+    /// A new, empty execute context of the plugin.
+    ///
+    /// Errors: the plugin's table has no `PJRT_ExecuteContext_Create` (a PJRT API
+    /// before 0.5x), or the plugin refused.
+    pub fn new(api: &'a PjrtApi) -> Result<ExecuteContext<'a>, Error> {
+        let plugin = api.name();
+        let (Some(create), Some(_)) =
+            (api.slot(sys::PJRT_ExecuteContext_Create_OFFSET), api.slot(sys::PJRT_ExecuteContext_Destroy_OFFSET))
+        else {
+            return Err(Error::new(
+                ErrorKind::TooOld,
+                format!(
+                    "{plugin}: its PJRT API table has no PJRT_ExecuteContext_Create/Destroy (it cannot pass user data)"
+                ),
+            ));
+        };
+        // SAFETY: slot 98 of the table holds `PJRT_ExecuteContext_Create`.
+        let create: sys::PJRT_ExecuteContext_Create = unsafe { core::mem::transmute(create) };
+        let mut args = sys::PJRT_ExecuteContext_Create_Args {
+            struct_size: sys::PJRT_ExecuteContext_Create_Args_STRUCT_SIZE,
+            extension_start: core::ptr::null(),
+            context: core::ptr::null_mut(),
+        };
+        // SAFETY: the plugin's function with initialised args.
+        let err = unsafe { create(&mut args) };
+        if let Some(msg) = api.take_error(err) {
+            return Err(Error::new(ErrorKind::Refused, format!("{plugin}: PJRT_ExecuteContext_Create failed: {msg}")));
+        }
+        let Some(raw) = NonNull::new(args.context) else {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                format!("{plugin}: PJRT_ExecuteContext_Create returned no context"),
+            ));
+        };
+        Ok(ExecuteContext { api, raw, values: Vec::new() })
+    }
+
+    /// The raw `PJRT_ExecuteContext*`, for `PJRT_ExecuteOptions.context`. Valid while
+    /// `self` lives.
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.raw.as_ptr()
+    }
+
+    /// Adds `value` as the user data of type `T` (moved into the context, dropped
+    /// with it); handlers read it as `UserData<T>`.
+    ///
+    /// `T`'s id is the one its handlers read: `T`'s own registration record, set
+    /// when a library listing `T` was [`register`](crate::register)ed (this works
+    /// for a library [`linked`](crate::HandlerLibrary::linked) into this program,
+    /// where `T` is the handlers' own type). If `T` is not registered yet, it is
+    /// registered here through the FFI extension under its Rust type name. A
+    /// library loaded from a file has its own copy of every type, so its handlers
+    /// cannot read a `T` added here.
+    ///
+    /// Errors name the plugin and the type: no FFI extension or no `user_data_add`,
+    /// the type's registration refused, or a `T` already in the context.
+    pub fn add_user_data<T: StateType>(&mut self, value: T) -> Result<(), Error> {
+        let api = self.api;
+        let plugin = api.name();
+        let type_name = core::any::type_name::<T>();
+        let ext = api.ffi_extension()?;
+        let Some(add) = ext.user_data_add else {
+            return Err(Error::new(
+                ErrorKind::NoFfiExtension,
+                format!("{plugin}: its FFI extension has no user_data_add (user data of type `{type_name}`)"),
+            ));
+        };
+        let reg = T::registration();
+        let mut id = reg.type_id();
+        if id == 0 {
+            id = register_type_id(api, ext.type_register, type_name)?;
+            let slot = reg.type_id_ptr().cast::<AtomicI64>();
+            // SAFETY: `type_id_ptr` is the address of the record's `AtomicI64` id
+            // (a `'static` record), written atomically as XLA would write it.
+            unsafe { (*slot).store(id, Ordering::Release) };
+        }
+        let mut boxed: Box<T> = Box::new(value);
+        let data: *mut T = &mut *boxed;
+        let mut args = sys::PJRT_FFI_UserData_Add_Args {
+            struct_size: sys::PJRT_FFI_UserData_Add_Args_STRUCT_SIZE,
+            extension_start: core::ptr::null(),
+            context: self.raw.as_ptr(),
+            user_data: sys::PJRT_FFI_UserData { type_id: id, data: data.cast(), deleter: None },
+        };
+        // SAFETY: the plugin's `user_data_add` with initialised args; the data is a
+        // `T` (stored under `T`'s id) owned by `self.values` until after the
+        // context is destroyed (`Drop`), and only read through `&T`.
+        let err = unsafe { add(&mut args) };
+        if let Some(msg) = api.take_error(err) {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                format!("{plugin}: adding user data of type `{type_name}` to the execute context failed: {msg}"),
+            ));
+        }
+        self.values.push(boxed);
+        Ok(())
+    }
+}
+
+/// Registers a type by name through the FFI extension's `type_register`, in the
+/// layout of the plugin's PJRT version (48 bytes from 0.115, else 40), and returns
+/// the id the plugin assigned.
+pub(crate) fn register_type_id(
+    api: &PjrtApi,
+    type_register: Option<sys::PJRT_FFI_Type_Register>,
+    type_name: &str,
+) -> Result<i64, Error> {
+    let plugin = api.name();
+    let Some(f) = type_register else {
+        return Err(Error::new(
+            ErrorKind::NoFfiExtension,
+            format!("{plugin}: its FFI extension has no type_register (type `{type_name}`)"),
+        ));
+    };
+    let struct_size = if api.version() >= TYPE_INFO_SINCE {
+        sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE
+    } else {
+        sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE_V1
+    };
+    let mut args = sys::PJRT_FFI_Type_Register_Args {
+        struct_size,
+        extension_start: core::ptr::null(),
+        type_name: type_name.as_ptr().cast(),
+        type_name_size: type_name.len(),
+        type_id: 0,
+        type_info: &USER_DATA_TYPE_INFO.0,
+    };
+    // SAFETY: the plugin's `type_register` with initialised args of the size its
+    // version reads; the type info is a `'static` value.
+    let err = unsafe { f(&mut args) };
+    if let Some(msg) = api.take_error(err) {
+        return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` failed: {msg}")));
+    }
+    if args.type_id == 0 {
+        return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` gave no id")));
+    }
+    Ok(args.type_id)
+}
+
+impl Drop for ExecuteContext<'_> {
+    fn drop(&mut self) {
+        if let Some(destroy) = self.api.slot(sys::PJRT_ExecuteContext_Destroy_OFFSET) {
+            // SAFETY: slot 99 holds `PJRT_ExecuteContext_Destroy` (checked present in
+            // `new`); the context is the plugin's, destroyed once, before the values
+            // it points to are dropped (after this block).
+            unsafe {
+                let destroy: sys::PJRT_ExecuteContext_Destroy = core::mem::transmute(destroy);
+                let mut args = sys::PJRT_ExecuteContext_Destroy_Args {
+                    struct_size: sys::PJRT_ExecuteContext_Destroy_Args_STRUCT_SIZE,
+                    extension_start: core::ptr::null(),
+                    context: self.raw.as_ptr(),
+                };
+                let err = destroy(&mut args);
+                let _ = self.api.take_error(err);
+            }
+        }
+    }
+}
