@@ -4,7 +4,8 @@
 # from PyPI (lammps-jax-pjrt-cpu 0.11.2: PJRT 0.115, FFI 0.4; xla-cpu-pjrt 0.0.1:
 # FFI 0.2, for the "too old" error), exports the test programs with jax 0.12 and
 # this branch's wheel (tests/host/make_exports.py), and runs tests/host (the
-# runner as a subprocess: results against JAX's, the committed export, each error).
+# runner as a subprocess: results against JAX's, the committed export, each error,
+# the commands of docs/outside-python.md) and the Rust host test of xla-ffi-pjrt.
 # Installs the wheel XFR_WHEEL when set (.ci/run builds it once), else builds one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,3 +54,6 @@ export XFR_OPS_LIB="$XFR_ROOT/target/release/libxla_ffi_rs_ops.so"
 export XFR_PLUGIN_LIB="$XFR_ROOT/examples/plugin/target/release/libxla_ffi_plugin_example.so"
 export XFR_HOST_EXPORTS="$exports"
 "$XFR_PY312" -m pytest -q -p no:cacheprovider tests/host
+
+log "a Rust host: linked handlers, user data through an execute context (xla-ffi-pjrt/tests/host_plugin.rs)"
+cargo test --release -p xla-ffi-pjrt --test host_plugin
