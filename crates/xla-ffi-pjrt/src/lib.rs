@@ -30,6 +30,8 @@ mod probe;
 mod register;
 mod runtime;
 pub mod sys;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use api::{ExtensionInfo, PjrtApi};
 pub use context::ExecuteContext;
