@@ -37,6 +37,8 @@ mod probe;
 mod register;
 mod runtime;
 pub mod sys;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use api::{ExtensionInfo, PjrtApi};
 pub use client::{AttributeValue, Client, ClientError, ElementType, Executable, HostArray, Plugin};

@@ -213,6 +213,14 @@ pub use features::FEATURE_HANDLERS;
 pub const HANDLERS: &[&xla_ffi::HandlerDescriptor] =
     &[&PLUGIN_SCALE, &PLUGIN_MOMENTS, &PLUGIN_AXPY, &PLUGIN_AXPY_TRANSPOSE];
 
+// Every handler and type, exported from the cdylib as one C function,
+// `xla_ffi_rs_registry`, for hosts without Python (a PJRT plugin's host, such as
+// `xla-ffi-run`); built with or without the `python` feature.
+xla_ffi::export_registry! {
+    handlers: [HANDLERS, FEATURE_HANDLERS].concat(),
+    types: { "features.Missing" => features::Missing },
+}
+
 #[cfg(feature = "python")]
 mod python {
     use pyo3::prelude::*;
