@@ -13,7 +13,7 @@ source scripts/env.sh
 need_py312
 
 log "xla-ffi-run and the ops library (release)"
-cargo build --release -p xla-ffi-run -p xla-ffi-rs-ops
+cargo build --release -p xla-ffi-run -p xla-ffi-rs-ops-cdylib
 log "examples/plugin without its python feature"
 cargo build --release --manifest-path examples/plugin/Cargo.toml
 

@@ -45,7 +45,9 @@ EXPORTS = Path(os.environ["XFR_HOST_EXPORTS"])
 MANIFEST = json.loads((EXPORTS / "manifest.json").read_text())["programs"]
 
 
-def run(*args: str | Path, handlers: tuple[str, ...] = ("ops", "plugin"), plugin: Path = PLUGIN) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str | Path, handlers: tuple[str, ...] = ("ops", "plugin"), plugin: Path = PLUGIN
+) -> subprocess.CompletedProcess[str]:
     cmd = [str(RUNNER), "--plugin", str(plugin)]
     for h in handlers:
         cmd += ["--handlers", str(LIBS[h])]
@@ -53,8 +55,13 @@ def run(*args: str | Path, handlers: tuple[str, ...] = ("ops", "plugin"), plugin
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
 
 
-def run_program(folder: Path, out: Path, model: str = "model.jaxexport", n_inputs: int | None = None,
-                handlers: tuple[str, ...] = ("ops", "plugin")) -> subprocess.CompletedProcess[str]:
+def run_program(
+    folder: Path,
+    out: Path,
+    model: str = "model.jaxexport",
+    n_inputs: int | None = None,
+    handlers: tuple[str, ...] = ("ops", "plugin"),
+) -> subprocess.CompletedProcess[str]:
     n = len(list(folder.glob("in*.npy"))) if n_inputs is None else n_inputs
     inputs = [folder / f"in{i}.npy" for i in range(n)]
     return run(folder / model, *inputs, "--out", out, handlers=handlers)
@@ -63,8 +70,18 @@ def run_program(folder: Path, out: Path, model: str = "model.jaxexport", n_input
 def ordered(a: np.ndarray) -> np.ndarray:
     """Floats as integers in the order of their values (adjacent floats differ by 1)."""
     bits = a.view({2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]).astype(np.int64)
-    magnitude = bits & ((np.int64(1) << (8 * a.dtype.itemsize - 1)) - 1)
+    magnitude = bits & np.int64((1 << (8 * a.dtype.itemsize - 1)) - 1)
     return np.where(bits < 0, -magnitude, magnitude)
+
+
+def test_ulp_distance_counts_adjacent_floats() -> None:
+    """The 2-ulp comparison below measures what it says (across zero too)."""
+    for dtype in (np.float32, np.float64):
+        x = np.array([1.0, -1.0, 0.0, 1e-30], dtype)
+        up = np.nextafter(np.nextafter(x, dtype(np.inf)), dtype(np.inf))
+        assert (ordered(up) - ordered(x)).tolist() == [2, 2, 2, 2]
+        tiny = np.nextafter(np.zeros(1, dtype), np.ones(1, dtype))
+        assert (ordered(tiny) - ordered(np.negative(tiny))).tolist() == [2]
 
 
 def assert_results(folder: Path, out: Path, n_outputs: int, compare: str) -> None:
@@ -131,8 +148,9 @@ def test_plugin_without_get_pjrt_api(tmp_path: Path) -> None:
 
 
 def test_missing_handler_library(tmp_path: Path) -> None:
-    done = run(EXPORTS / "kepler_fwd" / "model.jaxexport", "--handlers", tmp_path / "nope.so", "--out", tmp_path,
-               handlers=())
+    done = run(
+        EXPORTS / "kepler_fwd" / "model.jaxexport", "--handlers", tmp_path / "nope.so", "--out", tmp_path, handlers=()
+    )
     assert_error(done, "nope.so")
 
 
@@ -198,8 +216,18 @@ def test_usage_errors_exit_2_and_help_documents_every_error() -> None:
     done = subprocess.run([str(RUNNER), "--plugin"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "--plugin needs a value" in done.stderr
     text = subprocess.run([str(RUNNER), "--help"], capture_output=True, text=True, check=True).stdout
-    for words in ("--plugin", "--handlers", "--out", "GetPjrtApi", "FFI extension", "no --handlers library",
-                  "newer than the plugin", "as_text()", "element type or shape", "EXIT STATUS"):
+    for words in (
+        "--plugin",
+        "--handlers",
+        "--out",
+        "GetPjrtApi",
+        "FFI extension",
+        "no --handlers library",
+        "newer than the plugin",
+        "as_text()",
+        "element type or shape",
+        "EXIT STATUS",
+    ):
         assert words in text, words
 
 
@@ -219,14 +247,28 @@ def test_the_docs_commands_run_as_written() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     (python_block,) = doc_blocks("python")
-    done = subprocess.run([sys.executable, "-c", python_block], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", python_block],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     bash = doc_blocks("bash")
     assert len(bash) >= 3 and any("xla-ffi-run" in b for b in bash)
     for block in bash:
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=root, env=env, capture_output=True,
-                              text=True, timeout=600, check=False)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 0, (block, done.stdout, done.stderr)
     demo = Path("/tmp/kepler-demo")
     assert np.load(demo / "out" / "out0.npy").tobytes() == np.load(demo / "expected_sin.npy").tobytes()
