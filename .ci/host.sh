@@ -2,7 +2,8 @@
 # Handlers outside Python: builds xla-ffi-run and the Python-free handler
 # libraries (crates/ops, examples/plugin without `python`), gets CPU PJRT plugins
 # from PyPI (lammps-jax-pjrt-cpu 0.11.2: PJRT 0.115, FFI 0.4; xla-cpu-pjrt 0.0.1:
-# FFI 0.2, for the "too old" error), exports the test programs with jax 0.12 and
+# FFI 0.2, for the "too old" error; fastatomstruct-xla-cpu 2026.6.23: StableHLO
+# 1.16, for "bytecode too new" and the text form), exports the test programs with jax 0.12 and
 # this branch's wheel (tests/host/make_exports.py), and runs tests/host (the
 # runner as a subprocess: results against JAX's, the committed export, each error,
 # the commands of docs/outside-python.md) and the Rust host test of xla-ffi-pjrt.
@@ -33,6 +34,7 @@ get_plugin() {  # get_plugin NAME==VERSION: downloads (pip cache) and unpacks th
 log "CPU PJRT plugins from PyPI"
 get_plugin lammps-jax-pjrt-cpu==0.11.2
 get_plugin xla-cpu-pjrt==0.0.1
+get_plugin fastatomstruct-xla-cpu==2026.6.23
 
 if [ -n "${XFR_WHEEL:-}" ]; then
     install_wheel "$XFR_PY312" "$XFR_WHEEL"
@@ -50,6 +52,7 @@ export XFR_HOST_REQUIRED=1
 export XFR_RUNNER="$XFR_ROOT/target/release/xla-ffi-run"
 export XFR_PJRT_PLUGIN="$plugins/lammps-jax-pjrt-cpu/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so"
 export XFR_OLD_PJRT_PLUGIN="$plugins/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"
+export XFR_STABLEHLO_1_16_PLUGIN="$plugins/fastatomstruct-xla-cpu/fastatomstruct_xla_cpu/libpjrt_cpu.so"
 export XFR_OPS_LIB="$XFR_ROOT/target/release/libxla_ffi_rs_ops.so"
 export XFR_PLUGIN_LIB="$XFR_ROOT/examples/plugin/target/release/libxla_ffi_plugin_example.so"
 export XFR_HOST_EXPORTS="$exports"

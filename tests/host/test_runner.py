@@ -11,7 +11,10 @@ compares files. .ci/host.sh builds what it needs and sets:
 * ``XFR_PLUGIN_LIB``: the cdylib of ``examples/plugin`` (built without ``python``);
 * ``XFR_HOST_EXPORTS``: the folder ``tests/host/make_exports.py`` wrote;
 * ``XFR_OLD_PJRT_PLUGIN`` (optional): ``xla_cpu_pjrt.so`` of ``xla-cpu-pjrt`` 0.0.1
-  (FFI API 0.2, too old for the handlers).
+  (PJRT API 0.81, FFI API 0.2: too old for the handlers);
+* ``XFR_STABLEHLO_1_16_PLUGIN`` (optional): ``libpjrt_cpu.so`` of
+  ``fastatomstruct-xla-cpu`` 2026.6.23 (StableHLO up to 1.16: older than jax 0.12's
+  bytecode).
 
 Without them the module is skipped, unless ``XFR_HOST_REQUIRED=1`` (set by the CI
 stage), where it fails.
@@ -210,6 +213,21 @@ def test_plugin_too_old_for_the_handlers(tmp_path: Path) -> None:
     done = run(EXPORTS / "kepler_fwd" / "model.jaxexport", "--out", tmp_path, handlers=("ops",), plugin=old)
     # xla-cpu-pjrt 0.0.1: PJRT API 0.81 (FFI API 0.2), refused before registering.
     assert_error(done, "xla_cpu_pjrt.so", "older than", "0.81", "cannot register")
+
+
+@pytest.mark.skipif(
+    not os.environ.get("XFR_STABLEHLO_1_16_PLUGIN"), reason="needs XFR_STABLEHLO_1_16_PLUGIN (fastatomstruct-xla-cpu)"
+)
+def test_a_plugin_with_older_stablehlo_refuses_the_bytecode_and_runs_the_text(tmp_path: Path) -> None:
+    """fastatomstruct-xla-cpu 2026.6.23 (PJRT 0.106) reads StableHLO up to 1.16;
+    jax 0.12 writes 1.18 bytecode. The text form of the same function runs."""
+    older = Path(os.environ["XFR_STABLEHLO_1_16_PLUGIN"])
+    f = EXPORTS / "rms_norm_fwd"
+    done = run(f / "model.jaxexport", f / "in0.npy", f / "in1.npy", "--out", tmp_path, plugin=older)
+    assert_error(done, "StableHLO 1.18.0 bytecode", "StableHLO 1.16", "as_text()")
+    done = run(f / "model.mlir", f / "in0.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",), plugin=older)
+    assert done.returncode == 0, done.stderr
+    assert_results(f, tmp_path, 1, "exact")
 
 
 def test_usage_errors_exit_2_and_help_documents_every_error() -> None:
