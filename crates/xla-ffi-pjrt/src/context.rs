@@ -1,7 +1,6 @@
 //! [`ExecuteContext`]: a `PJRT_ExecuteContext` holding user data for one or more
 //! runs, read by handlers as `xla_ffi::UserData<T>`.
 
-use core::any::Any;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -37,7 +36,29 @@ unsafe impl Sync for SyncTypeInfo {}
 pub struct ExecuteContext<'a> {
     api: &'a PjrtApi,
     raw: NonNull<c_void>,
-    values: Vec<Box<dyn Any + Send + Sync>>,
+    /// The values added, as `Box::into_raw` pointers (the plugin holds copies of
+    /// them; no `Box` is kept, whose moves would invalidate those) and the function
+    /// that frees each.
+    values: Vec<Value>,
+}
+
+/// One user data value: a leaked `Box<T>` of a `Send + Sync` type and its dropper.
+struct Value {
+    data: *mut c_void,
+    drop: unsafe fn(*mut c_void),
+}
+
+// SAFETY: the values are `Send + Sync` (`StateType`), only read by handlers
+// through `&T`, and freed once, by `Drop`.
+unsafe impl Send for ExecuteContext<'_> {}
+
+/// Frees a value leaked by `add_user_data::<T>`.
+///
+/// # Safety
+/// `p` comes from `Box::<T>::into_raw` and is freed once.
+unsafe fn drop_box<T>(p: *mut c_void) {
+    // SAFETY: the caller's promise.
+    drop(unsafe { Box::from_raw(p.cast::<T>()) });
 }
 
 impl core::fmt::Debug for ExecuteContext<'_> {
@@ -123,8 +144,7 @@ impl<'a> ExecuteContext<'a> {
             // (a `'static` record), written atomically as XLA would write it.
             unsafe { (*slot).store(id, Ordering::Release) };
         }
-        let mut boxed: Box<T> = Box::new(value);
-        let data: *mut T = &mut *boxed;
+        let data: *mut T = Box::into_raw(Box::new(value));
         let mut args = sys::PJRT_FFI_UserData_Add_Args {
             struct_size: sys::PJRT_FFI_UserData_Add_Args_STRUCT_SIZE,
             extension_start: core::ptr::null(),
@@ -136,12 +156,14 @@ impl<'a> ExecuteContext<'a> {
         // context is destroyed (`Drop`), and only read through `&T`.
         let err = unsafe { add(&mut args) };
         if let Some(msg) = api.take_error(err) {
+            // SAFETY: the plugin refused it, so holds no copy; freed once, here.
+            unsafe { drop_box::<T>(data.cast()) };
             return Err(Error::new(
                 ErrorKind::Refused,
                 format!("{plugin}: adding user data of type `{type_name}` to the execute context failed: {msg}"),
             ));
         }
-        self.values.push(boxed);
+        self.values.push(Value { data: data.cast(), drop: drop_box::<T> });
         Ok(())
     }
 }
@@ -202,6 +224,11 @@ impl Drop for ExecuteContext<'_> {
                 let err = destroy(&mut args);
                 let _ = self.api.take_error(err);
             }
+        }
+        for v in self.values.drain(..) {
+            // SAFETY: each value was leaked by `add_user_data` with its own dropper,
+            // and is freed once, after the context that pointed to it is gone.
+            unsafe { (v.drop)(v.data) };
         }
     }
 }

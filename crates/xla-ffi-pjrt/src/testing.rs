@@ -99,8 +99,14 @@ struct Inner {
     /// Registered types: name and id (ids from 1000 on).
     types: Mutex<Vec<(String, i64)>>,
     /// User data added to contexts: context, type id, data.
-    user_data: Mutex<Vec<(usize, i64, usize)>>,
+    user_data: Mutex<Vec<(usize, i64, DataPtr)>>,
 }
+
+/// A user data pointer, kept with its provenance.
+#[derive(Clone, Copy)]
+struct DataPtr(*const c_void);
+// SAFETY: only handed back to the test that stored it.
+unsafe impl Send for DataPtr {}
 
 thread_local! {
     static CURRENT: Cell<*const Inner> = const { Cell::new(core::ptr::null()) };
@@ -117,7 +123,9 @@ fn current() -> &'static Inner {
 
 /// A fake PJRT plugin; see the module docs.
 pub struct FakePlugin {
-    inner: Box<Inner>,
+    /// From `Box::into_raw`, freed by `Drop`: every pointer handed to the code under
+    /// test derives from it (no `Box` retag invalidates them).
+    inner: *mut Inner,
 }
 
 impl FakePlugin {
@@ -154,7 +162,7 @@ impl FakePlugin {
         slots[2] = pjrt_error_get_code as *const c_void;
         slots[98] = context_create as *const c_void;
         slots[99] = context_destroy as *const c_void;
-        let mut inner = Box::new(Inner {
+        let inner = Box::into_raw(Box::new(Inner {
             table: Table {
                 struct_size: config.api_struct_size,
                 extension_start: core::ptr::null(),
@@ -185,50 +193,64 @@ impl FakePlugin {
             calls: Mutex::new(Vec::new()),
             types: Mutex::new(Vec::new()),
             user_data: Mutex::new(Vec::new()),
-        });
-        let ext: *const sys::PJRT_Extension_Base = &inner.ext.base;
-        if inner.config.ffi_extension {
-            inner.other.base.next = ext;
+        }));
+        // SAFETY: `inner` is a fresh, unaliased allocation; the chain's pointers are
+        // derived from it.
+        unsafe {
+            if (*inner).config.ffi_extension {
+                (*inner).other.base.next = core::ptr::addr_of!((*inner).ext.base);
+            }
+            (*inner).table.extension_start = core::ptr::addr_of!((*inner).other.base);
         }
-        inner.table.extension_start = &inner.other.base;
-        CURRENT.with(|c| c.set(&*inner));
+        CURRENT.with(|c| c.set(inner));
         FakePlugin { inner }
     }
 
     /// The table, as a plugin's `GetPjrtApi` returns it.
     pub fn api_ptr(&self) -> *const c_void {
-        &self.inner.table as *const Table as *const c_void
+        // SAFETY: only the field's address is taken.
+        unsafe { core::ptr::addr_of!((*self.inner).table) as *const c_void }
     }
 
     /// The fake runtime's `XLA_FFI_Api`.
     pub fn runtime_ptr(&self) -> *const c_void {
-        &self.inner.xla as *const xs::XLA_FFI_Api as *const c_void
+        // SAFETY: only the field's address is taken.
+        unsafe { core::ptr::addr_of!((*self.inner).xla) as *const c_void }
+    }
+
+    fn inner(&self) -> &Inner {
+        // SAFETY: alive until `Drop`; only shared references are made (the
+        // mutable parts are behind mutexes).
+        unsafe { &*self.inner }
     }
 
     /// Every call so far, in order.
     pub fn calls(&self) -> Vec<FakeCall> {
-        self.inner.calls.lock().unwrap().clone()
+        self.inner().calls.lock().unwrap().clone()
     }
 
     /// The types registered (through the extension or the runtime), with their ids.
     pub fn types(&self) -> Vec<(String, i64)> {
-        self.inner.types.lock().unwrap().clone()
+        self.inner().types.lock().unwrap().clone()
     }
 
     /// The user data of type `type_id` added to `context`, as a pointer.
     pub fn user_data(&self, context: *mut c_void, type_id: i64) -> Option<*const c_void> {
-        let all = self.inner.user_data.lock().unwrap();
-        all.iter().find(|(c, t, _)| *c == context as usize && *t == type_id).map(|&(_, _, d)| d as *const c_void)
+        let all = self.inner().user_data.lock().unwrap();
+        all.iter().find(|(c, t, _)| *c == context as usize && *t == type_id).map(|&(_, _, d)| d.0)
     }
 }
 
 impl Drop for FakePlugin {
     fn drop(&mut self) {
         CURRENT.with(|c| {
-            if c.get() == &*self.inner as *const Inner {
+            if std::ptr::eq(c.get(), self.inner) {
                 c.set(core::ptr::null())
             }
         });
+        // SAFETY: from `Box::into_raw` in `new`, freed once; the plugin's functions
+        // are no longer reachable through `CURRENT`.
+        drop(unsafe { Box::from_raw(self.inner) });
     }
 }
 
@@ -407,10 +429,7 @@ unsafe extern "C" fn ext_type_register(args: *mut sys::PJRT_FFI_Type_Register_Ar
     let size = unsafe { (*args).struct_size };
     let need = if inner.config.pjrt_version >= (0, 115) { 48 } else { 40 };
     if size < need {
-        return pjrt_error(
-            3,
-            format!("Unexpected PJRT_FFI_Type_Register_Args size: expected {need}, got {size}"),
-        );
+        return pjrt_error(3, format!("Unexpected PJRT_FFI_Type_Register_Args size: expected {need}, got {size}"));
     }
     if need == 48 {
         // SAFETY: 48 bytes were promised; a 0.115 plugin dereferences `type_info`.
@@ -449,7 +468,7 @@ unsafe extern "C" fn ext_user_data_add(args: *mut sys::PJRT_FFI_UserData_Add_Arg
     if all.iter().any(|(c, t, _)| *c == ctx as usize && *t == id) {
         return pjrt_error(6, format!("user data of type id {id} is already in the context"));
     }
-    all.push((ctx as usize, id, data as usize));
+    all.push((ctx as usize, id, DataPtr(data)));
     core::ptr::null_mut()
 }
 
@@ -493,7 +512,8 @@ unsafe extern "C" fn xla_handler_register(args: *mut c_void) -> *mut c_void {
     // SAFETY: initialised args in the layout of this runtime's version (what the
     // caller must send); `struct_size` first, checked before the rest is read.
     let size = unsafe { args.cast::<usize>().read() };
-    let need = if v04 { sys::XLA_Handler_Register_Args_STRUCT_SIZE } else { sys::XLA_Handler_Register_Args_V03_STRUCT_SIZE };
+    let need =
+        if v04 { sys::XLA_Handler_Register_Args_STRUCT_SIZE } else { sys::XLA_Handler_Register_Args_V03_STRUCT_SIZE };
     if size < need {
         return xla_error(3, &format!("Unexpected XLA_FFI_Handler_Register_Args size: expected {need}, got {size}"));
     }

@@ -2,6 +2,8 @@
 //! shipped plugins are: both layouts by version, the probe, refusals, bad tables.
 //! Runs under Miri (`.ci/miri.sh`).
 
+use std::sync::OnceLock;
+
 use xla_ffi::export::{Registry, TypeEntry};
 use xla_ffi::{handler, state_type, Attr, Buffer, Result, ResultBuffer, State, UserData};
 use xla_ffi_pjrt::testing::{FakeCall, FakeConfig, FakePlugin};
@@ -113,10 +115,19 @@ fn registers_everything_on_pjrt_0_115() {
     assert_eq!(bundles(&calls), [("t.scale".to_string(), 92, vec![true, false, false, true, false])]);
     // XLA wrote the ids into the types' own records.
     let ids = fake.types();
-    assert_eq!(ids.iter().find(|(n, _)| n == "t.Scale").unwrap().1, <Scale as xla_ffi::StateType>::registration().type_id());
+    assert_eq!(
+        ids.iter().find(|(n, _)| n == "t.Scale").unwrap().1,
+        <Scale as xla_ffi::StateType>::registration().type_id()
+    );
     // A second registration probes no more (the runtime is cached per platform).
     register(&api, &lib, "Host").unwrap();
-    let probes = fake.calls().iter().filter(|c| matches!(c, FakeCall::ExtRegisterHandler { target, .. } if target.starts_with("xla_ffi_pjrt.probe"))).count();
+    let probes = fake
+        .calls()
+        .iter()
+        .filter(
+            |c| matches!(c, FakeCall::ExtRegisterHandler { target, .. } if target.starts_with("xla_ffi_pjrt.probe")),
+        )
+        .count();
     assert_eq!(probes, 1);
     // The device target goes to a device platform.
     let gpu = register(&api, &lib, "CUDA").unwrap();
@@ -219,19 +230,19 @@ fn a_plugin_without_the_metadata_query_cannot_be_probed() {
 /// A registry that could not be built is refused with its reason.
 #[test]
 fn a_broken_registry_is_refused() {
-    let reg: &'static Registry =
-        Box::leak(Box::new(Registry::new("broken 0.1", &[&SCALE_EXECUTE, &SCALE_EXECUTE], &[])));
+    // Statics, so that Miri does not count them as leaks.
+    static BROKEN: OnceLock<Registry> = OnceLock::new();
+    static DUP: OnceLock<Registry> = OnceLock::new();
+    static NOEXEC: OnceLock<Registry> = OnceLock::new();
+    let reg = BROKEN.get_or_init(|| Registry::new("broken 0.1", &[&SCALE_EXECUTE, &SCALE_EXECUTE], &[]));
     let e = HandlerLibrary::linked(reg).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Library);
     assert!(e.message().contains("two handlers for the execute stage"), "{e}");
-    let reg: &'static Registry = Box::leak(Box::new(Registry::new(
-        "dup 0.1",
-        &[&T_COPY],
-        &[TypeEntry::of::<Scale>("x"), TypeEntry::of::<Offset>("x")],
-    )));
+    let types = [TypeEntry::of::<Scale>("x"), TypeEntry::of::<Offset>("x")];
+    let reg = DUP.get_or_init(|| Registry::new("dup 0.1", &[&T_COPY], &types));
     assert!(HandlerLibrary::linked(reg).unwrap_err().message().contains("type \"x\" listed twice"));
-    // No registry bundle without an execute stage.
-    let reg: &'static Registry = Box::leak(Box::new(Registry::new("noexec 0.1", &[&SCALE_INSTANTIATE], &[])));
+    // No bundle without an execute stage.
+    let reg = NOEXEC.get_or_init(|| Registry::new("noexec 0.1", &[&SCALE_INSTANTIATE], &[]));
     assert!(HandlerLibrary::linked(reg).unwrap_err().message().contains("no execute handler"));
 }
 
@@ -284,8 +295,11 @@ fn unlisted_user_data_types_register_through_the_extension() {
         let (name, struct_size, id) = reg.unwrap();
         assert!(name.ends_with(if ty == 0 { "Loose" } else { "Loose2" }), "{name}");
         assert_eq!(struct_size, size);
-        let registered =
-            if ty == 0 { <Loose as xla_ffi::StateType>::registration().type_id() } else { <Loose2 as xla_ffi::StateType>::registration().type_id() };
+        let registered = if ty == 0 {
+            <Loose as xla_ffi::StateType>::registration().type_id()
+        } else {
+            <Loose2 as xla_ffi::StateType>::registration().type_id()
+        };
         assert_eq!(registered, id);
     }
 }
