@@ -11,10 +11,6 @@ use crate::api::PjrtApi;
 use crate::error::{Error, ErrorKind};
 use crate::sys;
 
-/// From this PJRT version on, `PJRT_FFI_Type_Register_Args` ends at `type_info`
-/// (48 bytes; a 0.115 plugin refuses 40), before it at `type_id` (40).
-pub(crate) const TYPE_INFO_SINCE: (i32, i32) = (0, 115);
-
 /// The type info sent with a user data type: no deleter (the context's values are
 /// owned by the [`ExecuteContext`]), no serialization.
 static USER_DATA_TYPE_INFO: SyncTypeInfo = SyncTypeInfo(sys::PJRT_FFI_Type_Info {
@@ -168,36 +164,34 @@ impl<'a> ExecuteContext<'a> {
     }
 }
 
-/// Registers a type by name through the FFI extension's `type_register`, in the
-/// layout of the plugin's PJRT version (48 bytes from 0.115, else 40), and returns
-/// the id the plugin assigned.
+/// Registers a type by name through the FFI extension's `type_register` and returns
+/// the id the plugin assigned. The args are always the 48-byte form with
+/// `type_info`: the plugins of PJRT 0.106 and 0.115 refuse the 40-byte one
+/// ("expected 48, got 40"), and a plugin whose args end at `type_id` reads only
+/// those (sizes are checked with `>=`).
 pub(crate) fn register_type_id(
     api: &PjrtApi,
     type_register: Option<sys::PJRT_FFI_Type_Register>,
     type_name: &str,
 ) -> Result<i64, Error> {
     let plugin = api.name();
+    crate::register::check_pjrt_version(api, &format!("cannot register type `{type_name}`"))?;
     let Some(f) = type_register else {
         return Err(Error::new(
             ErrorKind::NoFfiExtension,
             format!("{plugin}: its FFI extension has no type_register (type `{type_name}`)"),
         ));
     };
-    let struct_size = if api.version() >= TYPE_INFO_SINCE {
-        sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE
-    } else {
-        sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE_V1
-    };
     let mut args = sys::PJRT_FFI_Type_Register_Args {
-        struct_size,
+        struct_size: sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE,
         extension_start: core::ptr::null(),
         type_name: type_name.as_ptr().cast(),
         type_name_size: type_name.len(),
         type_id: 0,
         type_info: &USER_DATA_TYPE_INFO.0,
     };
-    // SAFETY: the plugin's `type_register` with initialised args of the size its
-    // version reads; the type info is a `'static` value.
+    // SAFETY: the plugin's `type_register` with initialised args (48 bytes, at
+    // least what any version reads); the type info is a `'static` value.
     let err = unsafe { f(&mut args) };
     if let Some(msg) = api.take_error(err) {
         return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` failed: {msg}")));

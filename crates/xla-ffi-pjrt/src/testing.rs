@@ -427,12 +427,12 @@ unsafe extern "C" fn ext_type_register(args: *mut sys::PJRT_FFI_Type_Register_Ar
     let inner = current();
     // SAFETY: `struct_size` is the first field of any version's args.
     let size = unsafe { (*args).struct_size };
-    let need = if inner.config.pjrt_version >= (0, 115) { 48 } else { 40 };
+    let need = if inner.config.pjrt_version >= (0, 106) { 48 } else { 40 };
     if size < need {
         return pjrt_error(3, format!("Unexpected PJRT_FFI_Type_Register_Args size: expected {need}, got {size}"));
     }
     if need == 48 {
-        // SAFETY: 48 bytes were promised; a 0.115 plugin dereferences `type_info`.
+        // SAFETY: 48 bytes were promised; these plugins dereference `type_info`.
         if unsafe { (*args).type_info.is_null() } {
             return pjrt_error(13, "type_info is null (the fake plugin would crash here)".into());
         }

@@ -178,11 +178,16 @@ fn api_of(fake: &FakePlugin) -> PjrtApi {
 
 #[test]
 fn refuses_old_pjrt_layouts_and_bad_tables() {
-    let fake = FakePlugin::new(FakeConfig { pjrt_version: (0, 81), ..FakeConfig::default() });
+    let fake = FakePlugin::new(FakeConfig { pjrt_version: (0, 80), ..FakeConfig::default() });
     let e = register(&api(&fake), &library(), "Host").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooOld);
-    assert!(e.message().contains("PJRT API 0.81 is older than 0.106"), "{e}");
+    assert!(e.message().contains("PJRT API 0.80 is older than 0.81"), "{e}");
     assert!(fake.calls().is_empty());
+    // A type no registration gave an id is not registered either.
+    struct Fresh;
+    state_type!(Fresh);
+    let e = ExecuteContext::new(&api(&fake)).unwrap().add_user_data(Fresh).unwrap_err();
+    assert!(e.message().contains("PJRT API 0.80 is older than 0.81"), "{e}");
 
     // SAFETY: null is allowed.
     let e = unsafe { PjrtApi::from_raw(core::ptr::null()) }.unwrap_err();
@@ -270,7 +275,7 @@ fn user_data_goes_into_an_execute_context() {
 }
 
 /// A type no registered library lists is registered through the extension, with
-/// the argument size of the plugin's version: 48 bytes from PJRT 0.115, else 40.
+/// 48-byte args (with `type_info`) on every version: 0.106 and 0.115 refuse 40.
 #[test]
 fn unlisted_user_data_types_register_through_the_extension() {
     #[derive(Debug)]
@@ -279,7 +284,7 @@ fn unlisted_user_data_types_register_through_the_extension() {
     #[derive(Debug)]
     struct Loose2(#[allow(dead_code)] u8);
     state_type!(Loose2);
-    for (version, ty, size) in [((0, 115), 0, 48usize), ((0, 106), 1, 40)] {
+    for (version, ty, size) in [((0, 115), 0, 48usize), ((0, 81), 1, 48)] {
         let fake = FakePlugin::new(FakeConfig { pjrt_version: version, ..FakeConfig::default() });
         let api = api(&fake);
         let mut ctx = ExecuteContext::new(&api).unwrap();
