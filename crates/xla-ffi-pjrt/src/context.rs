@@ -9,6 +9,7 @@ use xla_ffi::StateType;
 
 use crate::api::PjrtApi;
 use crate::error::{Error, ErrorKind};
+use crate::library::HandlerLibrary;
 use crate::sys;
 
 /// The type info sent with a user data type: no deleter (the context's values are
@@ -116,7 +117,7 @@ impl<'a> ExecuteContext<'a> {
     /// where `T` is the handlers' own type). If `T` is not registered yet, it is
     /// registered here through the FFI extension under its Rust type name. A
     /// library loaded from a file has its own copy of every type, so its handlers
-    /// cannot read a `T` added here.
+    /// cannot read a `T` added here: see [`add_user_data_for`](Self::add_user_data_for).
     ///
     /// Errors name the plugin and the type: no FFI extension or no `user_data_add`,
     /// the type's registration refused, or a `T` already in the context.
@@ -125,12 +126,12 @@ impl<'a> ExecuteContext<'a> {
         let plugin = api.name();
         let type_name = core::any::type_name::<T>();
         let ext = api.ffi_extension()?;
-        let Some(add) = ext.user_data_add else {
+        if ext.user_data_add.is_none() {
             return Err(Error::new(
                 ErrorKind::NoFfiExtension,
                 format!("{plugin}: its FFI extension has no user_data_add (user data of type `{type_name}`)"),
             ));
-        };
+        }
         let reg = T::registration();
         let mut id = reg.type_id();
         if id == 0 {
@@ -140,6 +141,64 @@ impl<'a> ExecuteContext<'a> {
             // (a `'static` record), written atomically as XLA would write it.
             unsafe { (*slot).store(id, Ordering::Release) };
         }
+        self.add_with_id(id, type_name, value)
+    }
+
+    /// Adds `value` as the user data that the handlers of `lib` read under its type
+    /// named `type_name` (one of [`HandlerLibrary::type_names`]). For a library
+    /// loaded from a file, whose handlers read their own copy of each type (so
+    /// [`add_user_data`](Self::add_user_data) cannot reach them); the library must
+    /// have been [`register`](crate::register)ed into this plugin first.
+    ///
+    /// Errors: no such type in `lib`, the type not registered yet, or as
+    /// [`add_user_data`](Self::add_user_data).
+    ///
+    /// # Safety
+    /// `T` is the type the library's handlers read under that name (`UserData<T>`
+    /// there): the same Rust type of the same crate version, built with the same
+    /// compiler, so that its layout is the same; the handlers read the value as
+    /// their own type.
+    pub unsafe fn add_user_data_for<T: Send + Sync + 'static>(
+        &mut self,
+        lib: &HandlerLibrary,
+        type_name: &str,
+        value: T,
+    ) -> Result<(), Error> {
+        let plugin = self.api.name();
+        let Some(t) = lib.types.iter().find(|t| t.name == type_name) else {
+            let names: Vec<&str> = lib.type_names().collect();
+            return Err(Error::new(
+                ErrorKind::Library,
+                format!("handler library {}: no type {type_name:?} (its types: {names:?})", lib.shown()),
+            ));
+        };
+        // SAFETY: the library's `XLA_FFI_TypeId` slot is the `AtomicI64` of a
+        // `'static` registration record (read from its registry; the library is
+        // never unloaded).
+        let id = unsafe { (*t.type_id.cast::<AtomicI64>()).load(Ordering::Acquire) };
+        if id == 0 {
+            return Err(Error::new(
+                ErrorKind::Library,
+                format!(
+                    "{plugin}: type {type_name:?} of handler library {} is not registered yet (register the library first)",
+                    lib.shown()
+                ),
+            ));
+        }
+        self.add_with_id(id, type_name, value)
+    }
+
+    /// Hands `value` to the context under type id `id` (the caller checked that
+    /// the handlers reading that id read a `T`).
+    fn add_with_id<T: Send + Sync + 'static>(&mut self, id: i64, type_name: &str, value: T) -> Result<(), Error> {
+        let api = self.api;
+        let plugin = api.name();
+        let Some(add) = api.ffi_extension()?.user_data_add else {
+            return Err(Error::new(
+                ErrorKind::NoFfiExtension,
+                format!("{plugin}: its FFI extension has no user_data_add (user data of type `{type_name}`)"),
+            ));
+        };
         let data: *mut T = Box::into_raw(Box::new(value));
         let mut args = sys::PJRT_FFI_UserData_Add_Args {
             struct_size: sys::PJRT_FFI_UserData_Add_Args_STRUCT_SIZE,

@@ -69,20 +69,20 @@ pub(crate) struct LibraryType {
 /// A library of handlers: its targets (with their stage bundles) and types, read
 /// from the registry it exports.
 ///
-/// [`load`](Self::load) opens a `cdylib` and keeps it loaded as long as the value
-/// lives; [`linked`](Self::linked) reads a registry of the running program.
+/// [`load`](Self::load) opens a `cdylib` and keeps it loaded until the process
+/// ends (a plugin it was registered into keeps calling its handlers, so it is
+/// never unloaded); [`linked`](Self::linked) reads a registry of the running
+/// program.
 pub struct HandlerLibrary {
     name: String,
     path: Option<PathBuf>,
     min_ffi_api: (i32, i32),
     targets: Vec<LibraryTarget>,
     pub(crate) types: Vec<LibraryType>,
-    // Dropped last: the pointers above point into it.
-    _lib: Option<libloading::Library>,
 }
 
 // SAFETY: the raw pointers are the library's `'static` handler functions and type
-// records (an atomic id, an immutable type info), valid while `_lib` is loaded.
+// records (an atomic id, an immutable type info); the library is never unloaded.
 unsafe impl Send for HandlerLibrary {}
 // SAFETY: as above; `&HandlerLibrary` only reads.
 unsafe impl Sync for HandlerLibrary {}
@@ -101,6 +101,8 @@ impl core::fmt::Debug for HandlerLibrary {
 impl HandlerLibrary {
     /// Opens the `cdylib` at `path` and reads its `xla_ffi_rs_registry`.
     ///
+    /// The library stays loaded until the process ends, even after the value is
+    /// dropped: the handlers registered from it into a plugin must stay callable.
     /// Loading a library runs its initialisers: load only handler libraries you
     /// trust, as with any plugin. Errors (kind [`ErrorKind::Library`]) name the path
     /// and the cause: the file cannot be opened, it has no `xla_ffi_rs_registry`
@@ -131,11 +133,13 @@ impl HandlerLibrary {
         // SAFETY: `export_registry!`'s function takes nothing and never unwinds.
         let raw = unsafe { f() };
         let origin = format!("handler library {shown}");
+        // Never unloaded: the registry, its handlers and type records stay valid for
+        // the rest of the process, so do the plugins' registrations of them.
+        core::mem::forget(lib);
         // SAFETY: the registry (if not null) is `export_registry!`'s, alive while
-        // the library is loaded (`lib` is kept in the value).
+        // the library is loaded, which is for good (above).
         let mut parsed = unsafe { read_registry(raw, &origin) }?;
         parsed.path = Some(path.to_path_buf());
-        parsed._lib = Some(lib);
         Ok(parsed)
     }
 
@@ -270,7 +274,7 @@ pub(crate) unsafe fn read_registry(
         }
         types.push(LibraryType { name: tname, type_id: t.type_id, type_info: t.type_info });
     }
-    Ok(HandlerLibrary { name, path: None, min_ffi_api: (r.ffi_api_major, r.ffi_api_minor), targets, types, _lib: None })
+    Ok(HandlerLibrary { name, path: None, min_ffi_api: (r.ffi_api_major, r.ffi_api_minor), targets, types })
 }
 
 /// A handler function of a bundle slot, as the raw `void*` PJRT takes.

@@ -308,3 +308,33 @@ fn unlisted_user_data_types_register_through_the_extension() {
         assert_eq!(registered, id);
     }
 }
+
+/// User data for a library's type by name (as for a library loaded from a file):
+/// the id read from the library's own record; an unknown or unregistered name is
+/// refused, naming it.
+#[test]
+fn user_data_by_the_library_type_name() {
+    let fake = FakePlugin::new(FakeConfig::default());
+    let api = api(&fake);
+    let lib = library();
+    register(&api, &lib, "Host").unwrap();
+    let id = <Offset as xla_ffi::StateType>::registration().type_id();
+    let mut ctx = ExecuteContext::new(&api).unwrap();
+    // SAFETY: `Offset` is the type the library's handlers read under "t.Offset".
+    unsafe { ctx.add_user_data_for(&lib, "t.Offset", Offset(4.0)) }.unwrap();
+    let p = fake.user_data(ctx.as_ptr(), id).unwrap();
+    // SAFETY: the pointer handed to the fake: an `Offset` owned by `ctx`.
+    assert_eq!(unsafe { &*(p as *const Offset) }, &Offset(4.0));
+    // SAFETY: as above (refused before anything is handed over).
+    let e = unsafe { ctx.add_user_data_for(&lib, "t.Nothing", Offset(1.0)) }.unwrap_err();
+    assert!(e.message().contains("no type \"t.Nothing\"") && e.message().contains("t.Offset"), "{e}");
+
+    struct Never;
+    state_type!(Never);
+    static NEVER: OnceLock<Registry> = OnceLock::new();
+    let reg = NEVER.get_or_init(|| Registry::new("never 0.1", &[&T_COPY], &[TypeEntry::of::<Never>("t.Never")]));
+    let never = HandlerLibrary::linked(reg).unwrap();
+    // SAFETY: refused before anything is handed over.
+    let e = unsafe { ctx.add_user_data_for(&never, "t.Never", Never) }.unwrap_err();
+    assert!(e.message().contains("type \"t.Never\" of handler library never 0.1 is not registered yet"), "{e}");
+}

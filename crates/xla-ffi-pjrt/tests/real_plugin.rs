@@ -37,6 +37,10 @@ fn plugin() -> PjrtApi {
 
 #[derive(Debug)]
 struct HostValue(#[allow(dead_code)] f64);
+
+/// Laid out as `xla_ffi_rs_ops::Offset` of the loaded library.
+#[repr(transparent)]
+struct Offset(#[allow(dead_code)] f32);
 xla_ffi::state_type!(HostValue);
 
 #[test]
@@ -93,8 +97,12 @@ fn registers_into_a_real_cpu_plugin() {
     let mut ctx = ExecuteContext::new(&api).unwrap();
     ctx.add_user_data(HostValue(1.5)).unwrap();
     assert!(!ctx.as_ptr().is_null());
-    let e = ctx.add_user_data(HostValue(2.5));
-    eprintln!("second value of one type: {e:?}");
+    let e = ctx.add_user_data(HostValue(2.5)).unwrap_err();
+    eprintln!("second value of one type: {e}");
+    assert!(e.message().contains("already"), "{e}");
+    // The loaded library's own user data type, by name: `Offset(f32)` there.
+    // SAFETY: laid out as the library's `Offset` (one `f32`).
+    unsafe { ctx.add_user_data_for(&lib, "xla_ffi_rs.examples.Offset", Offset(0.5)) }.unwrap();
     drop(ctx);
 
     // A file that is no handler library.
