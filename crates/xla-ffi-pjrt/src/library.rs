@@ -278,6 +278,6 @@ pub(crate) unsafe fn read_registry(
 }
 
 /// A handler function of a bundle slot, as the raw `void*` PJRT takes.
-pub(crate) fn raw_handler(h: ffi::XLA_FFI_Handler) -> *mut c_void {
+pub(crate) fn raw_handler(h: ffi::XLA_FFI_Rs_Handler) -> *mut c_void {
     h.map_or(core::ptr::null_mut(), |f| f as *mut c_void)
 }
