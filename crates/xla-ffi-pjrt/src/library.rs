@@ -281,3 +281,95 @@ pub(crate) unsafe fn read_registry(
 pub(crate) fn raw_handler(h: ffi::XLA_FFI_Rs_Handler) -> *mut c_void {
     h.map_or(core::ptr::null_mut(), |f| f as *mut c_void)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::OnceLock;
+    use xla_ffi::export::{Registry, TypeEntry};
+
+    #[xla_ffi::handler(target = "lib.copy")]
+    fn lib_copy(x: xla_ffi::Buffer<f32>) -> xla_ffi::Result<()> {
+        let _ = x;
+        Ok(())
+    }
+
+    struct Kind;
+    xla_ffi::state_type!(Kind);
+
+    fn valid() -> &'static Registry {
+        static REG: OnceLock<Registry> = OnceLock::new();
+        REG.get_or_init(|| Registry::new("lib 1.0", &[&LIB_COPY], &[TypeEntry::of::<Kind>("lib.Kind")]))
+    }
+
+    type Edit = Box<dyn FnOnce(&mut ffi::XLA_FFI_Rs_Registry, &mut ffi::XLA_FFI_Rs_Target, &mut ffi::XLA_FFI_Rs_Type)>;
+
+    /// Reads a copy of the valid registry after `edit`, with its target and type
+    /// arrays copied too (so that `edit` may change their entries).
+    fn read_edited(
+        edit: impl FnOnce(&mut ffi::XLA_FFI_Rs_Registry, &mut ffi::XLA_FFI_Rs_Target, &mut ffi::XLA_FFI_Rs_Type),
+    ) -> Error {
+        // SAFETY: the registry `Registry` made, with one target and one type.
+        let (mut r, mut t, mut ty) = unsafe {
+            let r = valid().as_raw().read();
+            (r, r.targets.read(), r.types.read())
+        };
+        edit(&mut r, &mut t, &mut ty);
+        r.targets = &t;
+        r.types = &ty;
+        // SAFETY: every pointer is valid for the call (the edits change sizes,
+        // versions and values, not the memory behind them).
+        unsafe { read_registry(&r, "test") }.unwrap_err()
+    }
+
+    #[test]
+    fn a_valid_registry_reads_back() {
+        // SAFETY: `Registry`'s own C form.
+        let lib = unsafe { read_registry(valid().as_raw(), "test") }.unwrap();
+        assert_eq!(lib.name(), "lib 1.0");
+        assert_eq!(lib.targets()[0].name(), "lib.copy");
+        assert!(lib.targets()[0].execute_only());
+        assert_eq!(lib.type_names().collect::<Vec<_>>(), ["lib.Kind"]);
+        assert_eq!(lib.min_ffi_api_version(), xla_ffi::MIN_API_VERSION);
+    }
+
+    #[test]
+    fn malformed_registries_are_refused_with_the_reason() {
+        // SAFETY: null is allowed.
+        let e = unsafe { read_registry(core::ptr::null(), "test") }.unwrap_err();
+        assert!(e.message().contains("returned null"), "{e}");
+        let cases: Vec<(&str, Edit)> = vec![
+            ("layout version 2", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.version = 2)),
+            ("struct_size 8", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.struct_size = 8)),
+            ("target stride 8", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.target_size = 8)),
+            ("type stride 0", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.type_size = 0)),
+            (
+                "has no execute handler",
+                Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| t.bundle.execute = None),
+            ),
+            ("unknown platform 7", Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| t.platform = 7)),
+            ("has struct_size 3", Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| t.struct_size = 3)),
+            (
+                "not UTF-8",
+                Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| {
+                    t.name = ffi::XLA_FFI_Rs_Str { ptr: b"\xff\xfe".as_ptr().cast(), len: 2 }
+                }),
+            ),
+            (
+                "is malformed",
+                Box::new(|_: &mut _, _: &mut _, ty: &mut ffi::XLA_FFI_Rs_Type| ty.type_id = core::ptr::null_mut()),
+            ),
+            (
+                "could not be built: boom",
+                Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| {
+                    r.error = ffi::XLA_FFI_Rs_Str { ptr: b"boom".as_ptr().cast(), len: 4 }
+                }),
+            ),
+        ];
+        for (words, edit) in cases {
+            let e = read_edited(edit);
+            assert_eq!(e.kind(), ErrorKind::Library);
+            assert!(e.message().starts_with("test: ") && e.message().contains(words), "{words}: {e}");
+        }
+    }
+}
