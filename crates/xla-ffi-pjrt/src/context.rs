@@ -114,8 +114,10 @@ impl<'a> ExecuteContext<'a> {
     /// `T`'s id is the one its handlers read: `T`'s own registration record, set
     /// when a library listing `T` was [`register`](crate::register)ed (this works
     /// for a library [`linked`](crate::HandlerLibrary::linked) into this program,
-    /// where `T` is the handlers' own type). If `T` is not registered yet, it is
-    /// registered here through the FFI extension under its Rust type name. A
+    /// where `T` is the handlers' own type). If `T` is not registered into this
+    /// plugin yet (through this [`PjrtApi`]), it is registered here through the FFI
+    /// extension under its Rust type name, keeping the id it has from another
+    /// plugin (which this plugin refuses if it gave that id to another type). A
     /// library loaded from a file has its own copy of every type, so its handlers
     /// cannot read a `T` added here: see [`add_user_data_for`](Self::add_user_data_for).
     ///
@@ -133,13 +135,20 @@ impl<'a> ExecuteContext<'a> {
             ));
         }
         let reg = T::registration();
+        let slot = reg.type_id_ptr();
         let mut id = reg.type_id();
-        if id == 0 {
-            id = register_type_id(api, ext.type_register, type_name)?;
-            let slot = reg.type_id_ptr().cast::<AtomicI64>();
-            // SAFETY: `type_id_ptr` is the address of the record's `AtomicI64` id
-            // (a `'static` record), written atomically as XLA would write it.
-            unsafe { (*slot).store(id, Ordering::Release) };
+        if !api.is_typed(slot) {
+            // Not registered into this plugin (through `api`): register it now, under
+            // the id it already has from another plugin if any (the plugin refuses
+            // an id it gave another type), else under a new one.
+            let got = register_type_id(api, ext.type_register, type_name, id)?;
+            if id == 0 {
+                // SAFETY: `type_id_ptr` is the address of the record's `AtomicI64`
+                // id (a `'static` record), written atomically as XLA would write it.
+                unsafe { (*slot.cast::<AtomicI64>()).store(got, Ordering::Release) };
+                id = got;
+            }
+            api.note_typed(slot);
         }
         self.add_with_id(id, type_name, value)
     }
@@ -150,8 +159,8 @@ impl<'a> ExecuteContext<'a> {
     /// [`add_user_data`](Self::add_user_data) cannot reach them); the library must
     /// have been [`register`](crate::register)ed into this plugin first.
     ///
-    /// Errors: no such type in `lib`, the type not registered yet, or as
-    /// [`add_user_data`](Self::add_user_data).
+    /// Errors: no such type in `lib`, the library not registered into this plugin
+    /// (through the same [`PjrtApi`]), or as [`add_user_data`](Self::add_user_data).
     ///
     /// # Safety
     /// `T` is the type the library's handlers read under that name (`UserData<T>`
@@ -172,19 +181,20 @@ impl<'a> ExecuteContext<'a> {
                 format!("handler library {}: no type {type_name:?} (its types: {names:?})", lib.shown()),
             ));
         };
-        // SAFETY: the library's `XLA_FFI_TypeId` slot is the `AtomicI64` of a
-        // `'static` registration record (read from its registry; the library is
-        // never unloaded).
-        let id = unsafe { (*t.type_id.cast::<AtomicI64>()).load(Ordering::Acquire) };
-        if id == 0 {
+        if !self.api.is_typed(t.type_id.cast_const().cast()) {
             return Err(Error::new(
                 ErrorKind::Library,
                 format!(
-                    "{plugin}: type {type_name:?} of handler library {} is not registered yet (register the library first)",
+                    "{plugin}: type {type_name:?} of handler library {} is not registered into this plugin \
+                     (register the library into it first)",
                     lib.shown()
                 ),
             ));
         }
+        // SAFETY: the library's `XLA_FFI_TypeId` slot is the `AtomicI64` of a
+        // `'static` registration record (read from its registry; the library is
+        // never unloaded).
+        let id = unsafe { (*t.type_id.cast::<AtomicI64>()).load(Ordering::Acquire) };
         self.add_with_id(id, type_name, value)
     }
 
@@ -223,8 +233,9 @@ impl<'a> ExecuteContext<'a> {
     }
 }
 
-/// Registers a type by name through the FFI extension's `type_register` and returns
-/// the id the plugin assigned. The args are always the 48-byte form with
+/// Registers a type by name through the FFI extension's `type_register`, under
+/// `id` (0: a new one), and returns the id the plugin assigned or accepted; a
+/// plugin that answers another id than the one asked for is refused. The args are always the 48-byte form with
 /// `type_info`: the plugins of PJRT 0.106 and 0.115 refuse the 40-byte one
 /// ("expected 48, got 40"), and a plugin whose args end at `type_id` reads only
 /// those (sizes are checked with `>=`).
@@ -232,6 +243,7 @@ pub(crate) fn register_type_id(
     api: &PjrtApi,
     type_register: Option<sys::PJRT_FFI_Type_Register>,
     type_name: &str,
+    id: i64,
 ) -> Result<i64, Error> {
     let plugin = api.name();
     crate::register::check_pjrt_version(api, &format!("cannot register type `{type_name}`"))?;
@@ -246,7 +258,7 @@ pub(crate) fn register_type_id(
         extension_start: core::ptr::null(),
         type_name: type_name.as_ptr().cast(),
         type_name_size: type_name.len(),
-        type_id: 0,
+        type_id: id,
         type_info: &USER_DATA_TYPE_INFO.0,
     };
     // SAFETY: the plugin's `type_register` with initialised args (48 bytes, at
@@ -255,8 +267,11 @@ pub(crate) fn register_type_id(
     if let Some(msg) = api.take_error(err) {
         return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` failed: {msg}")));
     }
-    if args.type_id == 0 {
-        return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` gave no id")));
+    if args.type_id == 0 || (id != 0 && args.type_id != id) {
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!("{plugin}: registering type `{type_name}` under id {id} gave id {}", args.type_id),
+        ));
     }
     Ok(args.type_id)
 }

@@ -84,6 +84,7 @@ pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<R
                 format!("{plugin}: type {:?} of {shown}: registration failed: {msg}", t.name),
             )
         })?;
+        api.note_typed(t.type_id.cast_const().cast());
         done.types.push(t.name.clone());
     }
     let on_platform = |t: &&crate::library::LibraryTarget| t.platform().matches(platform);

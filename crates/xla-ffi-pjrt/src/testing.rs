@@ -6,7 +6,8 @@
 //! and checks argument sizes (`>=` the size its version expects).
 //!
 //! The fake's functions find their plugin through a thread-local pointer: use a
-//! [`FakePlugin`] on the thread that made it.
+//! [`FakePlugin`] on the thread that made it (the last one made, or the one given
+//! [`FakePlugin::make_current`]).
 
 use core::ffi::{c_char, c_void};
 use std::cell::Cell;
@@ -206,6 +207,11 @@ impl FakePlugin {
         FakePlugin { inner }
     }
 
+    /// Makes this plugin the thread's current one again (after another was made).
+    pub fn make_current(&self) {
+        CURRENT.with(|c| c.set(self.inner));
+    }
+
     /// The table, as a plugin's `GetPjrtApi` returns it.
     pub fn api_ptr(&self) -> *const c_void {
         // SAFETY: only the field's address is taken.
@@ -222,6 +228,11 @@ impl FakePlugin {
         // SAFETY: alive until `Drop`; only shared references are made (the
         // mutable parts are behind mutexes).
         unsafe { &*self.inner }
+    }
+
+    /// Registers a type as another library would have (name and id).
+    pub fn add_type(&self, name: &str, id: i64) {
+        self.inner().types.lock().unwrap().push((name.to_string(), id));
     }
 
     /// Every call so far, in order.
@@ -438,22 +449,43 @@ unsafe extern "C" fn ext_type_register(args: *mut sys::PJRT_FFI_Type_Register_Ar
         }
     }
     // SAFETY: at least the 40-byte fields are there.
-    let name = unsafe { string((*args).type_name, (*args).type_name_size) };
-    let id = assign(&name);
+    let (name, asked) = unsafe { (string((*args).type_name, (*args).type_name_size), (*args).type_id) };
+    let id = match assign(&name, asked) {
+        Ok(id) => id,
+        Err(msg) => return pjrt_error(13, msg),
+    };
     // SAFETY: as above.
     unsafe { (*args).type_id = id };
     record(FakeCall::ExtTypeRegister { name, struct_size: size, id });
     core::ptr::null_mut()
 }
 
-fn assign(name: &str) -> i64 {
+static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1000);
+
+/// XLA's type registry: `asked` 0 assigns a new id (an error for a known name),
+/// another value registers the name under it (an error if the name has another id
+/// or the id another name).
+fn assign(name: &str, asked: i64) -> Result<i64, String> {
     let mut types = current().types.lock().unwrap();
-    if let Some((_, id)) = types.iter().find(|(n, _)| n == name) {
-        return *id;
+    let by_name = types.iter().find(|(n, _)| n == name).map(|(_, id)| *id);
+    let by_id = types.iter().find(|(_, id)| *id == asked).map(|(n, _)| n.clone());
+    match (asked, by_name, by_id) {
+        (0, Some(id), _) => Err(format!("Type name {name} already registered with type id {id}")),
+        (0, None, _) => {
+            // Unique in the process, so that records shared by several fakes (as
+            // by several real plugins) never meet a conflict by accident.
+            let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            types.push((name.to_string(), id));
+            Ok(id)
+        }
+        (a, Some(id), _) if id == a => Ok(a),
+        (a, Some(id), _) => Err(format!("Type name {name} already registered with type id {id}, not {a}")),
+        (a, None, Some(other)) => Err(format!("Type id {a} already registered for type {other}")),
+        (a, None, None) => {
+            types.push((name.to_string(), a));
+            Ok(a)
+        }
     }
-    let id = 1000 + types.len() as i64;
-    types.push((name.to_string(), id));
-    id
 }
 
 unsafe extern "C" fn ext_user_data_add(args: *mut sys::PJRT_FFI_UserData_Add_Args) -> *mut sys::PJRT_Error {
@@ -498,7 +530,13 @@ unsafe extern "C" fn xla_type_register(args: *mut c_void) -> *mut c_void {
     if slot.is_null() {
         return xla_error(3, "type_id is null");
     }
-    let id = assign(&name);
+    // SAFETY: the caller's `XLA_FFI_TypeId` slot (an `AtomicI64`; read plainly, as
+    // XLA does).
+    let asked = unsafe { core::ptr::read_volatile(slot) };
+    let id = match assign(&name, asked) {
+        Ok(id) => id,
+        Err(msg) => return xla_error(13, &msg),
+    };
     // SAFETY: the caller's writable `XLA_FFI_TypeId` slot (an `AtomicI64` in a
     // registration record; a plain write as XLA does it).
     unsafe { core::ptr::write_volatile(slot, id) };

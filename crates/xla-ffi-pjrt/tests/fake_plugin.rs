@@ -331,10 +331,42 @@ fn user_data_by_the_library_type_name() {
 
     struct Never;
     state_type!(Never);
+    // Registered into another plugin only: still refused here.
     static NEVER: OnceLock<Registry> = OnceLock::new();
     let reg = NEVER.get_or_init(|| Registry::new("never 0.1", &[&T_COPY], &[TypeEntry::of::<Never>("t.Never")]));
     let never = HandlerLibrary::linked(reg).unwrap();
+    let other = FakePlugin::new(FakeConfig::default());
+    register(&api_of(&other), &never, "Host").unwrap();
+    drop(other);
+    fake.make_current();
     // SAFETY: refused before anything is handed over.
     let e = unsafe { ctx.add_user_data_for(&never, "t.Never", Never) }.unwrap_err();
-    assert!(e.message().contains("type \"t.Never\" of handler library never 0.1 is not registered yet"), "{e}");
+    assert!(
+        e.message().contains("type \"t.Never\" of handler library never 0.1 is not registered into this plugin"),
+        "{e}"
+    );
+}
+
+/// A type with an id from one plugin is not handed to another plugin whose
+/// registry gave that id to another type: its registration there is refused.
+#[test]
+fn user_data_ids_from_another_plugin_are_checked() {
+    #[derive(Debug)]
+    struct Travels;
+    state_type!(Travels);
+    let first = FakePlugin::new(FakeConfig::default());
+    let id = {
+        let api = api(&first);
+        ExecuteContext::new(&api).unwrap().add_user_data(Travels).unwrap();
+        <Travels as xla_ffi::StateType>::registration().type_id()
+    };
+    let second = FakePlugin::new(FakeConfig::default());
+    second.add_type("someone.Else", id);
+    let api = api(&second);
+    let mut ctx = ExecuteContext::new(&api).unwrap();
+    let e = ctx.add_user_data(Travels).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Refused);
+    assert!(e.message().contains(&format!("Type id {id} already registered for type someone.Else")), "{e}");
+    assert!(second.calls().iter().all(|c| !matches!(c, FakeCall::ExtUserDataAdd { .. })));
+    drop(first);
 }
