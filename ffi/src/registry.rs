@@ -19,7 +19,7 @@
 
 use core::ffi::c_char;
 
-use crate::{XLA_FFI_Handler, XLA_FFI_TypeId, XLA_FFI_TypeInfo};
+use crate::{XLA_FFI_CallFrame, XLA_FFI_Error, XLA_FFI_TypeId, XLA_FFI_TypeInfo};
 
 /// The exported symbol's name (`xla_ffi_rs_registry`), as `dlsym` takes it.
 pub const XLA_FFI_RS_REGISTRY_SYMBOL: &str = "xla_ffi_rs_registry";
@@ -31,6 +31,10 @@ pub const XLA_FFI_RS_REGISTRY_VERSION: u32 = 1;
 pub const XLA_FFI_RS_PLATFORM_HOST: u32 = 0;
 /// `XLA_FFI_Rs_Target::platform` for a handler of device (GPU) buffers.
 pub const XLA_FFI_RS_PLATFORM_DEVICE: u32 = 1;
+
+/// A handler, or null: `XLA_FFI_Error* (*)(XLA_FFI_CallFrame*)` (declared here, not
+/// taken from the header's typedef, so the layout is the same with `bindgen`).
+pub type XLA_FFI_Rs_Handler = Option<unsafe extern "C" fn(call_frame: *mut XLA_FFI_CallFrame) -> *mut XLA_FFI_Error>;
 
 /// The type of the exported function.
 pub type XLA_FFI_Rs_Registry_Fn = unsafe extern "C" fn() -> *const XLA_FFI_Rs_Registry;
@@ -63,11 +67,11 @@ pub struct XLA_FFI_Rs_Target {
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct XLA_FFI_Rs_Bundle {
-    pub instantiate: XLA_FFI_Handler,
-    pub prepare: XLA_FFI_Handler,
-    pub initialize: XLA_FFI_Handler,
-    pub execute: XLA_FFI_Handler,
-    pub record: XLA_FFI_Handler,
+    pub instantiate: XLA_FFI_Rs_Handler,
+    pub prepare: XLA_FFI_Rs_Handler,
+    pub initialize: XLA_FFI_Rs_Handler,
+    pub execute: XLA_FFI_Rs_Handler,
+    pub record: XLA_FFI_Rs_Handler,
 }
 
 /// One type to register with XLA before the targets (`XLA_FFI_Type_Register`):

@@ -24,7 +24,11 @@ state_type!(Offset);
 /// `y = x + offset`, in float32, with `offset` from the run's user data: the
 /// example of `UserData<T>` outside Python (JAX's Python API sets no user data).
 #[handler(target = "xla_ffi_rs.examples.add_offset", shapes = "...b -> ...b", dtypes = "float32 -> float32")]
-pub fn xla_ffi_rs_examples_add_offset(x: Buffer<f32>, mut y: ResultBuffer<f32>, offset: UserData<Offset>) -> Result<()> {
+pub fn xla_ffi_rs_examples_add_offset(
+    x: Buffer<f32>,
+    mut y: ResultBuffer<f32>,
+    offset: UserData<Offset>,
+) -> Result<()> {
     for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
         o.write(v + offset.0);
     }

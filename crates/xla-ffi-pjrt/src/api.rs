@@ -36,6 +36,10 @@ pub struct PjrtApi {
     ffi: Option<NonNull<sys::PJRT_FFI_Extension>>,
     /// The XLA FFI runtime of each platform, once probed.
     pub(crate) runtimes: Mutex<Vec<(String, Runtime)>>,
+    /// The addresses of the type id slots registered into this plugin (through
+    /// this value): user data is handed over only under an id this plugin gave
+    /// or accepted for that very type.
+    pub(crate) typed: Mutex<Vec<usize>>,
 }
 
 // SAFETY: the table is immutable and the PJRT C API's functions may be called from
@@ -107,7 +111,16 @@ impl PjrtApi {
             }
             next = base.next;
         }
-        Ok(PjrtApi { ptr: head, name, struct_size, version, extensions, ffi, runtimes: Mutex::new(Vec::new()) })
+        Ok(PjrtApi {
+            ptr: head,
+            name,
+            struct_size,
+            version,
+            extensions,
+            ffi,
+            runtimes: Mutex::new(Vec::new()),
+            typed: Mutex::new(Vec::new()),
+        })
     }
 
     /// Names the plugin in every message (its path or file name, say).
@@ -185,6 +198,19 @@ impl PjrtApi {
                     .map(|f| core::mem::transmute::<_, sys::PJRT_FFI_Register_Handler>(f)),
             })
         }
+    }
+
+    /// Records that the type id slot at `slot` is registered into this plugin.
+    pub(crate) fn note_typed(&self, slot: *const c_void) {
+        let mut typed = self.typed.lock().unwrap_or_else(|e| e.into_inner());
+        if !typed.contains(&(slot as usize)) {
+            typed.push(slot as usize);
+        }
+    }
+
+    /// Whether the type id slot at `slot` was registered into this plugin.
+    pub(crate) fn is_typed(&self, slot: *const c_void) -> bool {
+        self.typed.lock().unwrap_or_else(|e| e.into_inner()).contains(&(slot as usize))
     }
 
     /// The function pointer at byte `offset` of the table, if the table reaches it

@@ -1,7 +1,6 @@
 //! [`ExecuteContext`]: a `PJRT_ExecuteContext` holding user data for one or more
 //! runs, read by handlers as `xla_ffi::UserData<T>`.
 
-use core::any::Any;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -10,11 +9,8 @@ use xla_ffi::StateType;
 
 use crate::api::PjrtApi;
 use crate::error::{Error, ErrorKind};
+use crate::library::HandlerLibrary;
 use crate::sys;
-
-/// From this PJRT version on, `PJRT_FFI_Type_Register_Args` ends at `type_info`
-/// (48 bytes; a 0.115 plugin refuses 40), before it at `type_id` (40).
-pub(crate) const TYPE_INFO_SINCE: (i32, i32) = (0, 115);
 
 /// The type info sent with a user data type: no deleter (the context's values are
 /// owned by the [`ExecuteContext`]), no serialization.
@@ -37,7 +33,29 @@ unsafe impl Sync for SyncTypeInfo {}
 pub struct ExecuteContext<'a> {
     api: &'a PjrtApi,
     raw: NonNull<c_void>,
-    values: Vec<Box<dyn Any + Send + Sync>>,
+    /// The values added, as `Box::into_raw` pointers (the plugin holds copies of
+    /// them; no `Box` is kept, whose moves would invalidate those) and the function
+    /// that frees each.
+    values: Vec<Value>,
+}
+
+/// One user data value: a leaked `Box<T>` of a `Send + Sync` type and its dropper.
+struct Value {
+    data: *mut c_void,
+    drop: unsafe fn(*mut c_void),
+}
+
+// SAFETY: the values are `Send + Sync` (`StateType`), only read by handlers
+// through `&T`, and freed once, by `Drop`.
+unsafe impl Send for ExecuteContext<'_> {}
+
+/// Frees a value leaked by `add_user_data::<T>`.
+///
+/// # Safety
+/// `p` comes from `Box::<T>::into_raw` and is freed once.
+unsafe fn drop_box<T>(p: *mut c_void) {
+    // SAFETY: the caller's promise.
+    drop(unsafe { Box::from_raw(p.cast::<T>()) });
 }
 
 impl core::fmt::Debug for ExecuteContext<'_> {
@@ -96,10 +114,12 @@ impl<'a> ExecuteContext<'a> {
     /// `T`'s id is the one its handlers read: `T`'s own registration record, set
     /// when a library listing `T` was [`register`](crate::register)ed (this works
     /// for a library [`linked`](crate::HandlerLibrary::linked) into this program,
-    /// where `T` is the handlers' own type). If `T` is not registered yet, it is
-    /// registered here through the FFI extension under its Rust type name. A
+    /// where `T` is the handlers' own type). If `T` is not registered into this
+    /// plugin yet (through this [`PjrtApi`]), it is registered here through the FFI
+    /// extension under its Rust type name, keeping the id it has from another
+    /// plugin (which this plugin refuses if it gave that id to another type). A
     /// library loaded from a file has its own copy of every type, so its handlers
-    /// cannot read a `T` added here.
+    /// cannot read a `T` added here: see [`add_user_data_for`](Self::add_user_data_for).
     ///
     /// Errors name the plugin and the type: no FFI extension or no `user_data_add`,
     /// the type's registration refused, or a `T` already in the context.
@@ -108,23 +128,88 @@ impl<'a> ExecuteContext<'a> {
         let plugin = api.name();
         let type_name = core::any::type_name::<T>();
         let ext = api.ffi_extension()?;
-        let Some(add) = ext.user_data_add else {
+        if ext.user_data_add.is_none() {
+            return Err(Error::new(
+                ErrorKind::NoFfiExtension,
+                format!("{plugin}: its FFI extension has no user_data_add (user data of type `{type_name}`)"),
+            ));
+        }
+        let reg = T::registration();
+        let slot = reg.type_id_ptr();
+        let mut id = reg.type_id();
+        if !api.is_typed(slot) {
+            // Not registered into this plugin (through `api`): register it now, under
+            // the id it already has from another plugin if any (the plugin refuses
+            // an id it gave another type), else under a new one.
+            let got = register_type_id(api, ext.type_register, type_name, id)?;
+            if id == 0 {
+                // SAFETY: `type_id_ptr` is the address of the record's `AtomicI64`
+                // id (a `'static` record), written atomically as XLA would write it.
+                unsafe { (*slot.cast::<AtomicI64>()).store(got, Ordering::Release) };
+                id = got;
+            }
+            api.note_typed(slot);
+        }
+        self.add_with_id(id, type_name, value)
+    }
+
+    /// Adds `value` as the user data that the handlers of `lib` read under its type
+    /// named `type_name` (one of [`HandlerLibrary::type_names`]). For a library
+    /// loaded from a file, whose handlers read their own copy of each type (so
+    /// [`add_user_data`](Self::add_user_data) cannot reach them); the library must
+    /// have been [`register`](crate::register)ed into this plugin first.
+    ///
+    /// Errors: no such type in `lib`, the library not registered into this plugin
+    /// (through the same [`PjrtApi`]), or as [`add_user_data`](Self::add_user_data).
+    ///
+    /// # Safety
+    /// `T` is the type the library's handlers read under that name (`UserData<T>`
+    /// there): the same Rust type of the same crate version, built with the same
+    /// compiler, so that its layout is the same; the handlers read the value as
+    /// their own type.
+    pub unsafe fn add_user_data_for<T: Send + Sync + 'static>(
+        &mut self,
+        lib: &HandlerLibrary,
+        type_name: &str,
+        value: T,
+    ) -> Result<(), Error> {
+        let plugin = self.api.name();
+        let Some(t) = lib.types.iter().find(|t| t.name == type_name) else {
+            let names: Vec<&str> = lib.type_names().collect();
+            return Err(Error::new(
+                ErrorKind::Library,
+                format!("handler library {}: no type {type_name:?} (its types: {names:?})", lib.shown()),
+            ));
+        };
+        if !self.api.is_typed(t.type_id.cast_const().cast()) {
+            return Err(Error::new(
+                ErrorKind::Library,
+                format!(
+                    "{plugin}: type {type_name:?} of handler library {} is not registered into this plugin \
+                     (register the library into it first)",
+                    lib.shown()
+                ),
+            ));
+        }
+        // SAFETY: the library's `XLA_FFI_TypeId` slot is the `AtomicI64` of a
+        // `'static` registration record (read from its registry; the library is
+        // never unloaded).
+        let id = unsafe { (*t.type_id.cast::<AtomicI64>()).load(Ordering::Acquire) };
+        self.add_with_id(id, type_name, value)
+    }
+
+    /// Hands `value` to the context under type id `id` (the caller checked that
+    /// the handlers reading that id read a `T`).
+    fn add_with_id<T: Send + Sync + 'static>(&mut self, id: i64, type_name: &str, value: T) -> Result<(), Error> {
+        let api = self.api;
+        let plugin = api.name();
+        let Some(add) = api.ffi_extension()?.user_data_add else {
             return Err(Error::new(
                 ErrorKind::NoFfiExtension,
                 format!("{plugin}: its FFI extension has no user_data_add (user data of type `{type_name}`)"),
             ));
         };
-        let reg = T::registration();
-        let mut id = reg.type_id();
-        if id == 0 {
-            id = register_type_id(api, ext.type_register, type_name)?;
-            let slot = reg.type_id_ptr().cast::<AtomicI64>();
-            // SAFETY: `type_id_ptr` is the address of the record's `AtomicI64` id
-            // (a `'static` record), written atomically as XLA would write it.
-            unsafe { (*slot).store(id, Ordering::Release) };
-        }
-        let mut boxed: Box<T> = Box::new(value);
-        let data: *mut T = &mut *boxed;
+        let data: *mut T = Box::into_raw(Box::new(value));
         let mut args = sys::PJRT_FFI_UserData_Add_Args {
             struct_size: sys::PJRT_FFI_UserData_Add_Args_STRUCT_SIZE,
             extension_start: core::ptr::null(),
@@ -136,52 +221,57 @@ impl<'a> ExecuteContext<'a> {
         // context is destroyed (`Drop`), and only read through `&T`.
         let err = unsafe { add(&mut args) };
         if let Some(msg) = api.take_error(err) {
+            // SAFETY: the plugin refused it, so holds no copy; freed once, here.
+            unsafe { drop_box::<T>(data.cast()) };
             return Err(Error::new(
                 ErrorKind::Refused,
                 format!("{plugin}: adding user data of type `{type_name}` to the execute context failed: {msg}"),
             ));
         }
-        self.values.push(boxed);
+        self.values.push(Value { data: data.cast(), drop: drop_box::<T> });
         Ok(())
     }
 }
 
-/// Registers a type by name through the FFI extension's `type_register`, in the
-/// layout of the plugin's PJRT version (48 bytes from 0.115, else 40), and returns
-/// the id the plugin assigned.
+/// Registers a type by name through the FFI extension's `type_register`, under
+/// `id` (0: a new one), and returns the id the plugin assigned or accepted; a
+/// plugin that answers another id than the one asked for is refused. The args are always the 48-byte form with
+/// `type_info`: the plugins of PJRT 0.106 and 0.115 refuse the 40-byte one
+/// ("expected 48, got 40"), and a plugin whose args end at `type_id` reads only
+/// those (sizes are checked with `>=`).
 pub(crate) fn register_type_id(
     api: &PjrtApi,
     type_register: Option<sys::PJRT_FFI_Type_Register>,
     type_name: &str,
+    id: i64,
 ) -> Result<i64, Error> {
     let plugin = api.name();
+    crate::register::check_pjrt_version(api, &format!("cannot register type `{type_name}`"))?;
     let Some(f) = type_register else {
         return Err(Error::new(
             ErrorKind::NoFfiExtension,
             format!("{plugin}: its FFI extension has no type_register (type `{type_name}`)"),
         ));
     };
-    let struct_size = if api.version() >= TYPE_INFO_SINCE {
-        sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE
-    } else {
-        sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE_V1
-    };
     let mut args = sys::PJRT_FFI_Type_Register_Args {
-        struct_size,
+        struct_size: sys::PJRT_FFI_Type_Register_Args_STRUCT_SIZE,
         extension_start: core::ptr::null(),
         type_name: type_name.as_ptr().cast(),
         type_name_size: type_name.len(),
-        type_id: 0,
+        type_id: id,
         type_info: &USER_DATA_TYPE_INFO.0,
     };
-    // SAFETY: the plugin's `type_register` with initialised args of the size its
-    // version reads; the type info is a `'static` value.
+    // SAFETY: the plugin's `type_register` with initialised args (48 bytes, at
+    // least what any version reads); the type info is a `'static` value.
     let err = unsafe { f(&mut args) };
     if let Some(msg) = api.take_error(err) {
         return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` failed: {msg}")));
     }
-    if args.type_id == 0 {
-        return Err(Error::new(ErrorKind::Refused, format!("{plugin}: registering type `{type_name}` gave no id")));
+    if args.type_id == 0 || (id != 0 && args.type_id != id) {
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!("{plugin}: registering type `{type_name}` under id {id} gave id {}", args.type_id),
+        ));
     }
     Ok(args.type_id)
 }
@@ -202,6 +292,11 @@ impl Drop for ExecuteContext<'_> {
                 let err = destroy(&mut args);
                 let _ = self.api.take_error(err);
             }
+        }
+        for v in self.values.drain(..) {
+            // SAFETY: each value was leaked by `add_user_data` with its own dropper,
+            // and is freed once, after the context that pointed to it is gone.
+            unsafe { (v.drop)(v.data) };
         }
     }
 }

@@ -17,6 +17,35 @@
 //! 4. [`ExecuteContext`] carries per-run user data (`xla_ffi::UserData<T>`) into a
 //!    `PJRT_ExecuteOptions.context`.
 //!
+//! ```
+//! use xla_ffi::{handler, Buffer, Result, ResultBuffer};
+//! use xla_ffi_pjrt::testing::{FakeConfig, FakePlugin};
+//! use xla_ffi_pjrt::{register, HandlerLibrary, PjrtApi};
+//!
+//! #[handler(target = "demo.copy")]
+//! fn demo_copy(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
+//!     for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+//!         o.write(v);
+//!     }
+//!     Ok(())
+//! }
+//! // In the handler crate (a cdylib): the registry, exported once.
+//! xla_ffi::export_registry! { handlers: [&DEMO_COPY] }
+//!
+//! # fn main() -> core::result::Result<(), xla_ffi_pjrt::Error> {
+//! // A host gets the table from the plugin's `GetPjrtApi`; here, a fake plugin.
+//! let plugin = FakePlugin::new(FakeConfig::default());
+//! // SAFETY: the plugin (and so its table) outlives `api`.
+//! let api = unsafe { PjrtApi::from_raw(plugin.api_ptr()) }?.named("fake_plugin.so");
+//! // `HandlerLibrary::load("libmy_handlers.so")` for a library on disk.
+//! let lib = HandlerLibrary::linked(registry())?;
+//! let done = register(&api, &lib, "Host")?;
+//! assert_eq!(done.targets, ["demo.copy"]);
+//! assert_eq!(done.ffi_api_version, (0, 4));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! To compile and run programs on the plugin as well, [`client`] is a small PJRT
 //! client: [`Plugin::load`] opens a plugin (dlopen, `GetPjrtApi`,
 //! `PJRT_Plugin_Initialize`) and [`Plugin::pjrt_api`] hands its table to step 1;
@@ -25,7 +54,8 @@
 //!
 //! Layouts are those of the shipped plugins, chosen by version (see [`sys`]).
 //! `unsafe` code lives in the loading layer alone (the modules that read the raw
-//! tables: `api`, `library`, `probe`, `runtime`, `context`), each block with a
+//! tables: `api`, `library`, `probe`, `runtime`, `context`, and the client's
+//! `plugin` and `session`), each block with a
 //! `// SAFETY:` comment; the rest is safe Rust.
 
 mod api;

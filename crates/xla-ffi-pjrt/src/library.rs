@@ -69,20 +69,20 @@ pub(crate) struct LibraryType {
 /// A library of handlers: its targets (with their stage bundles) and types, read
 /// from the registry it exports.
 ///
-/// [`load`](Self::load) opens a `cdylib` and keeps it loaded as long as the value
-/// lives; [`linked`](Self::linked) reads a registry of the running program.
+/// [`load`](Self::load) opens a `cdylib` and keeps it loaded until the process
+/// ends (a plugin it was registered into keeps calling its handlers, so it is
+/// never unloaded); [`linked`](Self::linked) reads a registry of the running
+/// program.
 pub struct HandlerLibrary {
     name: String,
     path: Option<PathBuf>,
     min_ffi_api: (i32, i32),
     targets: Vec<LibraryTarget>,
     pub(crate) types: Vec<LibraryType>,
-    // Dropped last: the pointers above point into it.
-    _lib: Option<libloading::Library>,
 }
 
 // SAFETY: the raw pointers are the library's `'static` handler functions and type
-// records (an atomic id, an immutable type info), valid while `_lib` is loaded.
+// records (an atomic id, an immutable type info); the library is never unloaded.
 unsafe impl Send for HandlerLibrary {}
 // SAFETY: as above; `&HandlerLibrary` only reads.
 unsafe impl Sync for HandlerLibrary {}
@@ -101,6 +101,8 @@ impl core::fmt::Debug for HandlerLibrary {
 impl HandlerLibrary {
     /// Opens the `cdylib` at `path` and reads its `xla_ffi_rs_registry`.
     ///
+    /// The library stays loaded until the process ends, even after the value is
+    /// dropped: the handlers registered from it into a plugin must stay callable.
     /// Loading a library runs its initialisers: load only handler libraries you
     /// trust, as with any plugin. Errors (kind [`ErrorKind::Library`]) name the path
     /// and the cause: the file cannot be opened, it has no `xla_ffi_rs_registry`
@@ -131,11 +133,13 @@ impl HandlerLibrary {
         // SAFETY: `export_registry!`'s function takes nothing and never unwinds.
         let raw = unsafe { f() };
         let origin = format!("handler library {shown}");
+        // Never unloaded: the registry, its handlers and type records stay valid for
+        // the rest of the process, so do the plugins' registrations of them.
+        core::mem::forget(lib);
         // SAFETY: the registry (if not null) is `export_registry!`'s, alive while
-        // the library is loaded (`lib` is kept in the value).
+        // the library is loaded, which is for good (above).
         let mut parsed = unsafe { read_registry(raw, &origin) }?;
         parsed.path = Some(path.to_path_buf());
-        parsed._lib = Some(lib);
         Ok(parsed)
     }
 
@@ -270,10 +274,102 @@ pub(crate) unsafe fn read_registry(
         }
         types.push(LibraryType { name: tname, type_id: t.type_id, type_info: t.type_info });
     }
-    Ok(HandlerLibrary { name, path: None, min_ffi_api: (r.ffi_api_major, r.ffi_api_minor), targets, types, _lib: None })
+    Ok(HandlerLibrary { name, path: None, min_ffi_api: (r.ffi_api_major, r.ffi_api_minor), targets, types })
 }
 
 /// A handler function of a bundle slot, as the raw `void*` PJRT takes.
-pub(crate) fn raw_handler(h: ffi::XLA_FFI_Handler) -> *mut c_void {
+pub(crate) fn raw_handler(h: ffi::XLA_FFI_Rs_Handler) -> *mut c_void {
     h.map_or(core::ptr::null_mut(), |f| f as *mut c_void)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::OnceLock;
+    use xla_ffi::export::{Registry, TypeEntry};
+
+    #[xla_ffi::handler(target = "lib.copy")]
+    fn lib_copy(x: xla_ffi::Buffer<f32>) -> xla_ffi::Result<()> {
+        let _ = x;
+        Ok(())
+    }
+
+    struct Kind;
+    xla_ffi::state_type!(Kind);
+
+    fn valid() -> &'static Registry {
+        static REG: OnceLock<Registry> = OnceLock::new();
+        REG.get_or_init(|| Registry::new("lib 1.0", &[&LIB_COPY], &[TypeEntry::of::<Kind>("lib.Kind")]))
+    }
+
+    type Edit = Box<dyn FnOnce(&mut ffi::XLA_FFI_Rs_Registry, &mut ffi::XLA_FFI_Rs_Target, &mut ffi::XLA_FFI_Rs_Type)>;
+
+    /// Reads a copy of the valid registry after `edit`, with its target and type
+    /// arrays copied too (so that `edit` may change their entries).
+    fn read_edited(
+        edit: impl FnOnce(&mut ffi::XLA_FFI_Rs_Registry, &mut ffi::XLA_FFI_Rs_Target, &mut ffi::XLA_FFI_Rs_Type),
+    ) -> Error {
+        // SAFETY: the registry `Registry` made, with one target and one type.
+        let (mut r, mut t, mut ty) = unsafe {
+            let r = valid().as_raw().read();
+            (r, r.targets.read(), r.types.read())
+        };
+        edit(&mut r, &mut t, &mut ty);
+        r.targets = &t;
+        r.types = &ty;
+        // SAFETY: every pointer is valid for the call (the edits change sizes,
+        // versions and values, not the memory behind them).
+        unsafe { read_registry(&r, "test") }.unwrap_err()
+    }
+
+    #[test]
+    fn a_valid_registry_reads_back() {
+        // SAFETY: `Registry`'s own C form.
+        let lib = unsafe { read_registry(valid().as_raw(), "test") }.unwrap();
+        assert_eq!(lib.name(), "lib 1.0");
+        assert_eq!(lib.targets()[0].name(), "lib.copy");
+        assert!(lib.targets()[0].execute_only());
+        assert_eq!(lib.type_names().collect::<Vec<_>>(), ["lib.Kind"]);
+        assert_eq!(lib.min_ffi_api_version(), xla_ffi::MIN_API_VERSION);
+    }
+
+    #[test]
+    fn malformed_registries_are_refused_with_the_reason() {
+        // SAFETY: null is allowed.
+        let e = unsafe { read_registry(core::ptr::null(), "test") }.unwrap_err();
+        assert!(e.message().contains("returned null"), "{e}");
+        let cases: Vec<(&str, Edit)> = vec![
+            ("layout version 2", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.version = 2)),
+            ("struct_size 8", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.struct_size = 8)),
+            ("target stride 8", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.target_size = 8)),
+            ("type stride 0", Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| r.type_size = 0)),
+            (
+                "has no execute handler",
+                Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| t.bundle.execute = None),
+            ),
+            ("unknown platform 7", Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| t.platform = 7)),
+            ("has struct_size 3", Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| t.struct_size = 3)),
+            (
+                "not UTF-8",
+                Box::new(|_: &mut _, t: &mut ffi::XLA_FFI_Rs_Target, _: &mut _| {
+                    t.name = ffi::XLA_FFI_Rs_Str { ptr: b"\xff\xfe".as_ptr().cast(), len: 2 }
+                }),
+            ),
+            (
+                "is malformed",
+                Box::new(|_: &mut _, _: &mut _, ty: &mut ffi::XLA_FFI_Rs_Type| ty.type_id = core::ptr::null_mut()),
+            ),
+            (
+                "could not be built: boom",
+                Box::new(|r: &mut ffi::XLA_FFI_Rs_Registry, _: &mut _, _: &mut _| {
+                    r.error = ffi::XLA_FFI_Rs_Str { ptr: b"boom".as_ptr().cast(), len: 4 }
+                }),
+            ),
+        ];
+        for (words, edit) in cases {
+            let e = read_edited(edit);
+            assert_eq!(e.kind(), ErrorKind::Library);
+            assert!(e.message().starts_with("test: ") && e.message().contains(words), "{words}: {e}");
+        }
+    }
 }

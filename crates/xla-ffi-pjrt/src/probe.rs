@@ -8,7 +8,8 @@
 //! handler registered through the extension under a fresh name hands the table
 //! over; through it, `XLA_FFI_Type_Register` and `XLA_FFI_Handler_Register` do the
 //! rest, as `jax.ffi.register_ffi_type` and `register_ffi_target` do in jaxlib.
-//! Checked with the CPU plugins of PJRT 0.106 (FFI 0.3) and 0.115 (FFI 0.4). A
+//! Checked with the CPU plugins of PJRT 0.81 (FFI 0.2), 0.106 (FFI 0.3) and 0.115
+//! (FFI 0.4). A
 //! plugin that does not query metadata at registration gives a clear error here,
 //! never a crash. Everything that depends on it goes through [`runtime_of`].
 //!

@@ -11,9 +11,10 @@ use crate::sys;
 
 /// The oldest PJRT API version whose FFI extension layout this crate knows (the
 /// 52-byte `PJRT_FFI_Register_Handler_Args`; older headers had an `api_version`
-/// field, and a plugin given the wrong layout crashes). Checked: 0.106 and 0.115
-/// (CPU), 0.116 (CUDA; not run).
-pub const MIN_PJRT_API_VERSION: (i32, i32) = (0, 106);
+/// field, and a plugin given the wrong layout crashes). Checked with the CPU
+/// plugins of PJRT 0.81 (`xla-cpu-pjrt` 0.0.1: the probe registers and is called;
+/// its FFI 0.2 runtime is then refused), 0.106 and 0.115.
+pub const MIN_PJRT_API_VERSION: (i32, i32) = (0, 81);
 
 /// What [`register`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +33,7 @@ pub struct Registered {
 /// CPU plugin, `"CUDA"` for the CUDA plugin; the library's host handlers are
 /// registered for a CPU name, its device handlers for any other.
 ///
-/// In order: the plugin's PJRT API must be 0.106 or newer and have the FFI
+/// In order: the plugin's PJRT API must be 0.81 or newer and have the FFI
 /// extension; its XLA FFI runtime is reached through a probe handler (see
 /// `probe.rs`: behaviour the API does not promise) and must be at least the
 /// version the library's handlers report
@@ -48,17 +49,7 @@ pub struct Registered {
 pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<Registered, Error> {
     let plugin = api.name();
     let shown = lib.shown();
-    let (major, minor) = api.version();
-    if (major, minor) < MIN_PJRT_API_VERSION || major != MIN_PJRT_API_VERSION.0 {
-        return Err(Error::new(
-            ErrorKind::TooOld,
-            format!(
-                "{plugin}: PJRT API {major}.{minor} is older than {}.{}, the oldest whose FFI extension layout \
-                 this crate knows; cannot register the handlers of {shown}",
-                MIN_PJRT_API_VERSION.0, MIN_PJRT_API_VERSION.1
-            ),
-        ));
-    }
+    check_pjrt_version(api, &format!("cannot register the handlers of {shown}"))?;
     let ext = api.ffi_extension()?;
     let Some(register_handler) = ext.register_handler else {
         return Err(Error::new(
@@ -93,6 +84,7 @@ pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<R
                 format!("{plugin}: type {:?} of {shown}: registration failed: {msg}", t.name),
             )
         })?;
+        api.note_typed(t.type_id.cast_const().cast());
         done.types.push(t.name.clone());
     }
     let on_platform = |t: &&crate::library::LibraryTarget| t.platform().matches(platform);
@@ -110,7 +102,7 @@ pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<R
                 platform_name_size: platform.len(),
                 traits: t.traits(),
             };
-            // SAFETY: the plugin's `register_handler` (PJRT >= 0.106: this 52-byte
+            // SAFETY: the plugin's `register_handler` (PJRT >= 0.81: this 52-byte
             // layout, checked above) with initialised args; the handler is the
             // library's exported function, alive while the library is loaded.
             let err = unsafe { register_handler(&mut args) };
@@ -139,6 +131,24 @@ pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<R
     Ok(done)
 }
 
+/// Refuses a PJRT API older than [`MIN_PJRT_API_VERSION`] (or of another major).
+pub(crate) fn check_pjrt_version(api: &PjrtApi, what: &str) -> Result<(), Error> {
+    let (major, minor) = api.version();
+    if (major, minor) < MIN_PJRT_API_VERSION || major != MIN_PJRT_API_VERSION.0 {
+        return Err(Error::new(
+            ErrorKind::TooOld,
+            format!(
+                "{}: PJRT API {major}.{minor} is older than {}.{}, the oldest whose FFI extension layout \
+                 this crate knows; {what}",
+                api.name(),
+                MIN_PJRT_API_VERSION.0,
+                MIN_PJRT_API_VERSION.1
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The plugin's runtime for `platform`, probed once per [`PjrtApi`] and platform.
 fn runtime(api: &PjrtApi, register_handler: sys::PJRT_FFI_Register_Handler, platform: &str) -> Result<Runtime, Error> {
     let mut cache = api.runtimes.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,6 +168,7 @@ fn runtime(api: &PjrtApi, register_handler: sys::PJRT_FFI_Register_Handler, plat
 /// The plugin's XLA FFI runtime version for `platform`, read through the probe
 /// (see [`register`]); for a host that wants to report it before registering.
 pub fn ffi_api_version(api: &PjrtApi, platform: &str) -> Result<(i32, i32), Error> {
+    check_pjrt_version(api, "cannot read its XLA FFI runtime's version")?;
     let ext = api.ffi_extension()?;
     let Some(register_handler) = ext.register_handler else {
         return Err(Error::new(

@@ -6,7 +6,8 @@
 //! and checks argument sizes (`>=` the size its version expects).
 //!
 //! The fake's functions find their plugin through a thread-local pointer: use a
-//! [`FakePlugin`] on the thread that made it.
+//! [`FakePlugin`] on the thread that made it (the last one made, or the one given
+//! [`FakePlugin::make_current`]).
 
 use core::ffi::{c_char, c_void};
 use std::cell::Cell;
@@ -99,8 +100,14 @@ struct Inner {
     /// Registered types: name and id (ids from 1000 on).
     types: Mutex<Vec<(String, i64)>>,
     /// User data added to contexts: context, type id, data.
-    user_data: Mutex<Vec<(usize, i64, usize)>>,
+    user_data: Mutex<Vec<(usize, i64, DataPtr)>>,
 }
+
+/// A user data pointer, kept with its provenance.
+#[derive(Clone, Copy)]
+struct DataPtr(*const c_void);
+// SAFETY: only handed back to the test that stored it.
+unsafe impl Send for DataPtr {}
 
 thread_local! {
     static CURRENT: Cell<*const Inner> = const { Cell::new(core::ptr::null()) };
@@ -117,7 +124,9 @@ fn current() -> &'static Inner {
 
 /// A fake PJRT plugin; see the module docs.
 pub struct FakePlugin {
-    inner: Box<Inner>,
+    /// From `Box::into_raw`, freed by `Drop`: every pointer handed to the code under
+    /// test derives from it (no `Box` retag invalidates them).
+    inner: *mut Inner,
 }
 
 impl FakePlugin {
@@ -154,7 +163,7 @@ impl FakePlugin {
         slots[2] = pjrt_error_get_code as *const c_void;
         slots[98] = context_create as *const c_void;
         slots[99] = context_destroy as *const c_void;
-        let mut inner = Box::new(Inner {
+        let inner = Box::into_raw(Box::new(Inner {
             table: Table {
                 struct_size: config.api_struct_size,
                 extension_start: core::ptr::null(),
@@ -185,50 +194,74 @@ impl FakePlugin {
             calls: Mutex::new(Vec::new()),
             types: Mutex::new(Vec::new()),
             user_data: Mutex::new(Vec::new()),
-        });
-        let ext: *const sys::PJRT_Extension_Base = &inner.ext.base;
-        if inner.config.ffi_extension {
-            inner.other.base.next = ext;
+        }));
+        // SAFETY: `inner` is a fresh, unaliased allocation; the chain's pointers are
+        // derived from it.
+        unsafe {
+            if (*inner).config.ffi_extension {
+                (*inner).other.base.next = core::ptr::addr_of!((*inner).ext.base);
+            }
+            (*inner).table.extension_start = core::ptr::addr_of!((*inner).other.base);
         }
-        inner.table.extension_start = &inner.other.base;
-        CURRENT.with(|c| c.set(&*inner));
+        CURRENT.with(|c| c.set(inner));
         FakePlugin { inner }
+    }
+
+    /// Makes this plugin the thread's current one again (after another was made).
+    pub fn make_current(&self) {
+        CURRENT.with(|c| c.set(self.inner));
     }
 
     /// The table, as a plugin's `GetPjrtApi` returns it.
     pub fn api_ptr(&self) -> *const c_void {
-        &self.inner.table as *const Table as *const c_void
+        // SAFETY: only the field's address is taken.
+        unsafe { core::ptr::addr_of!((*self.inner).table) as *const c_void }
     }
 
     /// The fake runtime's `XLA_FFI_Api`.
     pub fn runtime_ptr(&self) -> *const c_void {
-        &self.inner.xla as *const xs::XLA_FFI_Api as *const c_void
+        // SAFETY: only the field's address is taken.
+        unsafe { core::ptr::addr_of!((*self.inner).xla) as *const c_void }
+    }
+
+    fn inner(&self) -> &Inner {
+        // SAFETY: alive until `Drop`; only shared references are made (the
+        // mutable parts are behind mutexes).
+        unsafe { &*self.inner }
+    }
+
+    /// Registers a type as another library would have (name and id).
+    pub fn add_type(&self, name: &str, id: i64) {
+        self.inner().types.lock().unwrap().push((name.to_string(), id));
     }
 
     /// Every call so far, in order.
     pub fn calls(&self) -> Vec<FakeCall> {
-        self.inner.calls.lock().unwrap().clone()
+        self.inner().calls.lock().unwrap().clone()
     }
 
     /// The types registered (through the extension or the runtime), with their ids.
     pub fn types(&self) -> Vec<(String, i64)> {
-        self.inner.types.lock().unwrap().clone()
+        self.inner().types.lock().unwrap().clone()
     }
 
     /// The user data of type `type_id` added to `context`, as a pointer.
     pub fn user_data(&self, context: *mut c_void, type_id: i64) -> Option<*const c_void> {
-        let all = self.inner.user_data.lock().unwrap();
-        all.iter().find(|(c, t, _)| *c == context as usize && *t == type_id).map(|&(_, _, d)| d as *const c_void)
+        let all = self.inner().user_data.lock().unwrap();
+        all.iter().find(|(c, t, _)| *c == context as usize && *t == type_id).map(|&(_, _, d)| d.0)
     }
 }
 
 impl Drop for FakePlugin {
     fn drop(&mut self) {
         CURRENT.with(|c| {
-            if c.get() == &*self.inner as *const Inner {
+            if std::ptr::eq(c.get(), self.inner) {
                 c.set(core::ptr::null())
             }
         });
+        // SAFETY: from `Box::into_raw` in `new`, freed once; the plugin's functions
+        // are no longer reachable through `CURRENT`.
+        drop(unsafe { Box::from_raw(self.inner) });
     }
 }
 
@@ -405,36 +438,54 @@ unsafe extern "C" fn ext_type_register(args: *mut sys::PJRT_FFI_Type_Register_Ar
     let inner = current();
     // SAFETY: `struct_size` is the first field of any version's args.
     let size = unsafe { (*args).struct_size };
-    let need = if inner.config.pjrt_version >= (0, 115) { 48 } else { 40 };
+    let need = if inner.config.pjrt_version >= (0, 106) { 48 } else { 40 };
     if size < need {
-        return pjrt_error(
-            3,
-            format!("Unexpected PJRT_FFI_Type_Register_Args size: expected {need}, got {size}"),
-        );
+        return pjrt_error(3, format!("Unexpected PJRT_FFI_Type_Register_Args size: expected {need}, got {size}"));
     }
     if need == 48 {
-        // SAFETY: 48 bytes were promised; a 0.115 plugin dereferences `type_info`.
+        // SAFETY: 48 bytes were promised; these plugins dereference `type_info`.
         if unsafe { (*args).type_info.is_null() } {
             return pjrt_error(13, "type_info is null (the fake plugin would crash here)".into());
         }
     }
     // SAFETY: at least the 40-byte fields are there.
-    let name = unsafe { string((*args).type_name, (*args).type_name_size) };
-    let id = assign(&name);
+    let (name, asked) = unsafe { (string((*args).type_name, (*args).type_name_size), (*args).type_id) };
+    let id = match assign(&name, asked) {
+        Ok(id) => id,
+        Err(msg) => return pjrt_error(13, msg),
+    };
     // SAFETY: as above.
     unsafe { (*args).type_id = id };
     record(FakeCall::ExtTypeRegister { name, struct_size: size, id });
     core::ptr::null_mut()
 }
 
-fn assign(name: &str) -> i64 {
+static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1000);
+
+/// XLA's type registry: `asked` 0 assigns a new id (an error for a known name),
+/// another value registers the name under it (an error if the name has another id
+/// or the id another name).
+fn assign(name: &str, asked: i64) -> Result<i64, String> {
     let mut types = current().types.lock().unwrap();
-    if let Some((_, id)) = types.iter().find(|(n, _)| n == name) {
-        return *id;
+    let by_name = types.iter().find(|(n, _)| n == name).map(|(_, id)| *id);
+    let by_id = types.iter().find(|(_, id)| *id == asked).map(|(n, _)| n.clone());
+    match (asked, by_name, by_id) {
+        (0, Some(id), _) => Err(format!("Type name {name} already registered with type id {id}")),
+        (0, None, _) => {
+            // Unique in the process, so that records shared by several fakes (as
+            // by several real plugins) never meet a conflict by accident.
+            let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            types.push((name.to_string(), id));
+            Ok(id)
+        }
+        (a, Some(id), _) if id == a => Ok(a),
+        (a, Some(id), _) => Err(format!("Type name {name} already registered with type id {id}, not {a}")),
+        (a, None, Some(other)) => Err(format!("Type id {a} already registered for type {other}")),
+        (a, None, None) => {
+            types.push((name.to_string(), a));
+            Ok(a)
+        }
     }
-    let id = 1000 + types.len() as i64;
-    types.push((name.to_string(), id));
-    id
 }
 
 unsafe extern "C" fn ext_user_data_add(args: *mut sys::PJRT_FFI_UserData_Add_Args) -> *mut sys::PJRT_Error {
@@ -449,7 +500,7 @@ unsafe extern "C" fn ext_user_data_add(args: *mut sys::PJRT_FFI_UserData_Add_Arg
     if all.iter().any(|(c, t, _)| *c == ctx as usize && *t == id) {
         return pjrt_error(6, format!("user data of type id {id} is already in the context"));
     }
-    all.push((ctx as usize, id, data as usize));
+    all.push((ctx as usize, id, DataPtr(data)));
     core::ptr::null_mut()
 }
 
@@ -479,7 +530,13 @@ unsafe extern "C" fn xla_type_register(args: *mut c_void) -> *mut c_void {
     if slot.is_null() {
         return xla_error(3, "type_id is null");
     }
-    let id = assign(&name);
+    // SAFETY: the caller's `XLA_FFI_TypeId` slot (an `AtomicI64`; read plainly, as
+    // XLA does).
+    let asked = unsafe { core::ptr::read_volatile(slot) };
+    let id = match assign(&name, asked) {
+        Ok(id) => id,
+        Err(msg) => return xla_error(13, &msg),
+    };
     // SAFETY: the caller's writable `XLA_FFI_TypeId` slot (an `AtomicI64` in a
     // registration record; a plain write as XLA does it).
     unsafe { core::ptr::write_volatile(slot, id) };
@@ -493,7 +550,8 @@ unsafe extern "C" fn xla_handler_register(args: *mut c_void) -> *mut c_void {
     // SAFETY: initialised args in the layout of this runtime's version (what the
     // caller must send); `struct_size` first, checked before the rest is read.
     let size = unsafe { args.cast::<usize>().read() };
-    let need = if v04 { sys::XLA_Handler_Register_Args_STRUCT_SIZE } else { sys::XLA_Handler_Register_Args_V03_STRUCT_SIZE };
+    let need =
+        if v04 { sys::XLA_Handler_Register_Args_STRUCT_SIZE } else { sys::XLA_Handler_Register_Args_V03_STRUCT_SIZE };
     if size < need {
         return xla_error(3, &format!("Unexpected XLA_FFI_Handler_Register_Args size: expected {need}, got {size}"));
     }

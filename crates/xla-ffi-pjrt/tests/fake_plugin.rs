@@ -2,6 +2,8 @@
 //! shipped plugins are: both layouts by version, the probe, refusals, bad tables.
 //! Runs under Miri (`.ci/miri.sh`).
 
+use std::sync::OnceLock;
+
 use xla_ffi::export::{Registry, TypeEntry};
 use xla_ffi::{handler, state_type, Attr, Buffer, Result, ResultBuffer, State, UserData};
 use xla_ffi_pjrt::testing::{FakeCall, FakeConfig, FakePlugin};
@@ -113,10 +115,19 @@ fn registers_everything_on_pjrt_0_115() {
     assert_eq!(bundles(&calls), [("t.scale".to_string(), 92, vec![true, false, false, true, false])]);
     // XLA wrote the ids into the types' own records.
     let ids = fake.types();
-    assert_eq!(ids.iter().find(|(n, _)| n == "t.Scale").unwrap().1, <Scale as xla_ffi::StateType>::registration().type_id());
+    assert_eq!(
+        ids.iter().find(|(n, _)| n == "t.Scale").unwrap().1,
+        <Scale as xla_ffi::StateType>::registration().type_id()
+    );
     // A second registration probes no more (the runtime is cached per platform).
     register(&api, &lib, "Host").unwrap();
-    let probes = fake.calls().iter().filter(|c| matches!(c, FakeCall::ExtRegisterHandler { target, .. } if target.starts_with("xla_ffi_pjrt.probe"))).count();
+    let probes = fake
+        .calls()
+        .iter()
+        .filter(
+            |c| matches!(c, FakeCall::ExtRegisterHandler { target, .. } if target.starts_with("xla_ffi_pjrt.probe")),
+        )
+        .count();
     assert_eq!(probes, 1);
     // The device target goes to a device platform.
     let gpu = register(&api, &lib, "CUDA").unwrap();
@@ -167,11 +178,16 @@ fn api_of(fake: &FakePlugin) -> PjrtApi {
 
 #[test]
 fn refuses_old_pjrt_layouts_and_bad_tables() {
-    let fake = FakePlugin::new(FakeConfig { pjrt_version: (0, 81), ..FakeConfig::default() });
+    let fake = FakePlugin::new(FakeConfig { pjrt_version: (0, 80), ..FakeConfig::default() });
     let e = register(&api(&fake), &library(), "Host").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooOld);
-    assert!(e.message().contains("PJRT API 0.81 is older than 0.106"), "{e}");
+    assert!(e.message().contains("PJRT API 0.80 is older than 0.81"), "{e}");
     assert!(fake.calls().is_empty());
+    // A type no registration gave an id is not registered either.
+    struct Fresh;
+    state_type!(Fresh);
+    let e = ExecuteContext::new(&api(&fake)).unwrap().add_user_data(Fresh).unwrap_err();
+    assert!(e.message().contains("PJRT API 0.80 is older than 0.81"), "{e}");
 
     // SAFETY: null is allowed.
     let e = unsafe { PjrtApi::from_raw(core::ptr::null()) }.unwrap_err();
@@ -219,19 +235,19 @@ fn a_plugin_without_the_metadata_query_cannot_be_probed() {
 /// A registry that could not be built is refused with its reason.
 #[test]
 fn a_broken_registry_is_refused() {
-    let reg: &'static Registry =
-        Box::leak(Box::new(Registry::new("broken 0.1", &[&SCALE_EXECUTE, &SCALE_EXECUTE], &[])));
+    // Statics, so that Miri does not count them as leaks.
+    static BROKEN: OnceLock<Registry> = OnceLock::new();
+    static DUP: OnceLock<Registry> = OnceLock::new();
+    static NOEXEC: OnceLock<Registry> = OnceLock::new();
+    let reg = BROKEN.get_or_init(|| Registry::new("broken 0.1", &[&SCALE_EXECUTE, &SCALE_EXECUTE], &[]));
     let e = HandlerLibrary::linked(reg).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Library);
     assert!(e.message().contains("two handlers for the execute stage"), "{e}");
-    let reg: &'static Registry = Box::leak(Box::new(Registry::new(
-        "dup 0.1",
-        &[&T_COPY],
-        &[TypeEntry::of::<Scale>("x"), TypeEntry::of::<Offset>("x")],
-    )));
+    let types = [TypeEntry::of::<Scale>("x"), TypeEntry::of::<Offset>("x")];
+    let reg = DUP.get_or_init(|| Registry::new("dup 0.1", &[&T_COPY], &types));
     assert!(HandlerLibrary::linked(reg).unwrap_err().message().contains("type \"x\" listed twice"));
-    // No registry bundle without an execute stage.
-    let reg: &'static Registry = Box::leak(Box::new(Registry::new("noexec 0.1", &[&SCALE_INSTANTIATE], &[])));
+    // No bundle without an execute stage.
+    let reg = NOEXEC.get_or_init(|| Registry::new("noexec 0.1", &[&SCALE_INSTANTIATE], &[]));
     assert!(HandlerLibrary::linked(reg).unwrap_err().message().contains("no execute handler"));
 }
 
@@ -259,7 +275,7 @@ fn user_data_goes_into_an_execute_context() {
 }
 
 /// A type no registered library lists is registered through the extension, with
-/// the argument size of the plugin's version: 48 bytes from PJRT 0.115, else 40.
+/// 48-byte args (with `type_info`) on every version: 0.106 and 0.115 refuse 40.
 #[test]
 fn unlisted_user_data_types_register_through_the_extension() {
     #[derive(Debug)]
@@ -268,7 +284,7 @@ fn unlisted_user_data_types_register_through_the_extension() {
     #[derive(Debug)]
     struct Loose2(#[allow(dead_code)] u8);
     state_type!(Loose2);
-    for (version, ty, size) in [((0, 115), 0, 48usize), ((0, 106), 1, 40)] {
+    for (version, ty, size) in [((0, 115), 0, 48usize), ((0, 81), 1, 48)] {
         let fake = FakePlugin::new(FakeConfig { pjrt_version: version, ..FakeConfig::default() });
         let api = api(&fake);
         let mut ctx = ExecuteContext::new(&api).unwrap();
@@ -284,8 +300,73 @@ fn unlisted_user_data_types_register_through_the_extension() {
         let (name, struct_size, id) = reg.unwrap();
         assert!(name.ends_with(if ty == 0 { "Loose" } else { "Loose2" }), "{name}");
         assert_eq!(struct_size, size);
-        let registered =
-            if ty == 0 { <Loose as xla_ffi::StateType>::registration().type_id() } else { <Loose2 as xla_ffi::StateType>::registration().type_id() };
+        let registered = if ty == 0 {
+            <Loose as xla_ffi::StateType>::registration().type_id()
+        } else {
+            <Loose2 as xla_ffi::StateType>::registration().type_id()
+        };
         assert_eq!(registered, id);
     }
+}
+
+/// User data for a library's type by name (as for a library loaded from a file):
+/// the id read from the library's own record; an unknown or unregistered name is
+/// refused, naming it.
+#[test]
+fn user_data_by_the_library_type_name() {
+    let fake = FakePlugin::new(FakeConfig::default());
+    let api = api(&fake);
+    let lib = library();
+    register(&api, &lib, "Host").unwrap();
+    let id = <Offset as xla_ffi::StateType>::registration().type_id();
+    let mut ctx = ExecuteContext::new(&api).unwrap();
+    // SAFETY: `Offset` is the type the library's handlers read under "t.Offset".
+    unsafe { ctx.add_user_data_for(&lib, "t.Offset", Offset(4.0)) }.unwrap();
+    let p = fake.user_data(ctx.as_ptr(), id).unwrap();
+    // SAFETY: the pointer handed to the fake: an `Offset` owned by `ctx`.
+    assert_eq!(unsafe { &*(p as *const Offset) }, &Offset(4.0));
+    // SAFETY: as above (refused before anything is handed over).
+    let e = unsafe { ctx.add_user_data_for(&lib, "t.Nothing", Offset(1.0)) }.unwrap_err();
+    assert!(e.message().contains("no type \"t.Nothing\"") && e.message().contains("t.Offset"), "{e}");
+
+    struct Never;
+    state_type!(Never);
+    // Registered into another plugin only: still refused here.
+    static NEVER: OnceLock<Registry> = OnceLock::new();
+    let reg = NEVER.get_or_init(|| Registry::new("never 0.1", &[&T_COPY], &[TypeEntry::of::<Never>("t.Never")]));
+    let never = HandlerLibrary::linked(reg).unwrap();
+    let other = FakePlugin::new(FakeConfig::default());
+    register(&api_of(&other), &never, "Host").unwrap();
+    drop(other);
+    fake.make_current();
+    // SAFETY: refused before anything is handed over.
+    let e = unsafe { ctx.add_user_data_for(&never, "t.Never", Never) }.unwrap_err();
+    assert!(
+        e.message().contains("type \"t.Never\" of handler library never 0.1 is not registered into this plugin"),
+        "{e}"
+    );
+}
+
+/// A type with an id from one plugin is not handed to another plugin whose
+/// registry gave that id to another type: its registration there is refused.
+#[test]
+fn user_data_ids_from_another_plugin_are_checked() {
+    #[derive(Debug)]
+    struct Travels;
+    state_type!(Travels);
+    let first = FakePlugin::new(FakeConfig::default());
+    let id = {
+        let api = api(&first);
+        ExecuteContext::new(&api).unwrap().add_user_data(Travels).unwrap();
+        <Travels as xla_ffi::StateType>::registration().type_id()
+    };
+    let second = FakePlugin::new(FakeConfig::default());
+    second.add_type("someone.Else", id);
+    let api = api(&second);
+    let mut ctx = ExecuteContext::new(&api).unwrap();
+    let e = ctx.add_user_data(Travels).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Refused);
+    assert!(e.message().contains(&format!("Type id {id} already registered for type someone.Else")), "{e}");
+    assert!(second.calls().iter().all(|c| !matches!(c, FakeCall::ExtUserDataAdd { .. })));
+    drop(first);
 }

@@ -252,6 +252,20 @@ mod tests {
     use super::*;
     use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
 
+    /// The exported registry lists every handler's target (one execute-only
+    /// bundle each) and the one type, for hosts without Python.
+    #[test]
+    fn the_registry_lists_every_target() {
+        let reg = registry();
+        assert_eq!(reg.error(), None);
+        let names: Vec<&str> = reg.targets().map(|t| t.name()).collect();
+        let expected: Vec<&str> = HANDLERS.iter().chain(FEATURE_HANDLERS).map(|h| h.target).collect();
+        assert_eq!(names, expected);
+        assert!(reg.targets().all(|t| t.stages().len() == 1));
+        assert_eq!(reg.types().map(|t| t.name()).collect::<Vec<_>>(), ["features.Missing"]);
+        assert_eq!(xla_ffi_rs_registry(), reg.as_raw());
+    }
+
     #[test]
     fn scale_runs_in_rust_without_jax() {
         let mut call = CallBuilder::new()

@@ -1,13 +1,13 @@
 //! The PJRT FFI extension (`xla/pjrt/c/pjrt_c_api_ffi_extension.h`) as the shipped
 //! plugins lay it out, which is not what every header says:
 //!
-//! * `PJRT_FFI_Register_Handler_Args` of the plugins of PJRT 0.106 to 0.116 has no
+//! * `PJRT_FFI_Register_Handler_Args` of the plugins of PJRT 0.81 to 0.116 has no
 //!   `api_version` field (typed FFI only): 52 bytes. The older header's layout,
 //!   with `int api_version` after `target_name_size`, made these plugins throw
 //!   `std::bad_alloc`.
-//! * `PJRT_FFI_Type_Register_Args` gained `type_info` in PJRT 0.115 (48 bytes); a
-//!   0.115 plugin refuses the 40-byte form and dereferences `type_info`, 0.106
-//!   accepts both.
+//! * `PJRT_FFI_Type_Register_Args` ends at `type_info` (48 bytes) in the plugins of
+//!   PJRT 0.106 and 0.115, which refuse the 40-byte form of older headers (ending
+//!   at `type_id`) and dereference `type_info`.
 //! * `PJRT_FFI_UserData` may carry a `deleter` (read only by some versions, which
 //!   call it when the context dies); it is sent as null here.
 
@@ -25,8 +25,8 @@ pub struct PJRT_FFI_Type_Info {
     pub deserialize: *const c_void,
 }
 
-/// `PJRT_FFI_Type_Register_Args` (`PJRT_FFI_TypeID_Register_Args` before 0.115,
-/// which ends at `type_id`).
+/// `PJRT_FFI_Type_Register_Args` (older headers' `PJRT_FFI_TypeID_Register_Args`
+/// ends at `type_id`).
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct PJRT_FFI_Type_Register_Args {
@@ -36,12 +36,12 @@ pub struct PJRT_FFI_Type_Register_Args {
     pub type_name_size: usize,
     /// In/out: 0 asks the plugin to assign one.
     pub type_id: i64,
-    /// New in PJRT 0.115; dereferenced by those plugins, so never null then.
+    /// Dereferenced by the plugins of 0.106 and 0.115, so never null.
     pub type_info: *const PJRT_FFI_Type_Info,
 }
-/// The size before PJRT 0.115 (ends at `type_id`).
+/// The size of older headers' form (ends at `type_id`), refused by 0.106 and 0.115.
 pub const PJRT_FFI_Type_Register_Args_STRUCT_SIZE_V1: usize = 40;
-/// The size from PJRT 0.115 on (ends at `type_info`).
+/// The size with `type_info`, what this crate sends.
 pub const PJRT_FFI_Type_Register_Args_STRUCT_SIZE: usize = 48;
 pub type PJRT_FFI_Type_Register = unsafe extern "C" fn(args: *mut PJRT_FFI_Type_Register_Args) -> *mut PJRT_Error;
 
@@ -69,7 +69,7 @@ pub struct PJRT_FFI_UserData_Add_Args {
 pub const PJRT_FFI_UserData_Add_Args_STRUCT_SIZE: usize = 48;
 pub type PJRT_FFI_UserData_Add = unsafe extern "C" fn(args: *mut PJRT_FFI_UserData_Add_Args) -> *mut PJRT_Error;
 
-/// `PJRT_FFI_Register_Handler_Args` of the shipped plugins (PJRT 0.106 to 0.116):
+/// `PJRT_FFI_Register_Handler_Args` of the shipped plugins (PJRT 0.81 to 0.116):
 /// typed FFI only, no `api_version`.
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
