@@ -208,11 +208,12 @@ def test_a_handlers_error_reaches_the_host_with_its_code(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(not os.environ.get("XFR_OLD_PJRT_PLUGIN"), reason="needs XFR_OLD_PJRT_PLUGIN (xla-cpu-pjrt 0.0.1)")
-def test_plugin_too_old_for_the_handlers(tmp_path: Path) -> None:
+def test_ffi_api_too_old_for_the_handlers(tmp_path: Path) -> None:
     old = Path(os.environ["XFR_OLD_PJRT_PLUGIN"])
     done = run(EXPORTS / "kepler_fwd" / "model.jaxexport", "--out", tmp_path, handlers=("ops",), plugin=old)
-    # xla-cpu-pjrt 0.0.1: PJRT API 0.81 (FFI API 0.2), refused before registering.
-    assert_error(done, "xla_cpu_pjrt.so", "older than", "0.81", "cannot register")
+    # xla-cpu-pjrt 0.0.1: XLA FFI API 0.2, refused before registering (such a
+    # runtime drops registration errors silently).
+    assert_error(done, "xla_cpu_pjrt.so", "XLA FFI runtime has API 0.2", "need 0.3 or newer", "libxla_ffi_rs_ops")
 
 
 @pytest.mark.skipif(
