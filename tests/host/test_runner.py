@@ -207,6 +207,25 @@ def test_a_handlers_error_reaches_the_host_with_its_code(tmp_path: Path) -> None
     assert_error(done, "INVALID_ARGUMENT (code 3)", "plugin.scale", "factor", "must be finite")
 
 
+USER_DATA_PROGRAM = """module @m {
+  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %y = stablehlo.custom_call @xla_ffi_rs.examples.add_offset(%x) {api_version = 4 : i32, backend_config = {}} \
+: (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+"""
+
+
+def test_a_user_data_handler_run_without_user_data_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """The runner has no user data to give; the handler reports it missing (the
+    plugin would crash if no execute context were passed at all)."""
+    (tmp_path / "m.mlir").write_text(USER_DATA_PROGRAM)
+    np.save(tmp_path / "x.npy", np.arange(4, dtype=np.float32))
+    done = run(tmp_path / "m.mlir", tmp_path / "x.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "INVALID_ARGUMENT (code 3)", "xla_ffi_rs.examples.add_offset", "user data `offset`", "not found")
+
+
 @pytest.mark.skipif(not os.environ.get("XFR_OLD_PJRT_PLUGIN"), reason="needs XFR_OLD_PJRT_PLUGIN (xla-cpu-pjrt 0.0.1)")
 def test_ffi_api_too_old_for_the_handlers(tmp_path: Path) -> None:
     old = Path(os.environ["XFR_OLD_PJRT_PLUGIN"])

@@ -93,9 +93,12 @@ fn user_data_reaches_the_handler_through_an_execute_context() {
     context.add_user_data(Offset(-1.0)).unwrap();
     let out = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap();
     assert_eq!(read_f32s(&out[0]), [0.0, 1.0, 2.0, 3.0]);
-    // Not run: the same program without a context. lammps-jax-pjrt-cpu 0.11.2's
-    // XLA_FFI_ExecutionContext_Get then reads through a null execution context and
-    // the process crashes (SIGSEGV), so a host must always pass one.
+    // Without a context, `execute` passes an empty one (with none at all,
+    // lammps-jax-pjrt-cpu 0.11.2's XLA reads through a null pointer and crashes):
+    // the handler says that the user data is missing.
+    let err = exe.execute(&[f32s(&[1.0, 2.0, 3.0, 4.0])]).unwrap_err();
+    assert!(err.to_string().contains("host_test.add_offset"), "{err}");
+    assert!(err.to_string().contains("offset"), "{err}");
 }
 
 #[test]

@@ -299,9 +299,17 @@ impl Executable<'_> {
         let output_lists = [outputs.as_mut_ptr()];
         let mut done: [*mut sys::PJRT_Event; 1] = [ptr::null_mut()];
         let mut options: sys::PJRT_ExecuteOptions = sys::args();
-        if let Some(context) = context {
-            options.context = context.as_ptr().cast();
-        }
+        // Without the caller's context, an empty one of our own: a handler that
+        // reads user data then gets "not found" instead of XLA reading through a
+        // null execution context (lammps-jax-pjrt-cpu 0.11.2 crashes on that).
+        let _empty;
+        options.context = match context {
+            Some(context) => context.as_ptr().cast(),
+            None => {
+                _empty = EmptyContext::new(plugin)?;
+                _empty.raw
+            }
+        };
         let mut args: sys::PJRT_LoadedExecutable_Execute_Args = sys::args();
         args.executable = self.raw;
         args.options = &mut options;
@@ -339,6 +347,34 @@ impl Drop for Executable<'_> {
             // SAFETY: the executable is ours and destroyed once.
             let err = unsafe { destroy(&mut args) };
             let _ = plugin.check(err, "PJRT_LoadedExecutable_Destroy");
+        }
+    }
+}
+
+/// An empty `PJRT_ExecuteContext`, destroyed on drop.
+struct EmptyContext {
+    plugin: Plugin,
+    raw: *mut sys::PJRT_ExecuteContext,
+}
+
+impl EmptyContext {
+    fn new(plugin: &Plugin) -> Result<Self, ClientError> {
+        let create = plugin.slot(plugin.api().PJRT_ExecuteContext_Create, "PJRT_ExecuteContext_Create")?;
+        let mut args: sys::PJRT_ExecuteContext_Create_Args = sys::args();
+        // SAFETY: a valid, zeroed argument struct.
+        plugin.check(unsafe { create(&mut args) }, "PJRT_ExecuteContext_Create")?;
+        Ok(Self { plugin: *plugin, raw: args.context })
+    }
+}
+
+impl Drop for EmptyContext {
+    fn drop(&mut self) {
+        if let (Some(destroy), false) = (self.plugin.api().PJRT_ExecuteContext_Destroy, self.raw.is_null()) {
+            let mut args: sys::PJRT_ExecuteContext_Destroy_Args = sys::args();
+            args.context = self.raw;
+            // SAFETY: the context is ours, no run uses it any more, destroyed once.
+            let err = unsafe { destroy(&mut args) };
+            let _ = self.plugin.check(err, "PJRT_ExecuteContext_Destroy");
         }
     }
 }
