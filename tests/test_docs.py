@@ -4,7 +4,8 @@ Each ```python block runs in a fresh Python process from the repository root, wi
 no set-up of its own: what a reader pastes into a file is what runs (a block that
 needs several devices sets XLA_FLAGS itself, a block that needs float64 enables it).
 ```rust blocks run as doc tests of the xla-ffi crate (crates/xla-ffi/src/lib.rs
-includes the files); this test checks that each file with Rust blocks is included.
+includes the files), or of xla-ffi-pjrt for the page that uses it; this test
+checks that each file with Rust blocks is included by one of them.
 Blocks that are not code to run use another language: bash (commands), text
 (output), toml (manifests).
 
@@ -39,6 +40,8 @@ RUN = {"python"}
 # Run by rustdoc, through the includes of crates/xla-ffi/src/lib.rs (no_run: compiled
 # and linked, not run; for a CUDA handler, which needs a GPU).
 DOCTEST = {"rust", "rust,no_run"}
+#: The crates whose lib.rs includes doc files as doc tests.
+DOCTEST_CRATES = ("xla-ffi", "xla-ffi-pjrt")
 NOT_RUN = {"bash", "text", "toml"}
 PLUGIN_MARK = "<!-- docs-test: plugin -->"
 PLUGIN_LIB = ROOT / "examples" / "plugin" / "target" / "release" / "libxla_ffi_plugin_example.so"
@@ -109,13 +112,16 @@ def test_every_block_names_a_known_language() -> None:
 
 
 def test_every_file_with_rust_blocks_is_a_doc_test() -> None:
-    lib = (ROOT / "crates" / "xla-ffi" / "src" / "lib.rs").read_text(encoding="utf-8")
-    included = {
-        (ROOT / "crates" / "xla-ffi" / "src" / p).resolve() for p in re.findall(r'include_str!\("([^"]+\.md)"\)', lib)
-    }
+    included = set()
+    for crate in DOCTEST_CRATES:
+        src = ROOT / "crates" / crate / "src"
+        lib = (src / "lib.rs").read_text(encoding="utf-8")
+        included |= {(src / p).resolve() for p in re.findall(r'include_str!\("([^"]+\.md)"\)', lib)}
     with_rust = {b.path.resolve() for b in ALL if b.lang in DOCTEST}
     missing = sorted(str(p.relative_to(ROOT)) for p in with_rust - included)
-    assert not missing, f"Rust blocks not run by `cargo test -p xla-ffi --doc`: include {missing} in lib.rs"
+    assert not missing, (
+        f"Rust blocks not run by `cargo test --doc` of {DOCTEST_CRATES}: include {missing} in one's lib.rs"
+    )
 
 
 def test_a_failing_block_fails() -> None:

@@ -213,6 +213,14 @@ pub use features::FEATURE_HANDLERS;
 pub const HANDLERS: &[&xla_ffi::HandlerDescriptor] =
     &[&PLUGIN_SCALE, &PLUGIN_MOMENTS, &PLUGIN_AXPY, &PLUGIN_AXPY_TRANSPOSE];
 
+// Every handler and type, exported from the cdylib as one C function,
+// `xla_ffi_rs_registry`, for hosts without Python (a PJRT plugin's host, such as
+// `xla-ffi-run`); built with or without the `python` feature.
+xla_ffi::export_registry! {
+    handlers: [HANDLERS, FEATURE_HANDLERS].concat(),
+    types: { "features.Missing" => features::Missing },
+}
+
 #[cfg(feature = "python")]
 mod python {
     use pyo3::prelude::*;
@@ -243,6 +251,20 @@ mod python {
 mod tests {
     use super::*;
     use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+
+    /// The exported registry lists every handler's target (one execute-only
+    /// bundle each) and the one type, for hosts without Python.
+    #[test]
+    fn the_registry_lists_every_target() {
+        let reg = registry();
+        assert_eq!(reg.error(), None);
+        let names: Vec<&str> = reg.targets().map(|t| t.name()).collect();
+        let expected: Vec<&str> = HANDLERS.iter().chain(FEATURE_HANDLERS).map(|h| h.target).collect();
+        assert_eq!(names, expected);
+        assert!(reg.targets().all(|t| t.stages().len() == 1));
+        assert_eq!(reg.types().map(|t| t.name()).collect::<Vec<_>>(), ["features.Missing"]);
+        assert_eq!(xla_ffi_rs_registry(), reg.as_raw());
+    }
 
     #[test]
     fn scale_runs_in_rust_without_jax() {
