@@ -25,9 +25,7 @@ def workspace_crates() -> list[Path]:
     found = re.search(r"^members\s*=\s*\[([^\]]*)\]", manifest, re.MULTILINE)
     assert found, "no [workspace] members in Cargo.toml"
     folders = [ROOT / m for m in re.findall(r'"([^"]+)"', found.group(1))]
-    return [
-        d for d in folders if not re.search(r"^publish\s*=\s*false", (d / "Cargo.toml").read_text(), re.MULTILINE)
-    ]
+    return [d for d in folders if not re.search(r"^publish\s*=\s*false", (d / "Cargo.toml").read_text(), re.MULTILINE)]
 
 
 def test_no_symbolic_links_are_tracked() -> None:

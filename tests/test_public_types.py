@@ -34,6 +34,7 @@ from op_fixtures import OpFixture, fixtures
 from xla_ffi_rs.binding import BatchRule, Op, elementwise_batching, move_batch_axis_to_front, same_as_operands
 from xla_ffi_rs.python_ops import PythonOp
 
+
 def test_package_helpers_types() -> None:
     checks = assert_type(xr.export_checks(), list[DisabledSafetyCheck])
     assert checks and all(isinstance(c, DisabledSafetyCheck) for c in checks)

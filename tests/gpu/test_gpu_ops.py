@@ -69,9 +69,9 @@ def test_derivatives_match_cpu(op: OpFixture, kind: str, dtype: object) -> None:
         extra = tuple(rng.standard_normal(np.shape(y)) for y in op.reference(*xs))
 
         def fn(*a):
-            return jax.grad(lambda *p: sum(jnp.sum(c * y) for c, y in zip(a[k:], op(*p), strict=True)), tuple(range(k)))(
-                *a[:k]
-            )
+            return jax.grad(
+                lambda *p: sum(jnp.sum(c * y) for c, y in zip(a[k:], op(*p), strict=True)), tuple(range(k))
+            )(*a[:k])
 
     gpu_vs_cpu(fn, (*xs, *extra), dtype, GPU, CPU, dict(op.gpu.floor))
 

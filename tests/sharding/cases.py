@@ -20,7 +20,7 @@ from pathlib import Path
 from jax.sharding import PartitionSpec as P
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: op_fixtures, helpers
-from op_fixtures import Family, OpFixture, fixtures  # noqa: E402
+from op_fixtures import Family, OpFixture, fixtures
 
 #: Mesh name -> (axis sizes, axis names, explicit axes). ``jax.make_mesh`` makes
 #: explicit axes by default on both jax versions; ``Mesh(devices, names)`` auto ones.

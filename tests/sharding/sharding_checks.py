@@ -70,9 +70,7 @@ def assert_still(hlo: str, allow_all_reduce_of: Sequence[tuple[int, ...]] | None
         return
     wants = ["[" + ",".join(map(str, s)) + "]" for s in allow_all_reduce_of]
     bad = [
-        line
-        for line in reduced
-        if not any(re.search(r"=\s*\(?\w+" + re.escape(want) + r"\{", line) for want in wants)
+        line for line in reduced if not any(re.search(r"=\s*\(?\w+" + re.escape(want) + r"\{", line) for want in wants)
     ]
     assert not bad, f"only {' or '.join(wants)} may be all-reduced:\n" + "\n".join(bad)
 

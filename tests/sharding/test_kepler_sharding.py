@@ -31,7 +31,6 @@ def test_kepler_inside_a_users_shard_map(use_partitioner: Callable[[str], None])
         assert_local_and_still(str(fn.lower(*args).compile().as_text()), KEPLER, 8, None)
 
 
-
 @pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
 def test_kepler_grad_inside_a_shard_map_over_some_explicit_axes(
     partitioner: str, use_partitioner: Callable[[str], None]
@@ -50,5 +49,3 @@ def test_kepler_grad_inside_a_shard_map_over_some_explicit_axes(
     slope = np.cos(big_e) / (1 - e * np.cos(big_e))  # d sin(E) / dM
     close(grad[0], slope, "kepler d sin E / dM")
     close(grad[1], slope * np.sin(big_e), "kepler d sin E / de")
-
-

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from jax.typing import ArrayLike
 from sharding_checks import assert_local_and_still, close, mesh, shard_map
 
 import xla_ffi_rs as xr
@@ -24,7 +25,7 @@ SCALE = 2.0
 FAMILIES = {"tokens_hidden": ((16, 12), (12,)), "batch_seq_hidden_w2d": ((8, 4, 6), (4, 6))}
 
 
-def consumed_rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
+def consumed_rms_norm(x: ArrayLike, w: ArrayLike) -> jax.Array:
     """2 * rms_norm(x, w) + x: y consumed as in real code (a residual connection)."""
     return SCALE * xr.rms_norm(x, w, eps=EPS) + x
 
@@ -68,7 +69,6 @@ def test_rms_norm_grad_inside_a_shard_map_over_some_axes(
         close(g, r, f"result {i}")
 
 
-
 def test_cuda_workspace_stays_whole_under_partitioning() -> None:
     """Lowered for CUDA (no GPU needed): the backward's extra workspace result, like
     the weight and dweight, has a rank below num_batch_dims, so XLA keeps it whole."""
@@ -94,13 +94,15 @@ def test_cuda_workspace_stays_whole_under_partitioning() -> None:
 
 @pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_rms_norm_eagerly_and_second_order(family: str, partitioner: str, use_partitioner: Callable[[str], None]) -> None:
+def test_rms_norm_eagerly_and_second_order(
+    family: str, partitioner: str, use_partitioner: Callable[[str], None]
+) -> None:
     """Without jit (each primitive runs as its own partitioned program), and grad of
     grad under jit, on x split along its first batch axis."""
     use_partitioner(partitioner)
     rng = np.random.default_rng(6)
-    (xs, ws) = FAMILIES[family]
-    x, w, ct = rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(xs)
+    x_shape, w_shape = FAMILIES[family]
+    x, w, ct = rng.standard_normal(x_shape), rng.standard_normal(w_shape), rng.standard_normal(x_shape)
     xs = NamedSharding(mesh("1d"), P("a"))
     xd, ctd = jax.device_put(x, xs), jax.device_put(ct, xs)
     close(consumed_rms_norm(xd, w), rms_np(x, w), "eager forward")

@@ -9,7 +9,7 @@ from jax.sharding import PartitionSpec as P
 
 import xla_ffi_rs as xr
 from helpers import kepler_solve_np
-from op_fixtures import Arrays, Family, Gpu, OpFixture, Sharding, Shapes
+from op_fixtures import Arrays, Family, Gpu, OpFixture, Shapes, Sharding
 
 
 def inputs(rng: np.random.Generator, shapes: Shapes) -> Arrays:

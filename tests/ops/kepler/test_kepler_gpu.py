@@ -18,6 +18,8 @@ import xla_ffi_rs as xr
 from gpu_checks import error_of, f64, gpu_and_cpu_or_skip, gpu_vs_cpu, on
 
 GPU, CPU = gpu_and_cpu_or_skip()
+
+
 def kepler_inputs(n, dtype, e_max=0.9999, seed=0):
     rng = np.random.default_rng(seed)
     m = rng.uniform(-50, 50, n)
@@ -42,7 +44,6 @@ def test_kepler_backward_error(dtype, tol):
     resid = np.remainder(E - ee * np.sin(E) - mm + np.pi, 2 * np.pi) - np.pi
     assert np.max(np.abs(resid)) <= tol
     assert np.allclose(f64(s) ** 2 + f64(c) ** 2, 1, atol=10 * np.finfo(dtype).eps)
-
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])

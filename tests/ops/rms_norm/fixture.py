@@ -8,7 +8,7 @@ import numpy as np
 
 import xla_ffi_rs as xr
 from helpers import RMS_BWD, RMS_FWD, rms_norm_bwd_np, rms_norm_np
-from op_fixtures import Arrays, Family, Gpu, OpFixture, Sharding, Shapes
+from op_fixtures import Arrays, Family, Gpu, OpFixture, Shapes, Sharding
 
 EPS = 1e-5
 FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -38,7 +38,8 @@ def jvp(primals: Arrays, tangents: Arrays) -> Arrays:
 
 
 def vjp(primals: Arrays, cotangents: Arrays) -> Arrays:
-    return rms_norm_bwd_np(cotangents[0], *primals, EPS)
+    x, w = primals
+    return rms_norm_bwd_np(cotangents[0], x, w, EPS)
 
 
 FIXTURE = OpFixture(
