@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from test_sharding import assert_local_and_still, close, mesh, mesh_axes
+from sharding_checks import assert_local_and_still, close, mesh, mesh_axes
 
 import xla_ffi_rs as xr
 from helpers import kepler_solve_np
