@@ -26,3 +26,20 @@ for py in "$XFR_PY312" "$XFR_PY311"; do
     # The docs' blocks that register this plugin (docs/handlers.md), as written.
     XFR_DOCS_PLUGIN=1 "$py" -m pytest -q -p no:cacheprovider ../../tests/test_docs.py -k plugin
 done
+
+# The template as a package: the project's wheel, then `pip install examples/plugin`
+# into a FRESH venv (as a user does: maturin builds the crate with feature `python`),
+# its tests from the installed package, and the docs' blocks that import it.
+cd ../..
+log "pip install examples/plugin into a fresh venv, its tests, the docs' package blocks"
+t0=$(date +%s)
+fresh="$(mktemp -d)/venv"
+"$(find_python 3.12)" -m venv "$fresh"
+trap 'rm -rf "$(dirname "$fresh")"' EXIT
+"$fresh/bin/python" -m pip install -q --disable-pip-version-check "${XFR_WHEEL:-$(build_wheel)}" "$JAX_312"
+# No lock file: the build resolves like a user's; the cargo cache of target/python is reused.
+CARGO_TARGET_DIR="$PWD/examples/plugin/target/python" \
+    "$fresh/bin/python" -m pip install -q --disable-pip-version-check "./examples/plugin[test]"
+(cd examples/plugin && "$fresh/bin/python" -m pytest -q -p no:cacheprovider tests)
+XFR_DOCS_PACKAGE=1 "$fresh/bin/python" -m pytest -q -p no:cacheprovider tests/test_docs.py -k package
+log "the template package: $(( $(date +%s) - t0 )) s"
