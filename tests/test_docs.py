@@ -153,8 +153,12 @@ def need_package() -> None:
     XFR_DOCS_PACKAGE=1)."""
     if importlib.util.find_spec("plugin_example") is None:
         if os.environ.get("XFR_DOCS_PACKAGE") == "1":
-            pytest.fail("XFR_DOCS_PACKAGE=1 but the package plugin_example is not installed (pip install examples/plugin)")
-        pytest.skip("needs the template package installed (pip install examples/plugin; .ci/plugin.sh runs these blocks)")
+            pytest.fail(
+                "XFR_DOCS_PACKAGE=1 but the package plugin_example is not installed (pip install examples/plugin)"
+            )
+        pytest.skip(
+            "needs the template package installed (pip install examples/plugin; .ci/plugin.sh runs these blocks)"
+        )
 
 
 def block_id(b: Block) -> str:

@@ -53,9 +53,9 @@ def _softplus_jvp_rule(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
 @_softplus_jvp.def_jvp
 def _softplus_jvp_jvp_rule(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     (x, dx), (x_dot, dx_dot) = primals, tangents
-    s = jax.nn.sigmoid(x)
+    s = jax.nn.sigmoid(x) * jax.nn.sigmoid(-x)  # sigmoid'(x) = s (1 - s), without cancellation
     (dy_dot,) = _softplus_jvp(x, dx_dot)
-    return _softplus_jvp(x, dx), (dy_dot + s * (1 - s) * dx * x_dot,)
+    return _softplus_jvp(x, dx), (dy_dot + s * dx * x_dot,)
 
 
 def _float(x: ArrayLike) -> jax.Array:
