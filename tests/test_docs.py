@@ -13,10 +13,16 @@ A block preceded by ``<!-- docs-test: plugin -->`` needs the example plugin buil
 (examples/plugin): .ci/plugin.sh builds it and runs these blocks with
 XFR_DOCS_PLUGIN=1 and PLUGIN_PYO3_LIB set; elsewhere they are skipped unless the
 built libraries are there.
+
+A block preceded by ``<!-- docs-test: package -->`` imports the template's package
+``plugin_example`` (``pip install examples/plugin``): .ci/plugin.sh installs it
+into a fresh venv and runs these blocks there with XFR_DOCS_PACKAGE=1; elsewhere
+they are skipped unless the package is installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -44,6 +50,7 @@ DOCTEST = {"rust", "rust,no_run"}
 DOCTEST_CRATES = ("xla-ffi", "xla-ffi-pjrt")
 NOT_RUN = {"bash", "text", "toml"}
 PLUGIN_MARK = "<!-- docs-test: plugin -->"
+PACKAGE_MARK = "<!-- docs-test: package -->"
 PLUGIN_LIB = ROOT / "examples" / "plugin" / "target" / "release" / "libxla_ffi_plugin_example.so"
 FENCE = re.compile(r"^```(\S*)\s*$")
 
@@ -55,6 +62,7 @@ class Block:
     lang: str
     code: str
     plugin: bool
+    package: bool
 
     @property
     def name(self) -> str:
@@ -78,7 +86,8 @@ def blocks(path: Path) -> list[Block]:
         if j == len(lines):
             raise AssertionError(f"{path.relative_to(ROOT)}:{start + 1}: unclosed code block")
         prev = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
-        found.append(Block(path, start + 1, m.group(1), "\n".join(lines[start + 1 : j]) + "\n", prev == PLUGIN_MARK))
+        code = "\n".join(lines[start + 1 : j]) + "\n"
+        found.append(Block(path, start + 1, m.group(1), code, prev == PLUGIN_MARK, prev == PACKAGE_MARK))
         i = j + 1
     return found
 
@@ -145,8 +154,27 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("block", PYTHON, ids=[b.name + (":plugin" if b.plugin else "") for b in PYTHON])
+def need_package() -> None:
+    """Skips a package block where `plugin_example` is not installed (fails under
+    XFR_DOCS_PACKAGE=1)."""
+    if importlib.util.find_spec("plugin_example") is None:
+        if os.environ.get("XFR_DOCS_PACKAGE") == "1":
+            pytest.fail(
+                "XFR_DOCS_PACKAGE=1 but the package plugin_example is not installed (pip install examples/plugin)"
+            )
+        pytest.skip(
+            "needs the template package installed (pip install examples/plugin; .ci/plugin.sh runs these blocks)"
+        )
+
+
+def block_id(b: Block) -> str:
+    return b.name + (":plugin" if b.plugin else ":package" if b.package else "")
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[block_id(b) for b in PYTHON])
 def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
+    if block.package:
+        need_package()
     extra = request.getfixturevalue("plugin_path") if block.plugin else None
     done = run_block(block.code, extra)
     assert done.returncode == 0, (
