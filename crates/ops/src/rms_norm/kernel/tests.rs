@@ -1,6 +1,12 @@
 //! Tests of the RMS-norm CPU kernels against f64 references (a child module of
 //! `kernel.rs`, so they can run the kernels on initialized output buffers).
 
+use half::{bf16, f16};
+
+use super::super::convert::bf16_bits_to_f32;
+use super::chunk::load;
+use super::pairs::{load_pairs, narrow_pairs, pair, sum_sq_pairs, unpair};
+use super::rows::{all_finite, products_have_no_nan, rows_body, scale_row, SrcSink};
 use super::*;
 
 /// A small deterministic generator of values in [-2, 2).
@@ -81,7 +87,7 @@ fn check_fwd<X: Float, W: Float, Y: Float>(rows: usize, n: usize, seed: u64) {
     let eps = 1e-5;
     let mut y = vec![Y::default(); rows * n];
     let mut inv = vec![Y::Acc::default(); rows];
-    fwd_block::<X, W, Y, Y, Y::Acc>(&x, &w, Y::Acc::from_f64(eps), &mut y, &mut inv, plain_rows);
+    fwd_block::<X, W, Y, _, Y::Acc>((&x[..], &mut y[..]), &w, Y::Acc::from_f64(eps), &mut inv, plain_rows);
     let (y_ref, inv_ref) = fwd_ref(&f64s(&x), &f64s(&w), eps);
     let what = format!("fwd {:?}/{:?}->{:?} {rows}x{n}", X::DTYPE, W::DTYPE, Y::DTYPE);
     assert_close(&format!("{what} inv"), &f64s(&inv), &inv_ref, &inv_ref, tol::<Y::Acc>());
@@ -95,7 +101,7 @@ fn check_inplace<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     let eps = T::Acc::from_f64(1e-6);
     let mut y = vec![T::default(); rows * n];
     let mut inv = vec![T::Acc::default(); rows];
-    fwd_block::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv, plain_rows);
+    fwd_block::<T, W, T, _, T::Acc>((&x[..], &mut y[..]), &w, eps, &mut inv, plain_rows);
     let mut xy = x.clone();
     let mut inv_uninit = vec![MaybeUninit::new(T::Acc::default()); rows];
     fwd_rows_inplace::<T, W>(&mut xy, &w, eps, &mut inv_uninit);
@@ -104,7 +110,7 @@ fn check_inplace<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     // The in-place block with plain slots gives the same inv_rms.
     let mut xy2 = x.clone();
     let mut inv2 = vec![T::Acc::default(); rows];
-    fwd_block_inplace::<T, W, T::Acc>(&mut xy2, &w, eps, &mut inv2, plain_rows_inplace);
+    fwd_block::<T, W, T, _, T::Acc>(&mut xy2[..], &w, eps, &mut inv2, plain_rows);
     assert_eq!(bits(&xy2), bits(&y));
     assert_eq!(f64s(&inv2), f64s(&inv));
 }
@@ -173,21 +179,16 @@ fn backward_copies_give_the_same_bits() {
 }
 
 /// The natural-layout row loop without prefetching, for the block kernels here
-/// (the portable loop that every dispatched copy must match bit for bit).
-fn plain_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
-    x: &[X],
+/// (the portable loop that every dispatched copy must match bit for bit), out of
+/// place or in place.
+fn plain_rows<X: Float, Y: Float, S: SrcSink<X, Y>, I: Slot<Y::Acc>>(
+    io: S,
     w: &[Y::Acc],
     n: usize,
     eps: Y::Acc,
-    y: &mut [O],
     inv: &mut [I],
 ) {
-    rows_body(x, w, n, eps, y, inv, |_, _| {});
-}
-
-/// [`plain_rows`] in place.
-fn plain_rows_inplace<T: Float, I: Slot<T::Acc>>(xy: &mut [T], w: &[T::Acc], n: usize, eps: T::Acc, inv: &mut [I]) {
-    rows_inplace_body(xy, w, n, eps, inv, |_, _| {});
+    rows_body(io, w, n, eps, inv, Natural, One(narrow::<Y, Y::Acc>), |_, _| {});
 }
 
 /// The run-time-dispatched public forward (on x86-64 with AVX2, the loops that
@@ -200,14 +201,14 @@ fn check_fwd_copies<T: Float, W: Float>(rows: usize, n: usize, seed: u64) {
     let eps = T::Acc::from_f64(1e-5);
     let bits = |v: &[f64]| v.iter().map(|t| t.to_bits()).collect::<Vec<_>>();
     let (mut y, mut inv) = (vec![T::default(); rows * n], vec![T::Acc::default(); rows]);
-    fwd_block::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv, plain_rows);
+    fwd_block::<T, W, T, _, T::Acc>((&x[..], &mut y[..]), &w, eps, &mut inv, plain_rows);
     let what = format!("fwd copies {:?}/{:?} {rows}x{n}", T::DTYPE, W::DTYPE);
     let (mut y2, mut inv2) = (vec![T::default(); rows * n], vec![T::Acc::default(); rows]);
-    fwd_rows_slots::<T, W, T, T, T::Acc>(&x, &w, eps, &mut y2, &mut inv2);
+    fwd_rows_io::<T, W, T, _, T::Acc>((&x[..], &mut y2[..]), &w, eps, &mut inv2);
     assert_eq!(bits(&f64s(&y2)), bits(&f64s(&y)), "{what}: y out of place");
     assert_eq!(bits(&f64s(&inv2)), bits(&f64s(&inv)), "{what}: inv_rms out of place");
     let (mut xy, mut inv3) = (x.clone(), vec![T::Acc::default(); rows]);
-    fwd_rows_inplace_slots::<T, W, T::Acc>(&mut xy, &w, eps, &mut inv3);
+    fwd_rows_io::<T, W, T, _, T::Acc>(&mut xy[..], &w, eps, &mut inv3);
     assert_eq!(bits(&f64s(&xy)), bits(&f64s(&y)), "{what}: y in place");
     assert_eq!(bits(&f64s(&inv3)), bits(&f64s(&inv)), "{what}: inv_rms in place");
 }
@@ -264,7 +265,7 @@ fn long_rows_sum_accurately() {
         let ss: f64 = xs.iter().map(|v| v * v).sum();
         let r = 1.0 / (ss / n as f64 + 1e-5).sqrt();
         let (mut y, mut inv) = (vec![T::default(); n], vec![0f32; 1]);
-        fwd_rows_slots::<T, T, T, T, f32>(&x, &w, 1e-5, &mut y, &mut inv);
+        fwd_rows_io::<T, T, T, _, f32>((&x[..], &mut y[..]), &w, 1e-5, &mut inv);
         let err = (inv[0] as f64 - r).abs() / r;
         assert!(err <= 3e-7, "{:?} n = {n}: inv_rms relative error {err:e}", T::DTYPE);
         // The backward's dot product: dx_j = r w_j dy_j - x_j r^3 / n sum_k dy_k w_k x_k.
@@ -348,7 +349,7 @@ fn backward_matches_finite_differences() {
     let loss = |x: &[f64], w: &[f64]| {
         let mut y = vec![0.0; rows * n];
         let mut inv = vec![0.0; rows];
-        fwd_block::<f64, f64, f64, f64, f64>(x, w, eps, &mut y, &mut inv, plain_rows);
+        fwd_block::<f64, f64, f64, _, f64>((&x[..], &mut y[..]), w, eps, &mut inv, plain_rows);
         y.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>()
     };
     let mut dx = vec![0.0; rows * n];
@@ -396,10 +397,10 @@ fn zero_width_rows() {
     let mut inv = vec![MaybeUninit::new(0f32); 3];
     fwd_rows::<f32, f32, f32>(&[], &[], eps, &mut [], &mut inv);
     let mut inv_plain = vec![0f32; 3];
-    fwd_block::<f32, f32, f32, f32, f32>(&[], &[], eps, &mut [], &mut inv_plain, plain_rows);
+    fwd_block::<f32, f32, f32, (&[f32], &mut [f32]), f32>((&[], &mut []), &[], eps, &mut inv_plain, plain_rows);
     assert_eq!(inv_plain, vec![2.0; 3]);
     let mut inv2 = vec![0f64; 2];
-    fwd_block_inplace::<f64, bf16, f64>(&mut [], &[], 0.0, &mut inv2, plain_rows_inplace);
+    fwd_block::<f64, bf16, f64, _, f64>(&mut [][..], &[], 0.0, &mut inv2, plain_rows);
     assert_eq!(inv2, vec![f64::INFINITY; 2], "eps = 0, n = 0: 1/sqrt(0)");
     let mut dw: Vec<f32> = vec![];
     bwd_rows::<f32, bf16, f16>(&[], &[], &[], eps, &mut [], &mut dw);
@@ -419,7 +420,7 @@ fn backward_inv_rms_is_the_forwards_bit_for_bit() {
             x[0] = T::from_f64(1.0);
             let w = g.vec::<T>(n);
             let (mut y, mut inv) = (vec![T::default(); n], vec![T::Acc::ZERO; 1]);
-            fwd_block::<T, T, T, T, T::Acc>(&x, &w, eps, &mut y, &mut inv, plain_rows);
+            fwd_block::<T, T, T, _, T::Acc>((&x[..], &mut y[..]), &w, eps, &mut inv, plain_rows);
             let mut dy = vec![T::from_f64(0.0); n];
             dy[0] = T::from_f64(1.0);
             let (mut dx, mut dw) = (vec![T::default(); n], vec![T::Acc::ZERO; n]);
@@ -460,7 +461,7 @@ fn all_zero_row_gives_zero_output() {
     let (x, w) = (vec![0f32; 50], vec![1f32; 50]);
     let mut y = vec![1f32; 50];
     let mut inv = vec![0f32; 1];
-    fwd_block::<f32, f32, f32, f32, f32>(&x, &w, 1e-6, &mut y, &mut inv, plain_rows);
+    fwd_block::<f32, f32, f32, _, f32>((&x[..], &mut y[..]), &w, 1e-6, &mut inv, plain_rows);
     assert_eq!(y, vec![0.0; 50]);
     assert!((inv[0] - 1000.0).abs() < 1e-2, "inv {}", inv[0]);
 }
@@ -762,12 +763,12 @@ fn dispatched_pair_rows_give_the_portable_bits_at_the_edges_of_the_no_nan_rows()
         let w = pair_weight(w);
         for eps in [1e-5f32, 0.0, f32::from_bits(1), -1e-5, f32::NAN] {
             let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
-            let narrow = Narrowing::one(narrow_pairs::<bf16, f32>);
-            pair_rows_inplace_body::<bf16, f32>(&mut want, &w, n, eps, &mut want_inv, narrow, |_, _| {});
+            let narrow = One(narrow_pairs::<bf16, f32>);
+            rows_body(&mut want[..], &w, n, eps, &mut want_inv, Pairs, narrow, |_, _| {});
             let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
-            pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
+            pair_rows::<bf16, bf16, _, f32>(&mut got[..], &w, n, eps, &mut got_inv);
             let (mut y, mut y_inv) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
-            pair_rows::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
+            pair_rows::<bf16, bf16, _, f32>((&x[..], &mut y[..]), &w, n, eps, &mut y_inv);
             for (what, v, inv) in [("in place", &got, &got_inv), ("out of place", &y, &y_inv)] {
                 assert!(bits_nan_as_one(v) == bits_nan_as_one(&want), "eps {eps:e}, {what}: y");
                 assert!(bits_nan_as_one(inv) == bits_nan_as_one(&want_inv), "eps {eps:e}, {what}: inv_rms");
@@ -790,7 +791,7 @@ fn pair_layout_forward_gives_the_natural_layouts_bits() {
         for row in y.chunks_exact_mut(n) {
             let r = inv_rms(sum_sq::<bf16, f32>(row), n, eps);
             inv.push(r);
-            scale_row_inplace(row, w, r, |_| {});
+            scale_row::<bf16, bf16, f32, _, Natural>(row, w, r, narrow::<bf16, f32>, |_| {});
         }
         (y, inv)
     }
@@ -814,11 +815,11 @@ fn pair_layout_forward_gives_the_natural_layouts_bits() {
             let mut xy = x.clone();
             let mut inv = vec![0f32; rows];
             if wide == wf {
-                fwd_block_inplace::<bf16, f32, f32>(&mut xy, &wf, eps, &mut inv, plain_rows_inplace);
+                fwd_block::<bf16, f32, bf16, _, f32>(&mut xy[..], &wf, eps, &mut inv, plain_rows);
             } else {
-                fwd_block_inplace::<bf16, bf16, f32>(&mut xy, &wb, eps, &mut inv, plain_rows_inplace);
+                fwd_block::<bf16, bf16, bf16, _, f32>(&mut xy[..], &wb, eps, &mut inv, plain_rows);
                 let (mut y, mut inv2) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
-                fwd_block::<bf16, bf16, bf16, bf16, f32>(&x, &wb, eps, &mut y, &mut inv2, plain_rows);
+                fwd_block::<bf16, bf16, bf16, _, f32>((&x[..], &mut y[..]), &wb, eps, &mut inv2, plain_rows);
                 assert_eq!(
                     y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     xy.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -863,35 +864,19 @@ fn dispatched_pair_rows_give_the_portable_bits_on_every_bf16() {
         let w = pair_weight(&Lcg(70 + k as u64).vec::<f32>(n));
         let eps = 1e-5f32;
         let (mut want, mut want_inv) = (x.clone(), vec![0f32; rows]);
-        pair_rows_inplace_body::<bf16, f32>(
-            &mut want,
-            &w,
-            n,
-            eps,
-            &mut want_inv,
-            Narrowing::one(narrow_pairs::<bf16, f32>),
-            |_, _| {},
-        );
+        rows_body(&mut want[..], &w, n, eps, &mut want_inv, Pairs, One(narrow_pairs::<bf16, f32>), |_, _| {});
         let (want_bits, want_inv_bits) = (bits_nan_as_one(&want), bits_nan_as_one(&want_inv));
         let (mut got, mut got_inv) = (x.clone(), vec![0f32; rows]);
-        pair_rows_inplace::<bf16, f32>(&mut got, &w, n, eps, &mut got_inv);
+        pair_rows::<bf16, bf16, _, f32>(&mut got[..], &w, n, eps, &mut got_inv);
         assert!(bits_nan_as_one(&got) == want_bits, "n={n}: in place, y");
         assert!(bits_nan_as_one(&got_inv) == want_inv_bits, "n={n}: in place, inv_rms");
         for dispatched in [true, false] {
             let (mut y, mut y_inv) = (vec![bf16::ZERO; rows * n], vec![0f32; rows]);
             if dispatched {
-                pair_rows::<bf16, bf16, bf16, f32>(&x, &w, n, eps, &mut y, &mut y_inv);
+                pair_rows::<bf16, bf16, _, f32>((&x[..], &mut y[..]), &w, n, eps, &mut y_inv);
             } else {
-                pair_rows_body::<bf16, bf16, bf16, f32>(
-                    &x,
-                    &w,
-                    n,
-                    eps,
-                    &mut y,
-                    &mut y_inv,
-                    Narrowing::one(narrow_pairs::<bf16, f32>),
-                    |_, _| {},
-                );
+                let narrow = One(narrow_pairs::<bf16, f32>);
+                rows_body((&x[..], &mut y[..]), &w, n, eps, &mut y_inv, Pairs, narrow, |_, _| {});
             }
             assert!(bits_nan_as_one(&y) == want_bits, "n={n}: out of place (dispatched {dispatched}), y");
             assert!(bits_nan_as_one(&y_inv) == want_inv_bits, "n={n}: out of place (dispatched {dispatched}), inv");
