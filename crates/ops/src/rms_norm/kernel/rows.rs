@@ -289,8 +289,6 @@ pub(super) fn scale<A: AccFloat>(x: [A; L], w: [A; L], r: A) -> [A; L] {
     y
 }
 
-/// Writes `y = x * r * w` for one row, calling `each(k)` before whole chunk `k`
-
 /// Writes `x * r * w` of one row from its source to its sink (`w` widened, in the
 /// row's layout), each chunk narrowed by `narrow`, calling `each(k)` before whole
 /// chunk `k` (the copies that prefetch ask for the next row's chunk `k` there). A
