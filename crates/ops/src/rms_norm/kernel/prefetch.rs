@@ -44,18 +44,19 @@ const LINE: usize = 64;
 
 /// Asks for the cache lines of chunk `k` of `row` (its `L` elements from `k * L`)
 /// to be brought into L2, those the row has: a hint, which reads nothing and
-/// cannot fault.
+/// cannot fault. The number of lines per chunk is a constant of `T` (one for
+/// `bf16`, two for `f32`), so the loop unrolls into that many bounds-checked
+/// hints: a loop up to `(k + 1) * L` compiled, in one of the row driver's
+/// copies, to a general loop with its trip count computed for every chunk.
 #[inline]
 #[target_feature(enable = "sse")]
 pub(super) fn prefetch_chunk<T>(row: &[T], k: usize) {
     let step = (LINE / core::mem::size_of::<T>().max(1)).max(1);
-    let mut i = k * L;
-    while i < (k + 1) * L {
-        match row.get(i) {
+    for line in 0..L.div_ceil(step) {
+        match row.get(k * L + line * step) {
             Some(e) => _mm_prefetch::<_MM_HINT_T1>(core::ptr::from_ref(e).cast()),
             None => return,
         }
-        i += step;
     }
 }
 
