@@ -2,6 +2,8 @@
 //! reference, the domain, and bit-identity of the slice and scalar paths (a child
 //! module of `solver.rs`, so it can run the slice solver on initialized buffers).
 
+use super::real::*;
+use super::reduce::{reduce_large, LARGE_M};
 use super::*;
 use core::f64::consts::{PI, TAU};
 

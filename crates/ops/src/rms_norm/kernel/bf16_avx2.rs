@@ -3,15 +3,15 @@
 //! function from a function, or a closure in one, with the same features is safe,
 //! and so are the `std::arch` intrinsics inside one: no `unsafe` here).
 //!
-//! [`super::narrow_pairs`] rounds each `f32` to nearest even with integer
+//! [`super::pairs::narrow_pairs`] rounds each `f32` to nearest even with integer
 //! operations and keeps a NaN a quiet NaN with a select: per 32 values LLVM emits
 //! four compares, four ORs and four blends for that case, 12 of the scale loop's 74
 //! instructions. Where a row's products cannot be NaN (decided once per row
-//! by [`super::products_have_no_nan`]: every `x` finite, `r` finite, `eps >= 0` and
+//! by [`super::rows::products_have_no_nan`]: every `x` finite, `r` finite, `eps >= 0` and
 //! every weight finite), [`narrow_no_nan`] rounds without that case: the same
 //! integer rounding, and for an infinity or a product that rounds past the largest
 //! bf16 it gives the same infinity, so the bits are those of
-//! [`super::narrow_pairs`] on every value it is given (tested over every rounding
+//! [`super::pairs::narrow_pairs`] on every value it is given (tested over every rounding
 //! case and every finite `bf16` row input). On a 2-core AVX2 EPYC (Zen 2), one
 //! thread on rows in cache went from about 0.30 to 0.25 CPU ns per element (least
 //! of interleaved runs; `THREADS=1 cargo run --release -p xla-ffi-rs-ops --example
@@ -26,7 +26,8 @@ use core::arch::x86_64::{
 
 use half::bf16;
 
-use super::{narrow_pairs, L};
+use super::pairs::narrow_pairs;
+use super::L;
 use crate::float::{AccFloat, Float};
 
 /// Eight `f32` (as bits, none a NaN) rounded to nearest even at bit 16: each
@@ -49,7 +50,7 @@ fn pack(lo: __m256i, hi: __m256i) -> __m256i {
 
 /// A chunk of `f32` (as `A`) in the pair layout, none a NaN, narrowed to `bf16`
 /// (as `T`): the bits of [`narrow_pairs`]. Only called where `T` is `bf16` and
-/// `A` is `f32`, on rows where [`super::products_have_no_nan`] holds; otherwise
+/// `A` is `f32`, on rows where [`super::rows::products_have_no_nan`] holds; otherwise
 /// [`narrow_pairs`].
 #[inline]
 #[target_feature(enable = "avx2")]

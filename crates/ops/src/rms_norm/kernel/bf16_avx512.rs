@@ -1,17 +1,18 @@
 //! The bf16 forward's row loops for CPUs with AVX-512 BF16, reached from the copy
-//! of [`super::pair_rows_inplace`] and [`super::pair_rows`] that `multiversion`
+//! of [`super::pair_rows`] that `multiversion`
 //! compiles for those features (calling a `#[target_feature]` function from a
 //! function with the same features is safe, and so are the `std::arch`
 //! intrinsics inside one: no `unsafe` here).
 //!
-//! The loops are the portable ones ([`super::pair_rows_inplace_body`]: the same
+//! The loops are the portable ones ([`super::rows::rows_body`] with
+//! [`super::rows::Pairs`]: the same
 //! pair layout, widening and arithmetic), with one difference: a chunk of 32
 //! products is narrowed by one `vcvtne2ps2bf16` and one `vpermw` (back into the
-//! pair words), not by the integer rounding of [`super::narrow_pairs`]. The
+//! pair words), not by the integer rounding of [`super::pairs::narrow_pairs`]. The
 //! instruction rounds to nearest even and keeps a NaN's high 16 bits with the
 //! quiet bit set, as `half` does, but it reads a subnormal `f32` as zero: a chunk
 //! holding one (found with one `vfpclassps` per 16 values) is narrowed by
-//! [`super::narrow_pairs`] instead. So the bits are the portable loops', on every
+//! [`super::pairs::narrow_pairs`] instead. So the bits are the portable loops', on every
 //! input (tested over every rounding case and every `bf16` row input).
 //!
 //! The row loops also prefetch the next row of `x` while the current one is
@@ -34,7 +35,9 @@ use core::arch::x86_64::{__m512, __m512i, _mm512_cvtne2ps_pbh, _mm512_fpclass_ps
 use half::bf16;
 
 use super::prefetch::prefetch_chunk;
-use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, Narrowing, L};
+use super::pairs::narrow_pairs;
+use super::rows::{rows_body, One, Pairs, SrcSink};
+use super::L;
 use crate::float::{AccFloat, Float};
 use crate::slot::Slot;
 
@@ -75,46 +78,16 @@ pub(super) fn narrow<T: Float, A: AccFloat>(src: &[A; L]) -> [T; L] {
     }
 }
 
-/// [`super::pair_rows_inplace_body`] with [`narrow`], prefetching the next row one
-/// cache line per chunk of the scale pass.
+/// [`super::rows::rows_body`] in the pair layout, out of place or in place, with
+/// [`narrow`], prefetching the next row one cache line per chunk of the scale pass.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
-pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
-    xy: &mut [T],
-    w: &[T::Acc],
-    n: usize,
-    eps: T::Acc,
-    inv: &mut [I],
-) {
-    pair_rows_inplace_body::<T, I>(
-        xy,
-        w,
-        n,
-        eps,
-        inv,
-        Narrowing::one(|v: &[T::Acc; L]| narrow::<T, T::Acc>(v)),
-        |next, k| prefetch_chunk(next, k),
-    );
-}
-
-/// [`super::pair_rows_body`] with [`narrow`], prefetching the next row of `x` as
-/// [`pair_rows_inplace`] does.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
-pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
-    x: &[X],
+pub(super) fn pair_rows<X: Float, Y: Float, S: SrcSink<X, Y>, I: Slot<Y::Acc>>(
+    io: S,
     w: &[Y::Acc],
     n: usize,
     eps: Y::Acc,
-    y: &mut [O],
     inv: &mut [I],
 ) {
-    pair_rows_body::<X, Y, O, I>(
-        x,
-        w,
-        n,
-        eps,
-        y,
-        inv,
-        Narrowing::one(|v: &[Y::Acc; L]| narrow::<Y, Y::Acc>(v)),
-        |next, k| prefetch_chunk(next, k),
-    );
+    let narrow = One(|v: &[Y::Acc; L]| narrow::<Y, Y::Acc>(v));
+    rows_body(io, w, n, eps, inv, Pairs, narrow, |next, k| prefetch_chunk(next, k));
 }

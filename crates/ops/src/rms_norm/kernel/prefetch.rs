@@ -2,13 +2,13 @@
 //! dtype, and the bf16 pair layout where the CPU has no AVX-512, with the narrowing
 //! of `bf16_avx2.rs` for the rows that cannot hold a NaN), prefetching the
 //! next row while the current one is scaled: reached from the copies of
-//! [`super::fwd_rows`], [`super::fwd_rows_inplace`] and of the pair loops that
+//! [`super::fwd_rows`] and [`super::fwd_rows_inplace`] and of the pair loops that
 //! `multiversion` compiles for those features
 //! (calling a `#[target_feature]` function from a function, or a closure in one,
 //! with the same features is safe, and so is the `std::arch` intrinsic inside one:
 //! no `unsafe` here).
 //!
-//! The loops are [`super::rows_body`] and [`super::rows_inplace_body`], the same
+//! The loops are [`super::rows::rows_body`] (out of place and in place), the same
 //! arithmetic and the same bits; they only add one `prefetcht1` per 64-byte line
 //! of the next row, spread over the current row's scale pass (chunk `k` of the
 //! pass asks for chunk `k` of the next row). The scale pass reads its row from L1
@@ -21,9 +21,9 @@
 //! element (`RMS_ONLY=1 cargo run --release -p xla-ffi-rs-ops --example
 //! rms_kernel_speed 16 8192`); rows in cache are unchanged.
 //!
-//! The bf16 rows in the pair layout ([`super::pair_rows_body`],
-//! [`super::pair_rows_inplace_body`]) prefetch the same way on CPUs with AVX2 and
-//! no AVX-512 ([`pair_rows`], [`pair_rows_inplace`]; a CPU with AVX-512 but not its
+//! The bf16 rows in the pair layout ([`super::rows::rows_body`] with
+//! [`super::rows::Pairs`]) prefetch the same way on CPUs with AVX2 and
+//! no AVX-512 ([`pair_rows`]; a CPU with AVX-512 but not its
 //! BF16 extension runs the plain AVX-512 copy, which does not prefetch): on a 2-core AVX2
 //! EPYC (Zen 3), two threads streaming 8192x4096 bf16 in place went from 0.30-0.33
 //! to 0.21-0.24 CPU ns per element (`THREADS=2 cargo run --release -p
@@ -32,7 +32,10 @@
 use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
 
 use super::bf16_avx2::narrow_no_nan;
-use super::{narrow_pairs, pair_rows_body, pair_rows_inplace_body, rows_body, rows_inplace_body, Narrowing, L};
+use super::chunk::narrow;
+use super::pairs::narrow_pairs;
+use super::rows::{rows_body, Natural, One, Pairs, Split, SrcSink};
+use super::L;
 use crate::float::Float;
 use crate::slot::Slot;
 
@@ -41,87 +44,46 @@ const LINE: usize = 64;
 
 /// Asks for the cache lines of chunk `k` of `row` (its `L` elements from `k * L`)
 /// to be brought into L2, those the row has: a hint, which reads nothing and
-/// cannot fault.
+/// cannot fault. The number of lines per chunk is a constant of `T` (one for
+/// `bf16`, two for `f32`), so the loop unrolls into that many bounds-checked
+/// hints: a loop up to `(k + 1) * L` compiled, in one of the row driver's
+/// copies, to a general loop with its trip count computed for every chunk.
 #[inline]
 #[target_feature(enable = "sse")]
 pub(super) fn prefetch_chunk<T>(row: &[T], k: usize) {
     let step = (LINE / core::mem::size_of::<T>().max(1)).max(1);
-    let mut i = k * L;
-    while i < (k + 1) * L {
-        match row.get(i) {
+    for line in 0..L.div_ceil(step) {
+        match row.get(k * L + line * step) {
             Some(e) => _mm_prefetch::<_MM_HINT_T1>(core::ptr::from_ref(e).cast()),
             None => return,
         }
-        i += step;
     }
 }
 
-/// [`super::rows_body`], prefetching the next row of `x`.
+/// [`super::rows::rows_body`] in the natural layout, out of place or in place,
+/// prefetching the next row.
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
-    x: &[X],
+pub(super) fn rows<X: Float, Y: Float, S: SrcSink<X, Y>, I: Slot<Y::Acc>>(
+    io: S,
     w: &[Y::Acc],
     n: usize,
     eps: Y::Acc,
-    y: &mut [O],
     inv: &mut [I],
 ) {
-    rows_body::<X, Y, O, I>(x, w, n, eps, y, inv, |next, k| prefetch_chunk(next, k));
+    rows_body(io, w, n, eps, inv, Natural, One(narrow::<Y, Y::Acc>), |next, k| prefetch_chunk(next, k));
 }
 
-/// [`super::rows_inplace_body`], prefetching the next row.
+/// [`super::rows::rows_body`] in the bf16 pair layout, out of place or in place,
+/// with the portable narrowing, and `bf16_avx2`'s for the rows that cannot hold a
+/// NaN, prefetching the next row.
 #[target_feature(enable = "avx2,fma")]
-pub(super) fn rows_inplace<T: Float, I: Slot<T::Acc>>(
-    xy: &mut [T],
-    w: &[T::Acc],
-    n: usize,
-    eps: T::Acc,
-    inv: &mut [I],
-) {
-    rows_inplace_body::<T, I>(xy, w, n, eps, inv, |next, k| prefetch_chunk(next, k));
-}
-
-/// [`super::pair_rows_inplace_body`] (the bf16 pair layout) with the portable
-/// narrowing, and `bf16_avx2`'s for the rows that cannot hold a NaN, prefetching
-/// the next row.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn pair_rows_inplace<T: Float, I: Slot<T::Acc>>(
-    xy: &mut [T],
-    w: &[T::Acc],
-    n: usize,
-    eps: T::Acc,
-    inv: &mut [I],
-) {
-    pair_rows_inplace_body::<T, I>(
-        xy,
-        w,
-        n,
-        eps,
-        inv,
-        Narrowing { any: narrow_pairs::<T, T::Acc>, no_nan: |v: &[T::Acc; L]| narrow_no_nan::<T, T::Acc>(v) },
-        |next, k| prefetch_chunk(next, k),
-    );
-}
-
-/// [`super::pair_rows_body`] with the narrowings of [`pair_rows_inplace`],
-/// prefetching the next row of `x`.
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn pair_rows<X: Float, Y: Float, O: Slot<Y>, I: Slot<Y::Acc>>(
-    x: &[X],
+pub(super) fn pair_rows<X: Float, Y: Float, S: SrcSink<X, Y>, I: Slot<Y::Acc>>(
+    io: S,
     w: &[Y::Acc],
     n: usize,
     eps: Y::Acc,
-    y: &mut [O],
     inv: &mut [I],
 ) {
-    pair_rows_body::<X, Y, O, I>(
-        x,
-        w,
-        n,
-        eps,
-        y,
-        inv,
-        Narrowing { any: narrow_pairs::<Y, Y::Acc>, no_nan: |v: &[Y::Acc; L]| narrow_no_nan::<Y, Y::Acc>(v) },
-        |next, k| prefetch_chunk(next, k),
-    );
+    let narrow = Split { any: narrow_pairs::<Y, Y::Acc>, no_nan: |v: &[Y::Acc; L]| narrow_no_nan::<Y, Y::Acc>(v) };
+    rows_body(io, w, n, eps, inv, Pairs, narrow, |next, k| prefetch_chunk(next, k));
 }
