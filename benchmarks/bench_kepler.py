@@ -1,5 +1,5 @@
-"""Kepler throughput: ours against the floor (XLA's sin+cos of M under jit), the
-C++ ffi.h twin, a jnp Newton solver, jax.pure_callback around numpy and
+"""Kepler throughput: ours against the floor (XLA's sin+cos of M under jit), a jnp
+Newton solver, jax.pure_callback around numpy and
 the memory limit (a fused XLA copy of the same two arrays), N = 1, 1e3, 1e6 (and
 1e7 in f64); f32 and f64; e < 0.9 and e < 0.999; forward, forward + JVP, and grad."""
 
@@ -18,7 +18,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from common import QUICK, measure, measure_pairs  # noqa: E402
-from contenders import cpp, kepler_inputs, ours  # noqa: E402
+from contenders import kepler_inputs, ours  # noqa: E402
 from reporting import report, target  # noqa: E402
 
 NEWTON_TOL = 1e-12
@@ -215,9 +215,9 @@ def main() -> None:
     if "--jvp" in sys.argv:
         jvp_only()
         return
-    o, c = ours(), cpp()
+    o = ours()
     sizes = [1, 1000] if QUICK else [1, 1000, 1_000_000, 10_000_000]
-    paired = {"ours": o.kepler, "cpp": c.kepler if c else None, "sin+cos": sin_cos, "copy": fused_copy}
+    paired = {"ours": o.kepler, "sin+cos": sin_cos, "copy": fused_copy}
     alone = {"jnp newton": jnp_newton, "pure_callback": callback_kepler}
     jvp_contenders = {"jnp newton": jnp_newton, "sin+cos": sin_cos}
     rows: list[dict[str, Any]] = []
@@ -230,7 +230,7 @@ def main() -> None:
                     continue  # 1e7: only for the f64 memory-limit target
                 m, e = kepler_inputs(n, dtype, emax)
                 big = n >= 1_000_000
-                t = measure_pairs({k: jax.jit(f) for k, f in paired.items() if f is not None}, m, e)
+                t = measure_pairs({k: jax.jit(f) for k, f in paired.items()}, m, e)
                 if n <= 1_000_000:
                     for name, f in alone.items():
                         budget = 1.0 if name == "pure_callback" and big else 0.4
@@ -248,7 +248,7 @@ def main() -> None:
                 row = dict(key)
                 for name, v in t.items():
                     row[f"{name} ns/el"] = v["median"] * 1e9 / n
-                for name in ("sin+cos", "copy", "cpp"):
+                for name in ("sin+cos", "copy"):
                     if name in t:
                         row[f"ours/{name}"] = t[name]["ratio_median"]
                         row[f"ours/{name} best"] = t[name]["ratio_best"]
@@ -314,7 +314,7 @@ def main() -> None:
         notes=[
             "M uniform in [0, 2pi), e uniform in [0, emax); the same arrays for every contender",
             (
-                "ours, cpp, sin+cos and copy run as interleaved pairs in this process (measure_pairs); "
+                "ours, sin+cos and copy run as interleaved pairs in this process (measure_pairs); "
                 "ratios are medians of per-round ratios, `best` is best / best"
             ),
             "copy: jit(lambda m, e: (m + e, m - e)), one fused XLA loop: the memory limit",

@@ -39,15 +39,15 @@ def child() -> None:
     import numpy as np
 
     from bench_kepler import sin_cos
-    from contenders import cpp, kepler_inputs, ours, xla_pool_threads
+    from contenders import kepler_inputs, ours, xla_pool_threads
 
-    o, c = ours(), cpp()
+    o = ours()
     n = 20_000 if QUICK else 1_000_000
     calls: dict[str, Any] = {}
     for dtype in (np.float64, np.float32):
         m, e = kepler_inputs(n, dtype, 0.9)
         dn = np.dtype(dtype).name
-        fns = {"ours": o.kepler, "sin+cos": sin_cos, **({"cpp": c.kepler} if c else {})}
+        fns = {"ours": o.kepler, "sin+cos": sin_cos}
         for k, f in fns.items():
             jf = jax.jit(f)
             calls[f"kepler {dn} {k}"] = lambda jf=jf, m=m, e=e: jf(m, e)

@@ -2,8 +2,9 @@
 
 * `ours()`: our operations, through the public `xla_ffi_rs` API (plus the raw
   forward target, for the aliasing study).
-* `cpp()`: the C++ ffi.h twin (benchmarks/cpp), registered as `bench_cpp.*`,
-  with the same differentiation rules as ours.
+* `cpp()`: the C++ ffi.h twin (benchmarks/cpp) of our trivial handler
+  `xla_ffi_rs.demo.sleep_scale`, registered as `bench_cpp.*`, for the per-call
+  cost comparison.
 * `kepler_inputs`: the Kepler inputs every suite uses.
 """
 
@@ -23,30 +24,12 @@ import numpy as np
 from common import CPP_LIB
 
 
-def _kepler_jvp_rule(call: Callable[..., Any]) -> Callable[..., Any]:
-    """`call(m, e) -> (sinE, cosE)` with implicit differentiation of E - e sin E = M."""
+def scale_raw(target: str) -> Callable[[jax.Array], jax.Array]:
+    """A `sleep_scale` target with delay_ms = 0: y = 2 x, float32."""
 
-    @jax.custom_jvp
-    def kepler(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return call(m, e)
-
-    @kepler.defjvp
-    def _jvp(primals: Any, tangents: Any) -> Any:
-        (m, e), (dm, de) = primals, tangents
-        s, c = call(m, e)
-        d_e = (dm + s * de) / (1 - e * c)
-        return (s, c), (c * d_e, -s * d_e)
-
-    return kepler
-
-
-def kepler_raw(target: str) -> Callable[..., Any]:
-    """The raw target: (M, e) -> (sin E, cos E)."""
-
-    def call(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = jax.ShapeDtypeStruct(m.shape, m.dtype)
-        s, c = jax.ffi.ffi_call(target, (out, out), vmap_method="broadcast_all")(m, e)
-        return s, c
+    def call(x: jax.Array) -> jax.Array:
+        out: jax.Array = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype))(x, delay_ms=np.int64(0))
+        return out
 
     return call
 
@@ -70,37 +53,18 @@ def rms_fwd_raw(target: str, alias: bool = False) -> Callable[..., Any]:
     return call
 
 
-def rms_norm_vjp(fwd_target: str, bwd_target: str, eps: float = 1e-5) -> Callable[..., Any]:
-    """rms_norm with grad through the backward target (custom_vjp), as our op
-    differentiates: the backward target takes (dy, x, w; eps) and recomputes each
-    row's inv_rms from x, so the forward's residuals are x and w only."""
-    fwd = rms_fwd_raw(fwd_target)
-
-    @jax.custom_vjp
-    def rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
-        return fwd(x, w, eps)[0]
-
-    def f(x: jax.Array, w: jax.Array) -> Any:
-        return fwd(x, w, eps)[0], (x, w)
-
-    def b(res: Any, dy: jax.Array) -> Any:
-        x, w = res
-        outs = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(w.shape, w.dtype))
-        dx, dw = jax.ffi.ffi_call(bwd_target, outs)(dy, x, w, eps=float(eps))
-        return dx, dw
-
-    rms_norm.defvjp(f, b)
-    return rms_norm
-
-
 @functools.cache
 def ours() -> SimpleNamespace:
     """Our operations, through the public `xla_ffi_rs` API: `.kepler(M, e)`,
-    `.rms_norm(x, w)` (differentiable), and the raw forward target as
-    `.rms_fwd(x, w)` / `.rms_fwd_alias(x, w)` (the C++ twin's calling convention)."""
+    `.rms_norm(x, w)` (differentiable), the raw forward target as
+    `.rms_fwd(x, w)` / `.rms_fwd_alias(x, w)`, and the trivial handler the C++ twin
+    copies as `.scale(x)` (y = 2 x, float32)."""
     import xla_ffi_rs as xr
+    from xla_ffi_rs import examples
 
+    examples.register_async()
     return SimpleNamespace(
+        scale=scale_raw("xla_ffi_rs.demo.sleep_scale"),
         kepler=xr.kepler,
         rms_norm=lambda x, w: xr.rms_norm(x, w, eps=1e-5),
         rms_fwd=rms_fwd_raw("xla_ffi_rs.rms_norm_fwd"),
@@ -121,19 +85,9 @@ def cpp() -> SimpleNamespace | None:
         _CPP = None
         return None
     lib = ctypes.cdll.LoadLibrary(str(CPP_LIB))
-    for sym, name in [
-        ("BenchKepler", "bench_cpp.kepler"),
-        ("BenchRmsNormFwd", "bench_cpp.rms_norm_fwd"),
-        ("BenchRmsNormBwd", "bench_cpp.rms_norm_bwd"),
-        ("BenchNumThreads", "bench_cpp.num_threads"),
-    ]:
+    for sym, name in [("BenchSleepScale", "bench_cpp.sleep_scale"), ("BenchNumThreads", "bench_cpp.num_threads")]:
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(getattr(lib, sym)), platform="cpu")
-    _CPP = SimpleNamespace(
-        kepler=_kepler_jvp_rule(kepler_raw("bench_cpp.kepler")),
-        rms_norm=rms_norm_vjp("bench_cpp.rms_norm_fwd", "bench_cpp.rms_norm_bwd"),
-        rms_fwd=rms_fwd_raw("bench_cpp.rms_norm_fwd"),
-        rms_fwd_alias=rms_fwd_raw("bench_cpp.rms_norm_fwd", alias=True),
-    )
+    _CPP = SimpleNamespace(scale=scale_raw("bench_cpp.sleep_scale"))
     return _CPP
 
 

@@ -28,18 +28,44 @@ def _cmd(args: list[str]) -> str:
         return "unknown"
 
 
+def cpu_id() -> tuple[str, str]:
+    """The CPU's name and its identity (vendor, family, model, stepping), so that
+    figures from different runs can be compared: /proc/cpuinfo on Linux, sysctl on
+    macOS, `platform.processor()` elsewhere (Windows names family and model there)."""
+    fields: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if not key.strip() and fields:
+                break  # the first processor's block only
+            fields.setdefault(key.strip(), value.strip())
+    if "model name" in fields:
+        ident = " ".join(
+            f"{label} {fields[key]}"
+            for label, key in (("family", "cpu family"), ("model", "model"), ("stepping", "stepping"))
+            if key in fields
+        )
+        return fields["model name"], f"{fields.get('vendor_id', '?')} {ident}"
+    if "CPU implementer" in fields:  # Linux on Arm
+        ident = f"implementer {fields['CPU implementer']} part {fields.get('CPU part', '?')}"
+        return platform.machine(), ident
+    if sys.platform == "darwin":
+        brand = _cmd(["sysctl", "-n", "machdep.cpu.brand_string"])
+        family = _cmd(["sysctl", "-n", "machdep.cpu.family"])
+        model = _cmd(["sysctl", "-n", "machdep.cpu.model"])
+        return brand, f"family {family} model {model} ({platform.machine()})"
+    return platform.processor() or platform.machine() or "unknown", platform.machine() or "unknown"
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
-    cpu = "unknown"
+    cpu, ident = cpu_id()
     flags: set[str] = set()
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and cpu == "unknown":
-                cpu = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
+            if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+                break
     import jaxlib
 
     try:
@@ -56,6 +82,7 @@ def machine() -> dict[str, Any]:
     env_keys = ("XLA_FLAGS", "PJRT_NPROC", "NPROC", "GLIBC_TUNABLES", "OMP_NUM_THREADS", "PYTHONPATH")
     return {
         "cpu": cpu,
+        "cpu_id": ident,
         "isa": sorted(f for f in flags if f in {"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl"}),
         "cores_online": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),

@@ -80,6 +80,13 @@ def _cell(v: object) -> str:
     return str(v)
 
 
+def cpu_line(m: dict) -> str:
+    """The CPU as the tables name it: its name, then vendor, family, model and
+    stepping (results written before those were recorded have the name only)."""
+    cpu = m.get("cpu", "unknown CPU")
+    return f"{cpu} ({m['cpu_id']})" if m.get("cpu_id") else cpu
+
+
 def _version_key(jax_version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in jax_version.split("."))
 
@@ -124,7 +131,7 @@ def markdown(runs: list[dict], rows: list[dict], short: bool) -> str:
         "edit benchmarks/summary.py, not this table. -->"
     )
     heading = (
-        f"`just bench` on {date}: {m.get('cpu', 'unknown CPU')}, {m.get('cores_usable', '?')} cores usable "
+        f"`just bench` on {date}: {cpu_line(m)}, {m.get('cores_usable', '?')} cores usable "
         f"(ISA {', '.join(m.get('isa', [])) or '?'}); {pythons}. "
         "Figures are medians of interleaved pairs; PASS/FAIL is decided on them."
     )
@@ -217,8 +224,6 @@ def main() -> None:
         compare([Path(a) for a in dirs], markdown="--markdown" in args)
         write_tables([Path(a) for a in dirs], files)
         return
-        compare([Path(a) for a in dirs], markdown="--markdown" in sys.argv)
-        return
     default = os.environ.get("XFR_BENCH_RESULTS", HERE / "results")
     results = Path(dirs[0] if dirs else default)
     suites = load(results)
@@ -228,7 +233,7 @@ def main() -> None:
     m = suites[names[0]]["machine"]
     print("\n" + "=" * 100)
     print(
-        f"machine: {m['cpu']}, {m['cores_usable']} cores usable, ISA {','.join(m['isa'])}, THP {m['transparent_hugepage']}"
+        f"machine: {cpu_line(m)}, {m['cores_usable']} cores usable, ISA {','.join(m['isa'])}, THP {m['transparent_hugepage']}"
     )
     print(f"python {m['python']}, jax {m['jax']}, jaxlib {m['jaxlib']}, numpy {m['numpy']}, {m['rustc']}, {m['g++']}")
     print(

@@ -30,6 +30,7 @@ summary = _summary()
 def _machine(jax: str, python: str, date: str) -> dict:
     return {
         "cpu": "Fake EPYC 9999 64-Core Processor",
+        "cpu_id": "AuthenticAMD family 23 model 49 stepping 0",
         "isa": ["avx", "avx2", "fma"],
         "cores_online": 2,
         "cores_usable": 2,
@@ -124,7 +125,7 @@ def test_write_replaces_only_the_marked_sections(results: list[Path], tmp_path: 
 
     short = _section(text, "<!-- bench-table:start short -->")
     # Machine, cores, versions (oldest first) and the date of the latest suite.
-    assert "Fake EPYC 9999 64-Core Processor, 2 cores usable" in short
+    assert "Fake EPYC 9999 64-Core Processor (AuthenticAMD family 23 model 49 stepping 0), 2 cores usable" in short
     assert "jax 0.10.2 (Python 3.11.7), jax 0.12.0.1 (Python 3.12.1)" in short
     assert "on 2026-11-21:" in short
     assert "| target | goal | jax 0.10.2 | jax 0.12.0.1 | result |" in short

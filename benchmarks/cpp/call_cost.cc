@@ -1,8 +1,8 @@
 // The per-call cost of one XLA FFI handler symbol, outside XLA and Python: the
-// same synthetic call frame (the Kepler signature at N = 1: two float64 operands
-// of shape [1], two float64 results) handed to any handler symbol of any shared
-// library, so that our Rust handler and its C++ ffi.h twin are measured by one
-// harness.
+// same synthetic call frame (the signature of `xla_ffi_rs.demo.sleep_scale` at
+// N = 1: one float32 operand of shape [1], one float32 result, the int64
+// attribute delay_ms = 0) handed to any handler symbol of any shared library, so
+// that our Rust handler and its C++ ffi.h twin are measured by one harness.
 //
 //   call_cost LIB SYMBOL [CALLS] [cold [LIB2 SYMBOL2 ...]]
 //
@@ -140,30 +140,36 @@ int main(int argc, char** argv) {
   api.XLA_FFI_Error_Create = CreateError;
   api.XLA_FFI_ThreadPool_NumThreads = NumThreads;
 
-  double m = 1.0, e = 0.5, s = 0.0, c = 0.0;
+  float x = 1.5f, y = 0.0f;
   int64_t dims[1] = {1};
-  XLA_FFI_Buffer bufs[4];
-  void* data[4] = {&m, &e, &s, &c};
-  for (int i = 0; i < 4; ++i) {
-    bufs[i] = XLA_FFI_Buffer{XLA_FFI_Buffer_STRUCT_SIZE, nullptr, XLA_FFI_DataType_F64, data[i], 1, dims};
-  }
-  void* args[2] = {&bufs[0], &bufs[1]};
-  void* rets[2] = {&bufs[2], &bufs[3]};
-  XLA_FFI_ArgType arg_types[2] = {XLA_FFI_ArgType_BUFFER, XLA_FFI_ArgType_BUFFER};
-  XLA_FFI_RetType ret_types[2] = {XLA_FFI_RetType_BUFFER, XLA_FFI_RetType_BUFFER};
+  XLA_FFI_Buffer bufs[2] = {
+      XLA_FFI_Buffer{XLA_FFI_Buffer_STRUCT_SIZE, nullptr, XLA_FFI_DataType_F32, &x, 1, dims},
+      XLA_FFI_Buffer{XLA_FFI_Buffer_STRUCT_SIZE, nullptr, XLA_FFI_DataType_F32, &y, 1, dims},
+  };
+  void* args[1] = {&bufs[0]};
+  void* rets[1] = {&bufs[1]};
+  XLA_FFI_ArgType arg_types[1] = {XLA_FFI_ArgType_BUFFER};
+  XLA_FFI_RetType ret_types[1] = {XLA_FFI_RetType_BUFFER};
+  int64_t delay_ms = 0;
+  XLA_FFI_Scalar delay{XLA_FFI_DataType_S64, &delay_ms};
+  static const char kDelay[] = "delay_ms";
+  XLA_FFI_ByteSpan delay_name{kDelay, sizeof kDelay - 1};
+  XLA_FFI_AttrType attr_types[1] = {XLA_FFI_AttrType_SCALAR};
+  XLA_FFI_ByteSpan* attr_names[1] = {&delay_name};
+  void* attrs[1] = {&delay};
 
   XLA_FFI_CallFrame frame;
   std::memset(&frame, 0, sizeof frame);
   frame.struct_size = XLA_FFI_CallFrame_STRUCT_SIZE;
   frame.api = &api;
-  // A non-null context the handlers only pass on (neither reads it at N = 1).
+  // A non-null context the handlers only pass on (neither reads it).
   static char ctx_bytes[64];
   // (The context's type was renamed between jaxlib 0.10 and 0.12.)
   frame.ctx = reinterpret_cast<decltype(frame.ctx)>(ctx_bytes);
   frame.stage = XLA_FFI_ExecutionStage_EXECUTE;
-  frame.args = XLA_FFI_Args{XLA_FFI_Args_STRUCT_SIZE, nullptr, 2, arg_types, args};
-  frame.rets = XLA_FFI_Rets{XLA_FFI_Rets_STRUCT_SIZE, nullptr, 2, ret_types, rets};
-  frame.attrs = XLA_FFI_Attrs{XLA_FFI_Attrs_STRUCT_SIZE, nullptr, 0, nullptr, nullptr, nullptr};
+  frame.args = XLA_FFI_Args{XLA_FFI_Args_STRUCT_SIZE, nullptr, 1, arg_types, args};
+  frame.rets = XLA_FFI_Rets{XLA_FFI_Rets_STRUCT_SIZE, nullptr, 1, ret_types, rets};
+  frame.attrs = XLA_FFI_Attrs{XLA_FFI_Attrs_STRUCT_SIZE, nullptr, 1, attr_types, attr_names, attrs};
 
   // One call outside the measured loop: the first call answers one-time questions
   // (our host-platform guard, the rules parsed once).
@@ -181,7 +187,10 @@ int main(int argc, char** argv) {
     double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t).count() / per_round;
     if (ns < best) best = ns;
   }
-  std::printf("%s: %.1f ns per call (best of 20 rounds of %ld; sin E = %.17g, cos E = %.17g)\n", argv[2], best,
-              per_round, s, c);
+  std::printf("%s: %.1f ns per call (best of 20 rounds of %ld; y = %g)\n", argv[2], best, per_round, y);
+  if (y != 2.0f * x) {
+    std::fprintf(stderr, "call_cost: %s wrote y = %g, expected %g\n", argv[2], y, 2.0f * x);
+    return 1;
+  }
   return 0;
 }
