@@ -272,8 +272,8 @@ pub fn bwd_rows<Y: Float, X: Float, W: Float>(
 }
 
 /// [`bwd_rows`] with `bf16` rows, also compiled for AVX-512: the widening and
-/// narrowing of `bf16` run about 1.5 times faster in 512-bit lanes here (`cargo run
-/// --release -p xla-ffi-rs-ops --example rms_kernel_speed`), while the `f32` rows
+/// narrowing of `bf16` run about 1.5 times faster in 512-bit lanes here (`cargo bench
+/// -p xla-ffi-rs-ops --bench kernels`), while the `f32` rows
 /// gain nothing, so they keep [`bwd_rows_256`]. Same bits either way (NaN payloads
 /// aside, see the module docs): lane-wise IEEE operations in a fixed order.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma"))]

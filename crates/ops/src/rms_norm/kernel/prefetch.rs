@@ -18,8 +18,8 @@
 //! rather than `prefetcht0`, as measured for the bf16 rows (whose AVX-512 BF16
 //! loops in `bf16_avx512.rs` use [`prefetch_chunk`] too). Streaming 8192x4096 f32 in
 //! place on one thread this took the kernel from about 0.48-0.51 to 0.36 ns per
-//! element (`RMS_ONLY=1 cargo run --release -p xla-ffi-rs-ops --example
-//! rms_kernel_speed 16 8192`); rows in cache are unchanged.
+//! element (measured then with a hand-written example; today's figures: `cargo bench
+//! -p xla-ffi-rs-ops --bench kernels`); rows in cache are unchanged.
 //!
 //! The bf16 rows in the pair layout ([`super::rows::rows_body`] with
 //! [`super::rows::Pairs`]) prefetch the same way on CPUs with AVX2 and
