@@ -3,7 +3,8 @@
 #   1. the stand-in driver (cuda/stub_driver) with the kernels of crates/ops/src/*/*.cu
 #      compiled for the CPU by g++ with the emulator header (cuda/emu);
 #   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only;
-#   3. the CUDA handlers driven end to end (crates/ops/tests/cuda_stub.rs), and
+#   3. the CUDA handlers driven end to end against their CPU twins (crates/ops/tests/cuda_stub/,
+#      with each op's fixture, feature `fixture`), and
 #      the xla-ffi CUDA unit tests.
 # Needs: g++; the Python 3.12 venv of scripts/env.sh (XFR_PY312, made if unset).
 set -euo pipefail
@@ -36,6 +37,6 @@ export XFR_STUB_DRIVER="$stub" XLA_FFI_RS_NVRTC="$nvrtc"
 export LD_LIBRARY_PATH="$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Debug build (the one .ci/run's cargo test made): the emulated kernels are C++
 # compiled with -O2 in the stand-in, so only the CPU reference runs unoptimised.
-cargo test -p xla-ffi-rs-ops --features cuda --test cuda_stub -- --test-threads=2
+cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub -- --test-threads=2
 cargo test -p xla-ffi --features cuda,testing --lib cuda
 echo "cuda_emu: passed in $(( $(date +%s) - start )) s"
