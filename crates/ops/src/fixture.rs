@@ -98,6 +98,11 @@ pub struct BadScratch {
 /// A kernel launch one call makes: the `__global__` template's name, and its grid.
 pub type Launch = (&'static str, (u32, u32, u32));
 
+/// The absolute tolerance of each element of result `k` of a case, given the
+/// operands' values (in their dtypes) and the CPU twin's results (as `f64`):
+/// `tolerance(sample, inputs, cpu, k)`.
+pub type Tolerance = fn(&Sample, &[Vec<f64>], &[Vec<f64>], usize) -> Vec<f64>;
+
 /// What the test needs of one CUDA handler that the declaration does not say.
 #[derive(Debug)]
 pub struct TargetFixture {
@@ -110,9 +115,8 @@ pub struct TargetFixture {
     pub probe: fn() -> Group,
     /// Each operand's values (converted to its dtype by the test).
     pub inputs: fn(&Sample) -> Vec<Vec<f64>>,
-    /// The absolute tolerance of each element of result `k`, given the operands'
-    /// values (in their dtypes) and the CPU twin's results (as `f64`).
-    pub tolerance: fn(&Sample, inputs: &[Vec<f64>], cpu: &[Vec<f64>], k: usize) -> Vec<f64>,
+    /// The absolute tolerance of each element of each result.
+    pub tolerance: Tolerance,
     /// The CUDA handler's results past the declared ones (`scratch`): one list per
     /// variant to run, each giving results within tolerance; `vec![vec![]]` for none.
     pub scratch: fn(&Sample) -> Vec<Vec<Buf>>,

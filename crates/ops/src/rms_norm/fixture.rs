@@ -31,7 +31,7 @@ pub const FIXTURE: OpFixture = OpFixture {
         TargetFixture {
             cuda: &FWD_CUDA,
             groups: || groups(false),
-            probe: probe,
+            probe,
             inputs: |s| {
                 let (x, w, _) = inputs(s);
                 vec![x, w]
@@ -45,7 +45,7 @@ pub const FIXTURE: OpFixture = OpFixture {
         TargetFixture {
             cuda: &BWD_CUDA,
             groups: || groups(true),
-            probe: probe,
+            probe,
             inputs: |s| {
                 let (x, w, dy) = inputs(s);
                 vec![dy, x, w]
@@ -100,7 +100,7 @@ fn groups(backward: bool) -> Vec<Group> {
 
 /// Small cases; the first has 3 workspace rows (the call-log test checks the grid).
 fn probe() -> Group {
-    group("probe", vec![rows_of(&[40], &[40]), rows_of(&[2, 3, 4], &[7, 64, 300])].concat(), |d| {
+    group("probe", [rows_of(&[40], &[40]), rows_of(&[2, 3, 4], &[7, 64, 300])].concat(), |d| {
         matches!(xw(d), (BF16, F32) | (F64, F32) | (F32, BF16) | (F16, F16))
     })
 }
@@ -110,7 +110,7 @@ fn shape(s: &Sample) -> (usize, usize) {
     let w = &s.operands[s.operands.len() - 1].0;
     let x = elements(&s.operands[s.operands.len() - 2].0);
     let n = elements(w);
-    (if n == 0 { 0 } else { x / n }, n)
+    (x.checked_div(n).unwrap_or(0), n)
 }
 
 /// `(x, weight, dy)`: `x` in `[-2, 2)` with a zero every 97 elements, `weight` in

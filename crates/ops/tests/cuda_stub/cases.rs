@@ -73,7 +73,9 @@ impl Target {
             let bound = |i: usize| -> Vec<i64> {
                 let name = &rule.names[i];
                 let b = binding.iter().find(|(n, _)| n == name);
-                b.unwrap_or_else(|| panic!("{} [{}]: no size for `{name}` of `{text}`", self.name(), group.name)).1.clone()
+                b.unwrap_or_else(|| panic!("{} [{}]: no size for `{name}` of `{text}`", self.name(), group.name))
+                    .1
+                    .clone()
             };
             let dims = |spec: &Vec<Tok>| -> Vec<i64> {
                 spec.iter()
@@ -184,7 +186,8 @@ impl<'t> Prepared<'t> {
         for (b, (dims, _)) in dev.iter().zip(operands) {
             call = call.arg(b.arg(dims));
         }
-        let outs: Vec<DeviceBuffer> = results.iter().chain(scratch).map(|(dims, d)| garbage(*d, elements(dims))).collect();
+        let outs: Vec<DeviceBuffer> =
+            results.iter().chain(scratch).map(|(dims, d)| garbage(*d, elements(dims))).collect();
         for (b, (dims, _)) in outs.iter().zip(results.iter().chain(scratch)) {
             call = call.ret(b.arg(dims));
         }

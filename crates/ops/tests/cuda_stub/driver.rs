@@ -77,7 +77,8 @@ fn child_driver_behaviour() {
     let g = gpu();
     assert_eq!(xla_ffi::cuda::driver_version(), Some(12080));
     let all = targets();
-    let cases: Vec<Prepared> = all.iter().flat_map(|t| first_probes(t).into_iter().map(move |s| Prepared::new(t, s))).collect();
+    let cases: Vec<Prepared> =
+        all.iter().flat_map(|t| first_probes(t).into_iter().map(move |s| Prepared::new(t, s))).collect();
     // The last scratch variant (the probe's first case of a target with a workspace
     // gives it several rows).
     let scratch = |p: &Prepared| (p.t.fx.scratch)(&p.s).pop().unwrap();

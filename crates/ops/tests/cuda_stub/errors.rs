@@ -221,4 +221,3 @@ fn devices_dropped_out_of_order_restore_the_context() {
     call.run(TWO_DEVICES).unwrap();
     assert_eq!(Gpu::current().unwrap(), g.context(), "XLA's context was current before the call");
 }
-
