@@ -12,7 +12,8 @@
 //!
 //! Run by `.ci/cuda_emu.sh`, which builds the stand-in and sets `XFR_STUB_DRIVER`
 //! (its folder), `LD_LIBRARY_PATH` and `XLA_FFI_RS_NVRTC`. Without `XFR_STUB_DRIVER`
-//! every test here returns at once (a plain `cargo test` has no driver).
+//! every test here but the check that each op's fixture makes cases returns at once
+//! (a plain `cargo test` has no driver).
 #![cfg(feature = "fixture")]
 
 mod cases;

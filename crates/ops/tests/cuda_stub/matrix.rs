@@ -224,3 +224,18 @@ fn concurrent_calls_from_threads() {
         }
     });
 }
+
+/// Without the stand-in too: every CUDA handler has a fixture entry whose groups and
+/// probe make cases, with inputs of the operands' shapes and the launches stated.
+#[test]
+fn every_cuda_handler_has_a_fixture_that_makes_cases() {
+    for t in targets() {
+        let cases = t.cases();
+        let probes = t.probes();
+        for s in cases.iter().chain(&probes).filter(|s| elements(&s.operands[0].0) < 1 << 14) {
+            let p = Prepared::new(&t, s.clone());
+            assert!(!(t.fx.scratch)(&p.s).is_empty(), "{}: no scratch variant", p.tag());
+        }
+        assert!(!probes.is_empty() && !cases.is_empty(), "{}", t.name());
+    }
+}
