@@ -2,7 +2,8 @@
 # The CUDA path without a GPU or a CUDA toolkit:
 #   1. the stand-in driver (cuda/stub_driver) with the kernels of crates/ops/src/*/*.cu
 #      compiled for the CPU by g++ with the emulator header (cuda/emu);
-#   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only;
+#   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only,
+#      and then NVRTC 12 (nvidia-cuda-nvrtc-cu12) for the handlers' test again;
 #   3. the CUDA handlers driven end to end against their CPU twins (crates/ops/tests/cuda_stub/,
 #      with each op's fixture, feature `fixture`), and
 #      the xla-ffi CUDA unit tests.
@@ -39,4 +40,10 @@ export LD_LIBRARY_PATH="$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # compiled with -O2 in the stand-in, so only the CPU reference runs unoptimised.
 cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub -- --test-threads=2
 cargo test -p xla-ffi --features cuda,testing --lib cuda
+# The handlers again with NVRTC 12 (nvidia-cuda-nvrtc-cu12, what jax[cuda12]
+# installs): the loader takes libnvrtc.so.12 (docs/gpu.md, "CUDA 12 and 13").
+nvrtc12="$PWD/target/nvrtc12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"
+[ -e "$nvrtc12" ] ||
+    "$py" -m pip install -q --disable-pip-version-check --target target/nvrtc12 "nvidia-cuda-nvrtc-cu12>=12,<13"
+XLA_FFI_RS_NVRTC="$nvrtc12" cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub -- --test-threads=2
 echo "cuda_emu: passed in $(( $(date +%s) - start )) s"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Python lint, format check and type check of python/, tests/, examples/,
+# Python lint, format check and type check of python/, tests/, scripts/, examples/,
 # benchmarks/ and cuda/check_ptx.py (settings in pyproject.toml), then
-# `mypy --strict` over the package and tests/test_public_types.py (the public
-# API's types: results by assert_type, rejected calls by ignores that must be
+# `mypy --strict` over the package, tests/test_public_types.py and each op's
+# tests/ops/<op>/test_<op>_types.py (the public API's types: results by assert_type, rejected calls by ignores that must be
 # used). Installs its tools (pinned in scripts/env.sh) into the Python 3.12 test
 # venv. `bash .ci/lint_python.sh`
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 XFR_SKIP_PY311=1 setup_venvs
 "$XFR_PY312" -m pip install -q --disable-pip-version-check "$RUFF_PIN" "$MYPY_PIN"
-paths=(python tests examples benchmarks cuda)
+paths=(python tests examples benchmarks cuda scripts)
 log "ruff check"
 "$XFR_PY312" -m ruff check --no-cache "${paths[@]}"
 log "ruff format --check"
@@ -18,4 +18,4 @@ log "ruff format --check"
 log "mypy"
 "$XFR_PY312" -m mypy --no-incremental
 log "mypy --strict (the package and its public types)"
-"$XFR_PY312" -m mypy --no-incremental --strict python/xla_ffi_rs tests/test_public_types.py
+"$XFR_PY312" -m mypy --no-incremental --strict python/xla_ffi_rs tests/test_public_types.py tests/ops/*/test_*_types.py

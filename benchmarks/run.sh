@@ -7,8 +7,8 @@
 # dated file, benchmarks/results/run-<UTC date and time>[-quick].txt, the record of
 # that run (results/ is not committed). Figures are medians of interleaved pairs
 # (common.measure_pairs), with the best beside them; PASS/FAIL is on the medians.
-# A full run of both versions then rewrites the tables of README.md and
-# docs/performance.md from the results (summary.py --write).
+# A full run of both versions then rewrites the table of docs/performance.md
+# from the results (summary.py --write; the README quotes headline figures only).
 #
 #   bash benchmarks/run.sh            the full run (how long: CONTRIBUTING.md)
 #   bash benchmarks/run.sh --quick    tiny sizes, 1 repeat: proves the harness runs
@@ -94,17 +94,17 @@ done
 if [ "${#dirs[@]}" -gt 1 ]; then
     "${pys[0]}" summary.py "${dirs[@]}"
 fi
-# The README's and docs/performance.md's tables, regenerated from these results
+# docs/performance.md's table, regenerated from these results
 # (between their bench-table markers): after a full run of both versions in which
 # every suite succeeded, never after --quick.
 case " ${args[*]:-} " in
-    *" --quick "*) echo "(--quick: README.md and docs/performance.md left as they are)" ;;
+    *" --quick "*) echo "(--quick: docs/performance.md left as it is)" ;;
     *)
         if [ "$status" -eq 0 ] && [ "${#dirs[@]}" -gt 1 ]; then
-            "${pys[0]}" summary.py "${dirs[@]}" --write "$root/README.md" "$root/docs/performance.md" >/dev/null
-            echo "regenerated the benchmark tables in README.md and docs/performance.md"
+            "${pys[0]}" summary.py "${dirs[@]}" --write "$root/docs/performance.md" >/dev/null
+            echo "regenerated the benchmark table in docs/performance.md"
         else
-            echo "(a suite failed or one jax version only: README.md and docs/performance.md left as they are)"
+            echo "(a suite failed or one jax version only: docs/performance.md left as it is)"
         fi
         ;;
 esac

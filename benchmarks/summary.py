@@ -15,8 +15,8 @@ python summary.py DIR ... --write FILE ...
                                  version), or the short one (target, goal, the
                                  figure per jax version, PASS/FAIL), headed by the
                                  machine, the versions and the date of the run.
-                                 run.sh does this for README.md and
-                                 docs/performance.md after a full run (never after
+                                 run.sh does this for docs/performance.md
+                                 after a full run (never after
                                  --quick, whose numbers mean nothing: results of a
                                  --quick run are refused).
 """

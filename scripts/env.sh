@@ -12,14 +12,25 @@
 #                  install what they need and fail if they cannot; otherwise they
 #                  print "skipping ...: needs ..." and are skipped.
 #
-# Supported pairs: Python 3.12 + jax 0.12.0.1 (FFI API 0.5) and
-#                  Python 3.11 + jax 0.10.2   (FFI API 0.3).
+# Tested Python x jax pairs (docs/versions.md states the policy; each is a job of
+# .github/workflows/ci.yml, and the README's table lists them):
+#   the two development venvs (setup_venvs; XFR_PY312, XFR_PY311):
+#     Python 3.12 + jax 0.12.0.1           (FFI API 0.5)
+#     Python 3.11 + jax 0.10.2             (FFI API 0.3)
+#   the other pairs (pair_python LABEL; made on first use):
+#     3.12-jax0.11: Python 3.12 + the newest jax 0.11.x
+#     3.13:         Python 3.13 + the newest jax 0.12.x
 
 set -euo pipefail
 XFR_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 XFR_VENV_DIR="${XFR_VENV_DIR:-$XFR_ROOT/.venv-ci}"
 JAX_312="jax[cpu]==0.12.0.1"
 JAX_311="jax[cpu]==0.10.2"
+# Ranges, not pins: pip resolves the newest patch release in each, so a new patch
+# release is tested by the next run (the version policy of docs/versions.md).
+JAX_011="jax[cpu]>=0.11,<0.12"
+JAX_NEWEST="jax[cpu]>=0.12,<0.13"
+TEST_PACKAGES=(pytest numpy flatbuffers matplotlib)
 # Tool pins (Python lint and type check; the workflow validator).
 RUFF_PIN="ruff==0.17.5"
 MYPY_PIN="mypy==2.4.1"
@@ -114,6 +125,20 @@ setup_venvs() {
     fi
     # The handlers report FFI API 0.3, so the one (abi3) wheel loads on both jaxlibs.
     export PYO3_PYTHON="$XFR_PY312"
+}
+
+# pair_python LABEL -> prints the path of the Python of a tested pair beyond the
+# development venvs (made, or brought to the newest release in its range, first):
+# 3.12-jax0.11 (Python 3.12 + newest jax 0.11.x), 3.13 (Python 3.13 + newest 0.12.x).
+pair_python() {
+    local dir py jax
+    case "$1" in
+        3.12-jax0.11) dir=py312-jax011 py=3.12 jax="$JAX_011" ;;
+        3.13) dir=py313 py=3.13 jax="$JAX_NEWEST" ;;
+        *) echo "error: no tested pair named $1 (3.12-jax0.11 or 3.13)" >&2; return 2 ;;
+    esac
+    make_venv "$XFR_VENV_DIR/$dir" "$(find_python "$py")" "$jax" "${TEST_PACKAGES[@]}" >&2
+    echo "$XFR_VENV_DIR/$dir/bin/python"
 }
 
 # need_py312: the Python 3.12 venv (made if this script runs alone, not from .ci/run),

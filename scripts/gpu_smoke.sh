@@ -35,7 +35,8 @@ PY
 echo "gpu_smoke: $gpu_info"
 
 # Outside the source tree's python/ folder, so the installed wheel is what is tested.
-"$PYTHON" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT" tests/gpu "$@"
+# The generic GPU-against-CPU checks of every op (tests/gpu), then each op's own.
+"$PYTHON" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT" tests/gpu tests/ops/*/test_*_gpu.py "$@"
 rc=$?
 summary="$("$PYTHON" - "$OUT" <<'PY'
 import sys, xml.etree.ElementTree as ET

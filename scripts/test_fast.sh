@@ -6,7 +6,7 @@
 # `just check`. The full CI is `bash .ci/run`.
 #
 #   bash scripts/test_fast.sh                    everything above
-#   bash scripts/test_fast.sh tests/test_kepler.py   the Rust tests, then one Python file
+#   bash scripts/test_fast.sh tests/ops/kepler/test_kepler.py   the Rust tests, then one Python file
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

@@ -4,7 +4,8 @@ Each ```python block runs in a fresh Python process from the repository root, wi
 no set-up of its own: what a reader pastes into a file is what runs (a block that
 needs several devices sets XLA_FLAGS itself, a block that needs float64 enables it).
 ```rust blocks run as doc tests of the xla-ffi crate (crates/xla-ffi/src/lib.rs
-includes the files); this test checks that each file with Rust blocks is included.
+includes the files), or of xla-ffi-pjrt for the page that uses it; this test
+checks that each file with Rust blocks is included by one of them.
 Blocks that are not code to run use another language: bash (commands), text
 (output), toml (manifests).
 
@@ -12,10 +13,16 @@ A block preceded by ``<!-- docs-test: plugin -->`` needs the example plugin buil
 (examples/plugin): .ci/plugin.sh builds it and runs these blocks with
 XFR_DOCS_PLUGIN=1 and PLUGIN_PYO3_LIB set; elsewhere they are skipped unless the
 built libraries are there.
+
+A block preceded by ``<!-- docs-test: package -->`` imports the template's package
+``plugin_example`` (``pip install examples/plugin``): .ci/plugin.sh installs it
+into a fresh venv and runs these blocks there with XFR_DOCS_PACKAGE=1; elsewhere
+they are skipped unless the package is installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -39,8 +46,11 @@ RUN = {"python"}
 # Run by rustdoc, through the includes of crates/xla-ffi/src/lib.rs (no_run: compiled
 # and linked, not run; for a CUDA handler, which needs a GPU).
 DOCTEST = {"rust", "rust,no_run"}
+#: The crates whose lib.rs includes doc files as doc tests.
+DOCTEST_CRATES = ("xla-ffi", "xla-ffi-pjrt")
 NOT_RUN = {"bash", "text", "toml"}
 PLUGIN_MARK = "<!-- docs-test: plugin -->"
+PACKAGE_MARK = "<!-- docs-test: package -->"
 PLUGIN_LIB = ROOT / "examples" / "plugin" / "target" / "release" / "libxla_ffi_plugin_example.so"
 FENCE = re.compile(r"^```(\S*)\s*$")
 
@@ -52,6 +62,7 @@ class Block:
     lang: str
     code: str
     plugin: bool
+    package: bool
 
     @property
     def name(self) -> str:
@@ -75,7 +86,8 @@ def blocks(path: Path) -> list[Block]:
         if j == len(lines):
             raise AssertionError(f"{path.relative_to(ROOT)}:{start + 1}: unclosed code block")
         prev = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
-        found.append(Block(path, start + 1, m.group(1), "\n".join(lines[start + 1 : j]) + "\n", prev == PLUGIN_MARK))
+        code = "\n".join(lines[start + 1 : j]) + "\n"
+        found.append(Block(path, start + 1, m.group(1), code, prev == PLUGIN_MARK, prev == PACKAGE_MARK))
         i = j + 1
     return found
 
@@ -109,13 +121,16 @@ def test_every_block_names_a_known_language() -> None:
 
 
 def test_every_file_with_rust_blocks_is_a_doc_test() -> None:
-    lib = (ROOT / "crates" / "xla-ffi" / "src" / "lib.rs").read_text(encoding="utf-8")
-    included = {
-        (ROOT / "crates" / "xla-ffi" / "src" / p).resolve() for p in re.findall(r'include_str!\("([^"]+\.md)"\)', lib)
-    }
+    included = set()
+    for crate in DOCTEST_CRATES:
+        src = ROOT / "crates" / crate / "src"
+        lib = (src / "lib.rs").read_text(encoding="utf-8")
+        included |= {(src / p).resolve() for p in re.findall(r'include_str!\("([^"]+\.md)"\)', lib)}
     with_rust = {b.path.resolve() for b in ALL if b.lang in DOCTEST}
     missing = sorted(str(p.relative_to(ROOT)) for p in with_rust - included)
-    assert not missing, f"Rust blocks not run by `cargo test -p xla-ffi --doc`: include {missing} in lib.rs"
+    assert not missing, (
+        f"Rust blocks not run by `cargo test --doc` of {DOCTEST_CRATES}: include {missing} in one's lib.rs"
+    )
 
 
 def test_a_failing_block_fails() -> None:
@@ -139,8 +154,27 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("block", PYTHON, ids=[b.name + (":plugin" if b.plugin else "") for b in PYTHON])
+def need_package() -> None:
+    """Skips a package block where `plugin_example` is not installed (fails under
+    XFR_DOCS_PACKAGE=1)."""
+    if importlib.util.find_spec("plugin_example") is None:
+        if os.environ.get("XFR_DOCS_PACKAGE") == "1":
+            pytest.fail(
+                "XFR_DOCS_PACKAGE=1 but the package plugin_example is not installed (pip install examples/plugin)"
+            )
+        pytest.skip(
+            "needs the template package installed (pip install examples/plugin; .ci/plugin.sh runs these blocks)"
+        )
+
+
+def block_id(b: Block) -> str:
+    return b.name + (":plugin" if b.plugin else ":package" if b.package else "")
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[block_id(b) for b in PYTHON])
 def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
+    if block.package:
+        need_package()
     extra = request.getfixturevalue("plugin_path") if block.plugin else None
     done = run_block(block.code, extra)
     assert done.returncode == 0, (

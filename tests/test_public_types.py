@@ -7,10 +7,19 @@
 ignore that nothing needs fails the check, so a parameter typed ``Any`` again
 would). pytest runs the same lines: the results have those types at runtime too,
 and the calls mypy rejects raise TypeError before anything is lowered.
+
+Each op's own lines are in ``tests/ops/<op>/test_<op>_types.py`` (type-checked the
+same way); what every op's public function must do is checked here for each op
+with a fixture (tests/op_fixtures.py): its array parameters are typed
+``jax.typing.ArrayLike`` and its result ``jax.Array`` (a tuple of them for several
+results), every kind of array-like gives jax.Arrays with the reference's values, and
+a str or None in place of an array raises TypeError naming the function and the
+parameter.
 """
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from typing import Any, assert_type
 
@@ -21,49 +30,9 @@ import pytest
 from jax.export import DisabledSafetyCheck
 
 import xla_ffi_rs as xr
+from op_fixtures import OpFixture, fixtures
 from xla_ffi_rs.binding import BatchRule, Op, elementwise_batching, move_batch_axis_to_front, same_as_operands
 from xla_ffi_rs.python_ops import PythonOp
-
-X = jnp.ones((2, 3))
-W = jnp.full((3,), 2.0)
-
-
-def test_kepler_types() -> None:
-    sin_e, cos_e = assert_type(xr.kepler(jnp.zeros(3), 0.3), tuple[jax.Array, jax.Array])
-    assert isinstance(sin_e, jax.Array) and isinstance(cos_e, jax.Array)
-    # Every kind of jax.typing.ArrayLike: NumPy arrays and scalars, Python numbers.
-    for s, c in (xr.kepler(np.zeros(3), np.float32(0.3)), xr.kepler(1, 0.5), xr.kepler(0.5, np.zeros(2))):
-        assert isinstance(s, jax.Array) and isinstance(c, jax.Array)
-
-
-def test_kepler_rejects_what_is_not_an_array() -> None:
-    # mypy accepted this call while the parameters were typed Any.
-    with pytest.raises(
-        TypeError, match=r"^kepler: mean_anomaly: expected a real array \(floats or integers\), got str$"
-    ):
-        xr.kepler("abc", None)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^kepler: mean_anomaly: .*, got str$"):
-        xr.kepler("abc", 0.3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^kepler: eccentricity: .*, got NoneType$"):
-        xr.kepler(0.5, None)  # type: ignore[arg-type]
-
-
-def test_rms_norm_types() -> None:
-    y = assert_type(xr.rms_norm(X, W), jax.Array)
-    assert isinstance(y, jax.Array)
-    y = assert_type(xr.rms_norm(np.ones((2, 3)), np.ones(3), eps=0.0), jax.Array)
-    assert isinstance(y, jax.Array)
-    y = assert_type(xr.rms_norm_inplace(X, W, 1e-6), jax.Array)
-    assert isinstance(y, jax.Array)
-
-
-def test_rms_norm_rejects_what_is_not_an_array_or_a_float() -> None:
-    with pytest.raises(TypeError, match=r"^rms_norm: x: expected a float array, got NoneType$"):
-        xr.rms_norm(None, W)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^rms_norm: eps: expected a Python float >= 0, got str$"):
-        xr.rms_norm(X, W, eps="1e-5")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^rms_norm_inplace: weight: expected a float array, got str$"):
-        xr.rms_norm_inplace(X, "w")  # type: ignore[arg-type]
 
 
 def test_package_helpers_types() -> None:
@@ -123,8 +92,6 @@ def test_binding_op_types() -> None:
 def test_package_level_names_types() -> None:
     """The names the package gives for what only its private native module had."""
     from xla_ffi_rs import dtypes, examples, python_ops
-    from xla_ffi_rs.ops import kepler as kepler_module
-    from xla_ffi_rs.ops import rms_norm as rms_norm_module
 
     assert isinstance(assert_type(xr.has_cuda, bool), bool)
     version = assert_type(xr.min_api_version(), tuple[int, int])
@@ -132,9 +99,44 @@ def test_package_level_names_types() -> None:
     assert isinstance(assert_type(xr.handlers("cpu"), dict[str, object]), dict)
     assert isinstance(assert_type(examples.handlers("cpu"), dict[str, object]), dict)
     assert isinstance(assert_type(python_ops.registered_functions(), int), int)
-    assert isinstance(assert_type(rms_norm_module.bwd_workspace_rows(17), int), int)
     assert isinstance(assert_type(dtypes.result_dtype(np.float16, np.float32), np.dtype), np.dtype)
-    s, c = assert_type(kepler_module.kepler_jnp(jnp.zeros(2), jnp.zeros(2)), tuple[jax.Array, jax.Array])
-    assert isinstance(s, jax.Array) and isinstance(c, jax.Array)
     with pytest.raises(TypeError, match=r"^handlers: platform: expected a platform name \(str\), got int$"):
         xr.handlers(0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("op", fixtures(), ids=lambda o: o.name)
+def test_each_op_function_is_typed_array_like_to_arrays(op: OpFixture) -> None:
+    hints = typing.get_type_hints(op.function)
+    for name in op.parameters:
+        assert hints[name] == jax.typing.ArrayLike, (op.name, name, hints[name])
+    n = len(op.reference(*op.inputs(np.random.default_rng(0), op.sharding.families[0].shapes)))
+    want = jax.Array if n == 1 else tuple[(jax.Array,) * n]  # type: ignore[misc]
+    assert hints["return"] == want, (op.name, hints["return"], want)
+
+
+@pytest.mark.parametrize("kind", ["arrays", "numpy_scalars", "python_numbers"])
+@pytest.mark.parametrize("op", fixtures(), ids=lambda o: o.name)
+def test_each_op_function_takes_every_kind_of_array_like(op: OpFixture, kind: str) -> None:
+    rng = np.random.default_rng(1)
+    if kind == "arrays":
+        args: tuple[Any, ...] = op.inputs(rng, op.sharding.families[0].shapes)
+    else:
+        scalars = op.inputs(rng, tuple(() for _ in op.parameters))
+        args = tuple(np.float64(a) if kind == "numpy_scalars" else float(a) for a in scalars)
+    got = op(*args)
+    wants = op.reference(*(np.asarray(a, np.float64) for a in args))
+    assert len(got) == len(wants)
+    for g, w in zip(got, wants, strict=True):
+        assert isinstance(g, jax.Array), (op.name, kind, type(g))
+        np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=1e-6, atol=1e-6, err_msg=f"{op.name} ({kind})")
+
+
+@pytest.mark.parametrize("bad", ["abc", None])
+@pytest.mark.parametrize("op", fixtures(), ids=lambda o: o.name)
+def test_each_op_function_rejects_what_is_not_an_array(op: OpFixture, bad: object) -> None:
+    valid = op.inputs(np.random.default_rng(2), op.sharding.families[0].shapes)
+    fn = op.function.__name__
+    for i, name in enumerate(op.parameters):
+        args = [*valid[:i], bad, *valid[i + 1 :]]
+        with pytest.raises(TypeError, match=rf"^{fn}: {name}: expected .*, got {type(bad).__name__}$"):
+            op(*args)

@@ -30,7 +30,14 @@ from xla_ffi_rs import binding
 jax.config.update("jax_enable_x64", True)
 
 # target -> exported C symbol (`xla_ffi_handler__` + the handler function's name).
-TARGETS = ("plugin.scale", "plugin.moments", "plugin.axpy", "plugin.axpy_transpose")
+TARGETS = (
+    "plugin.scale",
+    "plugin.moments",
+    "plugin.axpy",
+    "plugin.axpy_transpose",
+    "plugin.softplus",
+    "plugin.softplus_jvp",
+)
 SYMBOLS = {t: "xla_ffi_handler__" + t.replace(".", "_") for t in TARGETS}
 #: route -> op name -> binding.Op (filled by the `routes` fixture).
 OPS: dict[str, dict[str, binding.Op]] = {}

@@ -30,6 +30,10 @@ mod abi;
 #[cfg(not(feature = "bindgen"))]
 pub use abi::*;
 
+// xla-ffi-rs's own registry of a handler library (not from XLA's header).
+mod registry;
+pub use registry::*;
+
 #[cfg(feature = "bindgen")]
 #[allow(clippy::all, rustdoc::all)]
 mod generated {

@@ -1,18 +1,26 @@
-"""The generated matrix of sharding cases: shapes x meshes x partition specs x
+"""The generated matrix of sharding cases, for every op with a fixture
+(tests/ops/<op>/fixture.py): shape families x meshes x partition specs x
 transformations x partitioner, most common user shapes first.
 
-Every shape family meets every partition kind that fits it, under both
-partitioners; the transformations are spread over them so that each family sees
-each transformation under each partitioner (a Latin square), and the two most
-common families, (tokens, hidden) and (batch, seq, hidden) with a 1-D weight, get
-the full product. ``python tests/sharding/cases.py`` prints the matrix.
+Which operands carry the batch axes, and how many axes those are, come from the
+op's forward declaration (its shape rule, through the native checker); the
+families, from the op's fixture. Every family meets every partition kind that fits
+it, under both partitioners; the transformations are spread over them so that each
+family sees each transformation under each partitioner (a Latin square), and the
+families marked ``full`` get the full product. A family may name its partitions
+instead (``Family.specs``). ``python tests/sharding/cases.py`` prints the matrix.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from jax.sharding import PartitionSpec as P
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: op_fixtures, helpers
+from op_fixtures import Family, OpFixture, fixtures
 
 #: Mesh name -> (axis sizes, axis names, explicit axes). ``jax.make_mesh`` makes
 #: explicit axes by default on both jax versions; ``Mesh(devices, names)`` auto ones.
@@ -22,41 +30,17 @@ MESHES: dict[str, tuple[tuple[int, ...], tuple[str, ...], bool]] = {
     "2d_auto": ((4, 2), ("a", "b"), False),
 }
 
-#: Transformations of rms_norm, each compared with a float64 numpy reference.
+#: Transformations of each op, each compared with its fixture's float64 references.
 TRANSFORMS = ("fwd", "grad", "jvp", "vmap", "shard_map")
 
 PARTITIONERS = ("shardy", "gspmd")
 
 
 @dataclass(frozen=True)
-class Family:
-    """One shape family: x's shape and the weight's (its trailing axes)."""
-
-    name: str
-    x: tuple[int, ...]
-    w: tuple[int, ...]
-    full: bool = False  # every transformation with every partition kind
-
-    @property
-    def batch(self) -> int:
-        return len(self.x) - len(self.w)
-
-
-FAMILIES = (
-    Family("tokens_hidden", (16, 12), (12,), full=True),
-    Family("batch_seq_hidden", (8, 4, 6), (6,), full=True),
-    Family("batch_seq_hidden_w2d", (8, 4, 6), (4, 6)),
-    Family("rank4_w1d", (8, 4, 2, 6), (6,)),
-    Family("rank4_w3d", (8, 4, 2, 6), (4, 2, 6)),
-    Family("rank3_w3d_one_row", (4, 2, 6), (4, 2, 6)),
-    Family("one_row", (16,), (16,)),
-)
-
-
-@dataclass(frozen=True)
 class Partition:
-    """How x and the weight are laid out on a mesh; ``batch_only`` when only x's
-    batch axes are sharded (then the program must have no data movement)."""
+    """How the operands are laid out on a mesh: ``x`` for those that carry the batch
+    axes, ``w`` for the others; ``batch_only`` when only batch axes are split (then
+    the program must have no data movement)."""
 
     name: str
     mesh: str
@@ -66,7 +50,7 @@ class Partition:
 
     @property
     def sharded(self) -> bool:
-        """Whether x's batch axes are split at all."""
+        """Whether the batch axes are split at all."""
         return self.batch_only and any(a is not None for a in self.x)
 
 
@@ -74,10 +58,21 @@ def _spec(rank: int, at: dict[int, object]) -> P:
     return P(*[at.get(i) for i in range(rank)])
 
 
-def partitions(f: Family) -> list[Partition]:
+def _spec_name(spec: P) -> str:
+    return "_".join("x" if a is None else "".join(a) if isinstance(a, tuple) else str(a) for a in spec) or "whole"
+
+
+def partitions(op: OpFixture, f: Family) -> list[Partition]:
     """Every partition kind that fits ``f``: none, one, several batch axes on 1-D
-    and 2-D meshes; the weight sharded; x sharded along its normalized axes."""
-    r, b, n = len(f.x), f.batch, len(f.w)
+    and 2-D meshes; an operand without the batch axes (a weight) sharded; the
+    batched operands sharded along their other axes. Or the family's own specs."""
+    if f.specs:
+        return [Partition(_spec_name(spec), mesh, spec, P(), True) for spec, mesh in f.specs]
+    batched = op.batched()
+    r, b = len(f.shapes[0]), op.batch_rank(f.shapes)
+    n = r - b  # x's axes that are not batch axes
+    unbatched = [len(s) for s, is_b in zip(f.shapes, batched, strict=True) if not is_b]
+    nw = unbatched[0] if unbatched else 0
     rep_w = P()
     out = [Partition("replicated", "2d", P(), rep_w, True)]
     if b >= 1:
@@ -86,9 +81,11 @@ def partitions(f: Family) -> list[Partition]:
             Partition("batch0_auto_mesh", "2d_auto", _spec(r, {0: "a"}), rep_w, True),
             Partition("batch0_2axes", "2d", _spec(r, {0: ("a", "b")}), rep_w, True),
             Partition("batch0_partial", "2d", _spec(r, {0: "b"}), rep_w, True),
-            Partition("weight_sharded", "2d", _spec(r, {0: "a"}), _spec(n, {n - 1: "b"}), False),
-            Partition("tensor_parallel", "2d", _spec(r, {0: "a", r - 1: "b"}), rep_w, False),
         ]
+        if nw >= 1:
+            out += [Partition("weight_sharded", "2d", _spec(r, {0: "a"}), _spec(nw, {nw - 1: "b"}), False)]
+        if n >= 1:
+            out += [Partition("tensor_parallel", "2d", _spec(r, {0: "a", r - 1: "b"}), rep_w, False)]
     if b >= 2:
         out += [
             Partition("batch01_2d", "2d", _spec(r, {0: "a", 1: "b"}), rep_w, True),
@@ -99,17 +96,18 @@ def partitions(f: Family) -> list[Partition]:
     if b >= 3:
         out += [Partition("batch2_2axes", "2d", _spec(r, {2: ("b",), 0: "a"}), rep_w, True)]
     if b == 0:
-        out += [
-            Partition("normalized_axis", "2d", _spec(r, {0: "a"}), rep_w, False),
-            Partition("weight_sharded", "2d", P(), _spec(n, {n - 1: "b"}), False),
-        ]
-    if n >= 2:
-        out += [Partition("normalized_lead", "2d", _spec(r, {b: "b"}), _spec(n, {0: "b"}), False)]
+        if n >= 1:
+            out += [Partition("normalized_axis", "2d", _spec(r, {0: "a"}), rep_w, False)]
+        if nw >= 1:
+            out += [Partition("weight_sharded", "2d", P(), _spec(nw, {nw - 1: "b"}), False)]
+    if n >= 2 and nw >= 1:
+        out += [Partition("normalized_lead", "2d", _spec(r, {b: "b"}), _spec(nw, {0: "b"}), False)]
     return out
 
 
 @dataclass(frozen=True)
 class Case:
+    op: OpFixture
     family: Family
     partition: Partition
     transform: str
@@ -117,14 +115,19 @@ class Case:
 
     @property
     def id(self) -> str:
-        return f"{self.family.name}-{self.partition.name}-{self.transform}-{self.partitioner}"
+        return f"{self.op.name}-{self.family.name}-{self.partition.name}-{self.transform}-{self.partitioner}"
+
+    @property
+    def specs(self) -> tuple[P, ...]:
+        """Each operand's partition spec."""
+        return tuple(self.partition.x if b else self.partition.w for b in self.op.batched())
 
 
-def rms_cases() -> list[Case]:
-    """The rms_norm matrix, most common shapes first."""
+def op_cases(op: OpFixture) -> list[Case]:
+    """One op's matrix, most common shapes first."""
     cases = []
-    for f in FAMILIES:
-        parts = partitions(f)
+    for f in op.sharding.families:
+        parts = partitions(op, f)
         for k, pt in enumerate(PARTITIONERS):
             if f.full:
                 slots = [(p, t) for p in parts for t in TRANSFORMS]
@@ -134,27 +137,17 @@ def rms_cases() -> list[Case]:
             for part, t in slots:
                 if t == "shard_map" and not part.batch_only:
                     t = "grad"  # a shard_map's blocks are the user's: only batch splits make sense
-                cases.append(Case(f, part, t, pt))
+                cases.append(Case(op, f, part, t, pt))
     return list({c.id: c for c in cases}.values())
 
 
-#: Kepler: (shape, spec, mesh) for ranks 0..3, size-0 axes, any axes sharded.
-KEPLER_CASES = (
-    ((), P(), "1d"),
-    ((16,), P("a"), "1d"),
-    ((0,), P("a"), "1d"),
-    ((8, 8), P("a", "b"), "2d"),
-    ((8, 8), P(None, "b"), "2d"),
-    ((8, 8), P(None, ("a", "b")), "2d"),
-    ((8, 8), P("b", "a"), "2d"),
-    ((0, 8), P("a", "b"), "2d"),
-    ((8, 0), P(None, "a"), "1d"),
-    ((2, 3, 16), P(None, None, ("a", "b")), "2d"),
-    ((4, 3, 2), P("a", None, "b"), "2d"),
-)
+def all_cases() -> list[Case]:
+    """Every op's matrix."""
+    return [c for op in fixtures() for c in op_cases(op)]
 
 
 if __name__ == "__main__":
-    for c in rms_cases():
+    for c in all_cases():
         print(c.id)
-    print(len(rms_cases()), "rms_norm cases")
+    for op in fixtures():
+        print(len(op_cases(op)), op.name, "cases")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from test_sharding import assert_local_and_still, close, mesh, mesh_axes
+from sharding_checks import assert_local_and_still, close, mesh, mesh_axes
 
 import xla_ffi_rs as xr
 from helpers import kepler_solve_np
@@ -33,8 +33,18 @@ CASES = (
 @pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
 @pytest.mark.parametrize(("shape", "spec", "mesh_name"), CASES, ids=lambda v: str(v).replace(" ", ""))
 def test_sharded_jvp_and_grad_run_locally(
-    shape: tuple[int, ...], spec: P, mesh_name: str, partitioner: str, use_partitioner: Callable[[str], None]
+    shape: tuple[int, ...],
+    spec: P,
+    mesh_name: str,
+    partitioner: str,
+    use_partitioner: Callable[[str], None],
+    request: pytest.FixtureRequest,
 ) -> None:
+    if jax.__version__ == "0.12.1" and partitioner == "gspmd" and mesh_name == "2d_auto":
+        # Seen on jax 0.12.1 only (0.12.0.1 and 0.10.2 keep the split, and so does
+        # Shardy on 0.12.1): GSPMD gives the JVP's tangent outputs P() on a mesh of
+        # auto axes. Strict, so that a jax release that fixes it is noticed.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="jax 0.12.1's GSPMD replicates the JVP tangent"))
     use_partitioner(partitioner)
     rng = np.random.default_rng(len(shape))
     m, e, dm = rng.uniform(-7, 7, shape), rng.uniform(0, 0.9, shape), rng.uniform(-1, 1, shape)

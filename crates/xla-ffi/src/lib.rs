@@ -88,6 +88,10 @@
 //! * `bindgen`: take the ABI from an installed jaxlib's header with bindgen instead
 //!   of `xla-ffi-sys`'s Rust declarations (for checking them; needs libclang).
 //!
+//! Outside Python, [`export_registry!`] exports a crate's handlers and types from its
+//! `cdylib` through one C function, `xla_ffi_rs_registry` (see [`export`]), which the
+//! `xla-ffi-pjrt` crate reads to register them into any PJRT plugin.
+//!
 //! `examples/plugin` in the repository is a complete plugin crate built on this one.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -106,7 +110,8 @@ extern crate self as xla_ffi;
 //    implement `Decode`: `buffer`, `pool` and `context`, `remaining`;
 // 5. `dispatch` (what every exported symbol calls: catch_unwind, host guard);
 // 6. `state` (its instantiate stage wraps `dispatch`), `user_data`, `descriptor`, `handler`, and
-//    `__private` for the macro's generated code; `cuda`, `python`, `testing` on top.
+//    `__private` for the macro's generated code; `export` (the C registry of a crate's
+//    handlers), `cuda`, `python`, `testing` on top.
 mod alias;
 pub mod attr;
 mod attr_enum;
@@ -119,6 +124,7 @@ mod descriptor;
 mod dispatch;
 mod dtype;
 mod error;
+pub mod export;
 pub mod extension;
 mod frame;
 mod future;

@@ -6,7 +6,9 @@
 //! * `plugin.moments`: the mean and variance of each row (the last axis) of a
 //!   float64 array, with an integer attribute `ddof` and an optional `clip`;
 //! * `plugin.axpy`: `out = alpha * x + y` for any float dtype, linear in `x` and
-//!   `y`, whose transpose is `plugin.axpy_transpose`: `ct -> (alpha * ct, ct)`.
+//!   `y`, whose transpose is `plugin.axpy_transpose`: `ct -> (alpha * ct, ct)`;
+//! * `plugin.softplus` and its tangent `plugin.softplus_jvp` (in [`softplus`]): a
+//!   nonlinear elementwise op with its derivative.
 //!
 //! Each handler declares its op in `#[handler]`: the shape rule (`shapes`), the
 //! dtype rule (`dtypes`), the operands it is linear in and its transpose target. The
@@ -23,12 +25,12 @@ use xla_ffi::half::{bf16, f16};
 use xla_ffi::{dispatch_float, handler, AnyFloat, Attr, Buffer, Context, Parts, Result, ResultBuffer};
 
 /// Elements per task on XLA's thread pool: below this a task costs more than it saves.
-const CHUNK: usize = 1 << 15;
+pub(crate) const CHUNK: usize = 1 << 15;
 
 /// The float types `dispatch_float!` binds, computed on in f64: widening is exact,
 /// and the result is rounded once. (A plugin's own trait; `num_traits::Float`, which
 /// `half` implements with its `num-traits` feature, would serve as well.)
-trait Real: Copy + Send + Sync + Into<f64> {
+pub(crate) trait Real: Copy + Send + Sync + Into<f64> {
     fn from_f64(v: f64) -> Self;
 }
 
@@ -207,11 +209,21 @@ pub fn plugin_axpy_transpose(
 }
 
 mod features;
+pub mod softplus;
 pub use features::FEATURE_HANDLERS;
+use softplus::{PLUGIN_SOFTPLUS, PLUGIN_SOFTPLUS_JVP};
 
 /// Every handler of this plugin (besides [`FEATURE_HANDLERS`]).
 pub const HANDLERS: &[&xla_ffi::HandlerDescriptor] =
-    &[&PLUGIN_SCALE, &PLUGIN_MOMENTS, &PLUGIN_AXPY, &PLUGIN_AXPY_TRANSPOSE];
+    &[&PLUGIN_SCALE, &PLUGIN_MOMENTS, &PLUGIN_AXPY, &PLUGIN_AXPY_TRANSPOSE, &PLUGIN_SOFTPLUS, &PLUGIN_SOFTPLUS_JVP];
+
+// Every handler and type, exported from the cdylib as one C function,
+// `xla_ffi_rs_registry`, for hosts without Python (a PJRT plugin's host, such as
+// `xla-ffi-run`); built with or without the `python` feature.
+xla_ffi::export_registry! {
+    handlers: [HANDLERS, FEATURE_HANDLERS].concat(),
+    types: { "features.Missing" => features::Missing },
+}
 
 #[cfg(feature = "python")]
 mod python {
@@ -243,6 +255,20 @@ mod python {
 mod tests {
     use super::*;
     use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+
+    /// The exported registry lists every handler's target (one execute-only
+    /// bundle each) and the one type, for hosts without Python.
+    #[test]
+    fn the_registry_lists_every_target() {
+        let reg = registry();
+        assert_eq!(reg.error(), None);
+        let names: Vec<&str> = reg.targets().map(|t| t.name()).collect();
+        let expected: Vec<&str> = HANDLERS.iter().chain(FEATURE_HANDLERS).map(|h| h.target).collect();
+        assert_eq!(names, expected);
+        assert!(reg.targets().all(|t| t.stages().len() == 1));
+        assert_eq!(reg.types().map(|t| t.name()).collect::<Vec<_>>(), ["features.Missing"]);
+        assert_eq!(xla_ffi_rs_registry(), reg.as_raw());
+    }
 
     #[test]
     fn scale_runs_in_rust_without_jax() {

@@ -17,6 +17,14 @@ Four ops (see :mod:`xla_ffi_rs.binding`):
   transpose of the tangent, on the ``kepler_cotangent`` target (reverse mode:
   ``grad`` runs the solver and this kernel).
 
+What the targets compute (operands of one shape, all float32 or all float64):
+``kepler``: ``sin E``, ``cos E`` of the solution ``E`` of ``M = E - e sin E``;
+``kepler_tangent``: ``d sin E = cos E t``, ``d cos E = -sin E t`` with
+``t = (dM + sin E de) / (1 - e cos E)``; ``kepler_cotangent`` (its transpose):
+``ct_M = t``, ``ct_e = sin E t`` with ``t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E)``;
+``kepler_jvp``: those of ``kepler`` and of ``kepler_tangent`` at them, in one pass
+(``kepler_jvp_dm``: ``de`` of shape ``()``; ``kepler_jvp_const``: ``dM`` and ``de``).
+
 All three are built from their handlers' declarations (``binding.ops``): the
 operands, dtypes and shapes, vmap, sharding, and the transposes of the two
 derivative ops into each other (``linear``, ``transpose``). By hand here: the

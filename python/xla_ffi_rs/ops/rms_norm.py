@@ -13,6 +13,14 @@ Three ops (see :mod:`xla_ffi_rs.binding`):
   (it needs nothing from the forward), with a JVP rule of its own so
   second-order derivatives work.
 
+What the targets compute: ``rms_norm_fwd``: ``y = x * inv_rms * weight``
+(dtype ``result_type(x, weight)``) and ``inv_rms = 1 / sqrt(mean(x**2) + eps)`` over
+the trailing ``weight.ndim`` axes (float32, float64 if ``x`` or ``weight`` is), with
+``weight.shape == x.shape[-weight.ndim:]`` and ``eps`` a float >= 0 (at most float32's
+largest unless ``x`` or ``weight`` is float64); ``rms_norm_bwd``: ``dx`` (like ``x``) and
+``dweight`` (like ``weight``, summed over the leading axes) from ``dy``, ``x`` and
+``weight``, with ``inv_rms`` recomputed from ``x``, bit for bit the forward's.
+
 The two target ops are built from their handlers' declarations
 (``binding.ops``: operands, dtypes, shapes, attributes, sharding); their
 derivatives, and vmap over a batched weight in one call, are written here.

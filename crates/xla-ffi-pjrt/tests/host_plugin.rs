@@ -1,0 +1,135 @@
+//! A Rust host on a real CPU PJRT plugin: handlers linked into this test program
+//! are registered with `register`, StableHLO text that calls them is compiled and
+//! run by `Client`, user data reaches a `UserData<T>` handler through an
+//! `ExecuteContext`, and a handler's error comes back with its code.
+//!
+//! Needs `XFR_PJRT_PLUGIN` (the `pjrt_c_api_cpu_plugin.so` of
+//! `lammps-jax-pjrt-cpu` 0.11.2; `.ci/host.sh` sets it); without it each test
+//! prints why and passes, unless `XFR_HOST_REQUIRED=1`.
+
+use std::sync::OnceLock;
+
+use xla_ffi::{handler, state_type, Buffer, Error, Result, ResultBuffer, UserData};
+use xla_ffi_pjrt::{Client, ClientError, ElementType, ExecuteContext, HandlerLibrary, HostArray, PjrtApi, Plugin};
+
+/// Per-run data a host hands to its handlers.
+struct Offset(f32);
+state_type!(Offset);
+
+/// `y = x + offset`, the offset from the run's user data.
+#[handler(target = "host_test.add_offset")]
+fn host_test_add_offset(offset: UserData<Offset>, x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
+    for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+        o.write(v + offset.0);
+    }
+    Ok(())
+}
+
+/// Refuses negative inputs, to see a handler's error reach the host.
+#[handler(target = "host_test.checked_copy")]
+fn host_test_checked_copy(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
+    let xs = x.as_slice()?;
+    if let Some(bad) = xs.iter().find(|v| **v < 0.0) {
+        return Err(Error::invalid_argument(format!("host_test.checked_copy: got a negative value {bad}")));
+    }
+    for (o, &v) in y.as_uninit()?.iter_mut().zip(xs) {
+        o.write(v);
+    }
+    Ok(())
+}
+
+xla_ffi::export_registry! {
+    handlers: [&HOST_TEST_ADD_OFFSET, &HOST_TEST_CHECKED_COPY],
+    types: { "host_test.Offset" => Offset },
+}
+
+fn program(target: &str) -> String {
+    format!(
+        "module @m {{\n  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{\n    \
+         %y = stablehlo.custom_call @{target}(%x) {{api_version = 4 : i32, backend_config = {{}}}} \
+         : (tensor<4xf32>) -> tensor<4xf32>\n    return %y : tensor<4xf32>\n  }}\n}}\n"
+    )
+}
+
+fn f32s(values: &[f32]) -> HostArray {
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    HostArray::new(ElementType::F32, vec![values.len() as i64], bytes).unwrap()
+}
+
+fn read_f32s(a: &HostArray) -> Vec<f32> {
+    a.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// The plugin, loaded and registered once for the test binary.
+fn setup() -> Option<(Plugin, &'static PjrtApi)> {
+    static API: OnceLock<Option<(Plugin, PjrtApi)>> = OnceLock::new();
+    let loaded = API.get_or_init(|| {
+        let Ok(path) = std::env::var("XFR_PJRT_PLUGIN") else {
+            assert!(std::env::var("XFR_HOST_REQUIRED").as_deref() != Ok("1"), "XFR_PJRT_PLUGIN is not set");
+            eprintln!("skipping: XFR_PJRT_PLUGIN is not set (.ci/host.sh sets it)");
+            return None;
+        };
+        let plugin = Plugin::load(&path).unwrap();
+        let api = plugin.pjrt_api().unwrap().named(path);
+        let lib = HandlerLibrary::linked(registry()).unwrap();
+        let done = xla_ffi_pjrt::register(&api, &lib, "Host").unwrap();
+        assert_eq!(done.targets, ["host_test.add_offset", "host_test.checked_copy"]);
+        Some((plugin, api))
+    });
+    loaded.as_ref().map(|(p, a)| (*p, a))
+}
+
+#[test]
+fn user_data_reaches_the_handler_through_an_execute_context() {
+    let Some((plugin, api)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(program("host_test.add_offset").as_bytes(), "mlir").unwrap();
+    let mut context = ExecuteContext::new(api).unwrap();
+    context.add_user_data(Offset(0.25)).unwrap();
+    let out = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap();
+    assert_eq!(read_f32s(&out[0]), [1.25, 2.25, 3.25, 4.25]);
+    // Another context, another value: the data is per run.
+    let mut context = ExecuteContext::new(api).unwrap();
+    context.add_user_data(Offset(-1.0)).unwrap();
+    let out = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap();
+    assert_eq!(read_f32s(&out[0]), [0.0, 1.0, 2.0, 3.0]);
+    // Without a context, `execute` passes an empty one (with none at all,
+    // lammps-jax-pjrt-cpu 0.11.2's XLA reads through a null pointer and crashes):
+    // the handler says that the user data is missing.
+    let err = exe.execute(&[f32s(&[1.0, 2.0, 3.0, 4.0])]).unwrap_err();
+    assert!(err.to_string().contains("host_test.add_offset"), "{err}");
+    assert!(err.to_string().contains("offset"), "{err}");
+}
+
+#[test]
+fn a_handlers_error_comes_back_with_its_code_and_message() {
+    let Some((plugin, _)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
+    assert_eq!(read_f32s(&exe.execute(&[f32s(&[0.0, 1.0, 2.0, 3.0])]).unwrap()[0]), [0.0, 1.0, 2.0, 3.0]);
+    match exe.execute(&[f32s(&[0.0, -1.0, 2.0, 3.0])]).unwrap_err() {
+        ClientError::Pjrt { code, message, .. } => {
+            assert_eq!(code, 3, "{message}");
+            assert!(message.contains("host_test.checked_copy: got a negative value -1"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn compile_errors_and_bad_inputs_are_errors() {
+    let Some((plugin, _)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    assert_eq!(client.platform_name(), "cpu");
+    let err = client.compile(b"module { this is not mlir", "mlir").unwrap_err();
+    assert!(matches!(err, ClientError::Pjrt { call: "PJRT_Client_Compile", .. }), "{err}");
+    let err = client.compile(program("host_test.nowhere").as_bytes(), "mlir").unwrap_err();
+    assert!(err.to_string().contains("host_test.nowhere"), "{err}");
+    let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
+    let err = exe.execute(&[f32s(&[1.0, 2.0])]).unwrap_err();
+    assert!(matches!(err, ClientError::Pjrt { .. }), "{err}");
+    let (major, minor) = plugin.api_version();
+    assert!(major == 0 && minor >= 106, "{major}.{minor}");
+    let (min, current) = plugin.stablehlo_versions().unwrap();
+    assert!(min <= current && current[0] >= 1, "{min:?} {current:?}");
+}

@@ -1,0 +1,36 @@
+//! `xla-ffi-run`: runs a `jax.export`ed program (or StableHLO) on a PJRT plugin,
+//! with the XLA FFI handlers of Python-free libraries. `--help` says how.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod flatbuf;
+mod handlers;
+mod model;
+mod npy;
+mod run;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match cli::parse(std::env::args().skip(1)) {
+        Ok(cli::Command::Help) => {
+            print!("{}", cli::HELP);
+            ExitCode::SUCCESS
+        }
+        Ok(cli::Command::Version) => {
+            println!("xla-ffi-run {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Ok(cli::Command::Run(args)) => match run::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("xla-ffi-run: error: {message}");
+                ExitCode::from(1)
+            }
+        },
+        Err(message) => {
+            eprintln!("xla-ffi-run: {message}\n(xla-ffi-run --help says how to call it)");
+            ExitCode::from(2)
+        }
+    }
+}

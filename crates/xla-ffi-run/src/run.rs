@@ -1,0 +1,153 @@
+//! One run: load, register, check the inputs, compile, execute, write.
+
+use std::path::Path;
+
+use xla_ffi_pjrt::{Client, ClientError, ElementType, HostArray, Plugin};
+
+use crate::cli::Args;
+use crate::model::{self, Aval, Model};
+use crate::{handlers, npy};
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+}
+
+fn version(v: &[i64]) -> String {
+    v.iter().map(i64::to_string).collect::<Vec<_>>().join(".")
+}
+
+/// Runs the program as the arguments say.
+pub fn run(args: &Args) -> Result<(), String> {
+    let plugin = Plugin::load(&args.plugin).map_err(|e| e.to_string())?;
+    let registered = handlers::register_all(&plugin, &args.plugin, &args.handlers)?;
+    let model = model::parse(read(&args.model, "the model")?).map_err(|e| format!("{}: {e}", args.model.display()))?;
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|p| npy::parse(&read(p, "input")?).map_err(|e| format!("input {}: {e}", p.display())))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(avals) = &model.in_avals {
+        check_inputs(args, avals, &inputs)?;
+    }
+    check_stablehlo_version(&plugin, &model)?;
+
+    let client = Client::new(&plugin).map_err(|e| e.to_string())?;
+    let executable =
+        client.compile(&model.code, "mlir").map_err(|e| explain_compile_error(e, &model, &plugin, &registered))?;
+    let module_args = module_arguments(&model, inputs, client.platform_name())?;
+    let results = executable.execute(&module_args).map_err(|e| e.to_string())?;
+
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot make {}: {e}", args.out.display()))?;
+    for (i, result) in results.iter().enumerate() {
+        let path = args.out.join(format!("out{i}.npy"));
+        std::fs::write(&path, npy::serialize(result)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let aval = Aval { element_type: result.element_type(), dims: result.dims().to_vec() };
+        println!("{} {aval}", path.display());
+    }
+    Ok(())
+}
+
+/// The inputs against `jax.export`'s `in_avals`: the count, then each one's
+/// element type and shape.
+fn check_inputs(args: &Args, avals: &[Aval], inputs: &[HostArray]) -> Result<(), String> {
+    if avals.len() != inputs.len() {
+        let list: Vec<String> = avals.iter().map(Aval::to_string).collect();
+        return Err(format!(
+            "{} takes {} inputs ({}), got {} .npy files",
+            args.model.display(),
+            avals.len(),
+            list.join(", "),
+            inputs.len()
+        ));
+    }
+    for (i, ((aval, input), path)) in avals.iter().zip(inputs).zip(&args.inputs).enumerate() {
+        let got = Aval { element_type: input.element_type(), dims: input.dims().to_vec() };
+        if *aval != got {
+            return Err(format!("input {i} ({}): expected {aval}, got {got}", path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses bytecode newer than the plugin reads, before the plugin does (its own
+/// message does not name the versions).
+fn check_stablehlo_version(plugin: &Plugin, model: &Model) -> Result<(), String> {
+    let (Some(module), Some((_, current))) = (model::stablehlo_version(&model.code), plugin.stablehlo_versions())
+    else {
+        return Ok(());
+    };
+    if module > current {
+        return Err(too_new(&module, &version(&current)));
+    }
+    Ok(())
+}
+
+fn too_new(module: &[i64], current: &str) -> String {
+    format!(
+        "the program is StableHLO {} bytecode, newer than this plugin reads (StableHLO {} at most); \
+         use a newer plugin, or give the program as text (jax.jit(f).lower(...).as_text()), which \
+         may load",
+        version(module),
+        current
+    )
+}
+
+/// Names a missing target and lists the registered ones; explains a refusal of
+/// the bytecode's version.
+fn explain_compile_error(
+    err: ClientError,
+    model: &Model,
+    plugin: &Plugin,
+    registered: &handlers::Registered,
+) -> String {
+    let text = err.to_string();
+    for marker in ["No FFI handler registered for ", "No registered implementation for custom call to "] {
+        if let Some(at) = text.find(marker) {
+            let target: String = text[at + marker.len()..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != ',' && *c != ';')
+                .collect();
+            let list = if registered.targets.is_empty() {
+                "none (no --handlers library given)".to_string()
+            } else {
+                registered.targets.join(", ")
+            };
+            return format!(
+                "the program calls target '{target}', which no --handlers library registers; \
+                 registered targets: {list}\n  (plugin: {text})"
+            );
+        }
+    }
+    if text.contains("forward incompatib") || text.contains("newer than") {
+        if let Some(module) = model::stablehlo_version(&model.code) {
+            let current = plugin.stablehlo_versions().map(|(_, c)| version(&c)).unwrap_or_else(|| "?".into());
+            return format!("{}\n  (plugin: {text})", too_new(&module, &current));
+        }
+    }
+    format!("compiling {} ({}): {text}", model.kind, model.code.len())
+}
+
+/// The module's arguments: the platform index (when exported for several
+/// platforms), then the inputs the module kept.
+fn module_arguments(model: &Model, inputs: Vec<HostArray>, platform: &str) -> Result<Vec<HostArray>, String> {
+    let mut out = Vec::new();
+    if model.platforms.len() > 1 {
+        let index = model
+            .platforms
+            .iter()
+            .position(|p| p.eq_ignore_ascii_case(platform) || (p == "cpu" && platform.eq_ignore_ascii_case("host")))
+            .ok_or_else(|| format!("the program was exported for {:?}, not for {platform}", model.platforms))?;
+        let bytes = (index as i32).to_le_bytes().to_vec();
+        out.push(HostArray::new(ElementType::S32, vec![], bytes).map_err(|e| e.to_string())?);
+    }
+    match &model.kept_inputs {
+        Some(kept) => {
+            let mut inputs: Vec<Option<HostArray>> = inputs.into_iter().map(Some).collect();
+            for &i in kept {
+                out.push(inputs[i].take().ok_or_else(|| format!("input {i} is kept twice"))?);
+            }
+        }
+        None => out.extend(inputs),
+    }
+    Ok(out)
+}
