@@ -4,7 +4,8 @@
 #      compiled for the CPU by g++ with the emulator header (cuda/emu);
 #   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only,
 #      and then NVRTC 12 (nvidia-cuda-nvrtc-cu12) for the handlers' test again;
-#   3. the CUDA handlers driven end to end (crates/ops/tests/cuda_stub.rs), and
+#   3. the CUDA handlers driven end to end against their CPU twins (crates/ops/tests/cuda_stub/,
+#      with each op's fixture, feature `fixture`), and
 #      the xla-ffi CUDA unit tests.
 # Needs: g++; the Python 3.12 venv of scripts/env.sh (XFR_PY312, made if unset).
 set -euo pipefail
@@ -37,12 +38,12 @@ export XFR_STUB_DRIVER="$stub" XLA_FFI_RS_NVRTC="$nvrtc"
 export LD_LIBRARY_PATH="$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Debug build (the one .ci/run's cargo test made): the emulated kernels are C++
 # compiled with -O2 in the stand-in, so only the CPU reference runs unoptimised.
-cargo test -p xla-ffi-rs-ops --features cuda --test cuda_stub -- --test-threads=2
+cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub -- --test-threads=2
 cargo test -p xla-ffi --features cuda,testing --lib cuda
 # The handlers again with NVRTC 12 (nvidia-cuda-nvrtc-cu12, what jax[cuda12]
 # installs): the loader takes libnvrtc.so.12 (docs/gpu.md, "CUDA 12 and 13").
 nvrtc12="$PWD/target/nvrtc12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12"
 [ -e "$nvrtc12" ] ||
     "$py" -m pip install -q --disable-pip-version-check --target target/nvrtc12 "nvidia-cuda-nvrtc-cu12>=12,<13"
-XLA_FFI_RS_NVRTC="$nvrtc12" cargo test -p xla-ffi-rs-ops --features cuda --test cuda_stub -- --test-threads=2
+XLA_FFI_RS_NVRTC="$nvrtc12" cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub -- --test-threads=2
 echo "cuda_emu: passed in $(( $(date +%s) - start )) s"

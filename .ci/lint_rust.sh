@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rust format check and clippy with warnings denied, over the whole workspace
-# (the CUDA and testing features included). `bash .ci/lint_rust.sh`
+# (the CUDA, testing and fixture features included). `bash .ci/lint_rust.sh`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -10,4 +10,4 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 
 log "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
+cargo clippy --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/fixture -- -D warnings

@@ -16,6 +16,9 @@
 #![forbid(unsafe_code)]
 
 pub mod async_demo;
+#[cfg(feature = "fixture")]
+#[doc(hidden)]
+pub mod fixture;
 mod float;
 pub mod kernels;
 mod parallel;

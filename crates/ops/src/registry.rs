@@ -27,6 +27,10 @@ pub struct OpHandlers {
     /// The CUDA sources its handlers compile: the file of each kernel's `source`.
     #[cfg(feature = "cuda")]
     pub sources: &'static [&'static xla_ffi::cuda::Source],
+    /// What the test of its CUDA handlers against their CPU twins needs beyond the
+    /// declarations (`src/<op>/fixture.rs`; feature `fixture`, for this crate's tests).
+    #[cfg(feature = "fixture")]
+    pub fixture: &'static crate::fixture::OpFixture,
 }
 
 impl OpHandlers {

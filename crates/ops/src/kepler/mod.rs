@@ -20,6 +20,8 @@ pub use shapes::F32OrF64;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "fixture")]
+pub mod fixture;
 #[cfg(feature = "cuda")]
 pub use cuda::{
     xla_ffi_rs_kepler_cotangent_cuda, xla_ffi_rs_kepler_cuda, xla_ffi_rs_kepler_jvp_const_cuda,
@@ -43,4 +45,6 @@ pub const OP: crate::registry::OpHandlers = crate::registry::OpHandlers {
     ],
     #[cfg(feature = "cuda")]
     sources: &[&KEPLER_CU],
+    #[cfg(feature = "fixture")]
+    fixture: &fixture::FIXTURE,
 };

@@ -14,6 +14,8 @@ pub use shapes::{bwd_workspace_rows, check_eps, eps_problem, rows, Rows};
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "fixture")]
+pub mod fixture;
 #[cfg(feature = "cuda")]
 pub use cuda::{xla_ffi_rs_rms_norm_bwd_cuda, xla_ffi_rs_rms_norm_fwd_cuda, BWD_CUDA, FWD_CUDA, RMS_NORM_CU};
 
@@ -28,4 +30,6 @@ pub const OP: crate::registry::OpHandlers = crate::registry::OpHandlers {
     kernels: &[&kernel_table::RMS_NORM_FWD, &kernel_table::RMS_NORM_BWD, &kernel_table::RMS_NORM_DWEIGHT],
     #[cfg(feature = "cuda")]
     sources: &[&RMS_NORM_CU],
+    #[cfg(feature = "fixture")]
+    fixture: &fixture::FIXTURE,
 };
