@@ -8,23 +8,24 @@
 #   2. the core and ops crates' Rust tests cross-built for aarch64-unknown-linux-gnu
 #      (Debian's gcc-aarch64-linux-gnu) and run under qemu-aarch64, the kernels'
 #      bit-for-bit tests among them;
-#   3. the aarch64 manylinux_2_28 wheel (maturin --zig), its hot loops checked for
-#      NEON vector arithmetic in the disassembly, then run under qemu on Debian's
+#   3. the kernels' hot loops checked for NEON vector arithmetic in the aarch64
+#      disassembly (of the speed examples, which keep their symbols);
+#   4. the aarch64 manylinux_2_28 wheel (maturin --zig), run under qemu on Debian's
 #      arm64 Python 3.11 (a debootstrap'ed root, unpacked, not chrooted) with jax
-#      0.10.2's aarch64 wheels: .ci/wheel_smoke.py and the Kepler and rms_norm
-#      test files;
-#   4. the macOS arm64 wheel (maturin --zig, no macOS SDK) and its exported and
+#      0.10.2's aarch64 wheels: .ci/wheel_smoke.py and a named subset of the
+#      Kepler and rms_norm test files (ARM_TESTS);
+#   5. the macOS arm64 wheel (maturin --zig, no macOS SDK) and its exported and
 #      imported symbols.
 #
 # Each part prints its time. Needs root (apt-get) for the cross compiler, qemu and
 # debootstrap; outside CI without them it is skipped. `bash .ci/platforms.sh [PART...]`
-# runs some parts only (clippy, qemu_tests, arm_wheel, mac_wheel).
+# runs some parts only (clippy, qemu_tests, neon, arm_wheel, mac_wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 need_py312
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(clippy qemu_tests arm_wheel mac_wheel)
+[ ${#parts[@]} -gt 0 ] || parts=(clippy qemu_tests neon arm_wheel mac_wheel)
 
 # One target folder for every cross build (kept between runs outside CI), with the
 # arm64 Python root and its site-packages beside it.
@@ -34,6 +35,8 @@ ARM_SITE="$CARGO_TARGET_DIR/arm64-site-jax0.10.2"
 ARM_GNU=aarch64-unknown-linux-gnu
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+ARM_TESTS="residual_float or jit_matches_eager or grad_matches_finite or vmap_of_grad_and_grad_of_vmap \
+or forward_accuracy or jit_is_one_forward or grad_uses_bwd or grad_low_precision or vmap_of_grad_per_example"
 VENV_BIN="$(dirname "$XFR_PY312")"
 LLVM_BIN="$(rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
 
@@ -111,15 +114,33 @@ arm_python() {
 }
 arm_py() { PYTHONDONTWRITEBYTECODE=1 qemu-aarch64 -L "$ARM_ROOT" "$ARM_ROOT/usr/bin/python3.11" "$@"; }
 
-# neon_check SO SYMBOL-PATTERN MIN WHAT: the functions of SO whose (demangled) name
-# matches the pattern hold at least MIN NEON vector floating-point instructions.
+# neon_check BIN SYMBOL-PATTERN MIN WHAT: the functions of BIN whose (demangled)
+# name matches the pattern hold at least MIN NEON vector floating-point
+# instructions (on 2 x f64 or 4 x f32 lanes).
 neon_check() {
-    local so="$1" pat="$2" min="$3" what="$4" n
-    n="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$so" |
+    local bin="$1" pat="$2" min="$3" what="$4" n
+    n="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$bin" |
         awk -v pat="$pat" '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ pat) } on' |
         grep -cE '\s(fmla|fmls|fmul|fadd|fsub|fdiv|fsqrt|fmax|fmin|fcm[a-z]+|frint[a-z]+)\s+v[0-9]+\.(2d|4s)' || true)"
-    echo "  $what: $n NEON vector floating-point instructions (fmla/fmul/fadd/... on v registers)" >&2
-    [ "$n" -ge "$min" ] || { echo "error: $what does not vectorize on aarch64 (fewer than $min NEON instructions)" >&2; return 1; }
+    echo "  $what: $n NEON vector floating-point instructions (fmla, fmul, fadd, ... on v registers)" >&2
+    [ "$n" -ge "$min" ] || { echo "error: $what does not vectorize on aarch64 (fewer than $min such instructions)" >&2; return 1; }
+}
+
+# neon: the kernels' hot loops vectorize with NEON. The wheel's library is
+# stripped, so the check reads the two speed examples (the ARM benchmark commands
+# of docs/platforms.md), built for aarch64 in release with their symbols: Kepler's
+# block loops (`solve_blocks`, with `block` inlined; fused `fmla` expected) and the
+# rms_norm kernels.
+neon() {
+    log "NEON in the hot loops: speed examples for $ARM_GNU (release), aarch64-linux-gnu-objdump"
+    cargo build --release --target "$ARM_GNU" -p xla-ffi-rs-ops --example kepler_speed --example rms_kernel_speed
+    local ex="$CARGO_TARGET_DIR/$ARM_GNU/release/examples"
+    neon_check "$ex/kepler_speed" 'kepler::solver::solve_blocks' 200 "Kepler solver blocks"
+    local fused
+    fused="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$ex/kepler_speed" |
+        awk '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ /kepler::solver::solve_blocks/) } on' | grep -cE '\sfmla\s+v' || true)"
+    [ "$fused" -ge 40 ] || { echo "error: Kepler's blocks have $fused fused fmla: FMA is off on aarch64" >&2; return 1; }
+    neon_check "$ex/rms_kernel_speed" 'rms_norm::kernel::' 150 "rms_norm kernels (bwd_rows, pair_weight)"
 }
 
 arm_wheel() {
@@ -131,17 +152,17 @@ arm_wheel() {
     local wheel
     wheel="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-manylinux_2_28_aarch64.whl)"
     "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$out/site"
-    local so="$out/site/xla_ffi_rs/_native.abi3.so"
-    log "NEON in the hot loops (aarch64-linux-gnu-objdump)"
-    neon_check "$so" 'kepler::solver::.*(block|solve_dispatch)' 200 "Kepler solver blocks"
-    neon_check "$so" 'rms_norm::kernel' 50 "rms_norm kernels"
     arm_python
     log "the aarch64 wheel under qemu: Python $(arm_py -c 'import sys; print(sys.version.split()[0])'), jax 0.10.2"
     # From a scratch folder, so that only the wheel's xla_ffi_rs can be imported.
     cp .ci/wheel_smoke.py "$out/"
     (cd "$out" && PYTHONPATH="$out/site:$ARM_SITE" arm_py wheel_smoke.py)
-    log "tests/test_kepler.py and tests/test_rms_norm.py on the aarch64 wheel, under qemu"
-    PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider -x tests/test_kepler.py tests/test_rms_norm.py
+    # A named subset of the two op test files (the whole files take too long under
+    # qemu): accuracy in every dtype, jit, grad, vmap of grad; the whole suite runs
+    # on aarch64 on the workflow's arm runner.
+    log "op tests on the aarch64 wheel under qemu: $ARM_TESTS"
+    PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider \
+        tests/test_kepler.py tests/test_rms_norm.py -k "$ARM_TESTS"
     rm -rf "$out"
 }
 
@@ -180,7 +201,7 @@ mac_wheel() {
 
 for p in "${parts[@]}"; do
     case "$p" in
-        clippy | qemu_tests | arm_wheel | mac_wheel) timed "$p" "$p" ;;
-        *) echo "error: unknown part $p (clippy, qemu_tests, arm_wheel, mac_wheel)" >&2; exit 2 ;;
+        clippy | qemu_tests | neon | arm_wheel | mac_wheel) timed "$p" "$p" ;;
+        *) echo "error: unknown part $p (clippy, qemu_tests, neon, arm_wheel, mac_wheel)" >&2; exit 2 ;;
     esac
 done
