@@ -39,6 +39,9 @@ ARM_TESTS="residual_float or jit_matches_eager or grad_matches_finite or vmap_of
 or forward_accuracy or jit_is_one_forward or grad_uses_bwd or grad_low_precision or vmap_of_grad_per_example"
 VENV_BIN="$(dirname "$XFR_PY312")"
 LLVM_BIN="$(rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
+# Debian's archive key (debootstrap checks the arm64 packages against it; on an
+# Ubuntu runner it comes with the debian-archive-keyring package).
+DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 # The crates' licence files are copies of the root's (symbolic links break in a
 # Windows checkout without symlink support).
@@ -52,12 +55,13 @@ done
 
 have_tools() {
     command -v aarch64-linux-gnu-gcc && command -v aarch64-linux-gnu-objdump && command -v qemu-aarch64 &&
-        command -v debootstrap && command -v dpkg-deb
+        command -v debootstrap && command -v dpkg-deb && [ -f "$DEBIAN_KEYRING" ]
 } >/dev/null 2>&1
 if ! have_tools; then
     if can_root || in_ci; then
         log "installing the aarch64 cross compiler, qemu-user and debootstrap"
-        apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user debootstrap
+        apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user debootstrap \
+            debian-archive-keyring
     else
         skip_step "the platform checks" "need gcc-aarch64-linux-gnu, qemu-user and debootstrap (apt-get, as root)" && exit 0
     fi
@@ -97,9 +101,13 @@ qemu_tests() {
 arm_python() {
     if [ ! -x "$ARM_ROOT/usr/bin/python3.11" ]; then
         log "debootstrap: Debian 12 arm64 with python3.11 (downloaded and unpacked)"
-        rm -rf "$ARM_ROOT"
-        debootstrap --arch=arm64 --foreign --variant=minbase --include=python3.11,libstdc++6 \
-            bookworm "$ARM_ROOT" http://deb.debian.org/debian >/dev/null
+        # debootstrap runs as root (through sudo on a runner); the root is then ours.
+        local sudo=()
+        [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+        "${sudo[@]}" rm -rf "$ARM_ROOT"
+        "${sudo[@]}" debootstrap --arch=arm64 --foreign --variant=minbase --include=python3.11,libstdc++6 \
+            --keyring "$DEBIAN_KEYRING" bookworm "$ARM_ROOT" http://deb.debian.org/debian >/dev/null
+        "${sudo[@]}" chown -R "$(id -u):$(id -g)" "$ARM_ROOT"
         local d
         for d in "$ARM_ROOT"/var/cache/apt/archives/*.deb; do dpkg-deb -x "$d" "$ARM_ROOT"; done
         rm -rf "$ARM_ROOT"/var/cache/apt/archives/*.deb
