@@ -155,7 +155,10 @@ arm_wheel() {
     local out
     out="$(mktemp -d)"
     log "aarch64 manylinux_2_28 wheel (maturin --zig)"
-    PATH="$VENV_BIN:$PATH" "$VENV_BIN/maturin" build --release --zig --compatibility manylinux_2_28 \
+    # zig links it (against glibc 2.28), not the cross gcc of the tests; in a target
+    # folder of its own, so that the two linkers do not rebuild each other's output.
+    env -u CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER CARGO_TARGET_DIR="$CARGO_TARGET_DIR/zig" \
+        PATH="$VENV_BIN:$PATH" "$VENV_BIN/maturin" build --release --zig --compatibility manylinux_2_28 \
         --target "$ARM_GNU" --out "$out" >&2
     local wheel
     wheel="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-manylinux_2_28_aarch64.whl)"
@@ -180,7 +183,8 @@ mac_wheel() {
     # zig links for macOS without the SDK (rustc warns that xcrun is missing; the
     # SDK version in the binary is then zig's default).
     log "macOS arm64 wheel (maturin --zig, no macOS SDK)"
-    PATH="$VENV_BIN:$PATH" "$VENV_BIN/maturin" build --release --zig --target aarch64-apple-darwin --out "$out" >&2
+    CARGO_TARGET_DIR="$CARGO_TARGET_DIR/zig" PATH="$VENV_BIN:$PATH" \
+        "$VENV_BIN/maturin" build --release --zig --target aarch64-apple-darwin --out "$out" >&2
     local wheel so
     wheel="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-macosx_11_0_arm64.whl)"
     "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$out/site"
