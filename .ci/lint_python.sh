@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 XFR_SKIP_PY311=1 setup_venvs
 "$XFR_PY312" -m pip install -q --disable-pip-version-check "$RUFF_PIN" "$MYPY_PIN"
-paths=(python tests examples benchmarks cuda scripts)
+paths=(python tests examples benchmarks cuda scripts .ci/wheel_smoke.py)
 log "ruff check"
 "$XFR_PY312" -m ruff check --no-cache "${paths[@]}"
 log "ruff format --check"

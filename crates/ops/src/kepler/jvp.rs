@@ -81,7 +81,7 @@ fn jvp_dispatch<T: solver::Real + tangent::Real, S: Slot<T>, const L: usize>(
     (dm, de): Tangents<'_, T>,
     (o0, o1, o2, o3): Out4<'_, S>,
 ) {
-    const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
+    const FMA: bool = multiversion::target::target_cfg_f!(any(target_feature = "fma", target_arch = "aarch64"));
     let n = m.len();
     // Cache-line aligned, as the solver's own block arrays (see `solver::Scratch`).
     let fill =

@@ -5,7 +5,10 @@
 //! straight-line arithmetic (selects instead of branches, no libm calls), so the
 //! slice functions auto-vectorize. They are compiled several times with
 //! [`multiversion`](mod@multiversion) (AVX-512, AVX2+FMA, AVX, baseline) and dispatched at run time;
-//! `mul_add` is used only in the versions whose target has FMA.
+//! `mul_add` is used only in the versions whose target has FMA: the x86 versions
+//! with `fma`, and every aarch64 build (fused multiply-add is part of its base
+//! instruction set, NEON's `fmla`), whose one version the compiler vectorizes
+//! with NEON.
 //!
 //! # Method
 //!
@@ -332,7 +335,7 @@ fn lengths_differ(m: usize, e: usize, s: usize, c: usize) -> ! {
 /// The slice solver: whole blocks of `L`, then the remainder element by element.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]
 fn solve_dispatch<T: Real, S: Slot<T>, const L: usize>(m: &[T], e: &[T], sin_e: &mut [S], cos_e: &mut [S]) {
-    const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
+    const FMA: bool = multiversion::target::target_cfg_f!(any(target_feature = "fma", target_arch = "aarch64"));
     let mut mc = m.chunks_exact(L);
     let mut ec = e.chunks_exact(L);
     let mut sc = sin_e.chunks_exact_mut(L);
@@ -434,7 +437,7 @@ pub fn solve_f32(m: &[f32], e: &[f32], sin_e: &mut [MaybeUninit<f32>], cos_e: &m
 /// domain). Dispatched like the slice version, so the results are bit-identical.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]
 pub fn solve_one_f64(m: f64, e: f64) -> (f64, f64) {
-    const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
+    const FMA: bool = multiversion::target::target_cfg_f!(any(target_feature = "fma", target_arch = "aarch64"));
     solve_masked::<f64, FMA>(m, e)
 }
 
@@ -442,7 +445,7 @@ pub fn solve_one_f64(m: f64, e: f64) -> (f64, f64) {
 /// domain). Dispatched like the slice version, so the results are bit-identical.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]
 pub fn solve_one_f32(m: f32, e: f32) -> (f32, f32) {
-    const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
+    const FMA: bool = multiversion::target::target_cfg_f!(any(target_feature = "fma", target_arch = "aarch64"));
     solve_masked::<f32, FMA>(m, e)
 }
 
@@ -451,7 +454,7 @@ pub fn solve_one_f32(m: f32, e: f32) -> (f32, f32) {
 /// the domain. Same algorithm and dispatch as [`solve_f64`].
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "x86_64+avx"))]
 pub fn eccentric_anomaly_f64(m: f64, e: f64) -> f64 {
-    const FMA: bool = multiversion::target::target_cfg_f!(target_feature = "fma");
+    const FMA: bool = multiversion::target::target_cfg_f!(any(target_feature = "fma", target_arch = "aarch64"));
     let (ea, _, _) = kernel::<f64, FMA>(m, e);
     mask(valid(m, e), ea)
 }

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# The other platforms JAX's CPU wheels serve, checked from this Linux x86_64
+# machine (docs/platforms.md says what runs here and what only the workflow's
+# macOS, Windows and arm runners run):
+#
+#   1. clippy, warnings denied, for aarch64-apple-darwin and x86_64-pc-windows-msvc
+#      (the lint feature set of .ci/lint_rust.sh; clippy includes cargo check);
+#   2. the core and ops crates' Rust tests cross-built for aarch64-unknown-linux-gnu
+#      (Debian's gcc-aarch64-linux-gnu) and run under qemu-aarch64, the kernels'
+#      bit-for-bit tests among them;
+#   3. the kernels' hot loops checked for NEON vector arithmetic in the aarch64
+#      disassembly (of the speed examples, which keep their symbols);
+#   4. the aarch64 manylinux_2_28 wheel (maturin --zig), run under qemu on Debian's
+#      arm64 Python 3.11 (a debootstrap'ed root, unpacked, not chrooted) with jax
+#      0.10.2's aarch64 wheels: .ci/wheel_smoke.py and a named subset of the
+#      Kepler and rms_norm test files (ARM_TESTS);
+#   5. the macOS arm64 wheel (maturin --zig, no macOS SDK) and its exported and
+#      imported symbols.
+#
+# Each part prints its time. Needs root (apt-get) for the cross compiler, qemu and
+# debootstrap; outside CI without them it is skipped. `bash .ci/platforms.sh [PART...]`
+# runs some parts only (clippy, qemu_tests, neon, arm_wheel, mac_wheel).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+need_py312
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(clippy qemu_tests neon arm_wheel mac_wheel)
+
+# One target folder for every cross build (kept between runs outside CI), with the
+# arm64 Python root and its site-packages beside it.
+export CARGO_TARGET_DIR="$XFR_ROOT/target/platforms" LIBCLANG_PATH=/nonexistent CARGO_TERM_COLOR=never
+ARM_ROOT="$CARGO_TARGET_DIR/arm64-root"
+ARM_SITE="$CARGO_TARGET_DIR/arm64-site-jax0.10.2"
+ARM_GNU=aarch64-unknown-linux-gnu
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+ARM_TESTS="residual_float or jit_matches_eager or grad_matches_finite or vmap_of_grad_and_grad_of_vmap \
+or forward_accuracy or jit_is_one_forward or grad_uses_bwd or grad_low_precision or vmap_of_grad_per_example"
+VENV_BIN="$(dirname "$XFR_PY312")"
+LLVM_BIN="$(rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin"
+# Debian's archive key (debootstrap checks the arm64 packages against it; on an
+# Ubuntu runner it comes with the debian-archive-keyring package).
+DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+
+# The crates' licence files are copies of the root's (symbolic links break in a
+# Windows checkout without symlink support).
+log "crates' LICENSE-* files equal the root's"
+for f in ffi/LICENSE-* crates/*/LICENSE-*; do
+    if [ -L "$f" ] || ! cmp -s "$f" "$(basename "$f")"; then
+        echo "error: $f is a link or differs from the root's $(basename "$f"): copy it" >&2
+        exit 1
+    fi
+done
+
+have_tools() {
+    command -v aarch64-linux-gnu-gcc && command -v aarch64-linux-gnu-objdump && command -v qemu-aarch64 &&
+        command -v debootstrap && command -v dpkg-deb && [ -f "$DEBIAN_KEYRING" ]
+} >/dev/null 2>&1
+if ! have_tools; then
+    if can_root || in_ci; then
+        log "installing the aarch64 cross compiler, qemu-user and debootstrap"
+        apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user debootstrap \
+            debian-archive-keyring
+    else
+        skip_step "the platform checks" "need gcc-aarch64-linux-gnu, qemu-user and debootstrap (apt-get, as root)" && exit 0
+    fi
+fi
+log "rust targets: aarch64-apple-darwin, x86_64-pc-windows-msvc, $ARM_GNU; llvm-tools"
+rustup target add aarch64-apple-darwin x86_64-pc-windows-msvc "$ARM_GNU" >&2
+rustup component add llvm-tools >&2
+"$XFR_PY312" -m pip install -q --disable-pip-version-check "$ZIGLANG_PIN"
+
+times=()
+timed() {
+    local name="$1" t0
+    shift
+    t0=$(date +%s)
+    "$@"
+    times+=("$(printf '%-11s %4d s' "$name" $(( $(date +%s) - t0 )))")
+}
+trap 'printf "\n==> platforms: part times\n" >&2; printf "  %s\n" "${times[@]}" >&2' EXIT
+
+clippy() {
+    local t
+    for t in aarch64-apple-darwin x86_64-pc-windows-msvc; do
+        log "cargo clippy --target $t, warnings denied"
+        cargo clippy --target "$t" --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
+    done
+}
+
+qemu_tests() {
+    log "cargo test -p xla-ffi -p xla-ffi-rs-ops for $ARM_GNU, under qemu-aarch64"
+    # The compile-fail test (trybuild) checks compiler messages, not the target.
+    cargo test --target "$ARM_GNU" -p xla-ffi -p xla-ffi-rs-ops --lib --tests -- --skip compile_time_guarantees
+}
+
+# arm_python: Debian 12's arm64 Python 3.11, unpacked from a debootstrap download
+# (no chroot, no binfmt: qemu-aarch64 -L runs it), and jax 0.10.2's aarch64 wheels
+# installed beside it by this machine's pip.
+arm_python() {
+    if [ ! -x "$ARM_ROOT/usr/bin/python3.11" ]; then
+        log "debootstrap: Debian 12 arm64 with python3.11 (downloaded and unpacked)"
+        # debootstrap runs as root (through sudo on a runner); the root is then ours.
+        local sudo=()
+        [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+        "${sudo[@]}" rm -rf "$ARM_ROOT"
+        "${sudo[@]}" debootstrap --arch=arm64 --foreign --variant=minbase --include=python3.11,libstdc++6 \
+            --keyring "$DEBIAN_KEYRING" bookworm "$ARM_ROOT" http://deb.debian.org/debian >/dev/null
+        "${sudo[@]}" chown -R "$(id -u):$(id -g)" "$ARM_ROOT"
+        local d
+        for d in "$ARM_ROOT"/var/cache/apt/archives/*.deb; do dpkg-deb -x "$d" "$ARM_ROOT"; done
+        rm -rf "$ARM_ROOT"/var/cache/apt/archives/*.deb
+    fi
+    if [ ! -d "$ARM_SITE/jaxlib" ]; then
+        log "jax 0.10.2, numpy, pytest: aarch64 wheels for CPython 3.11"
+        "$XFR_PY312" -m pip install -q --disable-pip-version-check --target "$ARM_SITE" \
+            --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none \
+            --platform manylinux_2_28_aarch64 --platform manylinux_2_27_aarch64 --platform manylinux2014_aarch64 \
+            --only-binary=:all: "$JAX_311" pytest numpy
+    fi
+}
+arm_py() { PYTHONDONTWRITEBYTECODE=1 qemu-aarch64 -L "$ARM_ROOT" "$ARM_ROOT/usr/bin/python3.11" "$@"; }
+
+# neon_check BIN SYMBOL-PATTERN MIN WHAT: the functions of BIN whose (demangled)
+# name matches the pattern hold at least MIN NEON vector floating-point
+# instructions (on 2 x f64 or 4 x f32 lanes).
+neon_check() {
+    local bin="$1" pat="$2" min="$3" what="$4" n
+    n="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$bin" |
+        awk -v pat="$pat" '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ pat) } on' |
+        grep -cE '\s(fmla|fmls|fmul|fadd|fsub|fdiv|fsqrt|fmax|fmin|fcm[a-z]+|frint[a-z]+)\s+v[0-9]+\.(2d|4s)' || true)"
+    echo "  $what: $n NEON vector floating-point instructions (fmla, fmul, fadd, ... on v registers)" >&2
+    [ "$n" -ge "$min" ] || { echo "error: $what does not vectorize on aarch64 (fewer than $min such instructions)" >&2; return 1; }
+}
+
+# neon: the kernels' hot loops vectorize with NEON. The wheel's library is
+# stripped, so the check reads the two speed examples (the ARM benchmark commands
+# of docs/platforms.md), built for aarch64 in release with their symbols: Kepler's
+# block loops (`solve_blocks`, with `block` inlined; fused `fmla` expected) and the
+# rms_norm kernels.
+neon() {
+    log "NEON in the hot loops: speed examples for $ARM_GNU (release), aarch64-linux-gnu-objdump"
+    cargo build --release --target "$ARM_GNU" -p xla-ffi-rs-ops --example kepler_speed --example rms_kernel_speed
+    local ex="$CARGO_TARGET_DIR/$ARM_GNU/release/examples"
+    neon_check "$ex/kepler_speed" 'kepler::solver::solve_blocks' 200 "Kepler solver blocks"
+    local fused
+    fused="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$ex/kepler_speed" |
+        awk '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ /kepler::solver::solve_blocks/) } on' | grep -cE '\sfmla\s+v' || true)"
+    [ "$fused" -ge 40 ] || { echo "error: Kepler's blocks have $fused fused fmla: FMA is off on aarch64" >&2; return 1; }
+    neon_check "$ex/rms_kernel_speed" 'rms_norm::kernel::' 150 "rms_norm kernels (bwd_rows, pair_weight)"
+}
+
+arm_wheel() {
+    local out
+    out="$(mktemp -d)"
+    log "aarch64 manylinux_2_28 wheel (maturin --zig)"
+    # zig links it (against glibc 2.28), not the cross gcc of the tests; in a target
+    # folder of its own, so that the two linkers do not rebuild each other's output.
+    env -u CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER CARGO_TARGET_DIR="$CARGO_TARGET_DIR/zig" \
+        PATH="$VENV_BIN:$PATH" "$VENV_BIN/maturin" build --release --zig --compatibility manylinux_2_28 \
+        --target "$ARM_GNU" --out "$out" >&2
+    local wheel
+    wheel="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-manylinux_2_28_aarch64.whl)"
+    "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$out/site"
+    arm_python
+    log "the aarch64 wheel under qemu: Python $(arm_py -c 'import sys; print(sys.version.split()[0])'), jax 0.10.2"
+    # From a scratch folder, so that only the wheel's xla_ffi_rs can be imported.
+    cp .ci/wheel_smoke.py "$out/"
+    (cd "$out" && PYTHONPATH="$out/site:$ARM_SITE" arm_py wheel_smoke.py)
+    # A named subset of the two op test files (the whole files take too long under
+    # qemu): accuracy in every dtype, jit, grad, vmap of grad; the whole suite runs
+    # on aarch64 on the workflow's arm runner.
+    log "op tests on the aarch64 wheel under qemu: $ARM_TESTS"
+    PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider \
+        tests/test_kepler.py tests/test_rms_norm.py -k "$ARM_TESTS"
+    rm -rf "$out"
+}
+
+mac_wheel() {
+    local out
+    out="$(mktemp -d)"
+    # zig links for macOS without the SDK (rustc warns that xcrun is missing; the
+    # SDK version in the binary is then zig's default).
+    log "macOS arm64 wheel (maturin --zig, no macOS SDK)"
+    CARGO_TARGET_DIR="$CARGO_TARGET_DIR/zig" PATH="$VENV_BIN:$PATH" \
+        "$VENV_BIN/maturin" build --release --zig --target aarch64-apple-darwin --out "$out" >&2
+    local wheel so
+    wheel="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-macosx_11_0_arm64.whl)"
+    "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$out/site"
+    so="$out/site/xla_ffi_rs/_native.abi3.so"
+    log "its symbols ($(basename "$wheel"))"
+    file "$so" >&2 || true
+    "$LLVM_BIN/llvm-nm" -g --defined-only "$so" | awk '{print $3}' >"$out/exported"
+    "$LLVM_BIN/llvm-nm" -g -u "$so" | awk '{print $NF}' >"$out/imported"
+    "$LLVM_BIN/llvm-objdump" --macho --dylibs-used "$so" | tail -n +2 | awk '{print $1}' >"$out/dylibs"
+    grep -qx _PyInit__native "$out/exported" || { echo "error: no PyInit__native in $so" >&2; return 1; }
+    # C-named exports: the module's init, the handlers' C entry points
+    # (#[no_mangle]), and what every Mach-O dylib or Rust cdylib has.
+    local unexpected
+    unexpected="$(grep -vE '^(_PyInit__native|_xla_ffi_handler__[A-Za-z0-9_]+|_rust_eh_personality|___dso_handle|__mh_dylib_header|__R.*|__ZN.*)$' "$out/exported" || true)"
+    [ -z "$unexpected" ] || { echo "error: unexpected exports: $unexpected" >&2; return 1; }
+    # Python symbols come from the interpreter at load time (-undefined dynamic_lookup);
+    # only system libraries are linked.
+    local bad_dylibs
+    bad_dylibs="$(grep -vE '^(@rpath/xla_ffi_rs\._native\.abi3\.so|/usr/lib/libSystem\.B\.dylib|/usr/lib/libiconv\.2\.dylib|/usr/lib/libcharset\.1\.dylib)$' "$out/dylibs" || true)"
+    [ -z "$bad_dylibs" ] || { echo "error: links libraries besides the system's: $bad_dylibs" >&2; return 1; }
+    printf '  PyInit__native exported; %d handler entry points; %d Rust-mangled exports; %d Python symbols imported; links %s\n' \
+        "$(grep -c '^_xla_ffi_handler__' "$out/exported")" "$(grep -cE '^__(R|ZN)' "$out/exported" || true)" \
+        "$(grep -cE '^_{1,2}Py' "$out/imported")" "$(tr '\n' ' ' <"$out/dylibs")" >&2
+    rm -rf "$out"
+}
+
+for p in "${parts[@]}"; do
+    case "$p" in
+        clippy | qemu_tests | neon | arm_wheel | mac_wheel) timed "$p" "$p" ;;
+        *) echo "error: unknown part $p (clippy, qemu_tests, neon, arm_wheel, mac_wheel)" >&2; exit 2 ;;
+    esac
+done
