@@ -192,8 +192,10 @@ impl<A, Y, F: Fn(&[A; L]) -> [Y; L] + Copy> Narrow<A, Y> for One<F> {
 }
 
 /// `any` for the rows that may hold a NaN product, `no_nan` for the others (the
-/// AVX2 pair loops narrow those without the NaN case: `bf16_avx2.rs`).
+/// AVX2 pair loops narrow those without the NaN case: `bf16_avx2.rs`; other
+/// architectures have no such loop, hence the `allow`).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) struct Split<N, M> {
     pub(super) any: N,
     pub(super) no_nan: M,
