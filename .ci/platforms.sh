@@ -82,10 +82,23 @@ timed() {
 trap 'printf "\n==> platforms: part times\n" >&2; printf "  %s\n" "${times[@]}" >&2' EXIT
 
 clippy() {
-    local t
+    local t zig="$CARGO_TARGET_DIR/zig-tools"
+    # A dev-dependency's build script (criterion's `alloca`) compiles C for the
+    # target: zig's clang stands in for Apple's and Microsoft's compilers here.
+    mkdir -p "$zig"
+    # (cc-rs adds a clang --target= that zig names differently: the wrapper drops it.)
+    local drop='for a; do shift; case "$a" in --target=*) ;; *) set -- "$@" "$a" ;; esac; done'
+    printf '#!/bin/sh\n%s\nexec "%s" -m ziglang cc -target aarch64-macos "$@"\n' "$drop" "$XFR_PY312" >"$zig/cc-macos"
+    printf '#!/bin/sh\n%s\nexec "%s" -m ziglang cc -target x86_64-windows-gnu "$@"\n' "$drop" "$XFR_PY312" >"$zig/cc-windows"
+    printf '#!/bin/sh\nexec "%s" -m ziglang ar "$@"\n' "$XFR_PY312" >"$zig/ar"
+    # For the MSVC target cc-rs calls lib.exe's way (-out:LIB -nologo OBJECTS).
+    printf '#!/bin/sh\nout=\nfor a; do shift; case "$a" in -out:*) out="${a#-out:}" ;; -nologo) ;; *) set -- "$@" "$a" ;; esac; done\nexec "%s" -m ziglang ar crs "$out" "$@"\n' "$XFR_PY312" >"$zig/lib-windows"
+    chmod +x "$zig"/*
     for t in aarch64-apple-darwin x86_64-pc-windows-msvc; do
         log "cargo clippy --target $t, warnings denied"
-        cargo clippy --target "$t" --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
+        CC_aarch64_apple_darwin="$zig/cc-macos" AR_aarch64_apple_darwin="$zig/ar" \
+            CC_x86_64_pc_windows_msvc="$zig/cc-windows" AR_x86_64_pc_windows_msvc="$zig/lib-windows" \
+            cargo clippy --target "$t" --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
     done
 }
 
