@@ -31,25 +31,7 @@ fn descr(t: ElementType) -> &'static str {
 /// The element type of a `descr`; `|V2` (a 2-byte void) reads as `bfloat16`.
 fn from_descr(d: &str) -> Option<ElementType> {
     let d = d.replace('=', "<");
-    [
-        ElementType::Pred,
-        ElementType::S8,
-        ElementType::U8,
-        ElementType::S16,
-        ElementType::S32,
-        ElementType::S64,
-        ElementType::U16,
-        ElementType::U32,
-        ElementType::U64,
-        ElementType::F16,
-        ElementType::F32,
-        ElementType::F64,
-        ElementType::BF16,
-        ElementType::C64,
-        ElementType::C128,
-    ]
-    .into_iter()
-    .find(|&t| {
+    ElementType::ALL.into_iter().find(|&t| {
         let own = descr(t);
         own == d || (own.starts_with('|') && d.len() == own.len() && d[1..] == own[1..])
     })

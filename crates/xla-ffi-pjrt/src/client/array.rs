@@ -38,25 +38,26 @@ pub enum ElementType {
     C128,
 }
 
-const ALL: [ElementType; 15] = [
-    ElementType::Pred,
-    ElementType::S8,
-    ElementType::S16,
-    ElementType::S32,
-    ElementType::S64,
-    ElementType::U8,
-    ElementType::U16,
-    ElementType::U32,
-    ElementType::U64,
-    ElementType::F16,
-    ElementType::F32,
-    ElementType::F64,
-    ElementType::BF16,
-    ElementType::C64,
-    ElementType::C128,
-];
-
 impl ElementType {
+    /// Every element type, in the order of the PJRT enum.
+    pub const ALL: [ElementType; 15] = [
+        ElementType::Pred,
+        ElementType::S8,
+        ElementType::S16,
+        ElementType::S32,
+        ElementType::S64,
+        ElementType::U8,
+        ElementType::U16,
+        ElementType::U32,
+        ElementType::U64,
+        ElementType::F16,
+        ElementType::F32,
+        ElementType::F64,
+        ElementType::BF16,
+        ElementType::C64,
+        ElementType::C128,
+    ];
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
@@ -91,7 +92,7 @@ impl ElementType {
 
     /// The element type of a NumPy/JAX name, the inverse of [`ElementType::name`].
     pub fn from_name(name: &str) -> Option<Self> {
-        ALL.into_iter().find(|t| t.name() == name)
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 
     /// The `PJRT_Buffer_Type` value.
@@ -117,7 +118,7 @@ impl ElementType {
 
     /// The element type of a `PJRT_Buffer_Type` value, if it is one of these.
     pub(crate) fn from_pjrt(value: i32) -> Option<Self> {
-        ALL.into_iter().find(|t| t.to_pjrt() == value)
+        Self::ALL.into_iter().find(|t| t.to_pjrt() == value)
     }
 }
 
@@ -189,7 +190,7 @@ mod tests {
 
     #[test]
     fn names_and_pjrt_values_round_trip() {
-        for t in ALL {
+        for t in ElementType::ALL {
             assert_eq!(ElementType::from_name(t.name()), Some(t));
             assert_eq!(ElementType::from_pjrt(t.to_pjrt()), Some(t));
         }
