@@ -8,7 +8,7 @@ build:
     source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && install_wheel "$XFR_PY312" "$(build_wheel)"
 
 # The fast test loop: Rust tests, then the Python suite on jax 0.12 (no root, no nightly).
-# `just check tests/test_kepler.py` runs one Python file after the Rust tests.
+# `just check tests/ops/kepler/test_kepler.py` runs one Python file after the Rust tests.
 check *pytest_args:
     bash scripts/test_fast.sh {{pytest_args}}
 

@@ -186,7 +186,7 @@ arm_wheel() {
     # on aarch64 on the workflow's arm runner.
     log "op tests on the aarch64 wheel under qemu: $ARM_TESTS"
     PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider \
-        tests/test_kepler.py tests/test_rms_norm.py -k "$ARM_TESTS"
+        tests/ops/kepler/test_kepler.py tests/ops/rms_norm/test_rms_norm.py -k "$ARM_TESTS"
     rm -rf "$out"
 }
 

@@ -23,7 +23,7 @@ case " ${versions[*]} " in
     *) [ -n "${XFR_PY312:-}" ] || XFR_SKIP_PY311=1 setup_venvs ;;
 esac
 
-OP_TESTS=(tests/test_kepler.py tests/test_kepler_jvp.py tests/test_kepler_derivatives.py tests/test_rms_norm.py
+OP_TESTS=(tests/ops tests/test_op_fixtures.py tests/test_public_types.py
     tests/test_binding_declared.py tests/test_examples.py tests/test_raw_targets.py tests/test_export.py)
 
 # suite PYTHON: the whole suite on one Python (the wheel installed first).
