@@ -148,20 +148,21 @@ neon_check() {
 }
 
 # neon: the kernels' hot loops vectorize with NEON. The wheel's library is
-# stripped, so the check reads the two speed examples (the ARM benchmark commands
-# of docs/platforms.md), built for aarch64 in release with their symbols: Kepler's
+# stripped, so the check reads the criterion bench (the ARM benchmark command of
+# docs/performance.md), built for aarch64 in release with its symbols: Kepler's
 # block loops (`solve_blocks`, with `block` inlined; fused `fmla` expected) and the
 # rms_norm kernels.
 neon() {
-    log "NEON in the hot loops: speed examples for $ARM_GNU (release), aarch64-linux-gnu-objdump"
-    cargo build --release --target "$ARM_GNU" -p xla-ffi-rs-ops --example kepler_speed --example rms_kernel_speed
-    local ex="$CARGO_TARGET_DIR/$ARM_GNU/release/examples"
-    neon_check "$ex/kepler_speed" 'kepler::solver::solve_blocks' 200 "Kepler solver blocks"
+    log "NEON in the hot loops: the criterion bench for $ARM_GNU (release), aarch64-linux-gnu-objdump"
+    cargo build --release --target "$ARM_GNU" -p xla-ffi-rs-ops --bench kernels
+    local bin
+    bin="$(ls -t "$CARGO_TARGET_DIR/$ARM_GNU/release/deps/"kernels-* | grep -v '\.d$' | head -n1)"
+    neon_check "$bin" 'kepler::solver::solve_blocks' 200 "Kepler solver blocks"
     local fused
-    fused="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$ex/kepler_speed" |
+    fused="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$bin" |
         awk '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ /kepler::solver::solve_blocks/) } on' | grep -cE '\sfmla\s+v' || true)"
     [ "$fused" -ge 40 ] || { echo "error: Kepler's blocks have $fused fused fmla: FMA is off on aarch64" >&2; return 1; }
-    neon_check "$ex/rms_kernel_speed" 'rms_norm::kernel::' 150 "rms_norm kernels (bwd_rows, pair_weight)"
+    neon_check "$bin" 'rms_norm::kernel::' 150 "rms_norm kernels"
 }
 
 arm_wheel() {

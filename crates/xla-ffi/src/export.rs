@@ -33,7 +33,7 @@
 //!
 //! The registry ([`Registry`], laid out as `xla_ffi_sys::XLA_FFI_Rs_Registry`) lists
 //! each target once per platform with its stage bundle (instantiate, prepare,
-//! initialize, execute, record: grouped by [`bundles`](crate::bundles)), and the
+//! initialize, execute, record: grouped by [`bundles`]), and the
 //! types to register before them (state types and user data types, each with the
 //! address XLA writes its id to). The exported function is `#[no_mangle] pub extern
 //! "C"`, so it survives LTO in a `cdylib` on Linux, macOS and Windows; no linker

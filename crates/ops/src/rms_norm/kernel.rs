@@ -34,7 +34,7 @@
 //! (`load`), computed on as plain arrays, and narrowed back (`narrow`); a row's
 //! last, partial chunk is padded with zeros, which add nothing to any sum. The
 //! weight is widened to `A` once per call. The dtype-specific conversions are
-//! chosen by [`Any`] downcasts of whole chunks, which the compiler resolves for
+//! chosen by [`Any`](core::any::Any) downcasts of whole chunks, which the compiler resolves for
 //! each monomorphisation (no run-time cost):
 //! - `bf16` is converted with bit operations (a 16-bit shift to widen; round to
 //!   nearest even, NaN kept quiet, to narrow), which vectorize (in `convert.rs`,
