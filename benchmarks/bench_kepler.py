@@ -5,6 +5,7 @@ the memory limit (a fused XLA copy of the same two arrays), N = 1, 1e3, 1e6 (and
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import time
@@ -21,6 +22,9 @@ from common import QUICK, measure, measure_pairs  # noqa: E402
 from contenders import kepler_inputs, ours  # noqa: E402
 from reporting import report, target  # noqa: E402
 
+# The threads of XLA's intra-op pool, which our handler splits a call over: the
+# usable cores unless PJRT_NPROC says otherwise (see bench_threads.py).
+POOL_THREADS = int(os.environ.get("PJRT_NPROC") or len(os.sched_getaffinity(0)))
 NEWTON_TOL = 1e-12
 NEWTON_MAX_STEPS = 20
 
@@ -253,6 +257,10 @@ def main() -> None:
                         row[f"ours/{name}"] = t[name]["ratio_median"]
                         row[f"ours/{name} best"] = t[name]["ratio_best"]
                 row["ours ns/el best"] = t["ours"]["best"] * 1e9 / n
+                # ns per element per core, to read against solvers published per core
+                # (from 1e6 on, where the handler splits a call over every thread)
+                if big:
+                    row["ours ns/el x cores"] = t["ours"]["median"] * 1e9 / n * POOL_THREADS
                 rows.append(row)
                 jrow = dict(key)
                 jrow["ours (fwd+jvp)/fwd"] = tj["ours fwd"]["ratio_median"]
@@ -318,6 +326,7 @@ def main() -> None:
                 "ratios are medians of per-round ratios, `best` is best / best"
             ),
             "copy: jit(lambda m, e: (m + e, m - e)), one fused XLA loop: the memory limit",
+            "ours ns/el x cores (N >= 1e6): the median ns per element times the threads of XLA's pool, which the handler splits the call over",
             (
                 "jnp newton: lax.while_loop, start M +- 0.85e, tol 1e-12 on max |step|, <= 20 steps "
                 "(faithful: in f32 the tolerance is never met, so 20 steps)"
