@@ -103,22 +103,31 @@ impl HandlerLibrary {
     ///
     /// The library stays loaded until the process ends, even after the value is
     /// dropped: the handlers registered from it into a plugin must stay callable.
-    /// Loading a library runs its initialisers: load only handler libraries you
-    /// trust, as with any plugin. Errors (kind [`ErrorKind::Library`]) name the path
-    /// and the cause: the file cannot be opened, it has no `xla_ffi_rs_registry`
-    /// symbol (not a handler library, or one built without `export_registry!`; a
-    /// PyO3 extension module cannot be loaded without Python at all), or its
-    /// registry has another layout version or is malformed.
-    pub fn load(path: impl AsRef<Path>) -> Result<HandlerLibrary, Error> {
+    /// Errors (kind [`ErrorKind::Library`]) name the path and the cause: the file
+    /// cannot be opened, it has no `xla_ffi_rs_registry` symbol (not a handler
+    /// library, or one built without `export_registry!`; a PyO3 extension module
+    /// cannot be loaded without Python at all), or its registry has another layout
+    /// version or is malformed.
+    ///
+    /// # Safety
+    ///
+    /// Loading a library runs its initialisers, and a symbol named
+    /// `xla_ffi_rs_registry` is called as `export_registry!` defines it. `path`
+    /// must name a library whose initialisers are sound to run in this process and
+    /// whose `xla_ffi_rs_registry`, if it has one, is `export_registry!`'s (what
+    /// any handler library built with this project is). A library that defines that
+    /// name otherwise is undefined behaviour, which no check made after loading can
+    /// catch. (As for `libloading::Library::new`.)
+    pub unsafe fn load(path: impl AsRef<Path>) -> Result<HandlerLibrary, Error> {
         let path = path.as_ref();
         let shown = path.display();
-        // SAFETY: loading a library runs its initialisers; the documented contract
-        // of `load` is that the library is trusted (as any plugin is).
+        // SAFETY: loading a library runs its initialisers: sound by `load`'s
+        // contract (the caller vouches for the library).
         let lib = unsafe { libloading::Library::new(path) }
             .map_err(|e| Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {e}")))?;
         let symbol = ffi::XLA_FFI_RS_REGISTRY_SYMBOL;
         // SAFETY: the symbol, if present, is `export_registry!`'s function of this
-        // type (an `xla_ffi_rs_` name is reserved for it).
+        // type, by `load`'s contract.
         let f: ffi::XLA_FFI_Rs_Registry_Fn = unsafe {
             *lib.get::<ffi::XLA_FFI_Rs_Registry_Fn>(symbol.as_bytes()).map_err(|e| {
                 Error::new(

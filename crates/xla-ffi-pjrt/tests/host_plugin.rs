@@ -69,7 +69,8 @@ fn setup() -> Option<(Plugin, &'static PjrtApi)> {
             eprintln!("skipping: XFR_PJRT_PLUGIN is not set (.ci/host.sh sets it)");
             return None;
         };
-        let plugin = Plugin::load(&path).unwrap();
+        // SAFETY: the CPU PJRT plugin from PyPI that .ci/host.sh names.
+        let plugin = unsafe { Plugin::load(&path) }.unwrap();
         let api = plugin.pjrt_api().unwrap().named(path);
         let lib = HandlerLibrary::linked(registry()).unwrap();
         let done = xla_ffi_pjrt::register(&api, &lib, "Host").unwrap();

@@ -52,7 +52,8 @@ fn registers_into_a_real_cpu_plugin() {
     let ffi = ffi_api_version(&api, "Host").unwrap();
     eprintln!("XLA FFI runtime: {ffi:?}");
     let lib_path = env_path("XFR_HANDLERS_LIB");
-    let lib = HandlerLibrary::load(&lib_path).unwrap();
+    // SAFETY: the ops library of this workspace (`export_registry!`), as .ci/host.sh builds it.
+    let lib = unsafe { HandlerLibrary::load(&lib_path) }.unwrap();
     if ffi < lib.min_ffi_api_version() {
         // An FFI 0.2 runtime (`xla-cpu-pjrt` 0.0.1) is refused before anything is
         // registered, with our own message.
@@ -74,7 +75,8 @@ fn registers_into_a_real_cpu_plugin() {
     // naming the plugin, the copy and the type.
     let copy = std::env::temp_dir().join(format!("xfr_copy_{}.so", std::process::id()));
     std::fs::copy(&lib_path, &copy).unwrap();
-    let other = HandlerLibrary::load(&copy).unwrap();
+    // SAFETY: a byte copy of the same handler library.
+    let other = unsafe { HandlerLibrary::load(&copy) }.unwrap();
     match register(&api, &other, "Host") {
         Ok(r) => {
             eprintln!("the second copy was accepted: {} targets (the plugin drops duplicate errors)", r.targets.len())
@@ -106,7 +108,9 @@ fn registers_into_a_real_cpu_plugin() {
     drop(ctx);
 
     // A file that is no handler library.
-    let e = HandlerLibrary::load(env_path("XFR_PJRT_PLUGIN")).unwrap_err();
+    // SAFETY: a PJRT plugin: its initialisers are sound to run (the test loaded it
+    // already), and it has no `xla_ffi_rs_registry`.
+    let e = unsafe { HandlerLibrary::load(env_path("XFR_PJRT_PLUGIN")) }.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Library);
     assert!(e.message().contains("no symbol `xla_ffi_rs_registry`"), "{e}");
 }
@@ -116,7 +120,8 @@ fn a_missing_library_names_its_path() {
     if cfg!(miri) {
         return; // no dlopen under Miri
     }
-    let e = HandlerLibrary::load("/nonexistent/libnothing.so").unwrap_err();
+    // SAFETY: no such file: nothing is loaded.
+    let e = unsafe { HandlerLibrary::load("/nonexistent/libnothing.so") }.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Library);
     assert!(e.message().starts_with("handler library /nonexistent/libnothing.so: cannot load it"), "{e}");
 }

@@ -3,7 +3,8 @@
 //! ```no_run
 //! use xla_ffi_pjrt::{Client, ElementType, HostArray, Plugin};
 //!
-//! let plugin = Plugin::load("pjrt_c_api_cpu_plugin.so")?;
+//! // SAFETY: a PJRT plugin (loading it runs its code: `Plugin::load`'s `# Safety`).
+//! let plugin = unsafe { Plugin::load("pjrt_c_api_cpu_plugin.so") }?;
 //! let client = Client::new(&plugin)?;
 //! let program = std::fs::read("sin.mlir")?;
 //! let executable = client.compile(&program, "mlir")?;

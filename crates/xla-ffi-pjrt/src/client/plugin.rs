@@ -53,8 +53,18 @@ fn loaded() -> &'static Mutex<HashMap<PathBuf, usize>> {
 impl Plugin {
     /// Loads the shared library at `path`, calls its `GetPjrtApi` and
     /// `PJRT_Plugin_Initialize`. Loading the same file again returns the same
-    /// plugin (initialized once).
-    pub fn load(path: impl AsRef<Path>) -> Result<Plugin, ClientError> {
+    /// plugin (initialized once). The table is checked (its version, its struct
+    /// sizes) before anything else of it is used; errors name the path.
+    ///
+    /// # Safety
+    ///
+    /// Loading a library runs its initialisers, and its `GetPjrtApi` is called as
+    /// `const PJRT_Api* GetPjrtApi(void)`. `path` must name a PJRT plugin (or a
+    /// library whose initialisers are sound to run in this process and which has no
+    /// `GetPjrtApi` of another signature): what any PJRT plugin is. Anything else
+    /// under that name is undefined behaviour, which no check made after loading can
+    /// catch. (As for `libloading::Library::new`.)
+    pub unsafe fn load(path: impl AsRef<Path>) -> Result<Plugin, ClientError> {
         let path = path.as_ref();
         let load_error = |message: String| ClientError::Load { path: path.to_path_buf(), message };
         let key = path.canonicalize().map_err(|e| load_error(e.to_string()))?;
@@ -64,12 +74,12 @@ impl Plugin {
             // below; the library is never unloaded.
             return unsafe { Self::from_raw(addr as *const c_void) };
         }
-        // SAFETY: loading a library runs its initializers; a PJRT plugin is a
-        // library the caller chose to run, and this is the documented way to use it.
+        // SAFETY: loading a library runs its initializers: sound by `load`'s
+        // contract (the caller vouches that `path` is a PJRT plugin).
         let library = unsafe { libloading::Library::new(&key) }.map_err(|e| load_error(with_sources(&e)))?;
         type GetPjrtApi = unsafe extern "C" fn() -> *const c_void;
         // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin
-        // (`const PJRT_Api* GetPjrtApi(void)`).
+        // (`const PJRT_Api* GetPjrtApi(void)`), and `path` is one by `load`'s contract.
         let get_api = unsafe { library.get::<GetPjrtApi>(b"GetPjrtApi\0") }
             .map_err(|e| load_error(format!("no symbol GetPjrtApi ({})", with_sources(&e))))?;
         // SAFETY: the plugin's own entry point, no arguments.
