@@ -81,6 +81,18 @@ def jnp_rms(x, w, eps=1e-5):
     return (xa * inv * w.astype(acc)).astype(jnp.result_type(x, w))
 
 
+def rms_norm_times(rng, dev, rows, cols, dt, rounds=15):
+    """Ours against jnp under jit on random (rows, cols) inputs of `dt`, forward
+    then backward (the vjp in x and w): `bench_pair`'s (ms, jnp ms, ratio) for each."""
+    x = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
+    w = jax.device_put(jnp.asarray(rng.uniform(0.5, 1.5, cols), dt), dev)
+    dy = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
+    fwd = jax.jit(lambda x, w: xr.rms_norm(x, w, eps=1e-5))
+    bwd = jax.jit(lambda x, w, dy: jax.vjp(lambda a, b: xr.rms_norm(a, b, eps=1e-5), x, w)[1](dy))
+    bwd_ref = jax.jit(lambda x, w, dy: jax.vjp(jnp_rms, x, w)[1](dy))
+    return bench_pair(fwd, jax.jit(jnp_rms), (x, w), rounds=rounds), bench_pair(bwd, bwd_ref, (x, w, dy), rounds=rounds)
+
+
 def jnp_kepler(m, e, iters=8):
     E = m + e * jnp.sin(m)
     for _ in range(iters):
@@ -99,15 +111,8 @@ def shape_rows(rng, dev, quick=False):
         (8192, 4096, jnp.float64),
     ]
     for rows, cols, dt in [(64, c, d) for _, c, d in shapes] if quick else shapes:
-        x = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
-        w = jax.device_put(jnp.asarray(rng.uniform(0.5, 1.5, cols), dt), dev)
-        dy = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
-        fwd = jax.jit(lambda x, w: xr.rms_norm(x, w, eps=1e-5))
-        bwd = jax.jit(lambda x, w, dy: jax.vjp(lambda a, b: xr.rms_norm(a, b, eps=1e-5), x, w)[1](dy))
-        bwd_ref = jax.jit(lambda x, w, dy: jax.vjp(jnp_rms, x, w)[1](dy))
         nb = rows * cols * jnp.dtype(dt).itemsize
-        t, _, r = bench_pair(fwd, jax.jit(jnp_rms), (x, w), rounds=7)
-        tb, _, rb = bench_pair(bwd, bwd_ref, (x, w, dy), rounds=7)
+        (t, _, r), (tb, _, rb) = rms_norm_times(rng, dev, rows, cols, dt, rounds=7)
         lines.append(
             f"rms_norm {rows}x{cols} {jnp.dtype(dt).name}: fwd {t * 1e3:.3f} ms ({2 * nb / t / 1e9:.0f} GB/s), "
             f"{r:.2f}x jnp; bwd {tb * 1e3:.3f} ms ({3 * nb / tb / 1e9:.0f} GB/s), {rb:.2f}x jnp"
@@ -141,14 +146,7 @@ def curve_rows(rng, dev, copy_gbs, elements=CURVE_ELEMENTS, cols_list=CURVE_COLS
         es = jnp.dtype(dt).itemsize
         for cols in cols_list:
             rows = max(1, elements // cols)
-            x = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
-            w = jax.device_put(jnp.asarray(rng.uniform(0.5, 1.5, cols), dt), dev)
-            dy = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
-            fwd = jax.jit(lambda x, w: xr.rms_norm(x, w, eps=1e-5))
-            bwd = jax.jit(lambda x, w, dy: jax.vjp(lambda a, b: xr.rms_norm(a, b, eps=1e-5), x, w)[1](dy))
-            bwd_ref = jax.jit(lambda x, w, dy: jax.vjp(jnp_rms, x, w)[1](dy))
-            t_f, _, r_f = bench_pair(fwd, jax.jit(jnp_rms), (x, w), rounds=rounds)
-            t_b, _, r_b = bench_pair(bwd, bwd_ref, (x, w, dy), rounds=rounds)
+            (t_f, _, r_f), (t_b, _, r_b) = rms_norm_times(rng, dev, rows, cols, dt, rounds=rounds)
             for name, t, ratio, nb in [
                 ("fwd", t_f, r_f, rows * cols * es * 2 + cols * es),
                 ("bwd", t_b, r_b, rows * cols * es * 3 + cols * es * 2),
@@ -205,19 +203,11 @@ def main():
 
     rng = np.random.default_rng(0)
     for dt in (jnp.bfloat16, jnp.float32):
-        x = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
-        w = jax.device_put(jnp.asarray(rng.uniform(0.5, 1.5, cols), dt), dev)
-        dy = jax.device_put(jnp.asarray(rng.standard_normal((rows, cols)), dt), dev)
         es = jnp.dtype(dt).itemsize
-        fwd = jax.jit(lambda x, w: xr.rms_norm(x, w, eps=1e-5))
-        fwd_ref = jax.jit(jnp_rms)
-        bwd = jax.jit(lambda x, w, dy: jax.vjp(lambda a, b: xr.rms_norm(a, b, eps=1e-5), x, w)[1](dy))
-        bwd_ref = jax.jit(lambda x, w, dy: jax.vjp(jnp_rms, x, w)[1](dy))
         # the backward recomputes inv_rms from x (ours and jnp's): count its own bytes only
         fwd_bytes = rows * cols * es * 2 + cols * es + rows * 4
         bwd_bytes = rows * cols * es * 3 + cols * es * 2
-        t_f, t_fr, r_f = bench_pair(fwd, fwd_ref, (x, w))
-        t_b, t_br, r_b = bench_pair(bwd, bwd_ref, (x, w, dy))
+        (t_f, t_fr, r_f), (t_b, t_br, r_b) = rms_norm_times(rng, dev, rows, cols, dt)
         for name, t, tr, ratio, nb, target in [
             ("fwd", t_f, t_fr, r_f, fwd_bytes, 0.85),
             ("bwd", t_b, t_br, r_b, bwd_bytes, 0.85),
