@@ -37,8 +37,8 @@
 //! let plugin = FakePlugin::new(FakeConfig::default());
 //! // SAFETY: the plugin (and so its table) outlives `api`.
 //! let api = unsafe { PjrtApi::from_raw(plugin.api_ptr()) }?.named("fake_plugin.so");
-//! // `unsafe { HandlerLibrary::load("libmy_handlers.so") }` for a library on disk
-//! // (unsafe: loading a library runs its code; see its `# Safety`).
+//! // For a library on disk, `HandlerLibrary::load("libmy_handlers.so")`, an
+//! // `unsafe fn`: loading a library runs its code (see its `# Safety`).
 //! let lib = HandlerLibrary::linked(registry())?;
 //! let done = register(&api, &lib, "Host")?;
 //! assert_eq!(done.targets, ["demo.copy"]);
