@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA path without a GPU or a CUDA toolkit:
+#   0. the emulator's self-test; the candidate rms_norm kernels of the GPU
+#      benchmark (benchmarks/rms_norm_candidates.cuh) against the shipped ones, and
+#      that benchmark's program on small shapes (cuda/emu/run_cu.py);
 #   1. the stand-in driver (cuda/stub_driver) with the kernels of crates/ops/src/*/*.cu
 #      compiled for the CPU by g++ with the emulator header (cuda/emu);
 #   2. NVRTC from pip (nvidia-cuda-nvrtc 13), found through XLA_FFI_RS_NVRTC only,
@@ -29,6 +32,16 @@ PY
 g++ -std=c++17 -O2 -fno-extern-tls-init -Icuda/emu cuda/emu/tests/emu_selftest.cpp cuda/emu/cuda_emu.cpp \
     -o target/emu_selftest
 target/emu_selftest 2>/dev/null
+# The candidate rms_norm kernels the GPU benchmark times (benchmarks/gpu_rms_norm_candidates.cu)
+# give the shipped kernels' bits.
+g++ -std=c++17 -O2 -fno-extern-tls-init -Icuda/emu benchmarks/rms_norm_candidates_emu.cpp cuda/emu/cuda_emu.cpp \
+    -o target/rms_norm_candidates_emu
+target/rms_norm_candidates_emu >target/rms_norm_candidates_emu.log || { cat target/rms_norm_candidates_emu.log; exit 1; }
+tail -n 1 target/rms_norm_candidates_emu.log
+# The GPU benchmark that times them runs, on small shapes, on the emulator.
+"$py" cuda/emu/run_cu.py benchmarks/gpu_rms_norm_candidates.cu --quick >target/gpu_rms_norm_candidates.log ||
+    { cat target/gpu_rms_norm_candidates.log; exit 1; }
+echo "cuda_emu: benchmarks/gpu_rms_norm_candidates.cu ran on the emulator ($(grep -c ' of copy' target/gpu_rms_norm_candidates.log) lines)"
 
 stub="$PWD/target/stub_driver"
 bash cuda/stub_driver/build.sh "$stub" >/dev/null
