@@ -44,6 +44,10 @@ gpu-test:
 gpu-bench:
     source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && "$XFR_PY312" benchmarks/gpu_bench.py
 
+# Everything a lent GPU is for, in one go: the suite, gpu_bench, the kernels alone (scripts/gpu_perf.sh)
+gpu-perf:
+    bash scripts/gpu_perf.sh
+
 # Format Rust and Python.
 fmt:
     cargo fmt --all
