@@ -10,7 +10,7 @@
 #   GPU_PERF_STEPS="kernels bench" bash scripts/gpu_perf.sh     # some steps only
 #
 # Steps: info, smoke, bench, kernels (default: all, in that order), with limits of
-# 30, 240, 300 and 240 s: when one call may run 10 minutes, make it two calls, e.g.
+# 30, 240, 420 and 240 s: when one call may run 10 minutes, make it two calls, e.g.
 # GPU_PERF_STEPS="info kernels smoke", then GPU_PERF_STEPS=bench. Needs what
 # gpu_smoke.sh needs (python >= 3.12 with jax[cuda13], numpy, pytest; a cuda-feature
 # wheel in dist/); nvcc on PATH, under /usr/local/cuda*/bin, or from pip's
@@ -63,7 +63,7 @@ for s in "${steps[@]}"; do
     case "$s" in
         info) run_step info 30 bash -c "nvidia-smi && $PYTHON -c 'import jax; print(jax.__version__, jax.devices())'" ;;
         smoke) run_step smoke 240 env GPU_SMOKE_OUT="$OUT/gpu_smoke.xml" PYTHON="$PYTHON" bash scripts/gpu_smoke.sh ;;
-        bench) run_step bench 300 bash -c "$PYTHON -m pip install -q --no-index --no-deps --force-reinstall dist/*.whl &&
+        bench) run_step bench 420 bash -c "$PYTHON -m pip install -q --no-index --no-deps --force-reinstall dist/*.whl &&
             $PYTHON benchmarks/gpu_bench.py --out '$OUT/gpu_bench.json'" ;;
         kernels) run_step kernels 240 bash -c "$(declare -f find_nvcc kernels); OUT='$OUT' PYTHON='$PYTHON' kernels" ;;
         *) echo "gpu_perf: unknown step $s (info, smoke, bench, kernels)"; exit 2 ;;
