@@ -10,6 +10,7 @@ use syn::{Error, Ident, ItemFn, LitStr, ReturnType, Type};
 
 use crate::declaration::{arity, declaration};
 use crate::options::{parse_options, Stage, Target, SYMBOL_PREFIX};
+use xla_ffi_rules::ShapeRule;
 use crate::signature::{check_signature, params, EraseLifetimes, StaticLifetimes};
 use crate::{async_handler, stages};
 
@@ -85,16 +86,18 @@ pub(crate) fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<Toke
     let decl = declaration(&opts, &params)?;
     let has_rules = opts.shapes.is_some() || opts.dtypes.is_some() || matches!(opts.target, Target::Op(_));
     let arity = arity(krate, &params);
-    // Elementwise rules written in the attribute ("...b, ...b -> ...b", "T, T -> T"),
-    // found so here with the parser the runtime uses: the shim compares what decoding
-    // read without asking for the parsed rules first.
+    // Elementwise rules written in the attribute ("...b, ...b -> ...b" with "T, T -> T"
+    // or no dtype rule), found so here with the parser the runtime uses: the shim
+    // compares what decoding read without asking for the parsed rules first (buffers
+    // alike in dtype and shape fit them; any other call takes the general check).
+    let no_optional = |s: &ShapeRule| (s.optional_operands, s.optional_results) == (0, 0);
     let elementwise = match (&opts.shapes, &opts.dtypes) {
         (Some((_, s)), Some((_, d)))
-            if s.all_same()
-                && d.all_same()
-                && (s.optional_operands, s.optional_results, d.optional_operands, d.optional_results)
-                    == (0, 0, 0, 0) =>
+            if s.all_same() && d.all_same() && no_optional(s) && (d.optional_operands, d.optional_results) == (0, 0) =>
         {
+            Some((s.operands.len(), s.results.len()))
+        }
+        (Some((_, s)), None) if s.all_same() && no_optional(s) && !matches!(opts.target, Target::Op(_)) => {
             Some((s.operands.len(), s.results.len()))
         }
         _ => None,

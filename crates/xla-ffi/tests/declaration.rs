@@ -284,6 +284,45 @@ fn an_elementwise_rule_checks_every_buffer() {
     }
 }
 
+/// A shape rule alone that gives every buffer one shape takes the same shortcut:
+/// buffers alike in dtype and shape fit it, and a call whose dtypes differ (which
+/// no rule forbids) is answered by the general check, which accepts it.
+#[handler(target = "decl.same_shape", shapes = "...b, ...b -> ...b")]
+fn decl_same_shape(a: Buffer<AnyFloat>, b: Buffer<AnyFloat>, out: ResultBuffer<AnyFloat>) -> Result<()> {
+    let _ = (a, b, out);
+    Ok(())
+}
+
+#[test]
+fn a_shape_rule_alone_checks_every_shape_and_no_dtype() {
+    let call = |a: Arg, b: Arg, out: Arg| CallBuilder::new().arg(a).arg(b).ret(out);
+    expect_ok(
+        call(Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<f32>(&[2, 3])).run(DECL_SAME_SHAPE),
+    );
+    expect_ok(
+        call(Arg::zeros::<f32>(&[2, 3]), Arg::zeros::<bf16>(&[2, 3]), Arg::zeros::<f64>(&[2, 3])).run(DECL_SAME_SHAPE),
+    );
+    expect_ok(call(Arg::zeros::<f16>(&[]), Arg::zeros::<f16>(&[]), Arg::zeros::<f32>(&[])).run(DECL_SAME_SHAPE));
+    for (a, b, out, want) in [
+        (
+            &[2, 3][..],
+            &[2, 3][..],
+            &[3, 2][..],
+            "result 0 (out): expected shape [2, 3] (...b of operand 0 (a)), got [3, 2]",
+        ),
+        (&[4], &[5], &[4], "operand 1 (b): expected shape [4] (...b of operand 0 (a)), got [5]"),
+        (&[], &[], &[1], "result 0 (out): expected shape [] (...b of operand 0 (a)), got [1]"),
+    ] {
+        // Alike dtypes (the shortcut's own case) and mixed ones: the same words.
+        for mixed in [false, true] {
+            let b_arg = if mixed { Arg::zeros::<f64>(b) } else { Arg::zeros::<f32>(b) };
+            let mut bad = call(Arg::zeros::<f32>(a), b_arg, Arg::zeros::<f32>(out));
+            let msg = expect_err(bad.run(DECL_SAME_SHAPE), ErrorCode::InvalidArgument, &[]);
+            assert_eq!(msg, format!("decl.same_shape: {want}"));
+        }
+    }
+}
+
 /// Nine buffers under an elementwise rule: more than the decoder keeps for the
 /// rule check's shortcut, so the frame is read again; both ways agree.
 #[handler(

@@ -13,7 +13,8 @@ pub struct Rules {
     pub dtype: Option<DtypeRule>,
     /// Every buffer has one shape (`"...b, ...b -> ...b"`): checked by comparing.
     pub(super) same_shape: bool,
-    /// Every buffer has one dtype (`"T, T -> T"`): checked by comparing.
+    /// The dtype rule asks no more than one dtype for every buffer (`"T, T -> T"`,
+    /// or no dtype rule): buffers found alike fit it.
     pub(super) same_dtype: bool,
     /// The rules of the calls that leave out optional operands or results (specs
     /// written with `?`): `(absent operands, absent results, rules)`.
@@ -56,7 +57,7 @@ impl Rules {
 
     fn of(shape: Option<ShapeRule>, dtype: Option<DtypeRule>, reduced: Vec<(usize, usize, Rules)>) -> Rules {
         let same_shape = shape.as_ref().is_some_and(ShapeRule::all_same);
-        let same_dtype = dtype.as_ref().is_some_and(DtypeRule::all_same);
+        let same_dtype = dtype.as_ref().is_none_or(DtypeRule::all_same);
         Rules { shape, dtype, same_shape, same_dtype, reduced }
     }
 
@@ -93,8 +94,9 @@ impl Rules {
         self.reduced.iter().find(|(ra, rr, _)| (*ra, *rr) == (a, r)).map(|(_, _, rules)| rules)
     }
 
-    /// For rules that give every buffer one shape and one dtype: how many operands
-    /// and results they cover.
+    /// For rules that give every buffer one shape and ask no more of the dtypes than
+    /// one for all (or nothing): how many operands and results they cover. Buffers that
+    /// decoding found alike (one dtype, one shape) fit such rules.
     #[inline]
     pub(crate) fn elementwise(&self) -> Option<(usize, usize)> {
         match (&self.shape, self.same_shape && self.same_dtype) {
