@@ -10,9 +10,9 @@ use syn::{Error, Ident, ItemFn, LitStr, ReturnType, Type};
 
 use crate::declaration::{arity, declaration};
 use crate::options::{parse_options, Stage, Target, SYMBOL_PREFIX};
-use xla_ffi_rules::ShapeRule;
 use crate::signature::{check_signature, params, EraseLifetimes, StaticLifetimes};
 use crate::{async_handler, stages};
+use xla_ffi_rules::ShapeRule;
 
 pub(crate) fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let opts = parse_options(args)?;
@@ -93,7 +93,10 @@ pub(crate) fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<Toke
     let no_optional = |s: &ShapeRule| (s.optional_operands, s.optional_results) == (0, 0);
     let elementwise = match (&opts.shapes, &opts.dtypes) {
         (Some((_, s)), Some((_, d)))
-            if s.all_same() && d.all_same() && no_optional(s) && (d.optional_operands, d.optional_results) == (0, 0) =>
+            if s.all_same()
+                && d.all_same()
+                && no_optional(s)
+                && (d.optional_operands, d.optional_results) == (0, 0) =>
         {
             Some((s.operands.len(), s.results.len()))
         }
