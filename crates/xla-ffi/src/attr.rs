@@ -213,6 +213,7 @@ impl<'f> Dict<'f> {
     }
 
     /// Entry `i`, or `None` if out of range, malformed, or of an unknown kind.
+    #[inline]
     pub fn value_at(&self, i: usize) -> Option<AttrValue<'f>> {
         Some(match self.raw.value(i)? {
             RawAttr::Scalar { dtype, value } => AttrValue::Scalar(Scalar { dtype, value, _life: PhantomData }),
@@ -223,6 +224,7 @@ impl<'f> Dict<'f> {
     }
 
     /// The index and value of the entry called `name`.
+    #[inline]
     pub fn find(&self, name: &str) -> Option<(usize, Option<AttrValue<'f>>)> {
         // Bytes against bytes: `name` is UTF-8, so an equal name is too (the same
         // answer as comparing `name_at`, without validating every name first).
@@ -383,12 +385,32 @@ impl FromNumber for bool {
     }
 }
 
+/// The value of a scalar of exactly `T`'s dtype, read as it is: what the conversion
+/// through [`Number`] gives for it (every value of the dtype is exact in `T`), in
+/// fewer steps, for the common case of an attribute passed with its declared type.
+#[inline(always)]
+fn exact_scalar<T: Element>(value: &AttrValue<'_>) -> Option<T> {
+    match value {
+        AttrValue::Scalar(s) if s.dtype == T::DTYPE && !s.value.is_null() => {
+            // SAFETY: XLA's scalar points to one value of `dtype`, which is `T`'s (an
+            // integer or float type: every bit pattern is a value), alive for the
+            // call; the unaligned read makes no alignment claim.
+            Some(unsafe { (s.value as *const T).read_unaligned() })
+        }
+        _ => None,
+    }
+}
+
 macro_rules! scalar_from_attr {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $exact:expr),*) => {$(
         impl<'f> FromAttr<'f> for $t {
             fn expected() -> String { <$t as FromNumber>::WHAT.to_string() }
             fn type_name() -> String { <$t as FromNumber>::NAME.to_string() }
+            #[inline]
             fn from_attr(value: &AttrValue<'f>) -> Result<Self, String> {
+                if let Some(v) = $exact(value) {
+                    return Ok(v);
+                }
                 match single_number(value) {
                     Some(n) => <$t>::from_number(n),
                     None => mismatch(Self::expected(), value),
@@ -397,7 +419,9 @@ macro_rules! scalar_from_attr {
         }
     )*};
 }
-scalar_from_attr!(bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+scalar_from_attr!(bool => |_: &AttrValue<'f>| None::<bool>, i8 => exact_scalar::<i8>, i16 => exact_scalar::<i16>,
+    i32 => exact_scalar::<i32>, i64 => exact_scalar::<i64>, u8 => exact_scalar::<u8>, u16 => exact_scalar::<u16>,
+    u32 => exact_scalar::<u32>, u64 => exact_scalar::<u64>, f32 => exact_scalar::<f32>, f64 => exact_scalar::<f64>);
 
 impl<'f> FromAttr<'f> for &'f str {
     fn expected() -> String {

@@ -173,6 +173,7 @@ impl<'f> RawDict<'f> {
     }
 
     /// The name of entry `i`, as bytes.
+    #[inline]
     pub(crate) fn name(&self, i: usize) -> Option<&'f [u8]> {
         // SAFETY: each name of a dictionary read by `from_raw` is a valid byte span
         // alive for `'f`.
@@ -180,6 +181,7 @@ impl<'f> RawDict<'f> {
     }
 
     /// Entry `i`, or `None` if out of range, NULL, or of an unknown kind.
+    #[inline]
     pub(crate) fn value(&self, i: usize) -> Option<RawAttr<'f>> {
         let (&kind, &ptr) = (self.types.get(i)?, self.values.get(i)?);
         if ptr.is_null() {

@@ -117,6 +117,14 @@ fn f32_f64_bool_exact() {
     let (call, r) = floats(AttrArg::scalar(0.0f32), AttrArg::scalar(1e300f64), AttrArg::bool(false));
     expect_ok(r);
     assert_eq!(call.ret_as::<f64>(0), vec![0.0, 1e300, 0.0]);
+    // Non-finite values and the extremes of each type, read as they are.
+    let (call, r) = floats(AttrArg::scalar(f32::NEG_INFINITY), AttrArg::scalar(f64::NAN), AttrArg::bool(true));
+    expect_ok(r);
+    let got = call.ret_as::<f64>(0);
+    assert!(got[0] == f64::NEG_INFINITY && got[1].is_nan(), "{got:?}");
+    let (call, r) = floats(AttrArg::scalar(f32::MIN_POSITIVE / 8.0), AttrArg::scalar(f64::MAX), AttrArg::bool(true));
+    expect_ok(r);
+    assert_eq!(call.ret_as::<f64>(0), vec![(f32::MIN_POSITIVE / 8.0) as f64, f64::MAX, 1.0]);
 }
 
 #[test]
