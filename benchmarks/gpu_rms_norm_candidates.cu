@@ -53,8 +53,14 @@ struct Timer {
     cudaEvent_t a, b;
     Timer() { cudaEventCreate(&a); cudaEventCreate(&b); }
     // Microseconds per call of `f`, the median of 5 runs of `reps` calls.
+    // A launch the device refuses (too many registers for the block, say) gives -1
+    // and leaves `failed` saying why; any later error stops the program.
+    std::string failed;
     template <class F> float us(F f, int reps = 30) {
-        f(); CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+        f();
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) { failed = cudaGetErrorString(e); return -1; }
+        CK(cudaDeviceSynchronize());
         if (g_quick) reps = 1;
         std::vector<float> t;
         for (int k = 0; k < (g_quick ? 1 : 5); ++k) {
@@ -149,6 +155,7 @@ static void sweep(const char* name, u64 rows, u64 n, float copy_gbs, std::vector
     const unsigned tf = row_block(n, L, true, 1024);
     auto shipped_fwd = [&] { rms_norm_fwd<T, T, T, float><<<(unsigned)std::min<u64>(rows, 65535), tf>>>(x, xb, w, wb, y, xb, inv, rows * 4, rows, n, 1e-5); };
     float t0 = T_.us(shipped_fwd);
+    if (t0 < 0) { printf("the shipped forward was not launched: %s\n", T_.failed.c_str()); exit(1); }
     const auto y_ref = to_host<T>(y, rows * n);
     snprintf(what, sizeof what, "shipped: %u threads, 1 row/block", tf);
     line("fwd", what, t0, fwd_bytes, "", bf);
@@ -161,6 +168,7 @@ static void sweep(const char* name, u64 rows, u64 n, float copy_gbs, std::vector
             CK(cudaMemset(y, 0, xb));
             float t1 = T_.us([&] { kernel(g, th, x, xb, w, wb, y, inv, rows, n); });
             snprintf(what, sizeof what, "K=%d%s %u thr, %llu blocks", K, pf ? " pf" : "", th, (unsigned long long)g);
+            if (t1 < 0) { printf("fwd  %-5s %-40s not launched: %s\n", name, what, T_.failed.c_str()); continue; }
             line("fwd", what, t1, fwd_bytes, compare(y_ref, to_host<T>(y, rows * n)), bf);
         }
     };
@@ -182,6 +190,7 @@ static void sweep(const char* name, u64 rows, u64 n, float copy_gbs, std::vector
         dweight(B0);
     };
     t0 = T_.us(shipped_bwd);
+    if (t0 < 0) { printf("the shipped backward was not launched: %s\n", T_.failed.c_str()); exit(1); }
     const auto dx_ref = to_host<T>(dx, rows * n);
     const auto dw_ref = to_host<T>(dw, n);
     snprintf(what, sizeof what, "shipped: %u threads, %u blocks", tb, B0);
@@ -195,6 +204,7 @@ static void sweep(const char* name, u64 rows, u64 n, float copy_gbs, std::vector
             CK(cudaMemset(dx, 0, xb));
             float t1 = T_.us([&] { kernel(g, th, dy, x, xb, w, wb, dx, ws, rows, n); dweight(g); });
             snprintf(what, sizeof what, "K=%d%s %u thr, %llu blocks", K, pf ? " pf" : "", th, (unsigned long long)g);
+            if (t1 < 0) { printf("bwd  %-5s %-40s not launched: %s\n", name, what, T_.failed.c_str()); continue; }
             const std::string c = compare(dx_ref, to_host<T>(dx, rows * n)) + " " + compare(dw_ref, to_host<T>(dw, n));
             line("bwd", what, t1, bwd_bytes, c, bb);
         }
