@@ -29,7 +29,7 @@ parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(clippy qemu_tests arm_wheel neon mac_wheel)
 
 # One target folder for every cross build (kept between runs outside CI), with the
-# arm64 Python root and its site-packages beside it.
+# arm64 Python root, its site-packages and their bytecode beside it.
 export CARGO_TARGET_DIR="$XFR_ROOT/target/platforms" LIBCLANG_PATH=/nonexistent CARGO_TERM_COLOR=never
 ARM_ROOT="$CARGO_TARGET_DIR/arm64-root"
 ARM_SITE="$CARGO_TARGET_DIR/arm64-site-jax0.10.2"
@@ -134,7 +134,14 @@ arm_python() {
             --only-binary=:all: "$JAX_311" pytest numpy
     fi
 }
-arm_py() { PYTHONDONTWRITEBYTECODE=1 qemu-aarch64 -L "$ARM_ROOT" "$ARM_ROOT/usr/bin/python3.11" "$@"; }
+# Its bytecode goes to a folder of its own beside the root (the checkout stays
+# clean): Debian's packages come without it (their install scripts, which compile
+# it, are not run) and pip's is Python 3.12's, so without it each process compiles
+# the standard library's and jax's modules again under qemu (about 8 s).
+arm_py() {
+    env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$CARGO_TARGET_DIR/arm64-pycache" \
+        qemu-aarch64 -L "$ARM_ROOT" "$ARM_ROOT/usr/bin/python3.11" "$@"
+}
 
 # arm_wheel_build: the aarch64 manylinux_2_28 wheel, once per run: $ARM_WHEEL, and
 # $ARM_LIB, its library as the linker wrote it. zig links it (against glibc 2.28),
@@ -198,15 +205,23 @@ arm_wheel() {
     "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$ARM_WHEEL" "$out/site"
     arm_python
     log "the aarch64 wheel under qemu: Python $(arm_py -c 'import sys; print(sys.version.split()[0])'), jax 0.10.2"
-    # From a scratch folder, so that only the wheel's xla_ffi_rs can be imported.
+    # The smoke test and the op tests side by side: each is one busy thread under
+    # qemu (the interpreter, XLA's compiles), so two cores run both. The smoke test
+    # runs from a scratch folder, so that only the wheel's xla_ffi_rs can be
+    # imported; its output is printed when the op tests end.
     cp .ci/wheel_smoke.py "$out/"
-    (cd "$out" && PYTHONPATH="$out/site:$ARM_SITE" arm_py wheel_smoke.py)
+    (cd "$out" && PYTHONPATH="$out/site:$ARM_SITE" arm_py wheel_smoke.py) >"$out/smoke.log" 2>&1 &
+    local smoke_pid=$! smoke_rc=0 tests_rc=0
     # A named subset of the two op test files (the whole files take too long under
     # qemu): accuracy in every dtype, jit, grad, vmap of grad; the whole suite runs
     # on aarch64 on the workflow's arm runner.
-    log "op tests on the aarch64 wheel under qemu: $ARM_TESTS"
+    log "op tests on the aarch64 wheel under qemu (and .ci/wheel_smoke.py beside them): $ARM_TESTS"
     PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider \
-        tests/ops/kepler/test_kepler.py tests/ops/rms_norm/test_rms_norm.py -k "$ARM_TESTS"
+        tests/ops/kepler/test_kepler.py tests/ops/rms_norm/test_rms_norm.py -k "$ARM_TESTS" || tests_rc=$?
+    wait "$smoke_pid" || smoke_rc=$?
+    log ".ci/wheel_smoke.py on the aarch64 wheel under qemu (exit $smoke_rc)"
+    cat "$out/smoke.log"
+    [ "$tests_rc" = 0 ] && [ "$smoke_rc" = 0 ] || { echo "error: the op tests (exit $tests_rc) or the smoke test (exit $smoke_rc) failed under qemu" >&2; return 1; }
     rm -rf "$out"
 }
 
