@@ -8,27 +8,28 @@
 #   2. the core and ops crates' Rust tests cross-built for aarch64-unknown-linux-gnu
 #      (Debian's gcc-aarch64-linux-gnu) and run under qemu-aarch64, the kernels'
 #      bit-for-bit tests among them;
-#   3. the kernels' hot loops checked for NEON vector arithmetic in the aarch64
-#      disassembly (of the speed examples, which keep their symbols);
-#   4. the aarch64 manylinux_2_28 wheel (maturin --zig), run under qemu on Debian's
+#   3. the aarch64 manylinux_2_28 wheel (maturin --zig), run under qemu on Debian's
 #      arm64 Python 3.11 (a debootstrap'ed root, unpacked, not chrooted) with jax
 #      0.10.2's aarch64 wheels: .ci/wheel_smoke.py and a named subset of the
 #      Kepler and rms_norm test files (ARM_TESTS);
+#   4. the kernels' hot loops checked for NEON vector arithmetic in the aarch64
+#      disassembly of that wheel's library (built with its symbols);
 #   5. the macOS arm64 wheel (maturin --zig, no macOS SDK) and its exported and
 #      imported symbols.
 #
 # Each part prints its time. Needs root (apt-get) for the cross compiler, qemu and
 # debootstrap; outside CI without them it is skipped. `bash .ci/platforms.sh [PART...]`
-# runs some parts only (clippy, qemu_tests, neon, arm_wheel, mac_wheel).
+# runs some parts only (clippy, qemu_tests, arm_wheel, neon, mac_wheel; neon alone
+# builds the aarch64 wheel first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 need_py312
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(clippy qemu_tests neon arm_wheel mac_wheel)
+[ ${#parts[@]} -gt 0 ] || parts=(clippy qemu_tests arm_wheel neon mac_wheel)
 
 # One target folder for every cross build (kept between runs outside CI), with the
-# arm64 Python root and its site-packages beside it.
+# arm64 Python root, its site-packages and their bytecode beside it.
 export CARGO_TARGET_DIR="$XFR_ROOT/target/platforms" LIBCLANG_PATH=/nonexistent CARGO_TERM_COLOR=never
 ARM_ROOT="$CARGO_TARGET_DIR/arm64-root"
 ARM_SITE="$CARGO_TARGET_DIR/arm64-site-jax0.10.2"
@@ -133,61 +134,94 @@ arm_python() {
             --only-binary=:all: "$JAX_311" pytest numpy
     fi
 }
-arm_py() { PYTHONDONTWRITEBYTECODE=1 qemu-aarch64 -L "$ARM_ROOT" "$ARM_ROOT/usr/bin/python3.11" "$@"; }
-
-# neon_check BIN SYMBOL-PATTERN MIN WHAT: the functions of BIN whose (demangled)
-# name matches the pattern hold at least MIN NEON vector floating-point
-# instructions (on 2 x f64 or 4 x f32 lanes).
-neon_check() {
-    local bin="$1" pat="$2" min="$3" what="$4" n
-    n="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$bin" |
-        awk -v pat="$pat" '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ pat) } on' |
-        grep -cE '\s(fmla|fmls|fmul|fadd|fsub|fdiv|fsqrt|fmax|fmin|fcm[a-z]+|frint[a-z]+)\s+v[0-9]+\.(2d|4s)' || true)"
-    echo "  $what: $n NEON vector floating-point instructions (fmla, fmul, fadd, ... on v registers)" >&2
-    [ "$n" -ge "$min" ] || { echo "error: $what does not vectorize on aarch64 (fewer than $min such instructions)" >&2; return 1; }
+# Its bytecode goes to a folder of its own beside the root (the checkout stays
+# clean): Debian's packages come without it (their install scripts, which compile
+# it, are not run) and pip's is Python 3.12's, so without it each process compiles
+# the standard library's and jax's modules again under qemu (about 8 s).
+arm_py() {
+    env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$CARGO_TARGET_DIR/arm64-pycache" \
+        qemu-aarch64 -L "$ARM_ROOT" "$ARM_ROOT/usr/bin/python3.11" "$@"
 }
 
-# neon: the kernels' hot loops vectorize with NEON. The wheel's library is
-# stripped, so the check reads the criterion bench (the ARM benchmark command of
-# docs/performance.md), built for aarch64 in release with its symbols: Kepler's
-# block loops (`solve_blocks`, with `block` inlined; fused `fmla` expected) and the
-# rms_norm kernels.
+# arm_wheel_build: the aarch64 manylinux_2_28 wheel, once per run: $ARM_WHEEL, and
+# $ARM_LIB, its library as the linker wrote it. zig links it (against glibc 2.28),
+# not the cross gcc of the tests; in a target folder of its own, so that the two
+# linkers do not rebuild each other's output. `-C strip=none` (for the final crate
+# only: the dependencies are not rebuilt for it) keeps the symbol table, which the
+# NEON check reads: with cargo's default (strip debug info) zig strips every symbol.
+ARM_WHEEL= ARM_LIB="$CARGO_TARGET_DIR/zig/$ARM_GNU/release/lib_native.so"
+arm_wheel_build() {
+    [ -z "$ARM_WHEEL" ] || return 0
+    local out="$CARGO_TARGET_DIR/zig/wheel-$ARM_GNU"
+    rm -rf "$out"
+    log "aarch64 manylinux_2_28 wheel (maturin --zig), with its symbols"
+    env -u CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER CARGO_TARGET_DIR="$CARGO_TARGET_DIR/zig" \
+        PATH="$VENV_BIN:$PATH" "$VENV_BIN/maturin" build --release --zig --compatibility manylinux_2_28 \
+        --target "$ARM_GNU" --out "$out" -- -C strip=none >&2
+    ARM_WHEEL="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-manylinux_2_28_aarch64.whl)"
+}
+
+# neon_check BIN SYMBOL-PATTERN MIN-FUNCTIONS MIN-EACH WHAT: at least MIN-FUNCTIONS
+# functions of BIN have a (demangled) name that matches the pattern, and each holds
+# at least MIN-EACH NEON vector floating-point instructions (on 2 x f64 or 4 x f32
+# lanes).
+neon_check() {
+    local bin="$1" pat="$2" min_fns="$3" min_each="$4" what="$5" counts nfn low
+    counts="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$bin" |
+        awk -v pat="$pat" '
+            /^[0-9a-f]+ <.*>:$/ { on = ($0 ~ pat); if (on) { f = $1; n[f] = 0 } next }
+            on && /[[:space:]](fmla|fmls|fmul|fadd|fsub|fdiv|fsqrt|fmax|fmin|fcm[a-z]+|frint[a-z]+)[[:space:]]+v[0-9]+\.(2d|4s)/ { n[f]++ }
+            END { for (f in n) print n[f] }' | sort -n)"
+    nfn="$(grep -c . <<<"$counts" || true)"
+    low="$(head -n1 <<<"$counts")"
+    echo "  $what: $nfn functions, $(( $(tr '\n' '+' <<<"$counts")0 )) NEON vector floating-point instructions (fmla, fmul, fadd, ... on v registers), the fewest in one function ${low:-0}" >&2
+    [ "$nfn" -ge "$min_fns" ] || { echo "error: $what: $nfn functions named like /$pat/ in $bin, not at least $min_fns (inlined or renamed?)" >&2; return 1; }
+    [ "$low" -ge "$min_each" ] || { echo "error: $what does not vectorize on aarch64 (a function with $low such instructions, fewer than $min_each)" >&2; return 1; }
+}
+
+# neon: the kernels' hot loops vectorize with NEON, read in the disassembly of the
+# aarch64 wheel's library (the arm_wheel part's build, with its symbols): Kepler's
+# block loops (`solve_blocks` for f64 and f32, with `block` inlined; fused `fmla`
+# expected) and the rms_norm kernels: the backward kernel `bwd_rows` (one copy per
+# dtype combination) and the forward loops, which are inlined into the handler's
+# `fwd` and `fwd_separate` (one copy each per dtype combination).
 neon() {
-    log "NEON in the hot loops: the criterion bench for $ARM_GNU (release), aarch64-linux-gnu-objdump"
-    cargo build --release --target "$ARM_GNU" -p xla-ffi-rs-ops --bench kernels
-    local bin
-    bin="$(ls -t "$CARGO_TARGET_DIR/$ARM_GNU/release/deps/"kernels-* | grep -v '\.d$' | head -n1)"
-    neon_check "$bin" 'kepler::solver::solve_blocks' 200 "Kepler solver blocks"
+    arm_wheel_build
+    log "NEON in the hot loops of the aarch64 wheel's library: aarch64-linux-gnu-objdump"
+    neon_check "$ARM_LIB" 'kepler::solver::solve_blocks>' 2 100 "Kepler solver blocks"
     local fused
-    fused="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$bin" |
-        awk '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ /kepler::solver::solve_blocks/) } on' | grep -cE '\sfmla\s+v' || true)"
+    fused="$(aarch64-linux-gnu-objdump -d --no-show-raw-insn -C "$ARM_LIB" |
+        awk '/^[0-9a-f]+ <.*>:$/ { on = ($0 ~ /kepler::solver::solve_blocks>/) } on' | grep -cE '\sfmla\s+v' || true)"
+    echo "  Kepler solver blocks: $fused fused fmla" >&2
     [ "$fused" -ge 40 ] || { echo "error: Kepler's blocks have $fused fused fmla: FMA is off on aarch64" >&2; return 1; }
-    neon_check "$bin" 'rms_norm::kernel::' 150 "rms_norm kernels"
+    neon_check "$ARM_LIB" 'rms_norm::kernel::bwd_rows>' 2 100 "rms_norm backward kernel"
+    neon_check "$ARM_LIB" 'rms_norm::cpu::fwd(_separate)?>' 2 50 "rms_norm forward loops"
 }
 
 arm_wheel() {
     local out
+    arm_wheel_build
     out="$(mktemp -d)"
-    log "aarch64 manylinux_2_28 wheel (maturin --zig)"
-    # zig links it (against glibc 2.28), not the cross gcc of the tests; in a target
-    # folder of its own, so that the two linkers do not rebuild each other's output.
-    env -u CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER CARGO_TARGET_DIR="$CARGO_TARGET_DIR/zig" \
-        PATH="$VENV_BIN:$PATH" "$VENV_BIN/maturin" build --release --zig --compatibility manylinux_2_28 \
-        --target "$ARM_GNU" --out "$out" >&2
-    local wheel
-    wheel="$(ls "$out"/xla_ffi_rs-*-cp311-abi3-manylinux_2_28_aarch64.whl)"
-    "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$out/site"
+    "$XFR_PY312" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$ARM_WHEEL" "$out/site"
     arm_python
     log "the aarch64 wheel under qemu: Python $(arm_py -c 'import sys; print(sys.version.split()[0])'), jax 0.10.2"
-    # From a scratch folder, so that only the wheel's xla_ffi_rs can be imported.
+    # The smoke test and the op tests side by side: each is one busy thread under
+    # qemu (the interpreter, XLA's compiles), so two cores run both. The smoke test
+    # runs from a scratch folder, so that only the wheel's xla_ffi_rs can be
+    # imported; its output is printed when the op tests end.
     cp .ci/wheel_smoke.py "$out/"
-    (cd "$out" && PYTHONPATH="$out/site:$ARM_SITE" arm_py wheel_smoke.py)
+    (cd "$out" && PYTHONPATH="$out/site:$ARM_SITE" arm_py wheel_smoke.py) >"$out/smoke.log" 2>&1 &
+    local smoke_pid=$! smoke_rc=0 tests_rc=0
     # A named subset of the two op test files (the whole files take too long under
     # qemu): accuracy in every dtype, jit, grad, vmap of grad; the whole suite runs
     # on aarch64 on the workflow's arm runner.
-    log "op tests on the aarch64 wheel under qemu: $ARM_TESTS"
+    log "op tests on the aarch64 wheel under qemu (and .ci/wheel_smoke.py beside them): $ARM_TESTS"
     PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider \
-        tests/ops/kepler/test_kepler.py tests/ops/rms_norm/test_rms_norm.py -k "$ARM_TESTS"
+        tests/ops/kepler/test_kepler.py tests/ops/rms_norm/test_rms_norm.py -k "$ARM_TESTS" || tests_rc=$?
+    wait "$smoke_pid" || smoke_rc=$?
+    log ".ci/wheel_smoke.py on the aarch64 wheel under qemu (exit $smoke_rc)"
+    cat "$out/smoke.log"
+    [ "$tests_rc" = 0 ] && [ "$smoke_rc" = 0 ] || { echo "error: the op tests (exit $tests_rc) or the smoke test (exit $smoke_rc) failed under qemu" >&2; return 1; }
     rm -rf "$out"
 }
 
@@ -227,7 +261,7 @@ mac_wheel() {
 
 for p in "${parts[@]}"; do
     case "$p" in
-        clippy | qemu_tests | neon | arm_wheel | mac_wheel) timed "$p" "$p" ;;
-        *) echo "error: unknown part $p (clippy, qemu_tests, neon, arm_wheel, mac_wheel)" >&2; exit 2 ;;
+        clippy | qemu_tests | arm_wheel | neon | mac_wheel) timed "$p" "$p" ;;
+        *) echo "error: unknown part $p (clippy, qemu_tests, arm_wheel, neon, mac_wheel)" >&2; exit 2 ;;
     esac
 done
