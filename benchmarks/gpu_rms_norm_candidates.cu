@@ -160,17 +160,25 @@ static void sweep(const char* name, u64 rows, u64 n, float copy_gbs, std::vector
     snprintf(what, sizeof what, "shipped: %u threads, 1 row/block", tf);
     line("fwd", what, t0, fwd_bytes, "", bf);
     const float shipped_f = t0;
-    auto try_fwd = [&](auto kernel, int K, bool pf) {
-        const u64 t = (np + K - 1) / K;
-        const unsigned th = (unsigned)((t + 31) / 32 * 32);
-        if (th < 32 || th > 1024 || n % L) return;
-        for (u64 g : grids(std::min<u64>(rows, 65535), S)) {
-            CK(cudaMemset(y, 0, xb));
-            float t1 = T_.us([&] { kernel(g, th, x, xb, w, wb, y, inv, rows, n); });
+    // A candidate of K packs per thread at every block count of grids(first, S):
+    // `clear` wipes its outputs, `run(g, threads)` launches it, `check` compares its
+    // outputs with the shipped kernel's.
+    auto try_shape = [&](const char* pass, int K, bool pf, u64 first, double bytes, Best& best, auto clear, auto run,
+                         auto check) {
+        const unsigned th = (unsigned)(((np + K - 1) / K + 31) / 32 * 32);
+        if (th > 1024 || n % L) return;
+        for (u64 g : grids(first, S)) {
+            clear();
+            const float t1 = T_.us([&] { run(g, th); });
             snprintf(what, sizeof what, "K=%d%s %u thr, %llu blocks", K, pf ? " pf" : "", th, (unsigned long long)g);
-            if (t1 < 0) { printf("fwd  %-5s %-40s not launched: %s\n", name, what, T_.failed.c_str()); continue; }
-            line("fwd", what, t1, fwd_bytes, compare(y_ref, to_host<T>(y, rows * n)), bf);
+            if (t1 < 0) { printf("%-4s %-5s %-40s not launched: %s\n", pass, name, what, T_.failed.c_str()); continue; }
+            line(pass, what, t1, bytes, check(), best);
         }
+    };
+    auto try_fwd = [&](auto kernel, int K, bool pf) {
+        try_shape("fwd", K, pf, std::min<u64>(rows, 65535), fwd_bytes, bf, [&] { CK(cudaMemset(y, 0, xb)); },
+                  [&](u64 g, unsigned th) { kernel(g, th, x, xb, w, wb, y, inv, rows, n); },
+                  [&] { return compare(y_ref, to_host<T>(y, rows * n)); });
     };
     try_fwd(FwdRows<T, 1, true>::launch, 1, true);
     try_fwd(FwdRows<T, 2, true>::launch, 2, true);
@@ -197,17 +205,9 @@ static void sweep(const char* name, u64 rows, u64 n, float copy_gbs, std::vector
     line("bwd", what, t0, bwd_bytes, "", bb);
     const float shipped_b = t0;
     auto try_bwd = [&](auto kernel, int K, bool pf) {
-        const u64 t = (np + K - 1) / K;
-        const unsigned th = (unsigned)((t + 31) / 32 * 32);
-        if (th < 32 || th > 1024 || n % L) return;
-        for (u64 g : grids(B0, S)) {
-            CK(cudaMemset(dx, 0, xb));
-            float t1 = T_.us([&] { kernel(g, th, dy, x, xb, w, wb, dx, ws, rows, n); dweight(g); });
-            snprintf(what, sizeof what, "K=%d%s %u thr, %llu blocks", K, pf ? " pf" : "", th, (unsigned long long)g);
-            if (t1 < 0) { printf("bwd  %-5s %-40s not launched: %s\n", name, what, T_.failed.c_str()); continue; }
-            const std::string c = compare(dx_ref, to_host<T>(dx, rows * n)) + " " + compare(dw_ref, to_host<T>(dw, n));
-            line("bwd", what, t1, bwd_bytes, c, bb);
-        }
+        try_shape("bwd", K, pf, B0, bwd_bytes, bb, [&] { CK(cudaMemset(dx, 0, xb)); },
+                  [&](u64 g, unsigned th) { kernel(g, th, dy, x, xb, w, wb, dx, ws, rows, n); dweight(g); },
+                  [&] { return compare(dx_ref, to_host<T>(dx, rows * n)) + " " + compare(dw_ref, to_host<T>(dw, n)); });
     };
     try_bwd(BwdRows<T, 1, true>::launch, 1, true);
     try_bwd(BwdRows<T, 2, false>::launch, 2, false);
