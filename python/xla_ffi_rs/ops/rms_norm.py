@@ -207,7 +207,7 @@ _FWD = rms_norm_fwd_op.declaration
 assert _FWD is not None
 
 
-def _kernel_or_formula(op: Op, x_index: int) -> None:
+def kernel_or_formula(op: Op, x_index: int) -> None:
     """Lower ``op`` to its target when the partitioner is sure to see whole rows of
     operand ``x_index`` (one device; a mesh whose explicit axes split only the
     batch), and to its jnp formula otherwise (auto mesh axes, on which the split of
@@ -232,8 +232,8 @@ def _kernel_or_formula(op: Op, x_index: int) -> None:
         op.def_lowering(platform, lowering)
 
 
-_kernel_or_formula(rms_norm_fwd_op, 0)
-_kernel_or_formula(rms_norm_bwd_op, 1)
+kernel_or_formula(rms_norm_fwd_op, 0)
+kernel_or_formula(rms_norm_bwd_op, 1)
 
 
 def _tangent_abstract_eval(

@@ -30,7 +30,8 @@ from xla_ffi_rs._validation import (
     promote_weak,
 )
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
-from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_jnp, rms_norm_fwd_op
+from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op
+from xla_ffi_rs.ops.rms_norm_tp import rms_norm_tensor_parallel, tensor_parallel_axes
 
 #: The forward target's op (its declaration), with y written into x's buffer.
 assert rms_norm_fwd_op.declaration is not None
@@ -40,6 +41,9 @@ rms_norm_inplace_op = binding.op(
     jnp_impl=rms_norm_fwd_jnp,
     input_output_aliases={0: 0},
 )
+# As rms_norm: the kernel where the rows are known whole, the jnp formula on auto
+# mesh axes (where XLA then splits the rows' sums instead of gathering x).
+kernel_or_formula(rms_norm_inplace_op, 0)
 
 
 @rms_norm_inplace_op.def_jvp
@@ -69,6 +73,12 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     the same as ``rms_norm``'s, and every transformation works (``grad`` and
     ``jvp`` use ``rms_norm``'s rules).
 
+    Sharded, it runs as ``rms_norm`` does: when ``x``'s rows (the normalized axes)
+    are split over a mesh, the tensor-parallel path (explicit mesh axes) or the jnp
+    formula (auto axes) with one all-reduce per row, never a gather of ``x``; the
+    in-place kernel runs where the rows are known whole (one device, or explicit
+    axes that split only the batch).
+
     Args:
       x: float16, bfloat16, float32 or float64 array.
       weight: float array whose shape equals the trailing axes of ``x``, such that
@@ -96,5 +106,11 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
         )
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
     check_eps_fits("rms_norm_inplace", eps, x.dtype, weight.dtype)
+    if tensor_parallel_axes(x, weight.ndim) is not None:
+        # x's type splits its rows: the tensor-parallel path, as rms_norm (one
+        # all-reduce per row; x is not gathered, and with x donated XLA may reuse it).
+        assert rms_norm_fwd_op.declaration is not None
+        rms_norm_fwd_op.declaration.infer(jax.typeof(x), jax.typeof(weight))  # the handler's checks
+        return rms_norm_tensor_parallel(x, weight, eps=eps)
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
     return y
