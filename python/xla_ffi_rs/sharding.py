@@ -56,11 +56,41 @@ from xla_ffi_rs._compat import ShapedArray, mlir, sdy_sharding_rule
 __all__ = [
     "Layout",
     "batch_partitioned_call",
+    "gspmd_available",
     "in_spmd",
     "known_unsplit",
     "register_batch_partitionable",
     "sdy_rule_string",
+    "shardy_partitions",
 ]
+
+#: From this jax release on, XLA always partitions with Shardy: the flag
+#: ``jax_use_shardy_partitioner`` is deprecated there and has no effect.
+_SHARDY_ALWAYS_SINCE = (0, 12, 1)
+
+
+def gspmd_available() -> bool:
+    """Whether this jax can partition with GSPMD (``jax_use_shardy_partitioner`` off):
+    up to jax 0.12.0; from 0.12.1 on Shardy is always on.
+
+    >>> gspmd_available() in (True, False)
+    True
+    """
+    return tuple(jax.__version_info__[:3]) < _SHARDY_ALWAYS_SINCE
+
+
+def shardy_partitions() -> bool:
+    """Whether XLA partitions programs with Shardy (else GSPMD).
+
+    ``jax.config.jax_use_shardy_partitioner`` decides up to jax 0.12.0; from
+    0.12.1 on Shardy is always on, whatever the flag says, and a call lowered for
+    GSPMD would lose its sharding rule (XLA would then gather its operands and
+    results).
+
+    >>> shardy_partitions() in (True, False)
+    True
+    """
+    return not gspmd_available() or bool(jax.config.jax_use_shardy_partitioner)
 
 
 def register_batch_partitionable(target: str) -> None:
@@ -232,7 +262,7 @@ def batch_partitioned_call(
     call_out = [layout.aval(a, b) for a, b in zip(avals_out, batched_out, strict=True)]
     operands = [_reshape(ctx, v, a, c) for v, a, c in zip(operands, avals_in, call_in, strict=True)]
     extra = {"mhlo.frontend_attributes": mlir.ir_attribute({"num_batch_dims": str(layout.num_batch_dims)})}
-    if jax.config.jax_use_shardy_partitioner:
+    if shardy_partitions():
         extra["sdy.sharding_rule"] = _sdy_rule(ctx, layout.num_batch_dims, call_in, batched_in, call_out, batched_out)
     call_ctx = ctx.replace(avals_in=call_in, avals_out=call_out)
     rule = jax.ffi.ffi_lowering(target, extra_attributes=extra, **(lowering_args or {}))

@@ -38,13 +38,7 @@ def test_sharded_jvp_and_grad_run_locally(
     mesh_name: str,
     partitioner: str,
     use_partitioner: Callable[[str], None],
-    request: pytest.FixtureRequest,
 ) -> None:
-    if jax.__version__ == "0.12.1" and partitioner == "gspmd" and mesh_name == "2d_auto":
-        # Seen on jax 0.12.1 only (0.12.0.1 and 0.10.2 keep the split, and so does
-        # Shardy on 0.12.1): GSPMD gives the JVP's tangent outputs P() on a mesh of
-        # auto axes. Strict, so that a jax release that fixes it is noticed.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="jax 0.12.1's GSPMD replicates the JVP tangent"))
     use_partitioner(partitioner)
     rng = np.random.default_rng(len(shape))
     m, e, dm = rng.uniform(-7, 7, shape), rng.uniform(0, 0.9, shape), rng.uniform(-1, 1, shape)

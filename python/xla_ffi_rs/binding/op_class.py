@@ -404,14 +404,19 @@ def _token_call(
     avals_out.insert(at_out, abstract_token())
     axis_context = ctx.module_context.axis_context
     spmd = isinstance(axis_context, mlir.ShardingContext) and axis_context.num_devices > 1
-    if spmd and jax.config.jax_use_shardy_partitioner:
+    if spmd and _sharding.shardy_partitions():
+        ways = [
+            "outside the sharded jit on a value on one device (jax.device_put(x, jax.devices()[0]))",
+            "inside a shard_map over every mesh axis (one call per device)",
+        ]
+        if _sharding.gspmd_available():
+            ways.append("with jax_use_shardy_partitioner off (one call, on one device, as an ordered io_callback)")
         raise ValueError(
             f"{target}: an op with an ordered effect (a Token operand and ResultToken result) is not supported in "
             f"a program partitioned over several devices ({axis_context.num_devices}) under the Shardy "
-            "partitioner, which drops the one-device sharding XLA requires of the call: call it outside the "
-            "sharded jit on a value on one device (jax.device_put(x, jax.devices()[0])), inside a shard_map over "
-            "every mesh axis (one call per device), or with jax_use_shardy_partitioner off (one call, on one "
-            "device, as an ordered io_callback)"
+            "partitioner, which drops the one-device sharding XLA requires of the call: call it "
+            + ", ".join(ways[:-1])
+            + f", or {ways[-1]}"
         )
     sharding = ordered_effect_sharding(axis_context, len(avals_out)) if spmd else None
     args.insert(at_in, ctx.tokens_in.get(effect))
