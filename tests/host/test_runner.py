@@ -189,6 +189,23 @@ def test_wrong_input_dtype_and_shape(tmp_path: Path) -> None:
     assert_error(done, "input 0", "short.npy", "expected float64[16]", "got float64[3]")
 
 
+def test_stablehlo_text_inputs_are_checked_against_its_main(tmp_path: Path) -> None:
+    """The plugin checks an argument only by its size in bytes: an input of another
+    dtype or shape with as many bytes would run reinterpreted, so the runner checks
+    the inputs against the signature of the text's `main`."""
+    f = EXPORTS / "rms_norm_fwd"
+    x, w = np.load(f / "in0.npy"), np.load(f / "in1.npy")
+    assert x.dtype == np.float32 and w.dtype == np.float32
+    np.save(tmp_path / "x_i32.npy", x.view(np.int32))
+    done = run(f / "model.mlir", tmp_path / "x_i32.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "input 0", "x_i32.npy", f"expected float32[{','.join(map(str, x.shape))}]", "got int32")
+    np.save(tmp_path / "x_flat.npy", x.reshape(-1))
+    done = run(f / "model.mlir", tmp_path / "x_flat.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "input 0", "x_flat.npy", f"got float32[{x.size}]")
+    done = run(f / "model.mlir", f / "in0.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "takes 2 inputs", "got 1")
+
+
 def test_unreadable_input(tmp_path: Path) -> None:
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
     f = EXPORTS / "kepler_fwd"
