@@ -213,6 +213,23 @@ def test_unreadable_input(tmp_path: Path) -> None:
     assert_error(done, "bad.npy", "not a .npy file")
 
 
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_is_an_error_not_a_read_without_end(tmp_path: Path) -> None:
+    """An input that never ends (/dev/zero, a pipe) is refused from its first bytes;
+    the address space is capped so that a runner that reads it whole fails here
+    (by its allocator) instead of filling the machine's memory."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    f = EXPORTS / "kepler_fwd"
+    cmd = [str(RUNNER), "--plugin", str(PLUGIN), "--handlers", str(LIBS["ops"]), str(f / "model.jaxexport")]
+    cmd += ["/dev/zero", str(f / "in1.npy"), "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, preexec_fn=cap)
+    assert_error(done, "input /dev/zero", "not a .npy file")
+
+
 def test_not_a_program(tmp_path: Path) -> None:
     (tmp_path / "model.bin").write_bytes(b"\x00\x01\x02 nothing")
     done = run(tmp_path / "model.bin", "--out", tmp_path)
