@@ -272,7 +272,7 @@ impl Parser<'_> {
         if let Some(name) = dtype_look_alike(&word) {
             return Err(format!(
                 "`{word}` is not a dtype of the notation, which spells dtypes as NumPy does: write `{name}` \
-                 (as written, `{word}` is a variable, which any dtype binds; give a variable another name)"
+                 (for a variable, which any dtype binds, use a name that spells no dtype)"
             ));
         }
         let v = match vars.iter().position(|v| *v == word) {
