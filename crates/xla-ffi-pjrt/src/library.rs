@@ -123,8 +123,9 @@ impl HandlerLibrary {
         let shown = path.display();
         // SAFETY: loading a library runs its initialisers: sound by `load`'s
         // contract (the caller vouches for the library).
-        let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {}", with_sources(&e))))?;
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+            Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {}", with_sources(&e)))
+        })?;
         let symbol = ffi::XLA_FFI_RS_REGISTRY_SYMBOL;
         // SAFETY: the symbol, if present, is `export_registry!`'s function of this
         // type, by `load`'s contract.
