@@ -113,6 +113,18 @@ def test_the_doc_files_have_python_blocks() -> None:
     assert any(b.path.name == "README.md" and b.path.parent == ROOT for b in PYTHON)
 
 
+def test_a_page_that_serializes_an_export_says_to_install_flatbuffers() -> None:
+    """`Exported.serialize()` imports `flatbuffers`, which neither jax nor this
+    package installs: a reader who follows a page in a fresh venv gets an
+    ImportError unless the page says to install it (the test venvs have it)."""
+    silent = [
+        str(f.relative_to(ROOT))
+        for f in DOC_FILES
+        if any(".serialize()" in b.code for b in blocks(f) if b.lang in RUN) and "flatbuffers" not in f.read_text()
+    ]
+    assert not silent, f"pages that serialize an export without naming the flatbuffers package: {silent}"
+
+
 def test_every_block_names_a_known_language() -> None:
     unknown = [f"{b.name}: ```{b.lang}" for b in ALL if b.lang not in RUN | DOCTEST | NOT_RUN]
     assert not unknown, (

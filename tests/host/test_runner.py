@@ -154,7 +154,7 @@ def test_missing_handler_library(tmp_path: Path) -> None:
     done = run(
         EXPORTS / "kepler_fwd" / "model.jaxexport", "--handlers", tmp_path / "nope.so", "--out", tmp_path, handlers=()
     )
-    assert_error(done, "nope.so")
+    assert_error(done, "nope.so", "No such file or directory")  # the loader's reason, not only "dlopen failed"
 
 
 def test_target_with_no_handler_is_named_with_the_registered_ones(tmp_path: Path) -> None:
@@ -189,11 +189,45 @@ def test_wrong_input_dtype_and_shape(tmp_path: Path) -> None:
     assert_error(done, "input 0", "short.npy", "expected float64[16]", "got float64[3]")
 
 
+def test_stablehlo_text_inputs_are_checked_against_its_main(tmp_path: Path) -> None:
+    """The plugin checks an argument only by its size in bytes: an input of another
+    dtype or shape with as many bytes would run reinterpreted, so the runner checks
+    the inputs against the signature of the text's `main`."""
+    f = EXPORTS / "rms_norm_fwd"
+    x, w = np.load(f / "in0.npy"), np.load(f / "in1.npy")
+    assert x.dtype == np.float32 and w.dtype == np.float32
+    np.save(tmp_path / "x_i32.npy", x.view(np.int32))
+    done = run(f / "model.mlir", tmp_path / "x_i32.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "input 0", "x_i32.npy", f"expected float32[{','.join(map(str, x.shape))}]", "got int32")
+    np.save(tmp_path / "x_flat.npy", x.reshape(-1))
+    done = run(f / "model.mlir", tmp_path / "x_flat.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "input 0", "x_flat.npy", f"got float32[{x.size}]")
+    done = run(f / "model.mlir", f / "in0.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "takes 2 inputs", "got 1")
+
+
 def test_unreadable_input(tmp_path: Path) -> None:
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
     f = EXPORTS / "kepler_fwd"
     done = run(f / "model.jaxexport", tmp_path / "bad.npy", f / "in1.npy", "--out", tmp_path)
     assert_error(done, "bad.npy", "not a .npy file")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_is_an_error_not_a_read_without_end(tmp_path: Path) -> None:
+    """An input that never ends (/dev/zero, a pipe) is refused from its first bytes;
+    the address space is capped so that a runner that reads it whole fails here
+    (by its allocator) instead of filling the machine's memory."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    f = EXPORTS / "kepler_fwd"
+    cmd = [str(RUNNER), "--plugin", str(PLUGIN), "--handlers", str(LIBS["ops"]), str(f / "model.jaxexport")]
+    cmd += ["/dev/zero", str(f / "in1.npy"), "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, preexec_fn=cap)
+    assert_error(done, "input /dev/zero", "not a .npy file")
 
 
 def test_not_a_program(tmp_path: Path) -> None:

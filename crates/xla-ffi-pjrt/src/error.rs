@@ -48,3 +48,16 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// An error's message followed by its sources' (libloading puts `dlerror()`'s
+/// text, the loader's reason, in the source: its own message is only
+/// "dlopen failed").
+pub(crate) fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use xla_ffi::{Platform, Stage};
 use xla_ffi_sys as ffi;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{with_sources, Error, ErrorKind};
 
 /// One target of a [`HandlerLibrary`].
 #[derive(Clone, Debug)]
@@ -123,8 +123,9 @@ impl HandlerLibrary {
         let shown = path.display();
         // SAFETY: loading a library runs its initialisers: sound by `load`'s
         // contract (the caller vouches for the library).
-        let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {e}")))?;
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
+            Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {}", with_sources(&e)))
+        })?;
         let symbol = ffi::XLA_FFI_RS_REGISTRY_SYMBOL;
         // SAFETY: the symbol, if present, is `export_registry!`'s function of this
         // type, by `load`'s contract.
@@ -133,8 +134,9 @@ impl HandlerLibrary {
                 Error::new(
                     ErrorKind::Library,
                     format!(
-                        "handler library {shown}: no symbol `{symbol}` ({e}); build it with \
-                         `xla_ffi::export_registry!` in a cdylib (a Python extension module cannot be used)"
+                        "handler library {shown}: no symbol `{symbol}` ({}); build it with \
+                         `xla_ffi::export_registry!` in a cdylib (a Python extension module cannot be used)",
+                        with_sources(&e)
                     ),
                 )
             })?

@@ -246,6 +246,12 @@ fn a_broken_registry_is_refused() {
     let types = [TypeEntry::of::<Scale>("x"), TypeEntry::of::<Offset>("x")];
     let reg = DUP.get_or_init(|| Registry::new("dup 0.1", &[&T_COPY], &types));
     assert!(HandlerLibrary::linked(reg).unwrap_err().message().contains("type \"x\" listed twice"));
+    // One type under two names: its one id slot cannot hold both ids.
+    static TWO_NAMES: OnceLock<Registry> = OnceLock::new();
+    let types = [TypeEntry::of::<Scale>("a"), TypeEntry::of::<Scale>("b")];
+    let reg = TWO_NAMES.get_or_init(|| Registry::new("two 0.1", &[&T_COPY], &types));
+    let e = HandlerLibrary::linked(reg).unwrap_err();
+    assert!(e.message().contains("one type listed under two names, \"a\" and \"b\""), "{e}");
     // No bundle without an execute stage.
     let reg = NOEXEC.get_or_init(|| Registry::new("noexec 0.1", &[&SCALE_INSTANTIATE], &[]));
     assert!(HandlerLibrary::linked(reg).unwrap_err().message().contains("no execute handler"));

@@ -124,4 +124,7 @@ fn a_missing_library_names_its_path() {
     let e = unsafe { HandlerLibrary::load("/nonexistent/libnothing.so") }.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Library);
     assert!(e.message().starts_with("handler library /nonexistent/libnothing.so: cannot load it"), "{e}");
+    // The loader's own reason (`dlerror()`), not only "dlopen failed".
+    #[cfg(target_os = "linux")]
+    assert!(e.message().contains("No such file or directory"), "{e}");
 }

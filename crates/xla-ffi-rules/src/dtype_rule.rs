@@ -2,7 +2,8 @@
 //!
 //! A rule is `exprs -> exprs`, one per operand, then one per result.
 //! `expr := VAR | dtype | promote(expr, ...) | acc(expr, ...)`; a dtype is a NumPy
-//! name (`float32`, `bfloat16`, `int64`, ...), any other identifier is a variable.
+//! name (`float32`, `bfloat16`, `int64`, ...), any other identifier is a variable,
+//! except another spelling of a dtype (`f32`, `Float32`, `double`), which is refused.
 //! The first operand (left to right) whose expression is a bare variable binds it to
 //! its dtype; every other operand must have the dtype of its expression, so
 //! `"promote(X, W), X, W -> X"` binds `X` and `W` at operands 1 and 2 and checks
@@ -268,6 +269,12 @@ impl Parser<'_> {
         if let Some(d) = DTYPE_NAMES.iter().position(|n| *n == word) {
             return Ok(Expr::Dtype(d));
         }
+        if let Some(name) = dtype_look_alike(&word) {
+            return Err(format!(
+                "`{word}` is not a dtype of the notation, which spells dtypes as NumPy does: write `{name}` \
+                 (for a variable, which any dtype binds, use a name that spells no dtype)"
+            ));
+        }
         let v = match vars.iter().position(|v| *v == word) {
             Some(v) => v,
             None => {
@@ -277,4 +284,38 @@ impl Parser<'_> {
         };
         Ok(Expr::Var(v))
     }
+}
+
+/// The NumPy name that `word` was most likely meant to be, when it is not a dtype of
+/// the notation but spells one another way (Rust's `f32`, `bf16`, `i64`; `Float32`;
+/// `double`, `half`, `pred`): such a word would otherwise be a variable, which any
+/// dtype binds, so `"f32 -> f32"` would accept float64 as well.
+fn dtype_look_alike(word: &str) -> Option<&'static str> {
+    const OTHER_SPELLINGS: [(&str, &str); 20] = [
+        ("f16", "float16"),
+        ("half", "float16"),
+        ("bf16", "bfloat16"),
+        ("f32", "float32"),
+        ("single", "float32"),
+        ("f64", "float64"),
+        ("double", "float64"),
+        ("i8", "int8"),
+        ("i16", "int16"),
+        ("i32", "int32"),
+        ("i64", "int64"),
+        ("u8", "uint8"),
+        ("u16", "uint16"),
+        ("u32", "uint32"),
+        ("u64", "uint64"),
+        ("c64", "complex64"),
+        ("c128", "complex128"),
+        ("pred", "bool"),
+        ("complex", "complex128"),
+        ("float", "float64"),
+    ];
+    let lower = word.to_ascii_lowercase();
+    if let Some(name) = DTYPE_NAMES.iter().find(|n| **n == lower) {
+        return Some(name);
+    }
+    OTHER_SPELLINGS.iter().find(|(alike, _)| *alike == lower).map(|&(_, name)| name)
 }

@@ -84,3 +84,18 @@ fn hostile_dtype_rules_are_refused_with_a_reason() {
     assert!(dtype_err("T -> promote()").contains("unexpected `)`"));
     assert!(dtype_err("T T -> T").contains("unexpected `T`"));
 }
+
+#[test]
+fn other_spellings_of_a_dtype_are_refused_not_made_variables() {
+    // Each would otherwise be a variable that any dtype binds: `"f32 -> f32"` would
+    // accept a float64 operand.
+    for (word, name) in [("f32", "float32"), ("bf16", "bfloat16"), ("i64", "int64"), ("Float32", "float32")] {
+        let e = dtype_err(&format!("{word} -> {word}"));
+        assert!(e.contains(&format!("`{word}` is not a dtype")) && e.contains(&format!("write `{name}`")), "{e}");
+    }
+    assert!(dtype_err("T -> double").contains("write `float64`"));
+    assert!(dtype_err("X, W -> promote(X, pred)").contains("write `bool`"));
+    // Variables that spell no dtype, and the NumPy names themselves, stay as they were.
+    assert_eq!(DtypeRule::parse("F, T32 -> F").unwrap().vars, ["F", "T32"]);
+    assert!(DtypeRule::parse("float32 -> float32").unwrap().vars.is_empty());
+}

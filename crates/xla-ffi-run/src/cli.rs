@@ -13,8 +13,9 @@ ARGUMENTS:
     MODEL             The program: the bytes that jax.export's Exported.serialize() wrote,
                       or StableHLO as MLIR bytecode or text (jax.jit(f).lower(...).as_text()).
     INPUT.npy         One .npy file per input, in the order of the function's flattened
-                      arguments. For a jax.export file each is checked against the exported
-                      input (element type and shape); for raw StableHLO, PJRT checks them.
+                      arguments. Each is checked (element type and shape) against the
+                      exported input of a jax.export file, or the argument of main in
+                      StableHLO text; for bytecode the plugin checks only the byte size.
 
 OPTIONS:
     --plugin PATH     A PJRT plugin: a shared library exporting GetPjrtApi (for example

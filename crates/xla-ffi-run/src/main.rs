@@ -11,6 +11,7 @@ mod handlers;
 mod model;
 mod npy;
 mod run;
+mod signature;
 
 use std::process::ExitCode;
 

@@ -27,7 +27,9 @@ impl std::fmt::Display for Aval {
 pub struct Model {
     /// StableHLO (bytecode or text), for PJRT's `"mlir"` format.
     pub code: Vec<u8>,
-    /// `jax.export`'s inputs (all of the function's flattened arguments), when known.
+    /// The inputs: `jax.export`'s (all of the function's flattened arguments), or
+    /// those of `main` in StableHLO text; `None` for bytecode and a text whose
+    /// signature the runner does not read.
     pub in_avals: Option<Vec<Aval>>,
     /// Which of the inputs the module takes (the others were unused and dropped).
     pub kept_inputs: Option<Vec<usize>>,
@@ -45,7 +47,8 @@ pub fn parse(bytes: Vec<u8>) -> Result<Model, String> {
     }
     if let Ok(text) = std::str::from_utf8(&bytes) {
         if text.contains("func.func") || text.trim_start().starts_with("module") {
-            return Ok(raw(bytes, "StableHLO text"));
+            let in_avals = crate::signature::main_inputs(text);
+            return Ok(Model { in_avals, ..raw(bytes, "StableHLO text") });
         }
     }
     parse_export(&bytes).map_err(|e| {

@@ -1,6 +1,8 @@
 //! NumPy `.npy` files: read (versions 1 to 3, C order, little-endian) and write
 //! (version 1).
 
+use std::io::Read;
+
 use xla_ffi_pjrt::{ElementType, HostArray};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
@@ -59,19 +61,44 @@ fn header_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     None
 }
 
+/// The longest header read: NumPy's own reader refuses headers over 10,000 bytes
+/// (`max_header_size`); this leaves room for long shapes.
+const MAX_HEADER: usize = 1 << 20;
+
 /// Parses a `.npy` file's bytes.
+#[cfg(test)]
 pub fn parse(bytes: &[u8]) -> Result<HostArray, String> {
-    if !bytes.starts_with(MAGIC) || bytes.len() < 10 {
+    read(&mut &bytes[..])
+}
+
+/// Reads a `.npy` file from `r`: never more bytes than its header declares plus
+/// one (to tell trailing data), so an endless stream (`/dev/zero`, a pipe that
+/// does not end) is an error, not a process that fills memory.
+pub fn read(r: &mut impl std::io::Read) -> Result<HostArray, String> {
+    let io = |e: std::io::Error| format!("cannot read it: {e}");
+    let mut prefix = Vec::new();
+    r.by_ref().take(12).read_to_end(&mut prefix).map_err(io)?;
+    if !prefix.starts_with(MAGIC) || prefix.len() < 10 {
         return Err("not a .npy file (no \\x93NUMPY magic)".into());
     }
-    let (header_len, header_start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+    let (header_len, header_start) = match prefix[6] {
+        1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as usize, 10),
+        2 | 3 if prefix.len() >= 12 => {
+            (u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize, 12)
+        }
         v => return Err(format!("unsupported .npy version {v}")),
     };
-    let data_start = header_start + header_len;
-    let header = bytes.get(header_start..data_start).ok_or("the .npy header is truncated")?;
-    let header = std::str::from_utf8(header).map_err(|_| "the .npy header is not text")?;
+    if header_len > MAX_HEADER {
+        return Err(format!("the .npy header declares {header_len} bytes, more than the {MAX_HEADER} read"));
+    }
+    // A version 1 header starts inside the 12 bytes read.
+    let mut header = prefix.split_off(header_start.min(prefix.len()));
+    header.truncate(header_len);
+    r.by_ref().take((header_len - header.len()) as u64).read_to_end(&mut header).map_err(io)?;
+    if header.len() < header_len {
+        return Err("the .npy header is truncated".into());
+    }
+    let header = std::str::from_utf8(&header).map_err(|_| "the .npy header is not text")?;
     let d = header_value(header, "descr").ok_or("the .npy header has no 'descr'")?;
     let d = d.trim_matches(|c| c == '\'' || c == '"');
     let element_type = from_descr(d).ok_or_else(|| format!("unsupported dtype '{d}' (big-endian or not a number)"))?;
@@ -86,7 +113,23 @@ pub fn parse(bytes: &[u8]) -> Result<HostArray, String> {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<i64>().map_err(|_| format!("bad dimension '{s}' in shape {shape}")))
         .collect::<Result<Vec<_>, _>>()?;
-    HostArray::new(element_type, dims, bytes[data_start..].to_vec()).map_err(|e| e.to_string())
+    // The size the header declares (an invalid one is left to `HostArray::new`,
+    // which says why, with no data read).
+    let expected = dims
+        .iter()
+        .try_fold(element_type.size(), |n, &d| usize::try_from(d).ok().and_then(|d| n.checked_mul(d)))
+        .filter(|&n| n <= isize::MAX as usize);
+    let Some(expected) = expected else {
+        return HostArray::new(element_type, dims, Vec::new()).map_err(|e| e.to_string());
+    };
+    let mut data = Vec::new();
+    r.by_ref().take(expected as u64 + 1).read_to_end(&mut data).map_err(io)?;
+    if data.len() > expected {
+        return Err(format!(
+            "a {element_type} array of shape {dims:?} has {expected} bytes; the file holds more after them"
+        ));
+    }
+    HostArray::new(element_type, dims, data).map_err(|e| e.to_string())
 }
 
 /// The bytes of a version 1.0 `.npy` file holding `array`.
@@ -152,5 +195,22 @@ mod tests {
         let at = text.windows(3).position(|w| w == b"<f4").unwrap();
         text[at] = b'>';
         assert!(parse(&text).unwrap_err().contains("unsupported dtype '>f4'"));
+    }
+
+    #[test]
+    fn an_endless_stream_is_an_error_not_a_read_without_end() {
+        use std::io::Read;
+        // Zeros for ever (`/dev/zero`): no magic, after 12 bytes.
+        assert!(read(&mut std::io::repeat(0)).unwrap_err().contains("not a .npy"));
+        // A valid header, then data for ever: refused after one byte too many.
+        let head = serialize(&HostArray::new(ElementType::F32, vec![2], vec![0; 8]).unwrap());
+        let head = &head[..head.len() - 8];
+        let err = read(&mut head.chain(std::io::repeat(1))).unwrap_err();
+        assert!(err.contains("has 8 bytes; the file holds more"), "{err}");
+        // A version 2 header that declares 4 GiB of header.
+        let mut v2 = b"\x93NUMPY\x02\x00\xff\xff\xff\xff".to_vec();
+        v2.extend_from_slice(b"{'descr': '<f4'");
+        let err = read(&mut v2.as_slice().chain(std::io::repeat(b' '))).unwrap_err();
+        assert!(err.contains("header declares 4294967295 bytes"), "{err}");
     }
 }

@@ -27,7 +27,10 @@ pub fn run(args: &Args) -> Result<(), String> {
     let inputs = args
         .inputs
         .iter()
-        .map(|p| npy::parse(&read(p, "input")?).map_err(|e| format!("input {}: {e}", p.display())))
+        .map(|p| {
+            let mut file = std::fs::File::open(p).map_err(|e| format!("cannot read input {}: {e}", p.display()))?;
+            npy::read(&mut std::io::BufReader::new(&mut file)).map_err(|e| format!("input {}: {e}", p.display()))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(avals) = &model.in_avals {
         check_inputs(args, avals, &inputs)?;

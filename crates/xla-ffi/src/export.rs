@@ -38,8 +38,8 @@
 //! address XLA writes its id to). The exported function is `#[no_mangle] pub extern
 //! "C"`, so it survives LTO in a `cdylib` on Linux, macOS and Windows; no linker
 //! sections are used. It builds the registry on its first call and never unwinds:
-//! a registry that cannot be built (two handlers for one stage of a target) has no
-//! entries and says why in its `error`.
+//! a registry that cannot be built (two handlers for one stage of a target, one type
+//! under two names) has no entries and says why in its `error`.
 
 use core::ffi::c_void;
 use std::sync::OnceLock;
@@ -151,6 +151,18 @@ impl Registry {
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
             error = Some(format!("{library}: type {:?} listed twice", w[0]));
+        }
+        // One Rust type has one id slot: registered under a second name, XLA would
+        // write the second id over the first, and the first name would find nothing.
+        for (i, a) in types.iter().enumerate() {
+            if let Some(b) = types[..i].iter().find(|b| b.type_id == a.type_id) {
+                error = Some(format!(
+                    "{library}: one type listed under two names, {:?} and {:?} (a type has one XLA type id: \
+                     list it once)",
+                    b.name, a.name
+                ));
+                break;
+            }
         }
         let (targets, types) = if error.is_some() { (Vec::new(), Vec::new()) } else { (targets, types.to_vec()) };
         let raw_targets: Vec<sys::XLA_FFI_Rs_Target> = targets.iter().map(raw_target).collect();

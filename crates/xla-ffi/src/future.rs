@@ -51,7 +51,8 @@ type Body = for<'a, 'f> fn(&'a mut Call<'f>) -> Result<()>;
 /// * [`fail`](Self::fail): completes the call with an error, without running it;
 /// * dropping it: completes the call with the error "`<target>`: the asynchronous
 ///   part ended without completing (promise dropped)", so a lost call never hangs
-///   the program.
+///   the program. A spawner that panics with the call still in hand completes it
+///   with an `INTERNAL` error holding the panic message.
 ///
 /// (`core::mem::forget` on it leaves the call pending for ever: XLA then waits, and
 /// keeps the call's buffers, for ever. Nothing unsound happens.)
@@ -183,8 +184,40 @@ impl AsyncCall {
     }
 }
 
+/// A call whose `AsyncCall` was dropped while a panic unwound through the spawner
+/// (on the spawner's thread): completed after the spawner's panic is caught, with
+/// its message.
+struct Unwound {
+    api: ApiTable<'static>,
+    future: *mut sys::XLA_FFI_Future,
+    target: &'static str,
+}
+
+std::thread_local! {
+    /// `Some` while this thread runs a spawner ([`dispatch_async`]): the calls
+    /// dropped by a panic in it, to complete with the panic's message.
+    static UNWOUND: core::cell::RefCell<Option<Vec<Unwound>>> = const { core::cell::RefCell::new(None) };
+}
+
 impl Drop for AsyncCall {
     fn drop(&mut self) {
+        if !self.completed && std::thread::panicking() {
+            // `try_with`: no panic (an abort, while unwinding) if the thread's locals
+            // are being destroyed.
+            let deferred = UNWOUND
+                .try_with(|u| match u.try_borrow_mut().as_deref_mut() {
+                    Ok(Some(list)) => {
+                        list.push(Unwound { api: self.frame.api(), future: self.future, target: self.target });
+                        true
+                    }
+                    _ => false,
+                })
+                .unwrap_or(false);
+            if deferred {
+                self.completed = true;
+                return;
+            }
+        }
         let why = if std::thread::panicking() {
             "the asynchronous part ended without completing (promise dropped while a panic unwound)"
         } else {
@@ -298,8 +331,19 @@ pub unsafe fn dispatch_async(
         unsafe { core::ptr::addr_of_mut!((*raw).future).write(future) };
         let call = AsyncCall { target, future, frame: snapshot, info, body, completed: false };
         // From here on the call's outcome goes through the future: the handler returns
-        // no error. A panic in the spawner drops the `AsyncCall`, which completes it.
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || spawn(call))) {
+        // no error. A panic in the spawner drops the `AsyncCall`, which, on this
+        // thread, leaves the completion to the code below, with the panic's message.
+        let outer = UNWOUND.with(|u| u.replace(Some(Vec::new())));
+        let outcome = catch_unwind(AssertUnwindSafe(move || spawn(call)));
+        let unwound = UNWOUND.with(|u| u.replace(outer)).unwrap_or_default();
+        let why = match &outcome {
+            Err(payload) => format!("the async spawner panicked before the call ran: {}", panic_message(&**payload)),
+            Ok(()) => "the asynchronous part ended without completing (promise dropped while a panic unwound)".into(),
+        };
+        for u in unwound {
+            set_error(u.api, u.future, &Error::internal(format!("{}: {why}", u.target)));
+        }
+        if let Err(payload) = outcome {
             drop_payload(payload);
         }
         Ok(())

@@ -140,7 +140,8 @@
 ///
 /// **Dtypes**: `exprs -> exprs`, one per operand, then one per result, each
 /// `VAR | dtype | promote(expr, ...) | acc(expr, ...)`. A dtype is a NumPy name
-/// (`float32`, `bfloat16`, `int64`, ...), any other identifier a variable. An
+/// (`float32`, `bfloat16`, `int64`, ...), any other identifier a variable (but Rust's
+/// and other spellings of a dtype, `f32`, `Float32`, `double`, are errors, not variables). An
 /// operand whose expression is a bare variable binds it (the first such operand);
 /// every other operand must have its expression's dtype. `promote` is JAX's
 /// promotion of floats (float16 with bfloat16 gives float32, otherwise the wider;

@@ -115,8 +115,26 @@ fn a_panicking_spawner_completes_the_call() {
     #[handler(target = "async.bad_spawner", async = |_c: AsyncCall| panic!("deliberate spawner panic"))]
     fn async_bad_spawner() {}
     let mut call = CallBuilder::new();
-    let msg = expect_err(call.run(ASYNC_BAD_SPAWNER), ErrorCode::Internal, &["promise dropped while a panic unwound"]);
-    assert!(msg.starts_with("async.bad_spawner: the asynchronous part ended without completing"), "{msg}");
+    let msg = expect_err(call.run(ASYNC_BAD_SPAWNER), ErrorCode::Internal, &["deliberate spawner panic"]);
+    // The spawner's panic message, as a handler's panic gives its own.
+    assert_eq!(msg, "async.bad_spawner: the async spawner panicked before the call ran: deliberate spawner panic");
+}
+
+#[test]
+fn a_spawner_that_catches_its_own_panic_still_completes_the_call() {
+    quiet_deliberate_panics();
+    #[handler(target = "async.caught_spawner", async = |c: AsyncCall| {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = c;
+            panic!("deliberate, caught by the spawner")
+        }));
+    })]
+    fn async_caught_spawner() {}
+    let msg = expect_err(CallBuilder::new().run(ASYNC_CAUGHT_SPAWNER), ErrorCode::Internal, &["promise dropped"]);
+    assert_eq!(
+        msg,
+        "async.caught_spawner: the asynchronous part ended without completing (promise dropped while a panic unwound)"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use super::ClientError;
+use crate::error::with_sources;
 use crate::sys::client as sys;
 
 /// A PJRT plugin: its `PJRT_Api` table, checked to hold every function this
@@ -270,18 +271,6 @@ impl Plugin {
         // SAFETY: checked non-null in `from_raw`; `err` is freed once, here.
         unsafe { (self.api.PJRT_Error_Destroy.expect("checked in from_raw"))(&mut args) };
     }
-}
-
-/// An error's message followed by its sources' (libloading puts `dlerror()`'s
-/// text in the source).
-fn with_sources(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text = format!("{text}: {s}");
-        source = s.source();
-    }
-    text
 }
 
 /// A byte slice from a pointer and length given by the plugin; empty for null.
