@@ -223,6 +223,22 @@ impl<'f> Dict<'f> {
         })
     }
 
+    /// Entry `i`: a scalar (most attributes) read inline, any other kind out of line
+    /// ([`Dict::value_at`]'s answer either way).
+    #[inline(always)]
+    pub(crate) fn value_at_scalar_first(&self, i: usize) -> Option<AttrValue<'f>> {
+        match self.raw.scalar(i) {
+            Some((dtype, value)) => Some(AttrValue::Scalar(Scalar { dtype, value, _life: PhantomData })),
+            None => self.value_at_other(i),
+        }
+    }
+
+    /// [`Dict::value_at`], out of line.
+    #[inline(never)]
+    fn value_at_other(&self, i: usize) -> Option<AttrValue<'f>> {
+        self.value_at(i)
+    }
+
     /// The index and value of the entry called `name`.
     #[inline]
     pub fn find(&self, name: &str) -> Option<(usize, Option<AttrValue<'f>>)> {

@@ -580,7 +580,7 @@ impl<'f, T: FromAttr<'f>> Decode<'f> for Attr<T> {
         let found = attrs.position(name);
         if let Some(i) = found {
             call.use_attr(i);
-            if let Some(v) = attrs.value_at(i) {
+            if let Some(v) = attrs.value_at_scalar_first(i) {
                 return match T::from_attr(&v) {
                     Ok(v) => Some(Attr(v)),
                     Err(e) => {

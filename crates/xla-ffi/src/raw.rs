@@ -243,6 +243,21 @@ impl<'f> RawDict<'f> {
         None
     }
 
+    /// Entry `i` when it is a scalar (most attributes): its dtype and value pointer,
+    /// read without the dispatch on the kind that [`RawDict::value`] makes (the same
+    /// answer as its `Scalar`).
+    #[inline(always)]
+    pub(crate) fn scalar(&self, i: usize) -> Option<(DataType, *const c_void)> {
+        let (kind, ptr) = self.kind_and_value(i)?;
+        if kind != sys::XLA_FFI_AttrType_SCALAR || ptr.is_null() {
+            return None;
+        }
+        // SAFETY: for kind SCALAR, XLA stores a pointer to an `XLA_FFI_Scalar`, alive
+        // for `'f` (the promise `from_raw` was given).
+        let s = unsafe { &*(ptr as *const sys::XLA_FFI_Scalar) };
+        Some((DataType(s.dtype), s.value))
+    }
+
     /// Entry `i`, or `None` if out of range, NULL, or of an unknown kind.
     #[inline]
     pub(crate) fn value(&self, i: usize) -> Option<RawAttr<'f>> {
