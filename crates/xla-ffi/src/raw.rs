@@ -164,6 +164,24 @@ impl<'f> RawDict<'f> {
         }
     }
 
+    /// [`RawDict::from_raw`] of a struct whose size was checked, given its
+    /// [`RawDict::count_sized`] (counted before).
+    ///
+    /// # Safety
+    /// As [`RawDict::from_raw`]; `raw.struct_size` is at least this header's, and
+    /// `len` is `count_sized(raw)`.
+    #[inline(always)]
+    pub(crate) unsafe fn from_sized(raw: &'f sys::XLA_FFI_Attrs, len: usize) -> Self {
+        debug_assert!(raw.struct_size >= sys::XLA_FFI_Attrs_STRUCT_SIZE as usize && len == RawDict::count_sized(raw));
+        RawDict {
+            names: raw.names as *const *mut sys::XLA_FFI_ByteSpan,
+            types: raw.types as *const u32,
+            values: raw.attrs as *const *mut c_void,
+            len,
+            _life: core::marker::PhantomData,
+        }
+    }
+
     /// The number of entries of `raw`, as [`RawDict::from_raw`]`(raw).len()` counts
     /// them when `raw` is at least this header's size (a frame's attributes:
     /// `frame::open` checked it), without making the slices: 0 for a size not above
