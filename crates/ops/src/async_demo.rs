@@ -23,7 +23,10 @@ fn sleep_scale(x: Buffer<f32>, mut y: ResultBuffer<f32>, delay_ms: i64) -> Resul
         .ok()
         .filter(|&ms| ms <= 60_000)
         .ok_or_else(|| Error::invalid_argument(format!("attribute `delay_ms`: expected 0 to 60000, got {delay_ms}")))?;
-    std::thread::sleep(Duration::from_millis(ms));
+    // As the C++ twin (benchmarks/cpp/bench_ffi.cc): no sleep at all for 0 ms.
+    if ms > 0 {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     for (o, &v) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
         o.write(2.0 * v);
     }

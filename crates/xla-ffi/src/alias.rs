@@ -62,6 +62,14 @@ pub(crate) fn element_count(dims: &[i64]) -> Option<usize> {
     }
 }
 
+/// What few calls have: the problems decoding found, and the attributes marked used
+/// past the first 128.
+#[derive(Default)]
+struct Rare {
+    problems: Vec<String>,
+    high_attrs: Vec<usize>,
+}
+
 /// The byte ranges of the decoded buffers, recorded as they are decoded (through a
 /// shared reference: the views keep one to check their own access later), with the
 /// frame and target they belong to: the one per-call reference a buffer view holds.
@@ -70,17 +78,16 @@ pub(crate) struct Aliases<'f> {
     pub(crate) frame: &'f Frame<'f>,
     /// The FFI target, for messages.
     pub(crate) target: &'static str,
-    /// What decoding found wrong (see [`Call::problem`](crate::Call::problem)). Here,
+    /// What decoding found wrong (see [`Call::problem`](crate::Call::problem)), and
+    /// the attributes marked used past the first 128 (which the `Call` keeps as
+    /// bits): allocated on the first of either, which a call that decodes cleanly
+    /// never has, so the accepting path makes and drops one NULL pointer. Here,
     /// behind the shared reference every view and the `Call` hold, and not in the
     /// `Call`: the cold paths that record a problem then never take the `Call`'s
     /// address, so the optimizer keeps the `Call` (its positions, the dtype and shape
     /// of the first buffer) in registers on the accepting path.
-    problems: core::cell::RefCell<Vec<String>>,
-    /// Attributes marked used past the first 128 (which the `Call` keeps as bits):
-    /// here for the same reason as `problems`, and as rare.
-    high_attrs: core::cell::RefCell<Vec<usize>>,
-    /// Whether `problems` has any (one load to ask on the accepting path, where the
-    /// `RefCell` would check its borrow flag first).
+    rare: Cell<Option<Box<Rare>>>,
+    /// Whether any problem was recorded (one load to ask on the accepting path).
     any_problem: Cell<bool>,
     /// `(start, end)` per slot (operands first, then results); [`EMPTY`] overlaps
     /// nothing. A slot is written before its bit is set in `seen`, and read only
@@ -113,8 +120,7 @@ impl<'f> Aliases<'f> {
         Aliases {
             frame,
             target,
-            problems: core::cell::RefCell::new(Vec::new()),
-            high_attrs: core::cell::RefCell::new(Vec::new()),
+            rare: Cell::new(None),
             any_problem: Cell::new(false),
             slots: [const { Cell::new(MaybeUninit::uninit()) }; Aliases::MAX],
             seen: Cell::new(0),
@@ -125,23 +131,33 @@ impl<'f> Aliases<'f> {
 
     /// Records a problem of decoding this call (see [`Call::problem`](crate::Call::problem)).
     pub(crate) fn add_problem(&self, message: String) {
-        self.problems.borrow_mut().push(message);
+        self.with_rare(|r| r.problems.push(message));
         self.any_problem.set(true);
+    }
+
+    /// Runs `f` on the rarely used part (made on first use). Taken out of its cell
+    /// and put back: `f` cannot reach the cell meanwhile (it is given the part alone).
+    fn with_rare<R>(&self, f: impl FnOnce(&mut Rare) -> R) -> R {
+        let mut rare = self.rare.take().unwrap_or_default();
+        let r = f(&mut rare);
+        self.rare.set(Some(rare));
+        r
     }
 
     /// Marks attribute `index` (128 or more) used.
     #[cold]
     #[inline(never)]
     pub(crate) fn use_high_attr(&self, index: usize) {
-        let mut high = self.high_attrs.borrow_mut();
-        if !high.contains(&index) {
-            high.push(index);
-        }
+        self.with_rare(|r| {
+            if !r.high_attrs.contains(&index) {
+                r.high_attrs.push(index);
+            }
+        });
     }
 
     /// Whether attribute `index` (128 or more) was marked used.
     pub(crate) fn high_attr_used(&self, index: usize) -> bool {
-        self.high_attrs.borrow().contains(&index)
+        self.with_rare(|r| r.high_attrs.contains(&index))
     }
 
     /// Whether any problem was recorded.
@@ -153,7 +169,7 @@ impl<'f> Aliases<'f> {
     /// The problems recorded, taken out (for the error that reports them).
     pub(crate) fn take_problems(&self) -> Vec<String> {
         self.any_problem.set(false);
-        core::mem::take(&mut *self.problems.borrow_mut())
+        self.with_rare(|r| core::mem::take(&mut r.problems))
     }
 
     /// Whether a buffer of this call may be handed out as a slice of its dtype with

@@ -223,12 +223,34 @@ impl<'f> Dict<'f> {
         })
     }
 
+    /// Entry `i`: a scalar (most attributes) read inline, any other kind out of line
+    /// ([`Dict::value_at`]'s answer either way).
+    #[inline(always)]
+    pub(crate) fn value_at_scalar_first(&self, i: usize) -> Option<AttrValue<'f>> {
+        match self.raw.scalar(i) {
+            Some((dtype, value)) => Some(AttrValue::Scalar(Scalar { dtype, value, _life: PhantomData })),
+            None => self.value_at_other(i),
+        }
+    }
+
+    /// [`Dict::value_at`], out of line.
+    #[inline(never)]
+    fn value_at_other(&self, i: usize) -> Option<AttrValue<'f>> {
+        self.value_at(i)
+    }
+
     /// The index and value of the entry called `name`.
     #[inline]
     pub fn find(&self, name: &str) -> Option<(usize, Option<AttrValue<'f>>)> {
+        self.position(name).map(|i| (i, self.value_at(i)))
+    }
+
+    /// The index of the entry called `name`.
+    #[inline(always)]
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
         // Bytes against bytes: `name` is UTF-8, so an equal name is too (the same
         // answer as comparing `name_at`, without validating every name first).
-        (0..self.len()).find(|&i| self.raw.name(i) == Some(name.as_bytes())).map(|i| (i, self.value_at(i)))
+        self.raw.position(name.as_bytes())
     }
 
     /// The value called `name`, decoded as `T`.
@@ -401,6 +423,17 @@ fn exact_scalar<T: Element>(value: &AttrValue<'_>) -> Option<T> {
     }
 }
 
+/// A scalar attribute of another type than `T`'s (or a one-element array),
+/// converted through [`Number`]: out of line, so that the read of a scalar of
+/// `T`'s own dtype is all a handler's accepting path holds.
+#[inline(never)]
+fn converted_scalar<T: FromNumber>(value: &AttrValue<'_>) -> Result<T, String> {
+    match single_number(value) {
+        Some(n) => T::from_number(n),
+        None => mismatch(T::WHAT.to_string(), value),
+    }
+}
+
 macro_rules! scalar_from_attr {
     ($($t:ty => $exact:expr),*) => {$(
         impl<'f> FromAttr<'f> for $t {
@@ -411,10 +444,7 @@ macro_rules! scalar_from_attr {
                 if let Some(v) = $exact(value) {
                     return Ok(v);
                 }
-                match single_number(value) {
-                    Some(n) => <$t>::from_number(n),
-                    None => mismatch(Self::expected(), value),
-                }
+                converted_scalar::<$t>(value)
             }
         }
     )*};

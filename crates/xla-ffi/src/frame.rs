@@ -272,6 +272,8 @@ pub(crate) struct Frame<'f> {
     rets: Entries<'f>,
     /// The call's attributes (struct size checked by `open`); read by [`Frame::attrs`].
     attrs: &'f sys::XLA_FFI_Attrs,
+    /// How many entries `attrs` has ([`RawDict::count_sized`]), counted once.
+    attr_count: usize,
     /// Buffers are host memory (a CPU handler).
     pub(crate) host: bool,
 }
@@ -350,8 +352,10 @@ impl<'f> Frame<'f> {
     /// The call's attributes, read.
     #[inline(always)]
     pub(crate) fn attrs(&self) -> RawDict<'f> {
-        // SAFETY: XLA's attributes, with their names and values, live for the call.
-        unsafe { RawDict::from_raw(self.attrs) }
+        // SAFETY: XLA's attributes, with their names and values, live for the call;
+        // `open` (or `from_copies`'s caller) checked the struct's size, and
+        // `attr_count` is `count_sized` of it.
+        unsafe { RawDict::from_sized(self.attrs, self.attr_count) }
     }
 
     /// The operand or result at `index`, read.
@@ -443,7 +447,17 @@ pub(crate) unsafe fn open<'f>(
             Entries::new(frame.rets.rets as *const *mut c_void, frame.rets.types as *const u32, frame.rets.size),
         )
     };
-    Ok(Entry::Call(Frame { api, ctx: frame.ctx, stage: frame.stage, args, rets, attrs: &frame.attrs, host: info.host }))
+    let attr_count = RawDict::count_sized(&frame.attrs);
+    Ok(Entry::Call(Frame {
+        api,
+        ctx: frame.ctx,
+        stage: frame.stage,
+        args,
+        rets,
+        attrs: &frame.attrs,
+        attr_count,
+        host: info.host,
+    }))
 }
 
 /// Why [`open`] refused a frame (its message is built out of line, in [`refused`]).
@@ -603,7 +617,7 @@ impl<'f> Frame<'f> {
     /// that `open` accepted).
     #[inline(always)]
     pub(crate) fn attr_count(&self) -> usize {
-        RawDict::count_sized(self.attrs)
+        self.attr_count
     }
 
     /// A frame over copies of a call's entries and attributes, with no invoke
@@ -630,6 +644,7 @@ impl<'f> Frame<'f> {
             args: Entries::of_copies(args),
             rets: Entries::of_copies(rets),
             attrs,
+            attr_count: RawDict::count_sized(attrs),
             host,
         }
     }

@@ -95,12 +95,16 @@ pub(crate) unsafe fn buffer<'f>(ptr: *mut c_void) -> Option<BufferEntry<'f>> {
 }
 
 /// An `XLA_FFI_Attrs` (the call's attributes or a nested dictionary), read: its
-/// three parallel arrays.
+/// three parallel arrays, as their addresses and one count (0 when any of them is
+/// NULL or XLA's size is not positive: an entry without its name, kind or value
+/// cannot be read), made with one test instead of three slices' worth.
 #[derive(Clone, Copy)]
 pub(crate) struct RawDict<'f> {
-    names: &'f [*mut sys::XLA_FFI_ByteSpan],
-    types: &'f [u32],
-    values: &'f [*mut c_void],
+    names: *const *mut sys::XLA_FFI_ByteSpan,
+    types: *const u32,
+    values: *const *mut c_void,
+    len: usize,
+    _life: core::marker::PhantomData<&'f ()>,
 }
 
 /// One attribute value, read from its struct.
@@ -132,7 +136,13 @@ unsafe fn bytes<'f>(span: *const sys::XLA_FFI_ByteSpan) -> &'f [u8] {
 
 impl<'f> RawDict<'f> {
     /// The empty dictionary.
-    pub(crate) const EMPTY: RawDict<'static> = RawDict { names: &[], types: &[], values: &[] };
+    pub(crate) const EMPTY: RawDict<'static> = RawDict {
+        names: core::ptr::null(),
+        types: core::ptr::null(),
+        values: core::ptr::null(),
+        len: 0,
+        _life: core::marker::PhantomData,
+    };
 
     /// Reads a dictionary; one smaller than this header's `XLA_FFI_Attrs` reads as empty.
     ///
@@ -144,13 +154,31 @@ impl<'f> RawDict<'f> {
         if raw.struct_size < sys::XLA_FFI_Attrs_STRUCT_SIZE as usize {
             return RawDict::EMPTY;
         }
-        // SAFETY: guaranteed by the caller (NULL arrays are allowed for size 0).
-        unsafe {
-            RawDict {
-                names: c_slice(raw.names as *const *mut sys::XLA_FFI_ByteSpan, raw.size),
-                types: c_slice(raw.types as *const u32, raw.size),
-                values: c_slice(raw.attrs as *const *mut c_void, raw.size),
-            }
+        // The caller promises `size` entries in each non-null array, alive for `'f`.
+        RawDict {
+            names: raw.names as *const *mut sys::XLA_FFI_ByteSpan,
+            types: raw.types as *const u32,
+            values: raw.attrs as *const *mut c_void,
+            len: RawDict::count_sized(raw),
+            _life: core::marker::PhantomData,
+        }
+    }
+
+    /// [`RawDict::from_raw`] of a struct whose size was checked, given its
+    /// [`RawDict::count_sized`] (counted before).
+    ///
+    /// # Safety
+    /// As [`RawDict::from_raw`]; `raw.struct_size` is at least this header's, and
+    /// `len` is `count_sized(raw)`.
+    #[inline(always)]
+    pub(crate) unsafe fn from_sized(raw: &'f sys::XLA_FFI_Attrs, len: usize) -> Self {
+        debug_assert!(raw.struct_size >= sys::XLA_FFI_Attrs_STRUCT_SIZE as usize && len == RawDict::count_sized(raw));
+        RawDict {
+            names: raw.names as *const *mut sys::XLA_FFI_ByteSpan,
+            types: raw.types as *const u32,
+            values: raw.attrs as *const *mut c_void,
+            len,
+            _life: core::marker::PhantomData,
         }
     }
 
@@ -169,21 +197,89 @@ impl<'f> RawDict<'f> {
     /// The number of entries.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.names.len().min(self.types.len()).min(self.values.len())
+        self.len
+    }
+
+    /// The kind and value pointer of entry `i`, or `None` past the entries.
+    #[inline(always)]
+    fn kind_and_value(&self, i: usize) -> Option<(u32, *mut c_void)> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: `i < len`, and `from_raw` counts `len` entries only when the three
+        // arrays are non-null, each holding `len` of them, alive for `'f`.
+        unsafe { Some((self.types.add(i).read(), self.values.add(i).read())) }
     }
 
     /// The name of entry `i`, as bytes.
     #[inline]
     pub(crate) fn name(&self, i: usize) -> Option<&'f [u8]> {
-        // SAFETY: each name of a dictionary read by `from_raw` is a valid byte span
-        // alive for `'f`.
-        Some(unsafe { bytes(*self.names.get(i)?) })
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: `i < len` (see `kind_and_value`); each name of a dictionary read by
+        // `from_raw` is NULL or a valid byte span alive for `'f`.
+        Some(unsafe { bytes(self.names.add(i).read()) })
+    }
+
+    /// The index of the first entry whose name is `name`: what comparing
+    /// [`RawDict::name`] of each entry with it finds, comparing the length before the
+    /// bytes. Inlined where `name` is a constant (a declared attribute), the bytes are
+    /// then compared in a load or two, without a call to `memcmp`.
+    ///
+    /// A linear search, not a binary one: XLA sorts its dictionaries by name, but a
+    /// hand-made frame need not be, and the first of two entries of one name must be
+    /// the one found.
+    #[inline(always)]
+    pub(crate) fn position(&self, name: &[u8]) -> Option<usize> {
+        if name.is_empty() {
+            // A NULL span, or one of no bytes, reads as the empty name.
+            return (0..self.len()).find(|&i| self.name(i) == Some(name));
+        }
+        let n = self.len();
+        let mut i = 0;
+        while i < n {
+            // SAFETY: `i < len` (see `kind_and_value`).
+            let span = unsafe { self.names.add(i).read() };
+            if !span.is_null() {
+                // SAFETY: each name of a dictionary read by `from_raw` is NULL or a
+                // valid byte span alive for `'f` (not NULL here).
+                let s = unsafe { &*span };
+                // The length first; a span of `name.len()` (> 0) bytes at a non-null
+                // address is what `bytes` reads as those bytes.
+                if s.len == name.len() && !s.ptr.is_null() {
+                    // SAFETY: the span describes `s.len` bytes at `s.ptr`, alive for
+                    // the call.
+                    let got = unsafe { core::slice::from_raw_parts(s.ptr as *const u8, name.len()) };
+                    if got == name {
+                        return Some(i);
+                    }
+                }
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Entry `i` when it is a scalar (most attributes): its dtype and value pointer,
+    /// read without the dispatch on the kind that [`RawDict::value`] makes (the same
+    /// answer as its `Scalar`).
+    #[inline(always)]
+    pub(crate) fn scalar(&self, i: usize) -> Option<(DataType, *const c_void)> {
+        let (kind, ptr) = self.kind_and_value(i)?;
+        if kind != sys::XLA_FFI_AttrType_SCALAR || ptr.is_null() {
+            return None;
+        }
+        // SAFETY: for kind SCALAR, XLA stores a pointer to an `XLA_FFI_Scalar`, alive
+        // for `'f` (the promise `from_raw` was given).
+        let s = unsafe { &*(ptr as *const sys::XLA_FFI_Scalar) };
+        Some((DataType(s.dtype), s.value))
     }
 
     /// Entry `i`, or `None` if out of range, NULL, or of an unknown kind.
     #[inline]
     pub(crate) fn value(&self, i: usize) -> Option<RawAttr<'f>> {
-        let (&kind, &ptr) = (self.types.get(i)?, self.values.get(i)?);
+        let (kind, ptr) = self.kind_and_value(i)?;
         if ptr.is_null() {
             return None;
         }

@@ -329,6 +329,36 @@ fn an_attribute_given_twice_is_named_as_such() {
     assert!(!msg.contains("did you mean `x`"), "{msg}");
 }
 
+// ---- names that differ in length or in one byte ----
+
+#[handler(target = "attr.near_names")]
+fn attr_near_names(
+    delay_m: Attr<i64>,
+    delay_ms: Attr<i64>,
+    delay_mt: Attr<i64>,
+    delay_ms2: Attr<i64>,
+    mut out: ResultBuffer<i64>,
+) -> Result<()> {
+    for (o, v) in out.as_uninit()?.iter_mut().zip([*delay_m, *delay_ms, *delay_mt, *delay_ms2]) {
+        o.write(v);
+    }
+    Ok(())
+}
+
+/// Each declared name finds its own entry among names one byte shorter or longer,
+/// or of its length with another last byte (the lookup compares lengths, then bytes).
+#[test]
+fn each_name_finds_its_own_entry_among_near_names() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<i64>(&[4]))
+        .attr("delay_mt", AttrArg::scalar(3i64))
+        .attr("delay_ms2", AttrArg::scalar(4i64))
+        .attr("delay_m", AttrArg::scalar(1i64))
+        .attr("delay_ms", AttrArg::scalar(2i64));
+    expect_ok(call.run(ATTR_NEAR_NAMES));
+    assert_eq!(call.ret_as::<i64>(0), vec![1, 2, 3, 4]);
+}
+
 // ---- Option ----
 
 #[handler(target = "attr.optional")]
