@@ -143,7 +143,8 @@ def test_infer_takes_numpy_and_jax_dtypes() -> None:
     want = binding.infer(decl(RMS_FWD), [(8, 4), (4,)], ["bfloat16", "float32"])
     assert binding.infer(decl(RMS_FWD), [(8, 4), (4,)], [jnp.bfloat16, np.float32]) == want
     assert binding.infer(decl(RMS_FWD), [(8, 4), (4,)], [jnp.dtype(jnp.bfloat16), np.dtype("float32")]) == want
-    assert binding.infer(decl(RMS_FWD), [np.array([8, 4]), [np.int64(4)]], ["bfloat16", "float32"]) == want
+    shapes: Any = [np.array([8, 4]), [np.int64(4)]]  # sequences of integers, as np.shape-like values are
+    assert binding.infer(decl(RMS_FWD), shapes, ["bfloat16", "float32"]) == want
 
 
 @pytest.mark.parametrize(
@@ -151,9 +152,24 @@ def test_infer_takes_numpy_and_jax_dtypes() -> None:
     [
         ([(3,), (3,)], ["float32", None], TypeError, "operand 1 (eccentricity): expected a dtype (a NumPy name"),
         ([(3,), (3,)], [object(), "float32"], TypeError, "operand 0 (mean_anomaly): expected a dtype"),
-        ([3, (3,)], ["float32", "float32"], TypeError, "operand 0 (mean_anomaly): expected a shape (a tuple of ints), got 3"),
-        ([(3,), (3.0,)], ["float32", "float32"], TypeError, "operand 1 (eccentricity): expected a shape (a tuple of ints), got (3.0,)"),
-        ([(2**64,), (2**64,)], ["float32", "float32"], ValueError, "operand 0 (mean_anomaly): shape (18446744073709551616,) has a dimension beyond int64"),
+        (
+            [3, (3,)],
+            ["float32", "float32"],
+            TypeError,
+            "operand 0 (mean_anomaly): expected a shape (a tuple of ints), got 3",
+        ),
+        (
+            [(3,), (3.0,)],
+            ["float32", "float32"],
+            TypeError,
+            "operand 1 (eccentricity): expected a shape (a tuple of ints), got (3.0,)",
+        ),
+        (
+            [(2**64,), (2**64,)],
+            ["float32", "float32"],
+            ValueError,
+            "operand 0 (mean_anomaly): shape (18446744073709551616,) has a dimension beyond int64",
+        ),
     ],
 )
 def test_infer_names_the_operand_of_a_bad_shape_or_dtype(shapes: Any, dtypes: Any, error: type, words: str) -> None:

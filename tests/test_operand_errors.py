@@ -74,7 +74,9 @@ def test_op_by_hand_names_op_and_operand() -> None:
 
 
 def test_int_beyond_the_default_integer_type_is_a_value_error(scale_op: Op) -> None:
-    with pytest.raises(ValueError, match=r"xla_ffi_rs\.examples\.scale: operand 0 \(x\):.*Python int 2361183241434822606848"):
+    with pytest.raises(
+        ValueError, match=r"xla_ffi_rs\.examples\.scale: operand 0 \(x\):.*Python int 2361183241434822606848"
+    ):
         scale_op(2**71, factor=2.0)
     with pytest.raises(ValueError, match=r"python_op\[mul\]: operand 0 \(x\):.*Python int"):
         _pop()(2**71, jnp.ones(()))

@@ -25,7 +25,6 @@ import numpy as np
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import Tracer
 
-
 #: The floats the functions compute with (float16 and bfloat16 in float32); float8_e5m2,
 #: the one float8 of NumPy kind "f", is refused like the others.
 _FLOATS_TAKEN = tuple(jnp.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64))

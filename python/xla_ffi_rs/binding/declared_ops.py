@@ -48,8 +48,8 @@ def infer(
     """
     from xla_ffi_rs import _native
 
-    shapes, dtypes = _infer_args(declaration, shapes, dtypes)
-    results, batch = _native.infer(declaration, shapes, dtypes)  # it checks its arguments
+    shape_args, dtype_args = _infer_args(declaration, shapes, dtypes)
+    results, batch = _native.infer(declaration, shape_args, dtype_args)  # it checks its arguments
     return [(tuple(s), str(d)) for s, d in results], int(batch)
 
 
@@ -79,9 +79,7 @@ def _infer_args(declaration: Any, shapes: Any, dtypes: Any) -> tuple[Any, Any]:
             try:
                 dims = tuple(operator.index(d) for d in shape)
             except TypeError:
-                raise TypeError(
-                    f"{target}: {which(i)}: expected a shape (a tuple of ints), got {shape!r}"
-                ) from None
+                raise TypeError(f"{target}: {which(i)}: expected a shape (a tuple of ints), got {shape!r}") from None
             if any(abs(d) > _INT64_MAX for d in dims):
                 raise ValueError(f"{target}: {which(i)}: shape {dims} has a dimension beyond int64")
             checked.append(dims)
