@@ -135,3 +135,45 @@ def test_infer_says_what_the_handler_says() -> None:
 def test_infer_refuses_malformed_input(declaration: Any, shapes: Any, dtypes: Any, error: type) -> None:
     with pytest.raises(error):
         binding.infer(decl(RMS_FWD) if declaration is None else declaration, shapes, dtypes)
+
+
+def test_infer_takes_numpy_and_jax_dtypes() -> None:
+    """A NumPy or JAX dtype (or scalar type) is read as its name (before: 'dtypes must
+    be a list of dtype names, got list')."""
+    want = binding.infer(decl(RMS_FWD), [(8, 4), (4,)], ["bfloat16", "float32"])
+    assert binding.infer(decl(RMS_FWD), [(8, 4), (4,)], [jnp.bfloat16, np.float32]) == want
+    assert binding.infer(decl(RMS_FWD), [(8, 4), (4,)], [jnp.dtype(jnp.bfloat16), np.dtype("float32")]) == want
+    shapes: Any = [np.array([8, 4]), [np.int64(4)]]  # sequences of integers, as np.shape-like values are
+    assert binding.infer(decl(RMS_FWD), shapes, ["bfloat16", "float32"]) == want
+
+
+@pytest.mark.parametrize(
+    ("shapes", "dtypes", "error", "words"),
+    [
+        ([(3,), (3,)], ["float32", None], TypeError, "operand 1 (eccentricity): expected a dtype (a NumPy name"),
+        ([(3,), (3,)], [object(), "float32"], TypeError, "operand 0 (mean_anomaly): expected a dtype"),
+        (
+            [3, (3,)],
+            ["float32", "float32"],
+            TypeError,
+            "operand 0 (mean_anomaly): expected a shape (a tuple of ints), got 3",
+        ),
+        (
+            [(3,), (3.0,)],
+            ["float32", "float32"],
+            TypeError,
+            "operand 1 (eccentricity): expected a shape (a tuple of ints), got (3.0,)",
+        ),
+        (
+            [(2**64,), (2**64,)],
+            ["float32", "float32"],
+            ValueError,
+            "operand 0 (mean_anomaly): shape (18446744073709551616,) has a dimension beyond int64",
+        ),
+    ],
+)
+def test_infer_names_the_operand_of_a_bad_shape_or_dtype(shapes: Any, dtypes: Any, error: type, words: str) -> None:
+    with pytest.raises(error) as info:
+        binding.infer(decl(KEPLER), shapes, dtypes)
+    assert str(info.value).startswith(f"{KEPLER}: "), str(info.value)
+    assert words in str(info.value), str(info.value)

@@ -64,7 +64,22 @@ def test_kepler_array_arguments(value: Any, error: type[Exception], words: str, 
 @pytest.mark.parametrize("arg", ["mean_anomaly", "eccentricity"])
 def test_kepler_bool_and_complex(value: Any, got: str, arg: str) -> None:
     args = {"mean_anomaly": 1.0, "eccentricity": 0.5, arg: value}
-    with pytest.raises(TypeError, match=rf"^kepler: {arg}: expected a real \(integer or floating\) dtype, got {got}"):
+    with pytest.raises(
+        TypeError, match=rf"^kepler: {arg}: expected a real \(integer or floating\) dtype: .*, got {got}$"
+    ):
+        xr.kepler(**args)
+
+
+# A float8 is floating and an int4 an integer: the message said "expected a real
+# (integer or floating) dtype, got float8_e4m3fn", which reads as if it were accepted.
+@pytest.mark.parametrize("dtype", [jnp.float8_e4m3fn, jnp.float8_e5m2, jnp.int4])
+@pytest.mark.parametrize("arg", ["mean_anomaly", "eccentricity"])
+def test_kepler_dtypes_without_a_kernel_list_the_dtypes_taken(dtype: Any, arg: str) -> None:
+    args: dict[str, Any] = {"mean_anomaly": 1.0, "eccentricity": 0.5, arg: jnp.ones(3, dtype)}
+    taken = "integers (int8 to int64, uint8 to uint64) or float16, bfloat16, float32 or float64"
+    with pytest.raises(
+        TypeError, match=rf"^kepler: {arg}: expected .*{re.escape(taken)}, got {jnp.dtype(dtype).name}$"
+    ):
         xr.kepler(**args)
 
 

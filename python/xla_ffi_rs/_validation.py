@@ -25,12 +25,21 @@ import numpy as np
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import Tracer
 
+#: The floats the functions compute with (float16 and bfloat16 in float32); float8_e5m2,
+#: the one float8 of NumPy kind "f", is refused like the others.
+_FLOATS_TAKEN = tuple(jnp.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64))
+
 
 def check_real_or_integer(fn: str, arg: str, dtype: Any) -> None:
-    """Raise TypeError for dtypes that are neither real floats nor integers (bool included)."""
-    kind = jnp.dtype(dtype).kind
-    if kind not in "iuf" and jnp.dtype(dtype) != jnp.bfloat16:
-        raise TypeError(f"{fn}: {arg}: expected a real (integer or floating) dtype, got {jnp.dtype(dtype).name}")
+    """Raise TypeError for dtypes that are neither real floats nor integers (bool included),
+    and for the ml_dtypes the functions have no kernel for (float8, int4: JAX does not
+    promote them with the others); the message lists the dtypes taken."""
+    dtype = jnp.dtype(dtype)
+    if dtype.kind not in "iu" and dtype not in _FLOATS_TAKEN:
+        raise TypeError(
+            f"{fn}: {arg}: expected a real (integer or floating) dtype: integers (int8 to int64, uint8 to "
+            f"uint64) or float16, bfloat16, float32 or float64, got {dtype.name}"
+        )
 
 
 def _element_types(array: np.ndarray) -> str:

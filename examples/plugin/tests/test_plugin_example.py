@@ -5,6 +5,7 @@ and fed bad input. Run after `pip install .` (`python -m pytest tests`)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 # The sharding test needs 4 devices (set before jax starts its CPU backend).
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
@@ -114,3 +115,49 @@ def test_bad_input_raises_before_lowering() -> None:
         plugin_example.scale(jnp.ones(3), float("inf"))
     with pytest.raises(TypeError, match=r"plugin\.moments: operand 0 \(x\).*float64.*got float32"):
         plugin_example.moments(jnp.ones((2, 3), jnp.float32))
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [(None, "NoneType"), ("1.0", "str"), (np.array([1.0, None]), "an array of object"), ([1.0, "a"], "list")],
+)
+@pytest.mark.parametrize("fn", ["softplus", "scale", "axpy"])
+def test_what_is_not_an_array_is_named(value: Any, got: str, fn: str) -> None:
+    """None, a string or an object array: a TypeError naming the function and the
+    argument (before: jnp's 'None is not a valid value for jnp.array', a ValueError)."""
+    calls = {
+        "softplus": lambda: plugin_example.softplus(value),
+        "scale": lambda: plugin_example.scale(value, 2.0),
+        "axpy": lambda: plugin_example.axpy(2.0, value, np.ones(2)),
+    }
+    with pytest.raises(TypeError, match=rf"^{fn}: x: expected an array of numbers, got {got}"):
+        calls[fn]()
+
+
+def test_static_floats_are_checked_before_lowering() -> None:
+    """A traced or non-number factor/alpha, and a ddof or clip outside what the handler
+    takes, raise before lowering (before: a ConcretizationTypeError, a bare 'must be
+    real number, not str', and JaxRuntimeErrors from the handler)."""
+    x = np.ones((2, 3))
+    with pytest.raises(TypeError, match=r"^scale: factor is traced.*static_argnames='factor'"):
+        jax.jit(plugin_example.scale)(x, 2.0)
+    with pytest.raises(TypeError, match=r"^scale: factor: expected a float, got str"):
+        plugin_example.scale(x, "2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^axpy: alpha is traced"):
+        jax.jit(plugin_example.axpy)(2.0, x, x)
+    with pytest.raises(
+        ValueError, match=r"^moments: ddof: expected an integer in \[0, 3\) for rows of length 3, got 3"
+    ):
+        plugin_example.moments(x, ddof=3)
+    with pytest.raises(ValueError, match=r"^moments: ddof: .*\[0, 0\).*got 0"):
+        plugin_example.moments(np.ones((2, 0)))
+    with pytest.raises(ValueError, match=r"^moments: ddof: .*got -1"):
+        jax.jit(lambda x: plugin_example.moments(x, ddof=np.int64(-1)))(x)  # type: ignore[arg-type]
+    for clip in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match=r"^moments: clip must be > 0"):
+            plugin_example.moments(x, clip=clip)
+    mean, var = jax.jit(lambda x: plugin_example.moments(x, ddof=2, clip=0.5))(x)
+    np.testing.assert_allclose(mean, np.full(2, 0.5))
+    np.testing.assert_allclose(var, np.zeros(2))
+    alpha: Any = np.float32(2.0)  # a NumPy float is a float attribute too
+    np.testing.assert_allclose(plugin_example.axpy(alpha, x, x), np.full((2, 3), 3.0))

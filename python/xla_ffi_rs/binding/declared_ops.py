@@ -11,8 +11,12 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
+from numpy.typing import DTypeLike
 
 from xla_ffi_rs import _registration
 from xla_ffi_rs._compat import ShapedArray, ad
@@ -24,10 +28,10 @@ __all__ = ["infer", "op", "ops"]
 
 
 def infer(
-    declaration: Mapping[str, Any], shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]
+    declaration: Mapping[str, Any], shapes: Sequence[tuple[int, ...]], dtypes: Sequence[DTypeLike]
 ) -> tuple[list[tuple[tuple[int, ...], str]], int]:
     """The result shapes and dtype names of a declared op for operands of
-    ``shapes`` and ``dtypes`` (numpy names), and its batch rank (the number of
+    ``shapes`` and ``dtypes`` (NumPy names, or NumPy or JAX dtypes), and its batch rank (the number of
     axes the batch ellipsis binds): the handler's own shape and dtype checks, run
     by the native checker. What a declared op's abstract eval calls.
 
@@ -44,8 +48,59 @@ def infer(
     """
     from xla_ffi_rs import _native
 
-    results, batch = _native.infer(declaration, shapes, dtypes)  # it checks its arguments
+    shape_args, dtype_args = _infer_args(declaration, shapes, dtypes)
+    results, batch = _native.infer(declaration, shape_args, dtype_args)  # it checks its arguments
     return [(tuple(s), str(d)) for s, d in results], int(batch)
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _infer_args(declaration: Any, shapes: Any, dtypes: Any) -> tuple[Any, Any]:
+    """``shapes`` and ``dtypes`` as the native checker reads them: each shape a tuple of
+    ints, each dtype a NumPy name (a NumPy or JAX dtype, or scalar type, is named). An
+    element that is neither raises naming the target, the operand and the element
+    (the checker's own message named only the outer list). Anything that is not a
+    list or tuple is left to the checker, which names it."""
+    if not isinstance(declaration, Mapping):
+        return shapes, dtypes
+    target = declaration.get("target", "infer")
+    operands = declaration.get("operands")
+
+    def which(i: int) -> str:
+        try:
+            return f"operand {i} ({operands[i]['name']})"  # type: ignore[index]
+        except (TypeError, KeyError, IndexError):
+            return f"operand {i}"
+
+    if isinstance(shapes, (list, tuple)):
+        checked = []
+        for i, shape in enumerate(shapes):
+            try:
+                dims = tuple(operator.index(d) for d in shape)
+            except TypeError:
+                raise TypeError(f"{target}: {which(i)}: expected a shape (a tuple of ints), got {shape!r}") from None
+            if any(abs(d) > _INT64_MAX for d in dims):
+                raise ValueError(f"{target}: {which(i)}: shape {dims} has a dimension beyond int64")
+            checked.append(dims)
+        shapes = checked
+    if isinstance(dtypes, (list, tuple)):
+        names = []
+        for i, dtype in enumerate(dtypes):
+            if isinstance(dtype, str):
+                names.append(dtype)
+                continue
+            try:
+                if dtype is None:  # np.dtype(None) is float64
+                    raise TypeError
+                names.append(np.dtype(dtype).name)
+            except TypeError:
+                raise TypeError(
+                    f"{target}: {which(i)}: expected a dtype (a NumPy name such as 'float32', or a NumPy or JAX "
+                    f"dtype), got {dtype!r}"
+                ) from None
+        dtypes = names
+    return shapes, dtypes
 
 
 def _default_targets(target: str) -> dict[str, str]:

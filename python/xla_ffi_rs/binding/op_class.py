@@ -33,6 +33,7 @@ from xla_ffi_rs._compat import (
     set_sharding,
 )
 from xla_ffi_rs.binding.declaration import Declaration
+from xla_ffi_rs.binding.operands import check_operands
 
 __all__ = [
     "AbstractEval",
@@ -117,6 +118,8 @@ class Op:
 
     #: Whether JAX's rule tables hold the op weakly (see ``__init__``).
     _held_weakly = False
+    #: The operands' names, for error messages (a declared op reads its declaration's).
+    _operand_names: Sequence[str] = ()
 
     def __init__(
         self,
@@ -178,7 +181,17 @@ class Op:
         if self.declaration is not None:
             params = self.declaration.params(params)
             operands = self.declaration.present(operands)
+        self._check_operands(operands)
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
+
+    def _check_operands(self, operands: Sequence[Any]) -> None:
+        """TypeError (or ValueError) naming the op and the operand for an operand JAX
+        cannot read as an array (None, a string, an object array, a list, ...)."""
+        if self.declaration is not None:
+            names = [o["name"] for o in self.declaration.operands]
+            check_operands(self.declaration.target, names, operands)
+        else:
+            check_operands(self.name, self._operand_names, operands)
 
     def __repr__(self) -> str:
         return f"Op({self.name!r}, targets={self.targets!r})"

@@ -429,7 +429,8 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
 
     Raises:
       TypeError: for an argument that is not a real numeric array-like (a
-        string, None, complex or bool values, an object array, ...).
+        string, None, complex or bool values, an object array, ...), or of a
+        dtype without a kernel (float8, int4).
       ValueError: for shapes that do not broadcast, or a Python int beyond the
         float64 range.
 

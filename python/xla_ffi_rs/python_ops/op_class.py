@@ -142,6 +142,7 @@ class PythonOp(Op):
         # Without a JVP rule: integer and bool results have zero tangents, a float
         # result says it has no rule, and a fixed operand is named, with rules or without.
         names = rules.names_of(fn)
+        self._operand_names = names
         ad.primitive_jvps[self.primitive] = rules.jvp_rule(
             None, name, names, fixed, _vmap_levels, user_params, self.primitive.bind
         )
@@ -180,6 +181,7 @@ class PythonOp(Op):
             raise ValueError(
                 f"{self.name}: batched gives flags for {len(self._batched[0])} operands, called with {len(operands)}"
             )
+        self._check_operands(operands)
         single = self._single_for(operands, params)
         params[_RANKS] = tuple(int(np.ndim(x)) for x in operands)
         params[_OP] = self

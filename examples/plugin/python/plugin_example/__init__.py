@@ -18,11 +18,13 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 import xla_ffi_rs
@@ -58,30 +60,58 @@ def _softplus_jvp_jvp_rule(primals: Sequence[Any], tangents: Sequence[Any]) -> t
     return _softplus_jvp(x, dx), (dy_dot + s * dx * x_dot,)
 
 
-def _float(x: ArrayLike) -> jax.Array:
+def _array(fn: str, arg: str, x: ArrayLike) -> jax.Array:
+    """x as an array; TypeError naming the function and the argument for what is not
+    an array of numbers (None, a string, an object array: jnp's own words name neither),
+    ValueError for a Python int beyond JAX's integer types."""
+    try:
+        return jnp.asarray(x)
+    except OverflowError:
+        raise ValueError(f"{fn}: {arg}: expected an array of numbers, got the Python int {x}, out of range") from None
+    except (TypeError, ValueError):
+        what = f"an array of {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
+        raise TypeError(f"{fn}: {arg}: expected an array of numbers, got {what}") from None
+
+
+def _float(fn: str, arg: str, x: ArrayLike) -> jax.Array:
     """x as an array; integers and bools become the default float dtype (as jnp does)."""
-    x = jnp.asarray(x)
+    x = _array(fn, arg, x)
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+
+
+def _static_float(fn: str, arg: str, value: Any) -> None:
+    """A float attribute is static: a traced value (``jax.jit(fn)(x, 2.0)``) and a value
+    that is not a real number are TypeErrors saying what to pass."""
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(
+            f"{fn}: {arg} is traced, but it must be a Python number known when tracing: under jax.jit pass it "
+            f"as a static argument (static_argnames='{arg}') or close over it"
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {arg}: expected a float, got {type(value).__name__}")
 
 
 def softplus(x: ArrayLike) -> jax.Array:
     """``log(1 + exp(x))``, elementwise, for float16, bfloat16, float32 and float64.
 
     Raises:
-        TypeError: for a complex ``x``.
+        TypeError: for a complex ``x``, or one that is not an array of numbers.
     """
-    return _softplus(_float(x))[0]
+    return _softplus(_float("softplus", "x", x))[0]
 
 
 def scale(x: ArrayLike, factor: float) -> jax.Array:
     """``factor * x``, elementwise (any float dtype).
 
     Raises:
+        TypeError: for a ``factor`` that is not a Python number (a traced one: pass it
+            as a static argument).
         ValueError: for a ``factor`` that is not finite.
     """
+    _static_float("scale", "factor", factor)
     if not math.isfinite(factor):
         raise ValueError(f"scale: factor must be finite, got {factor}")
-    return OPS["scale"](_float(x), factor=factor)[0]
+    return OPS["scale"](_float("scale", "x", x), factor=factor)[0]
 
 
 def axpy(alpha: float, x: ArrayLike, y: ArrayLike) -> jax.Array:
@@ -91,7 +121,8 @@ def axpy(alpha: float, x: ArrayLike, y: ArrayLike) -> jax.Array:
         TypeError: for ``x`` and ``y`` of different dtypes.
         ValueError: for ``x`` and ``y`` of different shapes.
     """
-    return OPS["axpy"](_float(x), _float(y), alpha=alpha)[0]
+    _static_float("axpy", "alpha", alpha)
+    return OPS["axpy"](_float("axpy", "x", x), _float("axpy", "y", y), alpha=alpha)[0]
 
 
 def moments(x: ArrayLike, *, ddof: int = 0, clip: float | None = None) -> tuple[jax.Array, jax.Array]:
@@ -102,7 +133,16 @@ def moments(x: ArrayLike, *, ddof: int = 0, clip: float | None = None) -> tuple[
 
     Raises:
         TypeError: for an ``x`` that is not float64.
-        ValueError: for an ``x`` of rank 0.
+        ValueError: for an ``x`` of rank 0, a ``ddof`` outside ``[0, row length)``
+            or a ``clip`` that is not > 0.
     """
-    mean, var = OPS["moments"](jnp.asarray(x), ddof=ddof, clip=clip)
+    x = _array("moments", "x", x)
+    if clip is not None:
+        _static_float("moments", "clip", clip)
+        if not clip > 0:  # the handler's range, checked before lowering
+            raise ValueError(f"moments: clip must be > 0, got {clip}")
+    n = x.shape[-1] if x.ndim else None  # rank 0: the op's shape check names it
+    if n is not None and isinstance(ddof, numbers.Integral) and not isinstance(ddof, bool) and not 0 <= ddof < n:
+        raise ValueError(f"moments: ddof: expected an integer in [0, {n}) for rows of length {n}, got {ddof}")
+    mean, var = OPS["moments"](x, ddof=ddof, clip=clip)
     return mean, var
