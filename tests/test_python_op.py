@@ -171,6 +171,13 @@ def test_writing_an_operand_is_an_error() -> None:
         python_op(scribble, abstract_eval=like)(jnp.zeros(2)).block_until_ready()
 
 
+class Unreadable:
+    """A result whose ``__array__`` raises."""
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise RuntimeError("no array here")
+
+
 @pytest.mark.parametrize(
     ("fn", "expected"),
     [
@@ -182,14 +189,26 @@ def test_writing_an_operand_is_an_error() -> None:
         (lambda x: (x, x), "result 0: expected float64[3], got a tuple of 2 values, as an array float64[2,3]"),
         (lambda x: {"y": x}, "result 0: expected float64[3], got a dict, as an array object[]"),
         (lambda x: "text", "result 0: expected float64[3], got a str, as an array str128[]"),
+        # What NumPy cannot read as one array is the result's fault, not an exception of the function's.
+        (
+            lambda x: (x, 1.0),
+            "result 0: expected float64[3], got a tuple of 2 values, which NumPy cannot read as one array "
+            "(ValueError: setting an array element with a sequence.",
+        ),
+        (
+            lambda x: Unreadable(),
+            "result 0: expected float64[3], got a Unreadable, which NumPy cannot read as one array "
+            "(RuntimeError: no array here)",
+        ),
     ],
-    ids=["dtype", "shape", "rank", "scalar", "none", "tuple", "dict", "str"],
+    ids=["dtype", "shape", "rank", "scalar", "none", "tuple", "dict", "str", "ragged_tuple", "array_raises"],
 )
 def test_wrong_result_names_op_result_expected_and_got(fn, expected) -> None:
     op = python_op(fn, abstract_eval=like, name="badresult")
     with pytest.raises(jax.errors.JaxRuntimeError) as info:
         jax.jit(op)(jnp.ones(3)).block_until_ready()
-    assert str(info.value) == f"INVALID_ARGUMENT: xla_ffi_rs.python_call: op 'badresult': {expected}"
+    assert str(info.value).startswith(f"INVALID_ARGUMENT: xla_ffi_rs.python_call: op 'badresult': {expected}")
+    assert "Traceback" not in str(info.value)
 
 
 def test_wrong_number_of_results() -> None:

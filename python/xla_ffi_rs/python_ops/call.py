@@ -130,7 +130,13 @@ def checked(
     for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
         arr = _weak_scalar(value, dtype)
         if arr is None:
-            arr = np.asarray(value)
+            try:
+                arr = np.asarray(value)
+            except Exception as e:  # a ragged tuple, an __array__ that raises: what was returned is at fault
+                return INVALID_ARGUMENT, _text(
+                    f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got {_unreadable(value)}, which "
+                    f"NumPy cannot read as one array ({_type_name(e)}: {_str(e)})"
+                )
         if arr.dtype != dtype and arr.dtype.newbyteorder("=") == dtype:
             arr = arr.astype(dtype)  # the same values in the other byte order
         if arr.shape != tuple(shape) or arr.dtype != dtype:
@@ -196,6 +202,21 @@ def _got(value: Any, arr: np.ndarray) -> str:
     return f"a {_type_name(value)}, as an array {got}"
 
 
+def _unreadable(value: Any) -> str:
+    """What a function returned for a result that NumPy could not read, as the error
+    names it: a ``tuple`` of 2 values, an ``object``."""
+    if isinstance(value, (tuple, list)):
+        return f"a {_type_name(value)} of {len(value)} values"
+    return f"a {_type_name(value)}"
+
+
+def _str(e: BaseException) -> str:
+    try:
+        return str(e)
+    except BaseException:
+        return "<exception str() failed>"
+
+
 def _type_name(x: Any) -> str:
     try:
         return str(type(x).__name__)
@@ -207,10 +228,7 @@ def exception_message(name: str, e: BaseException, skip: int = 1) -> str:
     """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
     code, after the ``skip`` frames of our own), whatever the exception's
     ``__str__`` or class does."""
-    try:
-        text = str(e)
-    except BaseException:
-        text = "<exception str() failed>"
+    text = _str(e)
     try:
         frames = traceback.extract_tb(e.__traceback__)[skip:]  # drop invoke's own frame
         tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
