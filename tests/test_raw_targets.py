@@ -139,8 +139,11 @@ def test_register_targets_refuses_what_is_not_a_handler_and_the_backend_survives
             ({"good.first": capsule, "bad.second": 1.5}, TypeError, "register_targets: bad.second: expected a PyCapsule"),
         ]
         cases = [(h, e, w, "cpu") for h, e, w in cases] + [
-            ({"bad.platform": capsule}, ValueError, "register_targets: platform: expected one of 'cpu', 'cuda', 'rocm', 'tpu' (JAX's lowercase names), got 'CPU'", "CPU"),
+            ({"bad.platform": capsule}, ValueError, "register_targets: platform: expected one of 'cpu', 'cuda', 'rocm' (JAX's lowercase names of the platforms that run FFI handlers), got 'CPU'", "CPU"),
             ({"bad.platform": capsule}, ValueError, "got 'cpux'", "cpux"),
+            # Nothing takes a handler queued for "tpu": it was accepted and target_names then named it.
+            ({"bad.platform": capsule}, ValueError, "register_targets: platform: expected one of 'cpu', 'cuda', 'rocm'", "tpu"),
+            ({}, ValueError, "got 'tpu'", "tpu"),
         ]
         for handlers, error, words, platform in cases:
             try:
@@ -157,6 +160,55 @@ def test_register_targets_refuses_what_is_not_a_handler_and_the_backend_survives
             else:
                 raise AssertionError(f"{name} was registered")
         assert float((jnp.ones(3) + 1).sum()) == 6.0
+        print("ok")
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_register_targets_refuses_another_handler_for_a_registered_name_and_the_backend_survives() -> None:
+    """XLA takes one handler per name and platform: a second, other handler for a
+    registered name was queued and then failed the CPU backend's start (``Duplicate
+    FFI handler registration``) for every computation in the process. It is refused
+    naming the target, before anything of the call is registered; the same handler
+    again (a fresh capsule of the same function) is still accepted."""
+    proc = run_python(
+        """
+        import jax.numpy as jnp
+        import xla_ffi_rs
+        from xla_ffi_rs import examples
+        cpu = xla_ffi_rs.handlers("cpu")
+        kepler, rms = cpu["xla_ffi_rs.kepler"], cpu["xla_ffi_rs.rms_norm_fwd"]
+        xla_ffi_rs.register_targets({"plugin.once": kepler})
+        xla_ffi_rs.register_targets({"plugin.once": xla_ffi_rs.handlers("cpu")["xla_ffi_rs.kepler"]})  # the same
+        xla_ffi_rs.register_targets({"xla_ffi_rs.kepler": xla_ffi_rs.handlers("cpu")["xla_ffi_rs.kepler"]})
+        demo = examples.register_async()[0]
+        cases = [
+            {"plugin.once": rms},
+            {"plugin.fresh": kepler, "xla_ffi_rs.kepler": rms},
+            {"xla_ffi_rs.rms_norm_fwd": {"execute": rms, "prepare": rms}},
+            {demo: kepler},
+        ]
+        for handlers in cases:
+            try:
+                xla_ffi_rs.register_targets(handlers)
+            except ValueError as e:
+                assert "already registered for 'cpu' with another handler" in str(e), str(e)
+                assert str(e).startswith("register_targets: " + list(handlers)[-1] + ": "), str(e)
+            else:
+                raise AssertionError(f"not refused: {handlers}")
+        try:
+            xla_ffi_rs.target_names("plugin.fresh")
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("plugin.fresh was registered")
+        xla_ffi_rs.register_targets({"plugin.other": kepler}, "cuda")  # another platform, another name space
+        xla_ffi_rs.register_targets({"plugin.once": rms}, "cuda")
+        assert float((jnp.ones(3) + 1).sum()) == 6.0
+        sin_e, _ = xla_ffi_rs.kepler(jnp.array([0.5]), 0.0)
+        assert abs(float(sin_e[0]) - 0.479425538604203) < 1e-6, sin_e
         print("ok")
         """
     )

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import re
 import threading
@@ -72,8 +73,10 @@ def register_examples() -> Mapping[str, frozenset[str]]:
         return dict(_registered)
 
 
-#: The platform names JAX lowers for (``jax.ffi.ffi_lowering``'s ``platform``).
-JAX_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+#: The JAX platform names whose backends take FFI handlers: JAX installs a handler
+#: registration for "cpu" and its CUDA and ROCm plugins for "CUDA" and "ROCM"; nothing
+#: takes a handler queued for "tpu" (XLA:TPU runs no FFI handlers).
+FFI_PLATFORMS = ("cpu", "cuda", "rocm")
 
 
 def xla_platform(platform: str) -> str:
@@ -99,7 +102,26 @@ def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> l
                 _types_registered.add((xla_name, type_name))
     for name, handler in handlers.items():
         jax.ffi.register_ffi_target(name, handler, platform=xla_name)
+        _addresses[(platform, name)] = _address_of(handler)
     return sorted(handlers)
+
+
+#: (JAX platform, target name) -> the function address(es) registered for it
+#: (:func:`_address_of`): XLA takes a name once per platform, and a second, other
+#: handler for it fails the backend's start (``Duplicate FFI handler registration``).
+_addresses: dict[tuple[str, str], object] = {}
+
+
+def _address_of(handler: Any) -> object:
+    """The function address a PyCapsule holds, or for a bundle the sorted (stage,
+    address) pairs: what XLA compares when a name is registered again."""
+    if isinstance(handler, Mapping):
+        return tuple(sorted((stage, _address_of(h)) for stage, h in handler.items()))
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get_pointer(handler, get_name(handler))
 
 
 def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None:
@@ -111,7 +133,8 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         handlers: target name -> PyCapsule (or dict of stage name -> PyCapsule),
             e.g. the ``targets()`` of a plugin's PyO3 module
             (``xla_ffi::python::targets``).
-        platform: a JAX platform name: "cpu", "cuda", "rocm" or "tpu".
+        platform: a JAX platform name whose backend takes FFI handlers: "cpu",
+            "cuda" or "rocm" (XLA:TPU runs none).
 
     Raises:
         TypeError: for ``handlers`` that is not a mapping of str to PyCapsules or
@@ -120,7 +143,11 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
             at its next use: ``Unable to initialize backend 'cpu'``).
         ValueError: for a bundle without an ``"execute"`` stage (the same), or
             another ``platform`` name (JAX would fail at the first lowering:
-            ``unknown platform CPU``).
+            ``unknown platform CPU``; a handler queued for "tpu" is never taken).
+        ValueError: for a name already registered for ``platform`` with another
+            handler (XLA refuses a second handler for one name, and the backend
+            would fail to start: ``Duplicate FFI handler registration``), before
+            anything is registered. The same handler again is accepted.
         ValueError: also for a bundle with a ``"record"`` stage on a jaxlib whose XLA
             FFI API is older than 0.4 (jaxlib 0.10 has 0.3 and would silently
             ignore the entry), before anything is registered.
@@ -133,10 +160,10 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
     if not isinstance(platform, str):
         raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
-    if platform not in JAX_PLATFORMS:
+    if platform not in FFI_PLATFORMS:
         raise ValueError(
-            f"register_targets: platform: expected one of {', '.join(map(repr, JAX_PLATFORMS))} (JAX's lowercase "
-            f"names), got {platform!r}"
+            f"register_targets: platform: expected one of {', '.join(map(repr, FFI_PLATFORMS))} (JAX's lowercase "
+            f"names of the platforms that run FFI handlers), got {platform!r}"
         )
     recorded = [name for name, h in handlers.items() if isinstance(h, Mapping) and "record" in h]
     api = runtime_ffi_api()
@@ -149,8 +176,16 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         _check_handler(name, h)
     register_all()
     with _lock:
+        addresses = {name: _address_of(h) for name, h in handlers.items()}
+        for name, address in addresses.items():
+            if _addresses.get((platform, name), address) != address:
+                raise ValueError(
+                    f"register_targets: {name}: already registered for {platform!r} with another handler (XLA takes "
+                    f"one handler per name and platform; register this one under another name)"
+                )
         for name, handler in handlers.items():
             jax.ffi.register_ffi_target(name, handler, platform=xla_platform(platform))
+            _addresses[(platform, name)] = addresses[name]
         _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)
 
 

@@ -60,5 +60,6 @@ def register_async() -> list[str]:
 
         for name, capsule in _native.async_demo_targets("cpu").items():
             jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+            _registration._addresses[("cpu", name)] = _registration._address_of(capsule)
             _async_registered.append(name)
     return sorted(_async_registered)
