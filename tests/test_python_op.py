@@ -192,13 +192,17 @@ class Unreadable:
         # What NumPy cannot read as one array is the result's fault, not an exception of the function's.
         (
             lambda x: (x, 1.0),
-            "result 0: expected float64[3], got a tuple of 2 values, which NumPy cannot read as one array "
-            "(ValueError: setting an array element with a sequence.",
+            (
+                "result 0: expected float64[3], got a tuple of 2 values, which NumPy cannot read as one array "
+                "(ValueError: setting an array element with a sequence."
+            ),
         ),
         (
             lambda x: Unreadable(),
-            "result 0: expected float64[3], got a Unreadable, which NumPy cannot read as one array "
-            "(RuntimeError: no array here)",
+            (
+                "result 0: expected float64[3], got a Unreadable, which NumPy cannot read as one array "
+                "(RuntimeError: no array here)"
+            ),
         ),
     ],
     ids=["dtype", "shape", "rank", "scalar", "none", "tuple", "dict", "str", "ragged_tuple", "array_raises"],
