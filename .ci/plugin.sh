@@ -47,5 +47,7 @@ trap 'rm -rf "$(dirname "$fresh")"' EXIT
 CARGO_TARGET_DIR="$PWD/examples/plugin/target/python" \
     "$fresh/bin/python" -m pip install -q --disable-pip-version-check "./examples/plugin[test]"
 (cd examples/plugin && "$fresh/bin/python" -m pytest -q -p no:cacheprovider tests)
+# The README's export block serializes, which needs flatbuffers: installed as it says.
+"$fresh/bin/python" -m pip install -q --disable-pip-version-check flatbuffers
 XFR_DOCS_PACKAGE=1 "$fresh/bin/python" -m pytest -q -p no:cacheprovider tests/test_docs.py -k package
 log "the template package: $(( $(date +%s) - t0 )) s"

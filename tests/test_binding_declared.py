@@ -243,6 +243,27 @@ def test_no_derivative_with_respect_to_a_non_linear_operand_without_a_rule() -> 
         assert word in str(info.value), (word, str(info.value))
 
 
+def test_second_order_through_a_declared_transpose_without_a_rule_names_the_transpose() -> None:
+    """grad of grad through a tangent op differentiates it (and its transpose target,
+    which the user never calls) in their non-linear operands: the error names the
+    op, says that its transpose target needs a rule as well, and that a def_jvp
+    rule must also give the linear part."""
+    e, s, c = _point()
+    dm, de = np.ones(7), np.zeros(7)
+    inner = lambda e: jax.grad(lambda dm: TANGENT(dm, de, e, s, c)[0].sum())(dm)  # noqa: E731
+    np.testing.assert_allclose(inner(e), c / (1 - e * np.cos(np.arctan2(s, c))), rtol=1e-10)
+    with pytest.raises(NotImplementedError) as info:
+        jax.grad(lambda e: inner(e).sum())(e)
+    for word in (
+        "xla_ffi_rs.kepler_tangent: no derivative with respect to operand 2 (eccentricity)",
+        "def_jvp",
+        "also gives the part in d_mean_anomaly, d_eccentricity",
+        "grad of grad",
+        "its transpose xla_ffi_rs.kepler_cotangent: each needs such a rule",
+    ):
+        assert word in str(info.value), (word, str(info.value))
+
+
 @pytest.mark.parametrize("how", ["grad", "jvp"])
 def test_an_op_linear_in_no_operand_without_a_rule_says_it_has_no_derivative(how) -> None:
     """No JVP rule and no `linear` operand: the error names the target and the

@@ -193,3 +193,22 @@ def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None
         f"{block.name}: the block failed (exit {done.returncode})\n--- code\n{block.code}"
         f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-6000:]}"
     )
+
+
+def test_making_the_template_yours_names_every_ci_only_line_a_copy_deletes() -> None:
+    """The template's "Making it yours" deletes its CI-only `features` module: every
+    name of it that the kept files use (src/lib.rs, the native module's stubs) must
+    be named in that step, or a copy does not build or keeps stubs of functions its
+    module no longer has."""
+    readme = (ROOT / "examples" / "plugin" / "README.md").read_text(encoding="utf-8")
+    step = readme.split("## Making it yours", 1)[1].split("\n## ", 1)[0]
+    kept = [ROOT / "examples" / "plugin" / "src" / "lib.rs"]
+    kept += sorted((ROOT / "examples" / "plugin" / "python").rglob("*.pyi"))
+    pattern = re.compile(r"\b(?:FEATURE_[A-Z_]+|feature_[a-z_]+|features\.[A-Za-z]+|features::python::add)\b")
+    missing = sorted(
+        f"{f.name}: {name}"
+        for f in kept
+        for name in set(pattern.findall(f.read_text(encoding="utf-8")))
+        if name not in step or f.name not in step
+    )
+    assert not missing, f"examples/plugin/README.md 'Making it yours' does not name: {missing}"

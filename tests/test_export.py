@@ -94,3 +94,24 @@ def test_symbolic_shapes_are_refused_naming_the_op_and_operand(fn: Any, args: An
     with pytest.raises(ValueError) as info:
         jax.export.export(jax.jit(fn), disabled_checks=xr.export_checks())(*specs)
     assert words in str(info.value) and "symbolic dimensions" in str(info.value)
+
+
+def test_export_checks_cover_a_plugins_targets_registered_through_the_package() -> None:
+    """A plugin registers its targets with ``register_targets``; its users export with
+    ``export_checks()`` (examples/plugin/README.md), which must name those targets too,
+    or ``jax.export`` refuses the program."""
+    name = "test_export.plugin_kepler"
+    if name not in xr._registration.registered_names():
+        xr.register_targets({name: xr.handlers("cpu")["xla_ffi_rs.kepler"]})
+    assert any(name in str(c) for c in xr.export_checks())
+    m, e = inputs()[:2]
+    shapes = (jax.ShapeDtypeStruct(m.shape, m.dtype),) * 2
+
+    def f(m: jax.Array, e: jax.Array) -> Any:
+        return jax.ffi.ffi_call(name, shapes)(m, e)[0]
+
+    with pytest.raises(ValueError, match=name):
+        jax.export.export(jax.jit(f))(m, e)
+    exported = jax.export.export(jax.jit(f), disabled_checks=xr.export_checks())(m, e)
+    restored = jax.export.deserialize(exported.serialize())
+    np.testing.assert_allclose(restored.call(m, e), np.sin(kepler_solve_np(m, e)), rtol=1e-12)

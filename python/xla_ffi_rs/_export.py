@@ -35,7 +35,8 @@ def export_checks() -> list[DisabledSafetyCheck]:
 
     Pass the result as ``jax.export.export(f, disabled_checks=...)``. The list
     covers every platform's targets (and the example targets once
-    ``xla_ffi_rs.examples.register()`` has run). The serialized artifact calls the
+    ``xla_ffi_rs.examples.register()`` has run), and the targets of other libraries
+    registered with :func:`~xla_ffi_rs.register_targets`. The serialized artifact calls the
     targets by name, so the process that deserializes and runs it must have
     imported ``xla_ffi_rs`` (of a version with the same targets and attributes).
     """

@@ -104,7 +104,14 @@ def linear_jvp(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[Any]]]:
             names = ", ".join(f"operand {i} ({decl.operands[i]['name']})" for i in moving)
             raise NotImplementedError(
                 f"{decl.target}: no derivative with respect to {names}: the declaration makes the op linear in "
-                f"{', '.join(decl.linear)} only; give a JVP rule with def_jvp"
+                f"{', '.join(decl.linear)} only; give a JVP rule with def_jvp (it replaces the declared "
+                f"derivative, so it also gives the part in {', '.join(decl.linear)})"
+                + (
+                    f"; second order (grad of grad, jax.hessian) differentiates both {decl.target} and its "
+                    f"transpose {decl.transpose}: each needs such a rule"
+                    if decl.transpose and decl.transpose != decl.target
+                    else ""
+                )
             )
         args = [
             ad.instantiate_zeros(t) if i in linear else p
