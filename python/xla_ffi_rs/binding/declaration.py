@@ -206,6 +206,9 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
             raise TypeError(f"{where}: expected a sequence of {inner}, got {_what(value)}") from None
         if items.ndim != 1 or items.dtype.kind not in "biuf" or (items.dtype.kind == "b" and inner != "bool"):
             raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got {_what(value)} {items.dtype.name}")
+        if inner != "bool" and isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value):
+            # NumPy reads a bool among numbers as 0 or 1; the handler would not.
+            raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got a bool element")
         return tuple(_convert(target, name, inner, v.item()) for v in items)
     is_bool = isinstance(value, (bool, np.bool_))
     if kind == "bool":
@@ -219,12 +222,20 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
     if kind in _FLOATS:
         if is_bool or not isinstance(value, (int, float, np.integer, np.floating)):
             raise TypeError(f"{where}: expected a float ({kind}), got {_what(value)}")
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:
+            raise ValueError(f"{where}: expected a float ({kind}), got an integer beyond the float64 range") from None
         if kind == "f32" and math.isfinite(out) and abs(out) > float(np.finfo(np.float32).max):
             raise ValueError(f"{where}: expected a float in the f32 range, got {out}")
         if kind == "f32" and out != 0.0 and float(np.float32(out)) == 0.0:
             # As the Rust decoder: a value float32 rounds to 0 keeps no digit.
             raise ValueError(f"{where}: expected a float in the f32 range, got {out} (float32 rounds it to 0)")
+        held = float(np.float32(out)) if kind == "f32" else out
+        if isinstance(value, (int, np.integer)) and int(held) != int(value):
+            # As the Rust decoder: an integer is taken only where the float type holds it exactly.
+            width = "float32" if kind == "f32" else "float64"
+            raise ValueError(f"{where}: expected a float ({kind}), got integer {int(value)}, not exactly a {width}")
         return out
     if kind in _INTS:
         if is_bool or not isinstance(value, (int, np.integer)):

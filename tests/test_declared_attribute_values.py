@@ -1,0 +1,85 @@
+"""Attribute values at the edge of their declared types (``binding.op``): refused
+before lowering with the target, the attribute, what was expected and what was
+got, or passed on exactly; never rounded, wrapped or read as another type."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import jax
+import numpy as np
+import pytest
+
+import xla_ffi_rs
+from xla_ffi_rs import binding, examples
+
+examples.register()
+DECLS = xla_ffi_rs.declarations()
+SCALE = binding.op(DECLS["xla_ffi_rs.examples.scale"])  # factor: f32
+FWD = binding.op(DECLS["xla_ffi_rs.rms_norm_fwd"])  # eps: f64
+
+
+def lowered_op(kind: str) -> binding.Op:
+    """The scale example's declaration with one attribute ``a`` of type ``kind``,
+    for a target name that is only lowered (never compiled)."""
+    d = copy.deepcopy(DECLS["xla_ffi_rs.examples.scale"])
+    d.update(target="test.attribute_values", linear=[], transpose=None)
+    d["attributes"] = [{"name": "a", "type": kind, "optional": False, "enum": None}]
+    return binding.op(d, targets={"cpu": "test.attribute_values"})
+
+
+def lowered_text(op: binding.Op, value: object) -> str:
+    text = jax.jit(lambda x: op(x, a=value)[0]).lower(np.ones(2, np.float32)).as_text()
+    (line,) = [line for line in text.splitlines() if "test.attribute_values" in line]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("call", "value", "width"),
+    [
+        (lambda v: SCALE(np.ones(2, np.float32), factor=v), 2**24 + 1, "float32"),
+        (lambda v: SCALE(np.ones(2, np.float32), factor=v), np.int64(-(2**24) - 1), "float32"),
+        (lambda v: FWD(np.ones((2, 3)), np.ones(3), eps=v), 2**53 + 1, "float64"),
+        (lambda v: FWD(np.ones((2, 3)), np.ones(3), eps=v), np.uint64(2**64 - 1), "float64"),
+    ],
+    ids=["f32_int", "f32_numpy_int", "f64_int", "f64_uint64"],
+)
+def test_an_integer_the_float_type_cannot_hold_is_refused_not_rounded(call, value, width) -> None:
+    with pytest.raises(ValueError, match=rf"attribute '(factor|eps)': expected a float .* got integer {int(value)}, "):
+        call(value)
+    with pytest.raises(ValueError, match=rf"not exactly a {width}"):
+        call(value)
+
+
+def test_integers_the_float_type_holds_are_passed_exactly() -> None:
+    x = np.ones(2, np.float32)
+    np.testing.assert_array_equal(SCALE(x, factor=2**24)[0], np.full(2, 2.0**24, np.float32))
+    np.testing.assert_array_equal(SCALE(x, factor=np.int8(-3))[0], np.full(2, -3.0, np.float32))
+    bits = f"0x{np.float64(2**53).view(np.uint64):X}"
+    assert re.findall(r"eps = [^,}]*", lowered_text_fwd(2**53)) == [f"eps = {bits} : f64"]
+
+
+def lowered_text_fwd(eps: object) -> str:
+    return jax.jit(lambda x, w: FWD(x, w, eps=eps)[0]).lower(np.ones((2, 3)), np.ones(3)).as_text()
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400)], ids=["positive", "negative"])
+def test_an_integer_beyond_float64_is_a_value_error_not_an_overflow_error(value) -> None:
+    with pytest.raises(
+        ValueError, match=r"rms_norm_fwd: attribute 'eps': expected a float \(f64\), got an integer beyond"
+    ):
+        lowered_text_fwd(value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [("array<i32>", [1, True]), ("array<f32>", (np.bool_(False), 2.0)), ("array<f64>", [0.5, np.True_])],
+)
+def test_a_bool_among_numbers_is_refused_not_read_as_0_or_1(kind, value) -> None:
+    op = lowered_op(kind)
+    with pytest.raises(
+        TypeError, match=rf"test\.attribute_values: attribute 'a': expected a 1-D sequence of {kind[6:-1]}, got a bool"
+    ):
+        lowered_text(op, value)
+    assert "a = dense<[1, 2]> : tensor<2xi32>" in lowered_text(lowered_op("array<i32>"), [1, 2])
