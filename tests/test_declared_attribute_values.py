@@ -83,3 +83,19 @@ def test_a_bool_among_numbers_is_refused_not_read_as_0_or_1(kind, value) -> None
     ):
         lowered_text(op, value)
     assert "a = dense<[1, 2]> : tensor<2xi32>" in lowered_text(lowered_op("array<i32>"), [1, 2])
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1, np.uint64(2**64 - 1)], ids=["2**63", "2**64-1", "np.uint64"])
+def test_a_u64_beyond_int64_reaches_the_handler_whole(value) -> None:
+    # JAX's own conversion of a np.uint64 beyond int64 raised RuntimeError: std::bad_cast.
+    assert f"a = {int(value)} : ui64" in lowered_text(lowered_op("u64"), value)
+    # The demo handler reads its delay_ms as i64: its refusal shows the value it got.
+    examples.register_async()
+    d = copy.deepcopy(DECLS["xla_ffi_rs.examples.scale"])
+    d.update(target="xla_ffi_rs.demo.sleep_scale", linear=[], transpose=None)
+    d["attributes"] = [{"name": "delay_ms", "type": "u64", "optional": False, "enum": None}]
+    sleep = binding.op(d, targets={"cpu": "xla_ffi_rs.demo.sleep_scale"})
+    with pytest.raises(
+        jax.errors.JaxRuntimeError, match=rf"sleep_scale: attribute `delay_ms`: {int(value)} does not fit"
+    ):
+        sleep(np.ones(2, np.float32), delay_ms=value)

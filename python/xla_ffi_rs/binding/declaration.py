@@ -278,7 +278,7 @@ def _lowered(kind: str, value: Any) -> Any:
         inner = kind[6:-1]
         return np.asarray(value, dtype=_scalar_type(inner))
     if kind == "i64" and isinstance(value, int) and value > np.iinfo(np.int64).max:
-        return np.uint64(value)  # an enum discriminant beyond int64 (`#[repr(u64)]`)
+        return np.uint64(value)  # an enum discriminant beyond int64 (`#[repr(u64)]`); see op_class._wide_u64
     return _scalar_type(kind)(value) if kind not in ("str",) else value
 
 

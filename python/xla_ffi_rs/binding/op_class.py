@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import sharding as _sharding
@@ -259,7 +260,7 @@ class Op:
 
         def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
             op = _live(ref, name)
-            attributes = op._attributes(params)
+            attributes = _wide_u64(op._attributes(params))
             keep = op._lowering_keepalive(params)
             # Held by the Lowered and Compiled objects; not for jax.export, which
             # refuses any keepalive (before its own, clearer check of the target).
@@ -566,3 +567,19 @@ def weak_method(ref: Callable[[], Op | None], name: str, method: str) -> Callabl
         return getattr(_live(ref, name), method)(*args, **kwargs)
 
     return call
+
+
+def _wide_u64(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``attributes`` with each ``np.uint64`` beyond int64 as a ui64 MLIR attribute
+    (in the lowering's MLIR context): JAX converts a ``np.uint64`` through int64
+    and fails there (``RuntimeError: std::bad_cast``, naming nothing). MLIR takes
+    the same 64 bits as an int64."""
+    if not any(isinstance(v, np.uint64) and v > np.iinfo(np.int64).max for v in attributes.values()):
+        return attributes
+    u64 = mlir.ir.IntegerType.get_unsigned(64)
+    return {
+        k: mlir.ir.IntegerAttr.get(u64, int(v) - 2**64)
+        if isinstance(v, np.uint64) and v > np.iinfo(np.int64).max
+        else v
+        for k, v in attributes.items()
+    }
