@@ -260,7 +260,7 @@ class Op:
 
         def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
             op = _live(ref, name)
-            attributes = _wide_u64(op._attributes(params))
+            attributes = _checked_attributes(target, _wide_u64(op._attributes(params)))
             keep = op._lowering_keepalive(params)
             # Held by the Lowered and Compiled objects; not for jax.export, which
             # refuses any keepalive (before its own, clearer check of the target).
@@ -583,3 +583,24 @@ def _wide_u64(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
         else v
         for k, v in attributes.items()
     }
+
+
+def _checked_attributes(target: str, attributes: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``attributes``, each one checked to convert to an MLIR attribute: a
+    TypeError (ValueError for an int out of range) naming the target and the
+    attribute, where JAX's own words name neither (``Python int too large to
+    convert to C long``, ``No attribute handler defined for type``)."""
+    for name, value in attributes.items():
+        try:
+            mlir.ir_attribute(value)
+        except OverflowError:
+            raise ValueError(
+                f"{target}: attribute {name!r}: expected an integer that fits in int64 (a np.uint64 for a u64), "
+                f"got {value}"
+            ) from None
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise TypeError(
+                f"{target}: attribute {name!r}: expected a number, bool, str, NumPy array or dict of them, "
+                f"got {type(value).__name__} ({e})"
+            ) from None
+    return attributes

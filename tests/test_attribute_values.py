@@ -1,4 +1,5 @@
-"""Attribute values at the edge of their declared types (``binding.op``): refused
+"""Attribute values at the edge of their declared types (``binding.op``), and
+values no FFI attribute holds (``binding.Op``): refused
 before lowering with the target, the attribute, what was expected and what was
 got, or passed on exactly; never rounded, wrapped or read as another type."""
 
@@ -99,3 +100,25 @@ def test_a_u64_beyond_int64_reaches_the_handler_whole(value) -> None:
         jax.errors.JaxRuntimeError, match=rf"sleep_scale: attribute `delay_ms`: {int(value)} does not fit"
     ):
         sleep(np.ones(2, np.float32), delay_ms=value)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "words"),
+    [
+        (2**63, ValueError, "expected an integer that fits in int64 (a np.uint64 for a u64), got 9223372036854775808"),
+        (-(2**63) - 1, ValueError, "expected an integer that fits in int64"),
+        (None, TypeError, "expected a number, bool, str, NumPy array or dict of them, got NoneType"),
+        (object(), TypeError, "got object"),
+    ],
+    ids=["int_beyond_int64", "int_below_int64", "None", "object"],
+)
+def test_an_undeclared_op_names_the_target_and_attribute_jax_cannot_convert(value, error, words) -> None:
+    examples.register_async()
+    op = binding.Op("sleepy", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.demo.sleep_scale"})
+    x = np.ones(2, np.float32)
+    for call in (lambda: op(x, delay_ms=value), lambda: jax.jit(lambda x: op(x, delay_ms=value))(x)):
+        with pytest.raises(error) as info:
+            call()
+        assert "xla_ffi_rs.demo.sleep_scale: attribute 'delay_ms': " in str(info.value)
+        assert words in str(info.value)
+    np.testing.assert_array_equal(op(x, delay_ms=np.uint64(0))[0], 2 * x)  # a value it takes
