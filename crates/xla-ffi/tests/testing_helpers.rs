@@ -319,3 +319,11 @@ fn one_byte_elements_read_back_as_bytes() {
     assert_eq!(call.arg_as::<u8>(0), vec![1, 0]);
     assert_eq!(call.ret_as::<u8>(0), vec![1]);
 }
+
+/// Before the fix a negative dimension was reported as "dims [-1] describe 0
+/// elements, but 0 values were given", which contradicts itself.
+#[test]
+fn a_negative_dimension_in_from_slice_is_named() {
+    refused("from_slice [-1]", || drop(Arg::from_slice::<f32>(&[], &[-1])), &["dims [-1]", "negative dimension"]);
+    refused("from_slice [2]", || drop(Arg::from_slice(&[1.0f32], &[2])), &["describe 2 elements", "1 values"]);
+}

@@ -399,7 +399,8 @@ impl CallBuilder {
     /// operand or result of the call.
     fn check_indices(&self) {
         let (n_args, n_rets) = (self.args.len(), self.rets.len());
-        let arg_uses = self.alias.iter().map(|&(a, _)| ("alias", a)).chain(self.arg_kinds.iter().map(|&(a, _)| ("arg_kind", a)));
+        let arg_uses =
+            self.alias.iter().map(|&(a, _)| ("alias", a)).chain(self.arg_kinds.iter().map(|&(a, _)| ("arg_kind", a)));
         let arg_uses = arg_uses
             .chain(self.data_entries.iter().map(|&a| ("arg_entry_is_data", a)))
             .chain(self.data_addrs.iter().map(|&(a, _)| ("arg_data_address", a)));
