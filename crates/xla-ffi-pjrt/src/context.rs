@@ -102,6 +102,11 @@ impl<'a> ExecuteContext<'a> {
         Ok(ExecuteContext { api, raw, values: Vec::new() })
     }
 
+    /// The plugin table this context was created with.
+    pub(crate) fn api(&self) -> &PjrtApi {
+        self.api
+    }
+
     /// The raw `PJRT_ExecuteContext*`, for `PJRT_ExecuteOptions.context`. Valid while
     /// `self` lives.
     pub fn as_ptr(&self) -> *mut c_void {

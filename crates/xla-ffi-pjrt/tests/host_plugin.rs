@@ -134,3 +134,20 @@ fn compile_errors_and_bad_inputs_are_errors() {
     let (min, current) = plugin.stablehlo_versions().unwrap();
     assert!(min <= current && current[0] >= 1, "{min:?} {current:?}");
 }
+
+/// Before the fix `execute_with` handed any context to the plugin: one made from
+/// another plugin's table (here the fake plugin's) was read by the real plugin as
+/// its own `PJRT_ExecuteContext`, from safe code. Now it is refused, naming both.
+#[test]
+fn a_context_of_another_plugin_is_refused() {
+    let Some((plugin, _)) = setup() else { return };
+    let fake = xla_ffi_pjrt::testing::FakePlugin::new(xla_ffi_pjrt::testing::FakeConfig::default());
+    // SAFETY: the fake plugin outlives `other`.
+    let other = unsafe { PjrtApi::from_raw(fake.api_ptr()) }.unwrap().named("fake_plugin.so");
+    let context = ExecuteContext::new(&other).unwrap();
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
+    let err = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap_err();
+    assert!(matches!(err, ClientError::Input { .. }), "{err}");
+    assert!(err.to_string().contains("fake_plugin.so") && err.to_string().contains("execute context"), "{err}");
+}

@@ -273,3 +273,57 @@ fn a_raw_call_waits_for_an_async_handler() {
     assert!(RAW_ASYNC_DONE.load(Ordering::SeqCst), "run returned before the async part finished");
     assert_eq!(out.result, Ok(()));
 }
+
+fn summed() -> CallBuilder {
+    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[1]));
+    expect_ok(call.run(TH_SUM));
+    call
+}
+
+/// Before the fix `ret_as::<i32>` of a float32 result returned the bit patterns
+/// ([1077936128] for 3.0), so a test comparing against the wrong type read garbage
+/// without a word; now the read names the result, its dtype and the type asked for.
+#[test]
+fn reading_back_as_another_dtype_is_refused() {
+    let call = summed();
+    assert_eq!(call.ret_as::<f32>(0), vec![3.0]);
+    assert_eq!(call.arg_as::<f32>(0), vec![1.0, 2.0]);
+    refused("ret_as i32", || drop(call.ret_as::<i32>(0)), &["ret_as", "result 0 is float32 [1]", "not int32"]);
+    refused("arg_as u8", || drop(call.arg_as::<u8>(0)), &["arg_as", "operand 0 is float32 [2]", "not uint8"]);
+    refused("ret_as f64", || drop(call.ret_as::<f64>(0)), &["result 0 is float32", "not float64"]);
+}
+
+/// Before the fix an index the call does not have panicked with Rust's bare
+/// "index out of bounds: the len is 1 but the index is 5", naming no method.
+#[test]
+fn an_index_the_call_does_not_have_is_named() {
+    let call = summed();
+    refused("ret_as(5)", || drop(call.ret_as::<f32>(5)), &["ret_as", "1 result", "no result 5"]);
+    refused("arg_as(3)", || drop(call.arg_as::<f32>(3)), &["arg_as", "1 operand", "no operand 3"]);
+    let builder = || CallBuilder::new().arg(Arg::from_slice(&[1.0f32], &[1])).ret(Arg::zeros::<f32>(&[1]));
+    refused("alias ret", || drop(builder().alias(0, 4).run(TH_SUM)), &["alias", "result 4", "1 result"]);
+    refused("alias arg", || drop(builder().alias(2, 0).run(TH_SUM)), &["alias", "operand 2", "1 operand"]);
+    refused("arg_kind", || drop(builder().arg_kind(7, 2).run(TH_SUM)), &["arg_kind", "operand 7"]);
+    refused(
+        "arg_entry_is_data",
+        || drop(builder().arg_entry_is_data(3).run(TH_SUM)),
+        &["arg_entry_is_data", "operand 3"],
+    );
+}
+
+/// One-byte elements stay readable as their raw bytes.
+#[test]
+fn one_byte_elements_read_back_as_bytes() {
+    let mut call = CallBuilder::new().arg(Arg::from_bytes(DataType::PRED, &[2], &[1, 0])).ret(Arg::zeros::<u8>(&[1]));
+    expect_ok(call.run(TH_BYTES));
+    assert_eq!(call.arg_as::<u8>(0), vec![1, 0]);
+    assert_eq!(call.ret_as::<u8>(0), vec![1]);
+}
+
+/// Before the fix a negative dimension was reported as "dims [-1] describe 0
+/// elements, but 0 values were given", which contradicts itself.
+#[test]
+fn a_negative_dimension_in_from_slice_is_named() {
+    refused("from_slice [-1]", || drop(Arg::from_slice::<f32>(&[], &[-1])), &["dims [-1]", "negative dimension"]);
+    refused("from_slice [2]", || drop(Arg::from_slice(&[1.0f32], &[2])), &["describe 2 elements", "1 values"]);
+}

@@ -283,7 +283,10 @@ impl Executable<'_> {
     }
 
     /// Runs the program with an execute context (which carries the user data
-    /// that handlers read as `xla_ffi::UserData<T>`), of the same plugin.
+    /// that handlers read as `xla_ffi::UserData<T>`), of the same plugin: a
+    /// context made from another plugin's table is refused
+    /// ([`ClientError::Input`]) before anything runs, since this plugin would
+    /// read the other's context as its own.
     pub fn execute_with(
         &self,
         inputs: &[HostArray],
@@ -291,6 +294,17 @@ impl Executable<'_> {
     ) -> Result<Vec<HostArray>, ClientError> {
         let client = self.client;
         let plugin = &client.plugin;
+        if let Some(context) = context {
+            let theirs = context.api();
+            if theirs.as_ptr() != plugin.as_raw() {
+                return Err(ClientError::Input {
+                    message: format!(
+                        "the execute context was made from the PJRT table of {:?}, not of this executable's plugin                          ({plugin:?}); make it from this plugin's table (Plugin::pjrt_api)",
+                        theirs.name()
+                    ),
+                });
+            }
+        }
         let execute = plugin.slot(plugin.api().PJRT_LoadedExecutable_Execute, "PJRT_LoadedExecutable_Execute")?;
         let buffers = inputs.iter().map(|a| client.buffer_from_host(a)).collect::<Result<Vec<_>, _>>()?;
         let arguments: Vec<*mut sys::PJRT_Buffer> = buffers.iter().map(|b| b.raw).collect();

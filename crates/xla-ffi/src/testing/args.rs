@@ -47,9 +47,15 @@ impl Arg {
     /// A buffer holding `values` with shape `dims`.
     ///
     /// # Panics
-    /// If `dims` does not describe exactly `values.len()` elements.
+    /// If `dims` does not describe exactly `values.len()` elements, or has a
+    /// negative dimension (use [`zeros`](Self::zeros) or [`raw`](Self::raw) for the
+    /// shape XLA never sends, to test a handler's refusal).
     pub fn from_slice<T: Element>(values: &[T], dims: &[i64]) -> Self {
         let n = count(dims);
+        assert!(
+            dims.iter().all(|&d| d >= 0),
+            "Arg::from_slice: dims {dims:?} have a negative dimension; to test a handler's refusal of one, use Arg::zeros"
+        );
         assert!(
             n == values.len() && dims.iter().all(|&d| d >= 0),
             "Arg::from_slice: dims {dims:?} describe {n} elements, but {} values were given",

@@ -244,9 +244,12 @@ impl CallBuilder {
     /// or a device buffer ([`Arg::device`]) in a call that is not a device call with a
     /// stream ([`device_stream`](Self::device_stream)), where a host handler would
     /// read the device address as host memory; or a result [aliased](Self::alias)
-    /// to a host operand whose storage is smaller than the result's bytes.
+    /// to a host operand whose storage is smaller than the result's bytes; or an
+    /// operand or result index given to the builder ([`alias`](Self::alias),
+    /// [`arg_kind`](Self::arg_kind), ...) that the call does not have.
     pub fn run(&mut self, handler: impl Into<Handler>) -> CallResult {
         let handler: HandlerFn = handler.into().as_raw();
+        self.check_indices();
         for &a in &self.data_entries {
             let kind = self.arg_kinds.iter().rev().find(|(i, _)| *i == a).map_or(sys::XLA_FFI_ArgType_BUFFER, |k| k.1);
             assert!(
@@ -392,6 +395,23 @@ impl CallBuilder {
         result
     }
 
+    /// Panics, naming the method, where an index given to the builder names no
+    /// operand or result of the call.
+    fn check_indices(&self) {
+        let (n_args, n_rets) = (self.args.len(), self.rets.len());
+        let arg_uses =
+            self.alias.iter().map(|&(a, _)| ("alias", a)).chain(self.arg_kinds.iter().map(|&(a, _)| ("arg_kind", a)));
+        let arg_uses = arg_uses
+            .chain(self.data_entries.iter().map(|&a| ("arg_entry_is_data", a)))
+            .chain(self.data_addrs.iter().map(|&(a, _)| ("arg_data_address", a)));
+        for (method, a) in arg_uses {
+            assert!(a < n_args, "CallBuilder::{method}: operand {a} does not exist (the call has {n_args} operand(s))");
+        }
+        for &(_, r) in &self.alias {
+            assert!(r < n_rets, "CallBuilder::alias: result {r} does not exist (the call has {n_rets} result(s))");
+        }
+    }
+
     fn take(&self, err: *mut sys::XLA_FFI_Error) -> CallResult {
         take_error(err)
     }
@@ -428,12 +448,20 @@ impl CallBuilder {
     }
 
     /// Result `i` read back as `T`s.
+    ///
+    /// # Panics
+    /// If the call has no result `i`, or result `i`'s dtype is not `T`'s (a float32
+    /// result read as `i32`s would give its bit patterns, not its values). A result
+    /// of one-byte elements (PRED, an 8-bit float) may be read as `u8`, its bytes.
     pub fn ret_as<T: Element>(&self, i: usize) -> Vec<T> {
-        read_back(&self.rets[i])
+        read_back(&self.rets, "ret_as", "result", i)
     }
     /// Operand `i` read back as `T`s (after an in-place call).
+    ///
+    /// # Panics
+    /// As [`ret_as`](Self::ret_as), for operand `i`.
     pub fn arg_as<T: Element>(&self, i: usize) -> Vec<T> {
-        read_back(&self.args[i])
+        read_back(&self.args, "arg_as", "operand", i)
     }
 }
 
@@ -460,7 +488,20 @@ pub(super) fn freeze(data: &mut [u64]) {
     let _ = data;
 }
 
-pub(super) fn read_back<T: Element>(a: &Arg) -> Vec<T> {
+fn read_back<T: Element>(all: &[Arg], method: &str, what: &str, i: usize) -> Vec<T> {
+    let n = all.len();
+    let call = || format!("CallBuilder::{method}::<{}>({i})", core::any::type_name::<T>());
+    let a = all.get(i).unwrap_or_else(|| panic!("{}: the call has {n} {what}(s), so no {what} {i}", call()));
+    // One-byte elements (PRED, the 8-bit floats) may also be read as their raw bytes.
+    let raw_bytes = T::DTYPE == crate::DataType::U8 && a.dtype.byte_width() == Some(1);
+    assert!(
+        a.dtype == T::DTYPE || raw_bytes,
+        "{}: {what} {i} is {} {:?}, not {}; read it with the Rust type of its dtype",
+        call(),
+        a.dtype,
+        a.dims,
+        T::DTYPE
+    );
     assert!(a.device.is_none(), "a device buffer is read back with testing::cuda, not from the frame");
     let bytes = a.bytes();
     let width = core::mem::size_of::<T>();
