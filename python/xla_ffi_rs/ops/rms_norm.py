@@ -382,6 +382,17 @@ rms_norm_tangent_op.def_batching(vmap_batching(rms_norm_tangent_jnp))
 # -- public API ---------------------------------------------------------------
 
 
+def tensor_parallel_or_none(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array | None:
+    """``y`` by the tensor-parallel path when ``x``'s type splits its normalized axes
+    (after the forward handler's dtype and shape checks), else None: the one test
+    of ``rms_norm`` and ``rms_norm_inplace`` (x is never gathered; a donated x may
+    be reused by XLA)."""
+    if tensor_parallel_axes(x, weight.ndim) is None:
+        return None
+    _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks
+    return rms_norm_tensor_parallel(x, weight, eps=eps)
+
+
 def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """Root-mean-square normalization over the trailing ``weight.ndim`` axes.
 
@@ -436,8 +447,7 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
     check_eps_fits("rms_norm", eps, x.dtype, weight.dtype)
-    if tensor_parallel_axes(x, weight.ndim) is not None:
-        _FWD.infer(jax.typeof(x), jax.typeof(weight))  # type: ignore[union-attr]  # the handler's dtype and shape checks
-        return rms_norm_tensor_parallel(x, weight, eps=eps)
+    if (y_tp := tensor_parallel_or_none(x, weight, eps)) is not None:
+        return y_tp
     y, _ = rms_norm_fwd_op(x, weight, eps=eps)  # dtypes and shapes: the handler's checks
     return y

@@ -30,8 +30,7 @@ from xla_ffi_rs._validation import (
     promote_weak,
 )
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
-from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op
-from xla_ffi_rs.ops.rms_norm_tp import rms_norm_tensor_parallel, tensor_parallel_axes
+from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op, tensor_parallel_or_none
 
 #: The forward target's op (its declaration), with y written into x's buffer.
 assert rms_norm_fwd_op.declaration is not None
@@ -106,11 +105,7 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
         )
     eps = check_nonnegative_float("rms_norm_inplace", "eps", eps, position=2)
     check_eps_fits("rms_norm_inplace", eps, x.dtype, weight.dtype)
-    if tensor_parallel_axes(x, weight.ndim) is not None:
-        # x's type splits its rows: the tensor-parallel path, as rms_norm (one
-        # all-reduce per row; x is not gathered, and with x donated XLA may reuse it).
-        assert rms_norm_fwd_op.declaration is not None
-        rms_norm_fwd_op.declaration.infer(jax.typeof(x), jax.typeof(weight))  # the handler's checks
-        return rms_norm_tensor_parallel(x, weight, eps=eps)
+    if (y_tp := tensor_parallel_or_none(x, weight, eps)) is not None:
+        return y_tp  # x's rows split in its type: as rms_norm
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
     return y
