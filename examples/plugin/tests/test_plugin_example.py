@@ -113,6 +113,8 @@ def test_bad_input_raises_before_lowering() -> None:
         plugin_example.axpy(1.0, jnp.ones(3, jnp.float64), jnp.ones(3, jnp.float32))
     with pytest.raises(ValueError, match=r"scale: factor must be finite, got inf"):
         plugin_example.scale(jnp.ones(3), float("inf"))
+    with pytest.raises(ValueError, match=r"scale: factor: int value too large for float64"):
+        plugin_example.scale(jnp.ones(3), 10**400)
     with pytest.raises(TypeError, match=r"plugin\.moments: operand 0 \(x\).*float64.*got float32"):
         plugin_example.moments(jnp.ones((2, 3), jnp.float32))
 

@@ -79,9 +79,10 @@ def _float(fn: str, arg: str, x: ArrayLike) -> jax.Array:
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
 
 
-def _static_float(fn: str, arg: str, value: Any) -> None:
+def _static_float(fn: str, arg: str, value: Any) -> float:
     """A float attribute is static: a traced value (``jax.jit(fn)(x, 2.0)``) and a value
-    that is not a real number are TypeErrors saying what to pass."""
+    that is not a real number are TypeErrors saying what to pass; a number too large
+    for a float64 (``10**400``) is a ValueError. Returns the value as a float."""
     if isinstance(value, jax.core.Tracer):
         raise TypeError(
             f"{fn}: {arg} is traced, but it must be a Python number known when tracing: under jax.jit pass it "
@@ -89,6 +90,10 @@ def _static_float(fn: str, arg: str, value: Any) -> None:
         )
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{fn}: {arg}: expected a float, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{fn}: {arg}: {type(value).__name__} value too large for float64") from None
 
 
 def softplus(x: ArrayLike) -> jax.Array:
@@ -106,9 +111,9 @@ def scale(x: ArrayLike, factor: float) -> jax.Array:
     Raises:
         TypeError: for a ``factor`` that is not a Python number (a traced one: pass it
             as a static argument).
-        ValueError: for a ``factor`` that is not finite.
+        ValueError: for a ``factor`` that is not finite or too large for a float64.
     """
-    _static_float("scale", "factor", factor)
+    factor = _static_float("scale", "factor", factor)
     if not math.isfinite(factor):
         raise ValueError(f"scale: factor must be finite, got {factor}")
     return OPS["scale"](_float("scale", "x", x), factor=factor)[0]
@@ -121,7 +126,7 @@ def axpy(alpha: float, x: ArrayLike, y: ArrayLike) -> jax.Array:
         TypeError: for ``x`` and ``y`` of different dtypes.
         ValueError: for ``x`` and ``y`` of different shapes.
     """
-    _static_float("axpy", "alpha", alpha)
+    alpha = _static_float("axpy", "alpha", alpha)
     return OPS["axpy"](_float("axpy", "x", x), _float("axpy", "y", y), alpha=alpha)[0]
 
 
