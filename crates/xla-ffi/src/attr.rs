@@ -333,6 +333,12 @@ pub(crate) fn single_number(v: &AttrValue<'_>) -> Option<Number> {
 }
 
 /// Conversion of a [`Number`] to a numeric Rust type, exact or harmless only.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a numeric attribute element",
+    label = "`Vec<T>` and numeric attributes take numbers",
+    note = "numeric element types: bool, i8..i64, u8..u64, f32, f64; an array attribute is numeric \
+            (a string array or a list of strings is no XLA attribute)"
+)]
 pub trait FromNumber: Sized {
     /// The type's description for messages.
     const WHAT: &'static str;
@@ -655,7 +661,7 @@ pub fn struct_from_dict<'f, S: FromAttrs<'f>>(value: &AttrValue<'f>) -> Result<S
     let s = S::from_dict(d, &mut cx);
     let extra: Vec<&str> = (0..d.len()).filter(|&i| !cx.used.contains(i)).filter_map(|i| d.name_at(i)).collect();
     if !extra.is_empty() {
-        cx.problems.push(format!("unexpected key(s) {}", extra.join(", ")));
+        cx.problems.push(format!("unexpected key(s) {}; the dictionary takes: {}", extra.join(", "), S::NAMES.join(", ")));
     }
     match (s, cx.problems.is_empty()) {
         (Some(s), true) => Ok(s),

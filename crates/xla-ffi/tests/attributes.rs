@@ -548,7 +548,7 @@ fn nested_struct_errors() {
             "attribute `cfg`",
             "attribute `alpha`: missing",
             "attribute `n`: expected an integer scalar (i64), got string",
-            "unexpected key(s) bogus",
+            "unexpected key(s) bogus; the dictionary takes: alpha, n, label",
         ],
     );
     // Not a dictionary at all.
