@@ -140,7 +140,8 @@
 ///
 /// **A size may be 0.** A rule relates sizes; it does not bound them. `"...b n -> ...b"`
 /// accepts `x` of shape `[3, 0]` (`n = 0`: three empty rows) and `[0, 4]` (no rows),
-/// and the body runs, as XLA runs it for JAX's `jnp.zeros((3, 0))`. Two things follow
+/// and the body runs (XLA:CPU calls it for JAX's `jnp.zeros((3, 0))`; it may skip a
+/// call whose operands and results are all empty). Two things follow
 /// for a body that walks rows: `chunks_exact(n)` and `chunks(n)` panic for `n = 0`
 /// (an `INTERNAL` error, "handler panicked: chunk size must be non-zero"), and a
 /// result that does not shrink with `n` (here `[3]`) still has elements to write, the
