@@ -333,6 +333,12 @@ pub(crate) fn single_number(v: &AttrValue<'_>) -> Option<Number> {
 }
 
 /// Conversion of a [`Number`] to a numeric Rust type, exact or harmless only.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a numeric attribute element",
+    label = "`Vec<T>` and numeric attributes take numbers",
+    note = "numeric element types: bool, i8..i64, u8..u64, f32, f64; an array attribute is numeric \
+            (a string array or a list of strings is no XLA attribute)"
+)]
 pub trait FromNumber: Sized {
     /// The type's description for messages.
     const WHAT: &'static str;
@@ -559,8 +565,27 @@ impl<'f, T: FromAttr<'f>> FromAttr<'f> for Option<T> {
 pub trait FromAttrs<'f>: Sized {
     /// The field names.
     const NAMES: &'static [&'static str];
+    /// Each field as an attribute of an op's declaration (name, type, whether it may
+    /// be absent, enum values), for an [`Attrs`] parameter; none by default.
+    fn field_decls() -> Vec<FieldDecl> {
+        Vec::new()
+    }
     /// Decodes the fields; each problem goes to `cx`.
     fn from_dict(dict: &Dict<'f>, cx: &mut FieldCx<'_>) -> Option<Self>;
+}
+
+/// One field of an [`attributes!`](crate::attributes) struct as an attribute of an
+/// op's declaration ([`FromAttrs::field_decls`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldDecl {
+    /// The attribute's name.
+    pub name: &'static str,
+    /// Its type's name, as [`FromAttr::type_name`].
+    pub type_name: String,
+    /// Whether the call may leave it out (a default, or an `Option`).
+    pub optional: bool,
+    /// An enum field's valid values.
+    pub enum_values: Option<EnumValues>,
 }
 
 /// The attribute name of an [`attributes!`](crate::attributes) field: its
@@ -655,7 +680,11 @@ pub fn struct_from_dict<'f, S: FromAttrs<'f>>(value: &AttrValue<'f>) -> Result<S
     let s = S::from_dict(d, &mut cx);
     let extra: Vec<&str> = (0..d.len()).filter(|&i| !cx.used.contains(i)).filter_map(|i| d.name_at(i)).collect();
     if !extra.is_empty() {
-        cx.problems.push(format!("unexpected key(s) {}", extra.join(", ")));
+        cx.problems.push(format!(
+            "unexpected key(s) {}; the dictionary takes: {}",
+            extra.join(", "),
+            S::NAMES.join(", ")
+        ));
     }
     match (s, cx.problems.is_empty()) {
         (Some(s), true) => Ok(s),
@@ -741,6 +770,17 @@ macro_rules! attributes {
         impl<'f> $crate::FromAttrs<'f> for $name {
             const NAMES: &'static [&'static ::core::primitive::str] =
                 &[$($crate::attr::field_name(::core::stringify!($field))),*];
+            fn field_decls() -> $crate::__private::Vec<$crate::attr::FieldDecl> {
+                $crate::__private::vec![$(
+                    $crate::attr::FieldDecl {
+                        name: $crate::attr::field_name(::core::stringify!($field)),
+                        type_name: <$fty as $crate::FromAttr<'f>>::type_name(),
+                        optional: ::core::option::Option::<$fty>::is_some(&$crate::__default!($($default)?))
+                            || <$fty as $crate::FromAttr<'f>>::if_missing().is_some(),
+                        enum_values: <$fty as $crate::FromAttr<'f>>::enum_values(),
+                    }
+                ),*]
+            }
             fn from_dict(
                 dict: &$crate::Dict<'f>,
                 cx: &mut $crate::attr::FieldCx<'_>,

@@ -616,6 +616,7 @@ fn attr_absent_or_unknown<'f, T: FromAttr<'f>>(aliases: &Aliases<'_>, name: &str
 }
 
 impl<'f, S: FromAttrs<'f>> Decode<'f> for Attrs<S> {
+    const DECL: ParamDecl = ParamDecl::Attributes(S::field_decls);
     fn declared_attrs(_name: &'static str, each: &mut dyn FnMut(&'static str)) {
         for n in S::NAMES {
             each(n);

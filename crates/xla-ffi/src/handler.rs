@@ -138,6 +138,43 @@
 /// starts the first operand's spec is the *batch* ellipsis (Python vmaps and shards
 /// over it).
 ///
+/// **A size may be 0.** A rule relates sizes; it does not bound them. `"...b n -> ...b"`
+/// accepts `x` of shape `[3, 0]` (`n = 0`: three empty rows) and `[0, 4]` (no rows),
+/// and the body runs (XLA:CPU calls it for JAX's `jnp.zeros((3, 0))`; it may skip a
+/// call whose operands and results are all empty). Two things follow
+/// for a body that walks rows: `chunks_exact(n)` and `chunks(n)` panic for `n = 0`
+/// (an `INTERNAL` error, "handler panicked: chunk size must be non-zero"), and a
+/// result that does not shrink with `n` (here `[3]`) still has elements to write, the
+/// value of an empty row (0 for a sum) or an error. The body decides:
+///
+/// ```
+/// use xla_ffi::testing::{Arg, CallBuilder};
+/// use xla_ffi::{handler, Buffer, Result, ResultBuffer};
+///
+/// /// The sum of each row (the last axis).
+/// #[handler(target = "demo.row_sum", shapes = "...b n -> ...b")]
+/// fn demo_row_sum(x: Buffer<f64>, mut y: ResultBuffer<f64>) -> Result<()> {
+///     let n = *x.dims().last().expect("the rule gives x rank >= 1") as usize;
+///     let y = y.as_uninit()?;
+///     if n == 0 {
+///         y.iter_mut().for_each(|o| { o.write(0.0); }); // each empty row sums to 0
+///         return Ok(());
+///     }
+///     for (o, row) in y.iter_mut().zip(x.as_slice()?.chunks_exact(n)) {
+///         o.write(row.iter().sum());
+///     }
+///     Ok(())
+/// }
+///
+/// let mut call = CallBuilder::new().arg(Arg::from_slice::<f64>(&[], &[3, 0])).ret(Arg::zeros::<f64>(&[3]));
+/// call.run(DEMO_ROW_SUM).unwrap(); // passes the rule: n = 0
+/// assert_eq!(call.ret_as::<f64>(0), vec![0.0; 3]);
+/// ```
+///
+/// To refuse empty rows instead, return an error that names the target and operand
+/// ([`Buffer::error`](crate::Buffer::error)):
+/// `return Err(x.error(format!("expected rows of length >= 1, got shape {:?}", x.dims())))`.
+///
 /// **Dtypes**: `exprs -> exprs`, one per operand, then one per result, each
 /// `VAR | dtype | promote(expr, ...) | acc(expr, ...)`. A dtype is a NumPy name
 /// (`float32`, `bfloat16`, `int64`, ...), any other identifier a variable (but Rust's

@@ -198,6 +198,8 @@ pub mod __private {
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).
     pub use std::format;
     pub use std::string::String;
+    pub use std::vec;
+    pub use std::vec::Vec;
 }
 
 // The Rust blocks of the repository's README.md and docs/, and of this crate's

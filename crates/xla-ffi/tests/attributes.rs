@@ -548,7 +548,7 @@ fn nested_struct_errors() {
             "attribute `cfg`",
             "attribute `alpha`: missing",
             "attribute `n`: expected an integer scalar (i64), got string",
-            "unexpected key(s) bogus",
+            "unexpected key(s) bogus; the dictionary takes: alpha, n, label",
         ],
     );
     // Not a dictionary at all.
@@ -805,4 +805,62 @@ xla_ffi::attributes! {
 fn attr_fields_130(a: Attrs<Fields130>) -> Result<()> {
     assert_eq!((a.f000, a.f129), (0, 129));
     Ok(())
+}
+
+// ---- Attrs<Struct> in the declaration ----
+
+#[derive(xla_ffi::AttrEnum, Clone, Copy, Debug, PartialEq)]
+pub enum Pick {
+    Low = 0,
+    High = 1,
+}
+
+xla_ffi::attributes! {
+    /// Fields of every kind an op's declaration shows.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Declared {
+        /// Required.
+        pub eps: f32,
+        /// Defaulted.
+        pub iters: i64 = 10,
+        /// Optional.
+        pub tag: Option<String>,
+        /// An enum.
+        pub pick: Pick,
+        /// A nested struct.
+        pub inner: Inner,
+    }
+}
+
+#[handler(target = "attr.declared")]
+fn attr_declared(k: Attr<f64>, opts: Attrs<Declared>) -> Result<()> {
+    let _ = (k, opts);
+    Ok(())
+}
+
+#[test]
+fn attrs_fields_are_attributes_of_the_declaration() {
+    // What Python's binding.op checks before lowering: without them a handler taking
+    // Attrs<S> declared no attributes, and binding.op refused every keyword.
+    let got: Vec<(&str, String, bool)> = ATTR_DECLARED.declaration.attributes().collect();
+    let want = [
+        ("k", "f64", false),
+        ("eps", "f32", false),
+        ("iters", "i64", true),
+        ("tag", "str", true),
+        ("pick", "i64", false),
+        ("inner", "dict", false),
+    ];
+    let want: Vec<(&str, String, bool)> = want.iter().map(|&(n, t, o)| (n, t.to_string(), o)).collect();
+    assert_eq!(got, want);
+    let e = ATTR_DECLARED.declaration.attribute_enum("pick").expect("pick is an enum");
+    assert_eq!((e.name, e.variants), ("Pick", &[("Low", 0), ("High", 1)][..]));
+    assert!(ATTR_DECLARED.declaration.attribute_enum("eps").is_none());
+    // The fields decode as before.
+    let mut call = CallBuilder::new()
+        .attr("k", AttrArg::scalar(1.0f64))
+        .attr("eps", AttrArg::scalar(0.5f32))
+        .attr("pick", AttrArg::Str("High".into()))
+        .attr("inner", AttrArg::Dict(vec![("alpha".into(), AttrArg::scalar(1.0f32))]));
+    call.run(ATTR_DECLARED).unwrap();
 }

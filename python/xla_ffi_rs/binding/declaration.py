@@ -31,6 +31,7 @@ import numpy as np
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
+from xla_ffi_rs.binding import dict_attributes
 
 __all__ = ["Declaration"]
 
@@ -145,7 +146,7 @@ class Declaration:
 
     def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` checked against the declared attributes, as hashable Python
-        values (float, int, bool, str, tuple); TypeError/ValueError naming the
+        values (float, int, bool, str, tuple, a dictionary frozen); TypeError/ValueError naming the
         target and the attribute otherwise. An optional attribute may be None."""
         declared = {a["name"]: a for a in self.attributes}
         for name in params:
@@ -198,6 +199,8 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
             f"{where} ({kind}) is traced ({_what(value)}); it must be a Python value known when tracing "
             "(a static argument under jax.jit)"
         )
+    if kind == "dict":
+        return dict_attributes.checked(target, name, value)
     if kind.startswith("array<") and kind.endswith(">"):
         inner = kind[6:-1]
         try:
@@ -274,6 +277,8 @@ def _enum(target: str, name: str, enum: Mapping[str, Any], value: Any) -> int:
 
 
 def _lowered(kind: str, value: Any) -> Any:
+    if kind == "dict":
+        return dict_attributes.lowered(value)
     if kind.startswith("array<"):
         inner = kind[6:-1]
         return np.asarray(value, dtype=_scalar_type(inner))

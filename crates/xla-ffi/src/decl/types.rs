@@ -1,7 +1,7 @@
 //! The declaration data the [`handler`](crate::handler) macro emits: [`Declaration`]
 //! (every parameter's name and kind, and the optional rules) and [`ParamDecl`].
 
-use crate::attr::EnumValues;
+use crate::attr::{EnumValues, FieldDecl};
 use crate::dtype::{str_eq, DataType};
 
 /// What one handler parameter is, for the declaration: an operand, a result or an
@@ -11,7 +11,7 @@ use crate::dtype::{str_eq, DataType};
 #[derive(Clone, Copy, Debug)]
 pub enum ParamDecl {
     /// Not part of the declaration: [`Context`](crate::Context), [`State`](crate::State),
-    /// [`Attrs`](crate::Attrs), remaining operands, custom decoders.
+    /// remaining operands, custom decoders.
     Other,
     /// One operand buffer, accepting the dtypes for which the function is true.
     Operand(fn(DataType) -> bool),
@@ -33,6 +33,10 @@ pub enum ParamDecl {
         /// [`FromAttr::enum_values`](crate::FromAttr::enum_values).
         enum_values: fn() -> Option<EnumValues>,
     },
+    /// Attributes named by fields ([`Attrs`](crate::Attrs) of an
+    /// [`attributes!`](crate::attributes) struct): each field is an attribute of the
+    /// declaration, as [`FromAttrs::field_decls`](crate::FromAttrs::field_decls) lists them.
+    Attributes(fn() -> Vec<FieldDecl>),
 }
 
 /// What the [`handler`](crate::handler) macro's compile-time check of the declared
@@ -159,11 +163,13 @@ impl Declaration {
         })
     }
 
-    /// The attributes: name, type name and whether it is optional.
+    /// The attributes: name, type name and whether it is optional (an
+    /// [`Attrs`](crate::Attrs) parameter's fields each count as one).
     pub fn attributes(&self) -> impl Iterator<Item = (&'static str, String, bool)> {
-        self.params.iter().filter_map(|(n, p)| match p {
-            ParamDecl::Attribute { type_name, optional, .. } => Some((*n, type_name(), optional())),
-            _ => None,
+        self.params.iter().flat_map(|(n, p)| match p {
+            ParamDecl::Attribute { type_name, optional, .. } => vec![(*n, type_name(), optional())],
+            ParamDecl::Attributes(fields) => fields().into_iter().map(|f| (f.name, f.type_name, f.optional)).collect(),
+            _ => Vec::new(),
         })
     }
 
@@ -192,6 +198,7 @@ impl Declaration {
     pub fn attribute_enum(&self, name: &str) -> Option<EnumValues> {
         self.params.iter().find_map(|(n, p)| match p {
             ParamDecl::Attribute { enum_values, .. } if *n == name => enum_values(),
+            ParamDecl::Attributes(fields) => fields().into_iter().find(|f| f.name == name).and_then(|f| f.enum_values),
             _ => None,
         })
     }
@@ -322,6 +329,6 @@ const fn kind(p: &ParamDecl) -> u8 {
         ParamDecl::Operand(_) | ParamDecl::OptionalOperand(_) => 0,
         ParamDecl::Result(_) | ParamDecl::OptionalResult(_) => 1,
         ParamDecl::Attribute { .. } => 2,
-        ParamDecl::Other => 3,
+        ParamDecl::Other | ParamDecl::Attributes(_) => 3,
     }
 }
