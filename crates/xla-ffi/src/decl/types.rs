@@ -8,7 +8,10 @@ use crate::dtype::{str_eq, DataType};
 /// attribute (with what it accepts), or something else (context, state).
 ///
 /// Each [`Decode`](crate::Decode) type says it with [`Decode::DECL`](crate::Decode::DECL).
+/// Non-exhaustive: a kind of parameter added later is not a breaking change, so a
+/// `match` outside this crate needs a `_` arm.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub enum ParamDecl {
     /// Not part of the declaration: [`Context`](crate::Context), [`State`](crate::State),
     /// remaining operands, custom decoders.
