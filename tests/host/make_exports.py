@@ -74,6 +74,17 @@ def unused_input(m: jax.Array, unused: jax.Array, e: jax.Array) -> jax.Array:
     return xr.kepler(m, e)[0]
 
 
+def mixed(m: jax.Array, e: jax.Array, x: jax.Array, w: jax.Array, n: jax.Array, z: jax.Array) -> tuple[jax.Array, ...]:
+    """Two targets in one program; float64 scalars (rank 0), bfloat16, int32 and a
+    zero-sized float32 input; several outputs."""
+    sin_e, cos_e = xr.kepler(m, e)
+    return sin_e, cos_e, xr.rms_norm(x, w, eps=EPS), n * 2, xr.kepler(z, z)[0]
+
+
+def vmapped_rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
+    return jax.vmap(lambda x: xr.rms_norm(x, w, eps=EPS))(x)
+
+
 def export(fn: Callable[..., Any], args: Sequence[np.ndarray], extra_checks: Sequence[str] = ()) -> bytes:
     checks = xr.export_checks() + [jax.export.DisabledSafetyCheck.custom_call(n) for n in extra_checks]
     exported = jax.export.export(jax.jit(fn), disabled_checks=checks)(*args)
@@ -125,6 +136,25 @@ def main(out: Path) -> None:
         "rms_norm_grad": {"fn": rms_norm_grad, "args": [x32, w32], "compare": "ulp2", "handlers": ["ops"]},
         "stateful_scale": {"fn": stateful_scale, "args": [x32], "compare": "exact", "handlers": ["ops"]},
         "unused_input": {"fn": unused_input, "args": [m, x32, e], "compare": "exact", "handlers": ["ops"]},
+        "mixed": {
+            "fn": mixed,
+            "args": [
+                np.float64(1.25),
+                np.float64(0.5),
+                x32.astype(jnp.bfloat16),
+                w32.astype(jnp.bfloat16),
+                np.arange(3, dtype=np.int32),
+                np.zeros(0, np.float32),
+            ],
+            "compare": "exact",
+            "handlers": ["ops"],
+        },
+        "vmapped_rms_norm": {
+            "fn": vmapped_rms_norm,
+            "args": [rng.standard_normal((3, 4, 8)).astype(np.float32), w32],
+            "compare": "exact",
+            "handlers": ["ops"],
+        },
         "plugin_scale": {
             "fn": plugin_scale,
             "args": [x64],
@@ -163,6 +193,9 @@ def main(out: Path) -> None:
     # The text form of one program, for the runner's StableHLO-text path.
     text = jax.jit(rms_norm_fwd).lower(x32, w32).as_text()
     (out / "rms_norm_fwd" / "model.mlir").write_text(text)
+    # ... and its bytecode, as the jax.export file holds it (the runner's bytecode path).
+    exported = jax.export.export(jax.jit(rms_norm_fwd), disabled_checks=xr.export_checks())(x32, w32)
+    (out / "rms_norm_fwd" / "model.mlirbc").write_bytes(exported.mlir_module_serialized)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 

@@ -157,11 +157,42 @@ def test_missing_handler_library(tmp_path: Path) -> None:
     assert_error(done, "nope.so", "No such file or directory")  # the loader's reason, not only "dlopen failed"
 
 
+def test_the_python_extension_as_handlers_says_to_use_the_python_free_library(tmp_path: Path) -> None:
+    """The wheel's `_native` cannot be loaded without Python; the loader's reason
+    alone ("undefined symbol: PyModuleDef_Init") did not say what to use instead."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("xla_ffi_rs._native")
+    if spec is None or spec.origin is None:
+        pytest.skip("xla_ffi_rs is not installed")
+    f = EXPORTS / "kepler_fwd"
+    done = run(f / "model.jaxexport", "--handlers", spec.origin, "--out", tmp_path, handlers=())
+    assert_error(done, spec.origin, "undefined symbol: Py", "needs a Python interpreter", "libxla_ffi_rs_ops.so")
+
+
+def test_libraries_named_without_a_folder_are_files_of_the_current_one(tmp_path: Path) -> None:
+    """`--handlers ops.so` in the folder holding it: before the fix dlopen searched
+    the library path for the bare name and said "No such file or directory"
+    (or could load another library of that name)."""
+    import shutil
+
+    shutil.copy(LIBS["ops"], tmp_path / "ops.so")
+    shutil.copy(PLUGIN, tmp_path / "pjrt.so")
+    f = EXPORTS / "kepler_fwd"
+    cmd = [str(RUNNER), "--plugin", "pjrt.so", "--handlers", "ops.so", str(f / "model.jaxexport")]
+    cmd += [str(f / "in0.npy"), str(f / "in1.npy"), "--out", "out"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert_results(f, tmp_path / "out", 2, "exact")
+
+
 def test_target_with_no_handler_is_named_with_the_registered_ones(tmp_path: Path) -> None:
     done = run_program(EXPORTS / "kepler_fwd", tmp_path, handlers=("plugin",))
     assert_error(done, "'xla_ffi_rs.kepler'", "registered targets:", "plugin.scale", "plugin.moments")
     done = run_program(EXPORTS / "kepler_fwd", tmp_path, handlers=())
-    assert_error(done, "'xla_ffi_rs.kepler'", "no --handlers library given")
+    assert_error(
+        done, "'xla_ffi_rs.kepler'", "no --handlers library given", "give the library that exports it with --handlers"
+    )
 
 
 def test_stablehlo_newer_than_the_plugin_says_both_versions(tmp_path: Path) -> None:
@@ -204,6 +235,46 @@ def test_stablehlo_text_inputs_are_checked_against_its_main(tmp_path: Path) -> N
     assert_error(done, "input 0", "x_flat.npy", f"got float32[{x.size}]")
     done = run(f / "model.mlir", f / "in0.npy", "--out", tmp_path, handlers=("ops",))
     assert_error(done, "takes 2 inputs", "got 1")
+
+
+def test_bytecode_inputs_are_checked_against_the_compiled_parameters(tmp_path: Path) -> None:
+    """Bytecode has no signature the runner reads, and the plugin checks only byte
+    sizes: before the fix an int32 view of x ran reinterpreted as float32, exit 0.
+    Now the inputs are checked against the compiled program's parameters (the
+    plugin's optimized module), naming the file."""
+    f = EXPORTS / "rms_norm_fwd"
+    x = np.load(f / "in0.npy")
+    shape = ",".join(map(str, x.shape))
+    done = run(f / "model.mlirbc", f / "in0.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert done.returncode == 0, done.stderr
+    assert_results(f, tmp_path, 1, "exact")
+    np.save(tmp_path / "x_i32.npy", x.view(np.int32))
+    done = run(f / "model.mlirbc", tmp_path / "x_i32.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "input 0 (", "x_i32.npy", f"expected float32[{shape}]", f"got int32[{shape}]")
+    np.save(tmp_path / "x_flat.npy", x.reshape(-1))
+    done = run(f / "model.mlirbc", tmp_path / "x_flat.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "input 0 (", "x_flat.npy", f"expected float32[{shape}]", f"got float32[{x.size}]")
+    done = run(f / "model.mlirbc", f / "in0.npy", "--out", tmp_path, handlers=("ops",))
+    assert_error(done, "model.mlirbc takes 2 inputs", f"float32[{shape}], float32[8]", "got 1")
+
+
+def test_a_truncated_or_corrupt_program_is_not_blamed_on_its_version(tmp_path: Path) -> None:
+    """The plugin says "this could indicate forward incompatibility" for any
+    bytecode it cannot parse; before the fix the runner then said that StableHLO
+    1.18 was newer than the 1.20 the plugin reads. Now it names the file and gives
+    the plugin's reason."""
+    f = EXPORTS / "rms_norm_fwd"
+    code = (f / "model.mlirbc").read_bytes()
+    (tmp_path / "cut.mlirbc").write_bytes(code[: len(code) // 2])
+    (tmp_path / "cut.mlir").write_text((f / "model.mlir").read_text()[:100])
+    for name in ("cut.mlirbc", "cut.mlir"):
+        done = run(tmp_path / name, f / "in0.npy", f / "in1.npy", "--out", tmp_path, handlers=("ops",))
+        assert_error(done, f"cannot compile {tmp_path / name} (StableHLO", "bytes): PJRT_Client_Compile failed")
+        assert "newer than this plugin" not in done.stderr, done.stderr
+    whole = (EXPORTS / "kepler_fwd" / "model.jaxexport").read_bytes()
+    (tmp_path / "cut.jaxexport").write_bytes(whole[:300])
+    done = run(tmp_path / "cut.jaxexport", "--out", tmp_path)
+    assert_error(done, "cut.jaxexport", "not a jax.export serialization", "past the end")
 
 
 def test_unreadable_input(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ pub enum ErrorKind {
     Library,
     /// The plugin refused a registration, or an execute context call.
     Refused,
+    /// A platform name that no plugin runs FFI handlers for (`"tpu"`).
+    Platform,
 }
 
 /// An error of this crate. Its message names the plugin (or library), the target

@@ -72,11 +72,11 @@ pub mod sys;
 pub mod testing;
 
 pub use api::{ExtensionInfo, PjrtApi};
-pub use client::{AttributeValue, Client, ClientError, ElementType, Executable, HostArray, Plugin};
+pub use client::{ArrayType, AttributeValue, Client, ClientError, ElementType, Executable, HostArray, Plugin};
 pub use context::ExecuteContext;
 pub use error::{Error, ErrorKind};
 pub use library::{HandlerLibrary, LibraryTarget};
-pub use register::{ffi_api_version, register, Registered, MIN_PJRT_API_VERSION};
+pub use register::{ffi_api_version, register, Registered, FFI_PLATFORMS, MIN_PJRT_API_VERSION};
 
 // The Rust blocks of docs/outside-python.md, compiled as doc tests of this crate.
 #[cfg(doctest)]

@@ -123,8 +123,25 @@ impl HandlerLibrary {
         let shown = path.display();
         // SAFETY: loading a library runs its initialisers: sound by `load`'s
         // contract (the caller vouches for the library).
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
-            Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {}", with_sources(&e)))
+        // The file the path names, also for a bare name (`libops.so`): `dlopen`
+        // would search the library path for that, not the current folder, and
+        // could load another library of the same name.
+        let file = path
+            .canonicalize()
+            .map_err(|e| Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {e}")))?;
+        // SAFETY: as above.
+        let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| {
+            let reason = with_sources(&e);
+            // A Python extension module (the wheel's `_native`) leaves the
+            // interpreter's symbols to the process that imports it.
+            let hint = if reason.contains("undefined symbol: Py") || reason.contains("undefined symbol: _Py") {
+                "; it needs a Python interpreter (a Python extension module): a host needs a Python-free \
+                 cdylib of the handlers (libxla_ffi_rs_ops.so of crates/ops-cdylib, or a crate's cdylib \
+                 built with `xla_ffi::export_registry!` and without PyO3)"
+            } else {
+                ""
+            };
+            Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {reason}{hint}"))
         })?;
         let symbol = ffi::XLA_FFI_RS_REGISTRY_SYMBOL;
         // SAFETY: the symbol, if present, is `export_registry!`'s function of this

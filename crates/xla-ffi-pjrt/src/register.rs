@@ -45,10 +45,12 @@ pub struct Registered {
 /// (`XLA_FFI_Handler_Register`).
 ///
 /// Every error names the plugin, the library and the target or type, and the cause
-/// (the plugin's own message and code when it refused).
+/// (the plugin's own message and code when it refused). A `platform` not among
+/// [`FFI_PLATFORMS`] (`"tpu"`) is refused first ([`ErrorKind::Platform`]).
 pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<Registered, Error> {
     let plugin = api.name();
     let shown = lib.shown();
+    check_platform(api, platform, &format!("cannot register the handlers of {shown}"))?;
     check_pjrt_version(api, &format!("cannot register the handlers of {shown}"))?;
     let ext = api.ffi_extension()?;
     let Some(register_handler) = ext.register_handler else {
@@ -131,6 +133,29 @@ pub fn register(api: &PjrtApi, lib: &HandlerLibrary, platform: &str) -> Result<R
     Ok(done)
 }
 
+/// XLA's names of the platforms whose plugins run FFI handlers, compared without
+/// case: CPU plugins take `"Host"` or `"cpu"`, the CUDA and ROCm plugins
+/// `"CUDA"` and `"ROCM"`.
+pub const FFI_PLATFORMS: [&str; 4] = ["Host", "cpu", "CUDA", "ROCM"];
+
+/// Refuses a platform name that no plugin runs FFI handlers for (`"tpu"`: XLA:TPU
+/// runs none; a typo): XLA would take the registration and never call it, and
+/// [`register`] would report success with no target registered.
+fn check_platform(api: &PjrtApi, platform: &str, what: &str) -> Result<(), Error> {
+    if FFI_PLATFORMS.iter().any(|p| p.eq_ignore_ascii_case(platform)) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Platform,
+        format!(
+            "{}: platform {platform:?} runs no FFI handlers; expected one of {} (XLA's names of the platforms \
+             whose plugins run FFI handlers, any case; XLA:TPU runs none); {what}",
+            api.name(),
+            FFI_PLATFORMS.map(|p| format!("{p:?}")).join(", ")
+        ),
+    ))
+}
+
 /// Refuses a PJRT API older than [`MIN_PJRT_API_VERSION`] (or of another major).
 pub(crate) fn check_pjrt_version(api: &PjrtApi, what: &str) -> Result<(), Error> {
     let (major, minor) = api.version();
@@ -168,6 +193,7 @@ fn runtime(api: &PjrtApi, register_handler: sys::PJRT_FFI_Register_Handler, plat
 /// The plugin's XLA FFI runtime version for `platform`, read through the probe
 /// (see [`register`]); for a host that wants to report it before registering.
 pub fn ffi_api_version(api: &PjrtApi, platform: &str) -> Result<(i32, i32), Error> {
+    check_platform(api, platform, "cannot read its XLA FFI runtime's version")?;
     check_pjrt_version(api, "cannot read its XLA FFI runtime's version")?;
     let ext = api.ffi_extension()?;
     let Some(register_handler) = ext.register_handler else {

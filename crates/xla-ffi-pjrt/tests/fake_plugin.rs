@@ -376,3 +376,28 @@ fn user_data_ids_from_another_plugin_are_checked() {
     assert!(second.calls().iter().all(|c| !matches!(c, FakeCall::ExtUserDataAdd { .. })));
     drop(first);
 }
+
+/// Before the fix `register(&api, &lib, "tpu")` returned `Ok` with no target (the
+/// library's handlers are host or device ones, and "tpu" is not a CPU name): a
+/// host learnt nothing until its program failed to compile. Now a platform that
+/// runs no FFI handlers is refused before anything reaches the plugin, as
+/// Python's `register_targets` refuses it.
+#[test]
+fn a_platform_without_ffi_handlers_is_refused() {
+    let fake = FakePlugin::new(FakeConfig::default());
+    let api = api(&fake);
+    for platform in ["tpu", "TPU", "", "cpu0", "gpu"] {
+        let e = register(&api, &library(), platform).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Platform, "{platform}: {e}");
+        let m = e.message();
+        assert!(m.starts_with(&format!("fake_plugin.so: platform {platform:?} runs no FFI handlers")), "{m}");
+        assert!(m.contains("\"Host\", \"cpu\", \"CUDA\", \"ROCM\""), "{m}");
+        let e = xla_ffi_pjrt::ffi_api_version(&api, platform).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Platform, "{e}");
+    }
+    assert!(fake.calls().is_empty(), "{:?}", fake.calls().len());
+    // Every name of FFI_PLATFORMS, in any case, is taken.
+    for platform in xla_ffi_pjrt::FFI_PLATFORMS.iter().chain(&["HOST", "Cpu", "cuda", "rocm"]) {
+        register(&api, &library(), platform).unwrap();
+    }
+}

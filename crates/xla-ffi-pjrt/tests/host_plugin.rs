@@ -128,7 +128,8 @@ fn compile_errors_and_bad_inputs_are_errors() {
     assert!(err.to_string().contains("host_test.nowhere"), "{err}");
     let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
     let err = exe.execute(&[f32s(&[1.0, 2.0])]).unwrap_err();
-    assert!(matches!(err, ClientError::Pjrt { .. }), "{err}");
+    assert!(matches!(err, ClientError::Input { .. }), "{err}");
+    assert_eq!(err.to_string(), "input 0: expected float32[4], got float32[2]");
     let (major, minor) = plugin.api_version();
     assert!(major == 0 && minor >= 106, "{major}.{minor}");
     let (min, current) = plugin.stablehlo_versions().unwrap();
@@ -150,4 +151,44 @@ fn a_context_of_another_plugin_is_refused() {
     let err = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap_err();
     assert!(matches!(err, ClientError::Input { .. }), "{err}");
     assert!(err.to_string().contains("fake_plugin.so") && err.to_string().contains("execute context"), "{err}");
+}
+
+/// Before the fix `execute` checked inputs by byte size only (the plugin's own
+/// check): an `int32[4]` ran as the `float32[4]` it has the bytes of, and a
+/// `float32[2,2]` as a `float32[4]`. Now the compiled program's parameter types
+/// (read from the plugin's optimized module) are checked first, by count, element
+/// type and dimensions, naming the input.
+#[test]
+fn inputs_are_checked_against_the_compiled_parameters() {
+    let Some((plugin, _)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
+    let params: Vec<String> = exe.parameters().unwrap().iter().map(ToString::to_string).collect();
+    assert_eq!(params, ["float32[4]"]);
+    let ints =
+        HostArray::new(ElementType::S32, vec![4], [1i32, 2, 3, 4].iter().flat_map(|v| v.to_le_bytes()).collect());
+    let err = exe.execute(&[ints.unwrap()]).unwrap_err();
+    assert!(matches!(err, ClientError::Input { .. }), "{err}");
+    assert_eq!(err.to_string(), "input 0: expected float32[4], got int32[4]");
+    let square = HostArray::new(ElementType::F32, vec![2, 2], f32s(&[1.0; 4]).into_data()).unwrap();
+    assert_eq!(exe.execute(&[square]).unwrap_err().to_string(), "input 0: expected float32[4], got float32[2,2]");
+    let err = exe.execute(&[f32s(&[1.0; 4]), f32s(&[1.0; 4])]).unwrap_err();
+    assert_eq!(err.to_string(), "the program takes 1 inputs (float32[4]), got 2");
+    assert_eq!(exe.execute(&[]).unwrap_err().to_string(), "the program takes 1 inputs (float32[4]), got 0");
+
+    // Several parameters of several types, a scalar and a zero-sized one.
+    let text = "module @m {\n  func.func public @main(%a: tensor<f64>, %b: tensor<2x0xbf16>, %c: tensor<3xi8>, \
+                %d: tensor<2xi1>) -> tensor<f64> {\n    return %a : tensor<f64>\n  }\n}\n";
+    let exe = client.compile(text.as_bytes(), "mlir").unwrap();
+    let params: Vec<String> = exe.parameters().unwrap().iter().map(ToString::to_string).collect();
+    assert_eq!(params, ["float64[]", "bfloat16[2,0]", "int8[3]", "bool[2]"]);
+    let a = HostArray::new(ElementType::F64, vec![], 2.5f64.to_le_bytes().to_vec()).unwrap();
+    let b = HostArray::new(ElementType::BF16, vec![2, 0], vec![]).unwrap();
+    let c = HostArray::new(ElementType::S8, vec![3], vec![1, 2, 3]).unwrap();
+    let d = HostArray::new(ElementType::Pred, vec![2], vec![1, 0]).unwrap();
+    let out = exe.execute(&[a.clone(), b.clone(), c.clone(), d.clone()]).unwrap();
+    assert_eq!(out[0].data(), 2.5f64.to_le_bytes());
+    let u8s = HostArray::new(ElementType::U8, vec![3], vec![1, 2, 3]).unwrap();
+    let err = exe.execute(&[a, b, u8s, d]).unwrap_err();
+    assert_eq!(err.to_string(), "input 2: expected int8[3], got uint8[3]");
 }

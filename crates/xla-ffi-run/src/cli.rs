@@ -1,5 +1,6 @@
 //! Command-line arguments.
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 pub const HELP: &str = "\
@@ -15,7 +16,8 @@ ARGUMENTS:
     INPUT.npy         One .npy file per input, in the order of the function's flattened
                       arguments. Each is checked (element type and shape) against the
                       exported input of a jax.export file, or the argument of main in
-                      StableHLO text; for bytecode the plugin checks only the byte size.
+                      StableHLO text; for bytecode, against the compiled program's
+                      parameters as the plugin reports them (PJRT's optimized program).
 
 OPTIONS:
     --plugin PATH     A PJRT plugin: a shared library exporting GetPjrtApi (for example
@@ -60,27 +62,51 @@ pub enum Command {
     Version,
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Command, String> {
+/// `--flag=value` split at its first `=` (the value may be any path, also one
+/// that is not UTF-8); `None` for anything else.
+fn split_inline(arg: &OsStr) -> Option<(String, OsString)> {
+    let bytes = arg.as_encoded_bytes();
+    let at = bytes.iter().position(|&b| b == b'=')?;
+    let flag = std::str::from_utf8(&bytes[..at]).ok().filter(|f| f.starts_with("--"))?;
+    #[cfg(unix)]
+    let value = {
+        use std::os::unix::ffi::OsStrExt;
+        OsStr::from_bytes(&bytes[at + 1..]).to_os_string()
+    };
+    #[cfg(not(unix))]
+    let value = OsString::from(String::from_utf8_lossy(&bytes[at + 1..]).into_owned());
+    Some((flag.to_string(), value))
+}
+
+/// Parses the arguments after the program name. They are `OsString`s: a path
+/// need not be UTF-8 (`std::env::args` would panic on one).
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, String> {
     let mut plugin = None;
     let mut out = None;
     let mut handlers = Vec::new();
     let mut positional = Vec::new();
     let mut argv = argv.into_iter();
     while let Some(arg) = argv.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
+        let (flag, inline) = match split_inline(&arg) {
+            Some((f, v)) => (f, Some(v)),
+            None => (arg.to_string_lossy().into_owned(), None),
         };
         let mut value = |name: &str| {
             inline.clone().or_else(|| argv.next()).map(PathBuf::from).ok_or_else(|| format!("{name} needs a value"))
         };
+        let mut once = |slot: &mut Option<PathBuf>, name: &str| -> Result<(), String> {
+            let v = value(name)?;
+            if let Some(first) = slot.replace(v) {
+                return Err(format!("{name} is given twice (first {})", first.display()));
+            }
+            Ok(())
+        };
         match flag.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
-            "--plugin" => plugin = Some(value("--plugin")?),
+            "--plugin" => once(&mut plugin, "--plugin")?,
             "--handlers" => handlers.push(value("--handlers")?),
-            "--out" => out = Some(value("--out")?),
+            "--out" => once(&mut out, "--out")?,
             "--" => positional.extend(argv.by_ref().map(PathBuf::from)),
             f if f.starts_with('-') && f.len() > 1 => return Err(format!("unknown option {f}")),
             _ => positional.push(PathBuf::from(arg)),
@@ -98,7 +124,7 @@ mod tests {
     use super::*;
 
     fn run(args: &[&str]) -> Result<Args, String> {
-        match parse(args.iter().map(|s| s.to_string()))? {
+        match parse(args.iter().map(OsString::from))? {
             Command::Run(a) => Ok(a),
             _ => Err("not a run".into()),
         }
@@ -122,5 +148,29 @@ mod tests {
         assert!(run(&["--plugin", "p", "--out", "o"]).unwrap_err().contains("MODEL"));
         assert!(run(&["--plugin"]).unwrap_err().contains("needs a value"));
         assert!(run(&["--plugn", "p"]).unwrap_err().contains("unknown option --plugn"));
+    }
+
+    /// Before the fix the runner read its arguments with `std::env::args`, which
+    /// panics (exit 101) on an argument that is not UTF-8; a path may be any bytes.
+    #[cfg(unix)]
+    #[test]
+    fn paths_need_not_be_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = OsString::from_vec(b"in\xff.npy".to_vec());
+        let argv = [OsString::from("--plugin"), OsString::from("p.so"), "m.bin".into(), odd.clone()];
+        let mut out = OsString::from("--out=o\u{e9}");
+        out.push(OsString::from_vec(b"\xfe".to_vec()));
+        let Command::Run(a) = parse(argv.into_iter().chain([out])).unwrap() else { panic!("not a run") };
+        assert_eq!(a.inputs, vec![PathBuf::from(odd)]);
+        assert_eq!(a.out.as_os_str().as_encoded_bytes(), b"o\xc3\xa9\xfe");
+    }
+
+    #[test]
+    fn an_option_given_twice_is_an_error() {
+        let e = run(&["--plugin", "a.so", "--plugin=b.so", "m.bin", "--out", "o"]).unwrap_err();
+        assert_eq!(e, "--plugin is given twice (first a.so)");
+        assert!(run(&["--plugin", "a.so", "m.bin", "--out", "o", "--out", "p"])
+            .unwrap_err()
+            .contains("--out is given twice"));
     }
 }

@@ -16,7 +16,7 @@ mod signature;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match cli::parse(std::env::args().skip(1)) {
+    match cli::parse(std::env::args_os().skip(1)) {
         Ok(cli::Command::Help) => {
             print!("{}", cli::HELP);
             ExitCode::SUCCESS

@@ -38,8 +38,20 @@ pub fn run(args: &Args) -> Result<(), String> {
     check_stablehlo_version(&plugin, &model)?;
 
     let client = Client::new(&plugin).map_err(|e| e.to_string())?;
-    let executable =
-        client.compile(&model.code, "mlir").map_err(|e| explain_compile_error(e, &model, &plugin, &registered))?;
+    let executable = client
+        .compile(&model.code, "mlir")
+        .map_err(|e| explain_compile_error(&args.model, e, &model, &plugin, &registered))?;
+    if model.in_avals.is_none() {
+        // Bytecode, or text whose `main` the runner does not read: the module
+        // takes the inputs as given (no platform index, none dropped), so they
+        // are checked against the compiled program's parameters, which the
+        // plugin reports (PJRT_Executable_OptimizedProgram) where it can.
+        if let Some(parameters) = executable.parameters() {
+            let avals: Vec<Aval> =
+                parameters.iter().map(|p| Aval { element_type: p.element_type, dims: p.dims.clone() }).collect();
+            check_inputs(args, &avals, &inputs)?;
+        }
+    }
     let module_args = module_arguments(&model, inputs, client.platform_name())?;
     let results = executable.execute(&module_args).map_err(|e| e.to_string())?;
 
@@ -101,6 +113,7 @@ fn too_new(module: &[i64], current: &str) -> String {
 /// Names a missing target and lists the registered ones; explains a refusal of
 /// the bytecode's version.
 fn explain_compile_error(
+    path: &Path,
     err: ClientError,
     model: &Model,
     plugin: &Plugin,
@@ -120,17 +133,24 @@ fn explain_compile_error(
             };
             return format!(
                 "the program calls target '{target}', which no --handlers library registers; \
-                 registered targets: {list}\n  (plugin: {text})"
+                 registered targets: {list}; give the library that exports it with --handlers LIB.so \
+                 (a Python-free cdylib of handlers, built with xla_ffi::export_registry!)\n  (plugin: {text})"
             );
         }
     }
+    // The plugin says "this could indicate forward incompatibility" for any
+    // bytecode it cannot parse: blame the version only when it is newer (or the
+    // plugin does not say what it reads); a truncated or corrupt file is not.
     if text.contains("forward incompatib") || text.contains("newer than") {
         if let Some(module) = model::stablehlo_version(&model.code) {
-            let current = plugin.stablehlo_versions().map(|(_, c)| version(&c)).unwrap_or_else(|| "?".into());
-            return format!("{}\n  (plugin: {text})", too_new(&module, &current));
+            match plugin.stablehlo_versions() {
+                Some((_, current)) if module <= current => {}
+                Some((_, current)) => return format!("{}\n  (plugin: {text})", too_new(&module, &version(&current))),
+                None => return format!("{}\n  (plugin: {text})", too_new(&module, "?")),
+            }
         }
     }
-    format!("compiling {} ({}): {text}", model.kind, model.code.len())
+    format!("cannot compile {} ({}, {} bytes): {text}", path.display(), model.kind, model.code.len())
 }
 
 /// The module's arguments: the platform index (when exported for several

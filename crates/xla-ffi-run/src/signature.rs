@@ -2,8 +2,10 @@
 //!
 //! A `jax.export` serialization records its inputs (`in_avals`); StableHLO text
 //! carries them only in `main`'s signature (`func.func public @main(%arg0:
-//! tensor<8xf64>, ...)`). The plugin checks an argument only by its size in bytes,
-//! so without these an `int64[8]` input would run as `float64[8]`, reinterpreted.
+//! tensor<8xf64>, ...)`). The plugin checks an argument only by its size in bytes
+//! (`Executable::execute` checks the compiled program's parameters, where the
+//! plugin reports them); reading them here checks the inputs before compiling, and
+//! for a text whose signature is not read, the runner falls back on that check.
 
 use xla_ffi_pjrt::ElementType;
 

@@ -17,9 +17,11 @@
 mod array;
 mod error;
 mod plugin;
+mod program_shape;
 mod session;
 
 pub use array::{ElementType, HostArray};
 pub use error::ClientError;
 pub use plugin::{AttributeValue, Plugin};
+pub use program_shape::ArrayType;
 pub use session::{Client, Executable, COMPILE_OPTIONS_ONE_DEVICE};

@@ -5,6 +5,7 @@ use std::ptr;
 
 use super::array::byte_len;
 use super::plugin::bytes;
+use super::program_shape::{entry_parameters, ArrayType};
 use super::{ClientError, ElementType, HostArray, Plugin};
 use crate::sys::client as sys;
 
@@ -112,7 +113,7 @@ impl Client {
         let err = unsafe { compile(&mut args) };
         self.plugin.check(err, "PJRT_Client_Compile")?;
         // Destroyed on drop, also if counting its outputs fails below.
-        let mut executable = Executable { client: self, raw: args.executable, num_outputs: 0 };
+        let mut executable = Executable { client: self, raw: args.executable, num_outputs: 0, parameters: None };
 
         let get = self.plugin.slot(api.PJRT_LoadedExecutable_GetExecutable, "PJRT_LoadedExecutable_GetExecutable")?;
         let mut args: sys::PJRT_LoadedExecutable_GetExecutable_Args = sys::args();
@@ -127,6 +128,9 @@ impl Client {
         // SAFETY: a valid argument struct naming the executable just obtained.
         let err = unsafe { count(&mut args) };
         executable.num_outputs = args.num_outputs;
+        if err.is_null() {
+            executable.parameters = self.parameters_of(inner);
+        }
         if let Some(destroy) = api.PJRT_Executable_Destroy {
             let mut args: sys::PJRT_Executable_Destroy_Args = sys::args();
             args.executable = inner;
@@ -136,6 +140,42 @@ impl Client {
         }
         self.plugin.check(err, "PJRT_Executable_NumOutputs")?;
         Ok(executable)
+    }
+
+    /// The parameter types of a compiled program, from its optimized module
+    /// (`PJRT_Executable_OptimizedProgram`), or `None` when the plugin cannot say
+    /// (no such function, an error, a module this crate cannot read, a parameter
+    /// that is not a static array of an [`ElementType`]).
+    fn parameters_of(&self, executable: *mut sys::PJRT_Executable) -> Option<Vec<ArrayType>> {
+        let optimized = self.plugin.api().PJRT_Executable_OptimizedProgram?;
+        let mut program: sys::PJRT_Program = sys::args();
+        let mut args: sys::PJRT_Executable_OptimizedProgram_Args = sys::args();
+        args.executable = executable;
+        args.program = &mut program;
+        // SAFETY: valid argument structs naming a live executable; with
+        // `program.code` null the plugin only sets `code_size` and `format`.
+        let err = unsafe { optimized(&mut args) };
+        self.plugin.check(err, "PJRT_Executable_OptimizedProgram").ok()?;
+        // PJRT refuses modules of 2 GiB or more; a larger size is not one.
+        if program.code_size >= 1 << 31 {
+            return None;
+        }
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast();
+        args.program = &mut program;
+        // SAFETY: as above, now with `code_size` writable bytes at `code`, which
+        // the plugin fills (and refuses if the module no longer fits).
+        let err = unsafe { optimized(&mut args) };
+        self.plugin.check(err, "PJRT_Executable_OptimizedProgram").ok()?;
+        code.truncate(program.code_size);
+        let format = if program.format.is_null() {
+            ""
+        } else {
+            // SAFETY: the plugin's format string, `format_size` bytes that live
+            // with the plugin (a constant of it).
+            std::str::from_utf8(unsafe { bytes(program.format.cast(), program.format_size) }).unwrap_or("")
+        };
+        entry_parameters(&code, format).ok()?.into_iter().collect()
     }
 
     /// Copies a host array to the device.
@@ -261,6 +301,7 @@ pub struct Executable<'c> {
     client: &'c Client,
     raw: *mut sys::PJRT_LoadedExecutable,
     num_outputs: usize,
+    parameters: Option<Vec<ArrayType>>,
 }
 
 impl std::fmt::Debug for Executable<'_> {
@@ -275,8 +316,40 @@ impl Executable<'_> {
         self.num_outputs
     }
 
+    /// The types of the arrays a run takes, in order, as the compiled program
+    /// declares them (read from its optimized module); `None` when the plugin
+    /// cannot say (it lacks `PJRT_Executable_OptimizedProgram`, or a parameter is
+    /// not a static array of an [`ElementType`]). Then a run checks only what the
+    /// plugin checks: each input's size in bytes.
+    pub fn parameters(&self) -> Option<&[ArrayType]> {
+        self.parameters.as_deref()
+    }
+
+    /// Refuses inputs that do not match [`Executable::parameters`] (count, then
+    /// each one's element type and dimensions): the plugin compares byte sizes
+    /// only, and would run an `int32[4]` as the `float32[4]` it has the bytes of.
+    fn check_inputs(&self, inputs: &[HostArray]) -> Result<(), ClientError> {
+        let Some(parameters) = &self.parameters else { return Ok(()) };
+        let list = || parameters.iter().map(ArrayType::to_string).collect::<Vec<_>>().join(", ");
+        if parameters.len() != inputs.len() {
+            return Err(ClientError::Input {
+                message: format!("the program takes {} inputs ({}), got {}", parameters.len(), list(), inputs.len()),
+            });
+        }
+        for (i, (expected, input)) in parameters.iter().zip(inputs).enumerate() {
+            if expected.element_type != input.element_type() || expected.dims != input.dims() {
+                let got = ArrayType { element_type: input.element_type(), dims: input.dims().to_vec() };
+                return Err(ClientError::Input { message: format!("input {i}: expected {expected}, got {got}") });
+            }
+        }
+        Ok(())
+    }
+
     /// Runs the program on host arrays (copied to the device) and copies its
-    /// results back. Errors of the handlers the program calls come back as
+    /// results back. Inputs that do not match [`Executable::parameters`] (their
+    /// count, an element type or dimensions) are refused first with
+    /// [`ClientError::Input`], naming the input, what was expected and what was
+    /// got. Errors of the handlers the program calls come back as
     /// [`ClientError::Pjrt`] with their code and message.
     pub fn execute(&self, inputs: &[HostArray]) -> Result<Vec<HostArray>, ClientError> {
         self.execute_with(inputs, None)
@@ -305,6 +378,7 @@ impl Executable<'_> {
                 });
             }
         }
+        self.check_inputs(inputs)?;
         let execute = plugin.slot(plugin.api().PJRT_LoadedExecutable_Execute, "PJRT_LoadedExecutable_Execute")?;
         let buffers = inputs.iter().map(|a| client.buffer_from_host(a)).collect::<Result<Vec<_>, _>>()?;
         let arguments: Vec<*mut sys::PJRT_Buffer> = buffers.iter().map(|b| b.raw).collect();

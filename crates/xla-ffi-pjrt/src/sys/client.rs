@@ -123,7 +123,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_SizeOfGeneratedCodeInBytes: Slot,
     pub PJRT_Executable_GetCostAnalysis: Slot,
     pub PJRT_Executable_OutputMemoryKinds: Slot,
-    pub PJRT_Executable_OptimizedProgram: Slot,
+    pub PJRT_Executable_OptimizedProgram: Call<PJRT_Executable_OptimizedProgram_Args>,
     pub PJRT_Executable_Serialize: Slot,
 
     pub PJRT_LoadedExecutable_Destroy: Call<PJRT_LoadedExecutable_Destroy_Args>,
@@ -392,6 +392,17 @@ pub struct PJRT_Executable_NumOutputs_Args {
     pub num_outputs: usize,
 }
 
+/// `PJRT_Executable_OptimizedProgram_Args` (PJRT 0.81 as in 0.115): called
+/// with `program.code` null, the plugin sets `code_size` (and `format`); called
+/// again with `code_size` writable bytes, it writes the serialized module there.
+#[repr(C)]
+pub struct PJRT_Executable_OptimizedProgram_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub executable: *mut PJRT_Executable,
+    pub program: *mut PJRT_Program,
+}
+
 #[repr(C)]
 pub struct PJRT_ExecuteOptions {
     pub struct_size: usize,
@@ -520,6 +531,7 @@ zeroed_args!(
     PJRT_LoadedExecutable_GetExecutable_Args,
     PJRT_Executable_Destroy_Args,
     PJRT_Executable_NumOutputs_Args,
+    PJRT_Executable_OptimizedProgram_Args,
     PJRT_ExecuteOptions,
     PJRT_LoadedExecutable_Execute_Args,
     PJRT_Buffer_Destroy_Args,
@@ -542,6 +554,7 @@ mod tests {
         assert_eq!(offset_of!(PJRT_Api, PJRT_Error_Destroy), 40);
         assert_eq!(offset_of!(PJRT_Api, PJRT_Client_Create), 40 + 10 * 8);
         assert_eq!(offset_of!(PJRT_Api, PJRT_Client_Compile), 40 + 20 * 8);
+        assert_eq!(offset_of!(PJRT_Api, PJRT_Executable_OptimizedProgram), 40 + 48 * 8);
         assert_eq!(offset_of!(PJRT_Api, PJRT_LoadedExecutable_Execute), 40 + 55 * 8);
         assert_eq!(offset_of!(PJRT_Api, PJRT_Buffer_ToHostBuffer), 40 + 70 * 8);
         assert_eq!(offset_of!(PJRT_Api, PJRT_ExecuteContext_Create), 40 + 98 * 8);
@@ -558,5 +571,7 @@ mod tests {
         assert_eq!(size_of::<PJRT_NamedValue>(), 56);
         assert_eq!(size_of::<PJRT_Buffer_ToHostBuffer_Args>(), 56);
         assert_eq!(size_of::<PJRT_Client_Compile_Args>(), 56);
+        assert_eq!(size_of::<PJRT_Executable_OptimizedProgram_Args>(), 32);
+        assert_eq!(size_of::<PJRT_Program>(), 48);
     }
 }
