@@ -166,3 +166,33 @@ def test_a_bad_element_of_an_array_attribute_is_named(kind, value, error, words)
     with pytest.raises(error, match=r"test\.attribute_values: attribute 'a'") as info:
         lowered_text(lowered_op(kind), value)
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ([1.0, 2.0], "expected a hashable value (a number, bool, str or a tuple of them), got list; pass a tuple"),
+        (np.ones(2, np.float32), "got ndarray; pass a tuple"),
+        ({"a": 1}, "got dict"),
+    ],
+    ids=["list", "ndarray", "dict"],
+)
+def test_an_undeclared_op_names_the_target_and_attribute_jax_cannot_hash(value, words) -> None:
+    # JAX's own words were "unhashable type: 'list'", naming neither.
+    op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
+    x = np.ones(2, np.float32)
+    for call in (lambda: op(x, factor=value), lambda: jax.jit(lambda x: op(x, factor=value)[0])(x)):
+        with pytest.raises(TypeError, match=r"^xla_ffi_rs\.examples\.scale: attribute 'factor': ") as info:
+            call()
+        assert words in str(info.value)
+
+
+def test_an_undeclared_op_names_the_target_and_a_traced_attribute() -> None:
+    # JAX's words named the primitive and the param, but not the target, nor what to do.
+    op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
+    x = np.ones(2, np.float32)
+    with pytest.raises(
+        TypeError, match=r"^xla_ffi_rs\.examples\.scale: attribute .factor. is traced .*a static argument under jax\.jit"
+    ):
+        jax.jit(lambda x, f: op(x, factor=f)[0])(x, np.float32(2.0))
+    assert np.array_equal(op(x, factor=np.float32(2.0))[0], 2 * x)

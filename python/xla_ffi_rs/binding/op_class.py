@@ -24,6 +24,7 @@ from xla_ffi_rs._compat import (
     NOT_MAPPED,
     Primitive,
     ShapedArray,
+    Tracer,
     abstract_token,
     ad,
     batching,
@@ -182,8 +183,30 @@ class Op:
         if self.declaration is not None:
             params = self.declaration.params(params)
             operands = self.declaration.present(operands)
+        else:
+            self._check_params(params)
         self._check_operands(operands)
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
+
+    def _check_params(self, params: Mapping[str, Any]) -> None:
+        """TypeError naming the op (its targets) and the param for a value JAX cannot
+        keep as an equation's parameter: a traced one, or one that is not hashable
+        (a list, a dict, a NumPy array), where JAX's words name neither."""
+        where = ", ".join(sorted(set(self.targets.values()))) or self.name
+        for name, value in params.items():
+            if isinstance(value, Tracer):
+                raise TypeError(
+                    f"{where}: attribute {name!r} is traced ({type(value).__name__}); it must be a Python value "
+                    "known when tracing (a static argument under jax.jit)"
+                )
+            try:
+                hash(value)
+            except TypeError:
+                hint = "; pass a tuple" if isinstance(value, (list, np.ndarray)) else ""
+                raise TypeError(
+                    f"{where}: attribute {name!r}: expected a hashable value (a number, bool, str or a tuple of "
+                    f"them), got {type(value).__name__}{hint}"
+                ) from None
 
     def _check_operands(self, operands: Sequence[Any]) -> None:
         """TypeError (or ValueError) naming the op and the operand for an operand JAX
