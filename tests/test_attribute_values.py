@@ -192,7 +192,8 @@ def test_an_undeclared_op_names_the_target_and_a_traced_attribute() -> None:
     op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
     x = np.ones(2, np.float32)
     with pytest.raises(
-        TypeError, match=r"^xla_ffi_rs\.examples\.scale: attribute .factor. is traced .*a static argument under jax\.jit"
+        TypeError,
+        match=r"^xla_ffi_rs\.examples\.scale: attribute .factor. is traced .*a static argument under jax\.jit",
     ):
         jax.jit(lambda x, f: op(x, factor=f)[0])(x, np.float32(2.0))
     assert np.array_equal(op(x, factor=np.float32(2.0))[0], 2 * x)
