@@ -36,6 +36,12 @@ def _got(value: Any) -> str:
         if value.dtype.kind == "O":
             kinds = sorted({type(v).__name__ for v in np.asarray(value).ravel()[:1000]})
             return "an array of objects (" + " or ".join(kinds) + ")" if kinds else "an empty array of objects"
+        if not value.dtype.isnative:
+            # A FITS file's arrays, say: the dtype is JAX's, the byte order is not.
+            return (
+                f"an array of {value.dtype.name} in non-native byte order ({value.dtype.str}), which JAX does not "
+                "read (pass x.astype(x.dtype.newbyteorder('=')))"
+            )
         return f"an array of {value.dtype.name}, which JAX has no dtype for"
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__} (pass np.asarray(...) or jnp.asarray(...) of it)"
