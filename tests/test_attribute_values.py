@@ -197,3 +197,17 @@ def test_an_undeclared_op_names_the_target_and_a_traced_attribute() -> None:
     ):
         jax.jit(lambda x, f: op(x, factor=f)[0])(x, np.float32(2.0))
     assert np.array_equal(op(x, factor=np.float32(2.0))[0], 2 * x)
+
+
+def test_a_str_utf8_cannot_encode_is_named_not_called_a_wrong_type() -> None:
+    # JAX's conversion refused it as "expected a number, bool, str, ... got str".
+    words = (
+        r"attribute '(a|factor)': expected a str UTF-8 can encode, got one with the lone surrogate '\\udcff' at index 2"
+    )
+    with pytest.raises(ValueError, match=r"^test\.attribute_values: " + words):
+        lowered_text(lowered_op("str"), "ab\udcff")
+    op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
+    with pytest.raises(ValueError, match=r"^xla_ffi_rs\.examples\.scale: " + words):
+        jax.jit(lambda x: op(x, factor="ab\udcff")[0]).lower(np.ones(2, np.float32))
+    # A NUL and non-ASCII text are passed whole (MLIR's escapes), not cut or refused.
+    assert 'a = "a\\00b\\C3\\A9"' in lowered_text(lowered_op("str"), "a\x00bé")

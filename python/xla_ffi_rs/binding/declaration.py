@@ -217,6 +217,7 @@ def _convert(target: str, name: str, kind: str, value: Any, where: str | None = 
     if kind == "str":
         if not isinstance(value, str):
             raise TypeError(f"{where}: expected a str, got {_what(value)}")
+        check_utf8(where, value)
         return value
     if kind in _FLOATS:
         if is_bool or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -265,6 +266,19 @@ def _convert_sequence(target: str, name: str, inner: str, value: list[Any] | tup
             raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got a bool at element {i}")
         out.append(_convert(target, name, inner, v, where=f"{where} element {i}"))
     return tuple(out)
+
+
+def check_utf8(where: str, value: str) -> None:
+    """ValueError naming ``where`` for a str UTF-8 cannot encode (a lone surrogate,
+    from ``os.fsdecode`` of a non-UTF-8 file name, say): an MLIR string attribute is
+    UTF-8, and JAX's conversion would refuse it in words that name a str as expected."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{where}: expected a str UTF-8 can encode, got one with the lone surrogate "
+            f"{value[e.start]!a} at index {e.start}"
+        ) from None
 
 
 def _enum(target: str, name: str, enum: Mapping[str, Any], value: Any) -> int:

@@ -34,7 +34,7 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
-from xla_ffi_rs.binding.declaration import Declaration
+from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.operands import check_operands
 
 __all__ = [
@@ -614,6 +614,8 @@ def _checked_attributes(target: str, attributes: Mapping[str, Any]) -> Mapping[s
     attribute, where JAX's own words name neither (``Python int too large to
     convert to C long``, ``No attribute handler defined for type``)."""
     for name, value in attributes.items():
+        if isinstance(value, str):
+            check_utf8(f"{target}: attribute {name!r}", value)
         try:
             mlir.ir_attribute(value)
         except OverflowError:
