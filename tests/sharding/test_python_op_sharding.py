@@ -167,6 +167,29 @@ def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
     np.testing.assert_allclose(np.asarray(got), np.moveaxis(x, in_axes, 0) * w, rtol=1e-15)
 
 
+@pytest.mark.parametrize("spec", [P("a"), P("a", None), P(None, "b")], ids=str)
+@pytest.mark.parametrize("use", ["sum", "grad", "grad_of_sum_twice"])
+def test_a_row_result_inside_vmap_over_explicit_axes_takes_further_jnp(spec: P, use: str) -> None:
+    """Inside vmap over a batch split on explicit axes, each row is whole: the op's
+    result was typed on no mesh, and the next jnp call on it (a sum, the sum in a
+    grad) raised JAX's "Resource axis: a of P('a', None) is not found in mesh: ()",
+    naming no op."""
+    op = python_op(np.sin, abstract_eval=lambda x: x, name="row_sin")
+    op.def_jvp_rule(lambda p, t: (op(p[0]), jax.numpy.cos(p[0]) * t[0]))
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    x = np.random.default_rng(3).normal(size=(8, 6))
+    xs = jax.device_put(x, NamedSharding(mesh, spec))
+    if use == "sum":
+        got, want = jax.jit(jax.vmap(lambda r: op(r).sum()))(xs), np.sin(x).sum(axis=1)
+    elif use == "grad":
+        got, want = jax.jit(jax.vmap(jax.grad(lambda r: op(r).sum())))(xs), np.cos(x)
+    else:
+        got = jax.jit(jax.vmap(jax.grad(lambda r: (op(r).sum() * op(r)).sum())))(xs)
+        s = np.sin(x).sum(axis=1, keepdims=True)
+        want = 2 * s * np.cos(x)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
+
+
 @pytest.mark.parametrize(
     ("w", "batched_out", "words"),
     [

@@ -397,7 +397,22 @@ class Op:
         specs = [explicit_spec(a) for a in avals]
         typed_in = [(a, s) for a, s in zip(avals, specs, strict=True) if s is not None]
         if not typed_in:
-            return outs
+            # No operand is split, but they are typed on a mesh with explicit axes (a
+            # row inside vmap of a split batch): the results are whole on that mesh,
+            # as jnp's would be. Left on no mesh, vmap put the batch axis's mesh axis
+            # into a sharding without that mesh ("Resource axis: data ... is not found
+            # in mesh: ()") at the next jnp call.
+            mesh = next((m for m in map(_explicit_mesh, avals) if m is not None), None)
+            if mesh is None:
+                return outs
+            return [
+                out
+                if _explicit_mesh(out) is not None
+                else out.update(
+                    sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * out.ndim))
+                )
+                for out in outs
+            ]
         mesh = typed_in[0][0].sharding.mesh
         batched_in, batched_out = self.batched(len(avals), len(outs), **params)
         n_batch = self.batch_dims(*avals, **params)
@@ -478,6 +493,13 @@ def _lower_jnp(ctx: Any, formula: Callable[..., Any], index: int, operands: Sequ
     """Lower ``formula(*operands, **params)`` as the op's result ``index``."""
     lower = mlir.lower_fun(lambda *ops: (formula(*ops, **params),), multiple_results=True)
     return lower(ctx.replace(primitive=None, avals_out=[ctx.avals_out[index]]), *operands)[0]
+
+
+def _explicit_mesh(aval: ShapedArray) -> Any:
+    """The mesh in ``aval``'s type when it has an explicit axis, else None."""
+    mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
+    types = getattr(mesh, "axis_types", None) or ()
+    return mesh if any(t == jax.sharding.AxisType.Explicit for t in types) else None
 
 
 def explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
