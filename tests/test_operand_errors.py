@@ -27,6 +27,8 @@ BAD: list[tuple[str, Any, str]] = [
     ("dict", {"a": 1.0}, "got dict"),
     # Was "an array of float32, which JAX has no dtype for": float32 is JAX's, its byte order is not.
     ("big-endian array", np.arange(3.0, dtype=">f4"), "an array of float32 in non-native byte order (>f4)"),
+    # Was JAX's "Argument 'operands[0]' ... is not a valid JAX type", naming no op.
+    ("ShapeDtypeStruct", jax.ShapeDtypeStruct((2, 3), jnp.float32), "got a jax.ShapeDtypeStruct float32[2,3], a shape"),
 ]
 
 

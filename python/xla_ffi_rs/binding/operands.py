@@ -57,6 +57,13 @@ def check_operands(label: str, names: Sequence[str], operands: Sequence[Any]) ->
         if isinstance(x, (jax.Array, Tracer)) or hasattr(x, "__jax_array__"):
             continue
         which = f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
+        if isinstance(x, jax.ShapeDtypeStruct):
+            # jax.typeof reads it, so JAX's own refusal came later, naming no op.
+            shape = ",".join(str(d) for d in x.shape)
+            raise TypeError(
+                f"{label}: {which}: expected {EXPECTED}, got a jax.ShapeDtypeStruct {np.dtype(x.dtype).name}[{shape}], "
+                "a shape and dtype without values (jax.eval_shape takes it, to compute result shapes)"
+            )
         try:
             jax.typeof(x)
         except OverflowError:
