@@ -153,6 +153,28 @@ def test_vmap_of_a_vectorized_op_with_an_unbatched_weight(partitioner: str, in_a
     assert all(a[0] == b[0] and a[0] < x.shape[in_axes] for a, b in shapes), shapes
 
 
+@pytest.mark.parametrize("use", ["vmap", "vmap_of_grad"])
+def test_a_vmapped_scalar_function_runs_on_each_shard(partitioner: str, use: str) -> None:
+    """A vectorized op with num_batch_dims=1 written for one element and vmapped (the
+    usual JAX pattern) was refused at the call ("operand 0 has shape (), of rank below
+    1"), though the call vmap makes carries the batch axis in front; it now runs,
+    each device on its own shard, with no all-gather."""
+    rec = Recorder()
+    op = python_op(rec, abstract_eval=lambda x: x, vectorized=True, num_batch_dims=1, name=f"scalar_{partitioner}")
+    op.def_jvp_rule(lambda p, t: (op(p[0]), (2 * p[0] * op(p[0]) - 2 / np.sqrt(np.pi)) * t[0]))
+    mesh = jax.make_mesh((8,), ("a",))
+    x = np.random.default_rng(4).uniform(-1, 3, 16)
+    xs = jax.device_put(x, NamedSharding(mesh, P("a")))
+    one = op if use == "vmap" else jax.grad(op)
+    f = jax.jit(jax.vmap(one))
+    hlo = f.lower(xs).compile().as_text() or ""
+    assert TARGET in hlo and "all-gather" not in hlo and "all-to-all" not in hlo
+    y = scipy.special.erfcx(x)
+    want = y if use == "vmap" else 2 * x * y - 2 / np.sqrt(np.pi)
+    np.testing.assert_allclose(np.asarray(f(xs)), want, rtol=1e-13)
+    assert {s for s, _ in rec.calls} == {(2,)}, rec.calls
+
+
 @pytest.mark.parametrize("in_axes", [0, 1, 2])
 def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
     """vmap of an op without ``vectorized`` loops with ``lax.map``, which refuses a
