@@ -652,3 +652,6 @@ def test_a_scalar_function_with_num_batch_dims_is_vmapped() -> None:
     with pytest.raises(ValueError, match=r"scalar_sin2: num_batch_dims=2: operand 0 has shape \(6,\), of rank below 2"):
         jax.vmap(two)(x)
     np.testing.assert_allclose(np.asarray(jax.vmap(jax.vmap(two))(x.reshape(2, 3))), np.sin(x).reshape(2, 3))
+    per_element = python_op(np.sin, abstract_eval=lambda x: x, num_batch_dims=1, name="scalar_sin1")
+    with pytest.raises(ValueError, match=r"scalar_sin1: .* no value of the call has the batch axes: .*vectorized=True"):
+        jax.vmap(per_element)(x)
