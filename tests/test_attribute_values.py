@@ -159,8 +159,20 @@ def test_integers_a_float_array_holds_are_passed_exactly() -> None:
         ("array<f64>", [1.5, np.ones(2)], TypeError, "got a nested ndarray at element 1"),
         ("array<f64>", [0.5, "1"], TypeError, "element 1: expected a float (f64), got str"),
         ("array<bool>", [True, 1], TypeError, "element 1: expected a bool, got int"),
+        ("array<f64>", np.array([0, 2**53 + 1]), ValueError, "element 1: expected a float (f64), got integer"),
+        ("array<i32>", np.array([1.0, 2.5]), TypeError, "element 0: expected an integer (i32), got float"),
     ],
-    ids=["i64_beyond", "u8_beyond", "f64_huge_int", "nested_list", "nested_array", "str", "int_for_bool"],
+    ids=[
+        "i64_beyond",
+        "u8_beyond",
+        "f64_huge_int",
+        "nested_list",
+        "nested_array",
+        "str",
+        "int_for_bool",
+        "f64_ndarray",
+        "i32_float_ndarray",
+    ],
 )
 def test_a_bad_element_of_an_array_attribute_is_named(kind, value, error, words) -> None:
     with pytest.raises(error, match=r"test\.attribute_values: attribute 'a'") as info:

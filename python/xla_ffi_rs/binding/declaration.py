@@ -208,7 +208,7 @@ def _convert(target: str, name: str, kind: str, value: Any, where: str | None = 
             raise TypeError(f"{where}: expected a sequence of {inner}, got {_what(value)}") from None
         if items.ndim != 1 or items.dtype.kind not in "biuf" or (items.dtype.kind == "b" and inner != "bool"):
             raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got {_what(value)} {items.dtype.name}")
-        return tuple(_convert(target, name, inner, v.item()) for v in items)
+        return tuple(_convert(target, name, inner, v.item(), where=f"{where} element {i}") for i, v in enumerate(items))
     is_bool = isinstance(value, (bool, np.bool_))
     if kind == "bool":
         if not is_bool:
