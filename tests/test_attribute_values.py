@@ -122,3 +122,104 @@ def test_an_undeclared_op_names_the_target_and_attribute_jax_cannot_convert(valu
         assert "xla_ffi_rs.demo.sleep_scale: attribute 'delay_ms': " in str(info.value)
         assert words in str(info.value)
     np.testing.assert_array_equal(op(x, delay_ms=np.uint64(0))[0], 2 * x)  # a value it takes
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "words"),
+    [
+        ("array<f64>", [2**53 + 1, 0.5], "got integer 9007199254740993, not exactly a float64"),
+        ("array<f64>", (0.5, np.int64(-(2**53) - 1)), "got integer -9007199254740993, not exactly a float64"),
+        ("array<f32>", (2**24 + 1, 0.5), "got integer 16777217, not exactly a float32"),
+    ],
+    ids=["f64_list", "f64_tuple_numpy_int", "f32_tuple"],
+)
+def test_an_integer_in_a_float_array_is_refused_not_rounded(kind, value, words) -> None:
+    # np.asarray([2**53 + 1, 0.5]) is float64 [2**53, 0.5]: the element must be
+    # checked before NumPy makes one dtype of the list, as a scalar attribute is.
+    index = next(i for i, v in enumerate(value) if isinstance(v, (int, np.integer)))
+    with pytest.raises(ValueError, match=rf"test\.attribute_values: attribute 'a' element {index}: expected a float"):
+        lowered_text(lowered_op(kind), value)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        lowered_text(lowered_op(kind), value)
+
+
+def test_integers_a_float_array_holds_are_passed_exactly() -> None:
+    line = lowered_text(lowered_op("array<f64>"), [2**53, np.int64(-3), np.float32(0.5)])
+    bits = f"0x{np.float64(2**53).view(np.uint64):X}"
+    assert f"a = dense<[{bits}, -3.000000e+00, 5.000000e-01]> : tensor<3xf64>" in line
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "error", "words"),
+    [
+        ("array<i64>", [2**63, -1], ValueError, "element 0: expected an integer in [-9223372036854775808, "),
+        ("array<u8>", [255, 256], ValueError, "element 1: expected an integer in [0, 255] (u8), got 256"),
+        ("array<f64>", [0.5, 10**400], ValueError, "element 1: expected a float (f64), got an integer beyond"),
+        ("array<f64>", [[1.0, 2.0]], TypeError, "expected a 1-D sequence of f64, got a nested list at element 0"),
+        ("array<f64>", [1.5, np.ones(2)], TypeError, "got a nested ndarray at element 1"),
+        ("array<f64>", [0.5, "1"], TypeError, "element 1: expected a float (f64), got str"),
+        ("array<bool>", [True, 1], TypeError, "element 1: expected a bool, got int"),
+        ("array<f64>", np.array([0, 2**53 + 1]), ValueError, "element 1: expected a float (f64), got integer"),
+        ("array<i32>", np.array([1.0, 2.5]), TypeError, "element 0: expected an integer (i32), got float"),
+    ],
+    ids=[
+        "i64_beyond",
+        "u8_beyond",
+        "f64_huge_int",
+        "nested_list",
+        "nested_array",
+        "str",
+        "int_for_bool",
+        "f64_ndarray",
+        "i32_float_ndarray",
+    ],
+)
+def test_a_bad_element_of_an_array_attribute_is_named(kind, value, error, words) -> None:
+    with pytest.raises(error, match=r"test\.attribute_values: attribute 'a'") as info:
+        lowered_text(lowered_op(kind), value)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ([1.0, 2.0], "expected a hashable value (a number, bool, str or a tuple of them), got list; pass a tuple"),
+        (np.ones(2, np.float32), "got ndarray; pass a tuple"),
+        ({"a": 1}, "got dict"),
+    ],
+    ids=["list", "ndarray", "dict"],
+)
+def test_an_undeclared_op_names_the_target_and_attribute_jax_cannot_hash(value, words) -> None:
+    # JAX's own words were "unhashable type: 'list'", naming neither.
+    op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
+    x = np.ones(2, np.float32)
+    for call in (lambda: op(x, factor=value), lambda: jax.jit(lambda x: op(x, factor=value)[0])(x)):
+        with pytest.raises(TypeError, match=r"^xla_ffi_rs\.examples\.scale: attribute 'factor': ") as info:
+            call()
+        assert words in str(info.value)
+
+
+def test_an_undeclared_op_names_the_target_and_a_traced_attribute() -> None:
+    # JAX's words named the primitive and the param, but not the target, nor what to do.
+    op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
+    x = np.ones(2, np.float32)
+    with pytest.raises(
+        TypeError,
+        match=r"^xla_ffi_rs\.examples\.scale: attribute .factor. is traced .*a static argument under jax\.jit",
+    ):
+        jax.jit(lambda x, f: op(x, factor=f)[0])(x, np.float32(2.0))
+    assert np.array_equal(op(x, factor=np.float32(2.0))[0], 2 * x)
+
+
+def test_a_str_utf8_cannot_encode_is_named_not_called_a_wrong_type() -> None:
+    # JAX's conversion refused it as "expected a number, bool, str, ... got str".
+    words = (
+        r"attribute '(a|factor)': expected a str UTF-8 can encode, got one with the lone surrogate '\\udcff' at index 2"
+    )
+    with pytest.raises(ValueError, match=r"^test\.attribute_values: " + words):
+        lowered_text(lowered_op("str"), "ab\udcff")
+    op = binding.Op("raw_scale", abstract_eval=lambda x, **p: [x], targets={"cpu": "xla_ffi_rs.examples.scale"})
+    with pytest.raises(ValueError, match=r"^xla_ffi_rs\.examples\.scale: " + words):
+        jax.jit(lambda x: op(x, factor="ab\udcff")[0]).lower(np.ones(2, np.float32))
+    # A NUL and non-ASCII text are passed whole (MLIR's escapes), not cut or refused.
+    assert 'a = "a\\00b\\C3\\A9"' in lowered_text(lowered_op("str"), "a\x00bé")

@@ -25,6 +25,10 @@ BAD: list[tuple[str, Any, str]] = [
     ("string", "abc", "got str"),
     ("list", [1.0, 2.0], "a list (pass np.asarray"),
     ("dict", {"a": 1.0}, "got dict"),
+    # Was "an array of float32, which JAX has no dtype for": float32 is JAX's, its byte order is not.
+    ("big-endian array", np.arange(3.0, dtype=">f4"), "an array of float32 in non-native byte order (>f4)"),
+    # Was JAX's "Argument 'operands[0]' ... is not a valid JAX type", naming no op.
+    ("ShapeDtypeStruct", jax.ShapeDtypeStruct((2, 3), jnp.float32), "got a jax.ShapeDtypeStruct float32[2,3], a shape"),
 ]
 
 
@@ -95,3 +99,9 @@ def test_readable_operands_still_run(scale_op: Op) -> None:
     assert y.dtype == jnp.bfloat16
     with pytest.raises(TypeError, match=r"operand 0 \(x\): expected dtype float32, got int32"):
         scale_op(np.arange(3, dtype=np.int32), factor=2.0)
+
+
+def test_the_byte_order_hint_gives_an_operand_that_runs() -> None:
+    x = np.arange(4.0, dtype=">f4")
+    native = x.astype(x.dtype.newbyteorder("="))
+    np.testing.assert_array_equal(np.asarray(_pop()(native, native)), np.arange(4.0) ** 2)

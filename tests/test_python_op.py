@@ -624,3 +624,34 @@ def test_a_call_abstract_eval_cannot_take_names_the_op_and_what_it_got() -> None
     errors = python_op(np.sin, abstract_eval=lambda x: x.no_such_attribute, name="inner_error")
     with pytest.raises(AttributeError, match="no_such_attribute"):  # an error inside abstract_eval is its own
         errors(jnp.ones(2))
+
+
+def test_a_scalar_function_with_num_batch_dims_is_vmapped() -> None:
+    """vmap of a vectorized op with num_batch_dims=1 called on one element (a
+    scalar) makes one call with the batch axis in front: it was refused at the call
+    (the element's rank 0 is below 1). A call that is still below the rank (outside
+    vmap, or num_batch_dims above the vmap levels) is refused, naming the op."""
+    kv = python_op(
+        lambda x, *, v: scipy.special.kv(v, x),
+        abstract_eval=lambda x, *, v: x,
+        vectorized=True,
+        num_batch_dims=1,
+        name="scalar_kv",
+    )
+    kv.def_jvp_rule(lambda p, t, *, v: (kv(p[0], v=v), -0.5 * (kv(p[0], v=v - 1) + kv(p[0], v=v + 1)) * t[0]))
+    x = np.linspace(0.5, 4.0, 6)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(lambda s: kv(s, v=1.5)))(x)), scipy.special.kv(1.5, x))
+    want = -0.5 * (scipy.special.kv(0.5, x) + scipy.special.kv(2.5, x))
+    np.testing.assert_allclose(np.asarray(jax.vmap(jax.grad(lambda s: kv(s, v=1.5)))(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(jax.vmap(jax.vmap(lambda s: kv(s, v=1.5)))(x.reshape(2, 3))), scipy.special.kv(1.5, x).reshape(2, 3)
+    )
+    with pytest.raises(ValueError, match=r"scalar_kv: num_batch_dims=1: operand 0 has shape \(\), of rank below 1"):
+        kv(np.float32(1.0), v=1.5)
+    two = python_op(np.sin, abstract_eval=lambda x: x, vectorized=True, num_batch_dims=2, name="scalar_sin2")
+    with pytest.raises(ValueError, match=r"scalar_sin2: num_batch_dims=2: operand 0 has shape \(6,\), of rank below 2"):
+        jax.vmap(two)(x)
+    np.testing.assert_allclose(np.asarray(jax.vmap(jax.vmap(two))(x.reshape(2, 3))), np.sin(x).reshape(2, 3))
+    per_element = python_op(np.sin, abstract_eval=lambda x: x, num_batch_dims=1, name="scalar_sin1")
+    with pytest.raises(ValueError, match=r"scalar_sin1: .* no value of the call has the batch axes: .*vectorized=True"):
+        jax.vmap(per_element)(x)

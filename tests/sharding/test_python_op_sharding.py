@@ -153,6 +153,28 @@ def test_vmap_of_a_vectorized_op_with_an_unbatched_weight(partitioner: str, in_a
     assert all(a[0] == b[0] and a[0] < x.shape[in_axes] for a, b in shapes), shapes
 
 
+@pytest.mark.parametrize("use", ["vmap", "vmap_of_grad"])
+def test_a_vmapped_scalar_function_runs_on_each_shard(partitioner: str, use: str) -> None:
+    """A vectorized op with num_batch_dims=1 written for one element and vmapped (the
+    usual JAX pattern) was refused at the call ("operand 0 has shape (), of rank below
+    1"), though the call vmap makes carries the batch axis in front; it now runs,
+    each device on its own shard, with no all-gather."""
+    rec = Recorder()
+    op = python_op(rec, abstract_eval=lambda x: x, vectorized=True, num_batch_dims=1, name=f"scalar_{partitioner}")
+    op.def_jvp_rule(lambda p, t: (op(p[0]), (2 * p[0] * op(p[0]) - 2 / np.sqrt(np.pi)) * t[0]))
+    mesh = jax.make_mesh((8,), ("a",))
+    x = np.random.default_rng(4).uniform(-1, 3, 16)
+    xs = jax.device_put(x, NamedSharding(mesh, P("a")))
+    one = op if use == "vmap" else jax.grad(op)
+    f = jax.jit(jax.vmap(one))
+    hlo = f.lower(xs).compile().as_text() or ""
+    assert TARGET in hlo and "all-gather" not in hlo and "all-to-all" not in hlo
+    y = scipy.special.erfcx(x)
+    want = y if use == "vmap" else 2 * x * y - 2 / np.sqrt(np.pi)
+    np.testing.assert_allclose(np.asarray(f(xs)), want, rtol=1e-13)
+    assert {s for s, _ in rec.calls} == {(2,)}, rec.calls
+
+
 @pytest.mark.parametrize("in_axes", [0, 1, 2])
 def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
     """vmap of an op without ``vectorized`` loops with ``lax.map``, which refuses a
@@ -165,6 +187,29 @@ def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
     w = np.arange(1.0, 7.0)[: x.shape[2]] if in_axes != 2 else np.float64(3.0)
     got = jax.jit(jax.vmap(op, in_axes=(in_axes, None)))(xs, w)
     np.testing.assert_allclose(np.asarray(got), np.moveaxis(x, in_axes, 0) * w, rtol=1e-15)
+
+
+@pytest.mark.parametrize("spec", [P("a"), P("a", None), P(None, "b")], ids=str)
+@pytest.mark.parametrize("use", ["sum", "grad", "grad_of_sum_twice"])
+def test_a_row_result_inside_vmap_over_explicit_axes_takes_further_jnp(spec: P, use: str) -> None:
+    """Inside vmap over a batch split on explicit axes, each row is whole: the op's
+    result was typed on no mesh, and the next jnp call on it (a sum, the sum in a
+    grad) raised JAX's "Resource axis: a of P('a', None) is not found in mesh: ()",
+    naming no op."""
+    op = python_op(np.sin, abstract_eval=lambda x: x, name="row_sin")
+    op.def_jvp_rule(lambda p, t: (op(p[0]), jax.numpy.cos(p[0]) * t[0]))
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    x = np.random.default_rng(3).normal(size=(8, 6))
+    xs = jax.device_put(x, NamedSharding(mesh, spec))
+    if use == "sum":
+        got, want = jax.jit(jax.vmap(lambda r: op(r).sum()))(xs), np.sin(x).sum(axis=1)
+    elif use == "grad":
+        got, want = jax.jit(jax.vmap(jax.grad(lambda r: op(r).sum())))(xs), np.cos(x)
+    else:
+        got = jax.jit(jax.vmap(jax.grad(lambda r: (op(r).sum() * op(r)).sum())))(xs)
+        s = np.sin(x).sum(axis=1, keepdims=True)
+        want = 2 * s * np.cos(x)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
 
 
 @pytest.mark.parametrize(

@@ -192,8 +192,8 @@ def _what(value: Any) -> str:
     return type(value).__name__
 
 
-def _convert(target: str, name: str, kind: str, value: Any) -> Any:
-    where = f"{target}: attribute {name!r}"
+def _convert(target: str, name: str, kind: str, value: Any, where: str | None = None) -> Any:
+    where = where or f"{target}: attribute {name!r}"
     if isinstance(value, Tracer):
         raise TypeError(
             f"{where} ({kind}) is traced ({_what(value)}); it must be a Python value known when tracing "
@@ -203,16 +203,15 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
         return dict_attributes.checked(target, name, value)
     if kind.startswith("array<") and kind.endswith(">"):
         inner = kind[6:-1]
+        if isinstance(value, (list, tuple)):
+            return _convert_sequence(target, name, inner, value)
         try:
             items = np.asarray(value)
         except (TypeError, ValueError):
             raise TypeError(f"{where}: expected a sequence of {inner}, got {_what(value)}") from None
         if items.ndim != 1 or items.dtype.kind not in "biuf" or (items.dtype.kind == "b" and inner != "bool"):
             raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got {_what(value)} {items.dtype.name}")
-        if inner != "bool" and isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value):
-            # NumPy reads a bool among numbers as 0 or 1; the handler would not.
-            raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got a bool element")
-        return tuple(_convert(target, name, inner, v.item()) for v in items)
+        return tuple(_convert(target, name, inner, v.item(), where=f"{where} element {i}") for i, v in enumerate(items))
     is_bool = isinstance(value, (bool, np.bool_))
     if kind == "bool":
         if not is_bool:
@@ -221,6 +220,7 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
     if kind == "str":
         if not isinstance(value, str):
             raise TypeError(f"{where}: expected a str, got {_what(value)}")
+        check_utf8(where, value)
         return value
     if kind in _FLOATS:
         if is_bool or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -248,6 +248,40 @@ def _convert(target: str, name: str, kind: str, value: Any) -> Any:
             raise ValueError(f"{where}: expected an integer in [{info.min}, {info.max}] ({kind}), got {int(value)}")
         return int(value)
     raise TypeError(f"{where}: attribute type {kind!r} is not supported by binding.op")
+
+
+def _convert_sequence(target: str, name: str, inner: str, value: list[Any] | tuple[Any, ...]) -> tuple[Any, ...]:
+    """A list or tuple for an ``array<inner>`` attribute, each element checked as a
+    scalar attribute of type ``inner`` is (an integer a float type cannot hold
+    exactly refused, not rounded): ``np.asarray`` would first make one dtype of
+    them all, rounding ``[2**53 + 1, 0.5]`` to float64 before any check."""
+    where = f"{target}: attribute {name!r}"
+    out = []
+    for i, v in enumerate(value):
+        if not isinstance(v, (Tracer, str, bytes, int, float, complex, np.generic)) and hasattr(v, "__array__"):
+            v = np.asarray(v)
+            if v.ndim == 0:
+                v = v[()]
+        if isinstance(v, (list, tuple, np.ndarray)):
+            raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got a nested {_what(v)} at element {i}")
+        if inner != "bool" and isinstance(v, (bool, np.bool_)):
+            # NumPy reads a bool among numbers as 0 or 1; the handler would not.
+            raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got a bool at element {i}")
+        out.append(_convert(target, name, inner, v, where=f"{where} element {i}"))
+    return tuple(out)
+
+
+def check_utf8(where: str, value: str) -> None:
+    """ValueError naming ``where`` for a str UTF-8 cannot encode (a lone surrogate,
+    from ``os.fsdecode`` of a non-UTF-8 file name, say): an MLIR string attribute is
+    UTF-8, and JAX's conversion would refuse it in words that name a str as expected."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{where}: expected a str UTF-8 can encode, got one with the lone surrogate "
+            f"{value[e.start]!a} at index {e.start}"
+        ) from None
 
 
 def _enum(target: str, name: str, enum: Mapping[str, Any], value: Any) -> int:

@@ -24,6 +24,7 @@ from xla_ffi_rs._compat import (
     NOT_MAPPED,
     Primitive,
     ShapedArray,
+    Tracer,
     abstract_token,
     ad,
     batching,
@@ -33,7 +34,7 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
-from xla_ffi_rs.binding.declaration import Declaration
+from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.operands import check_operands
 
 __all__ = [
@@ -182,8 +183,30 @@ class Op:
         if self.declaration is not None:
             params = self.declaration.params(params)
             operands = self.declaration.present(operands)
+        else:
+            self._check_params(params)
         self._check_operands(operands)
         return tuple(self.primitive.bind(*_match_varying(operands), **params))
+
+    def _check_params(self, params: Mapping[str, Any]) -> None:
+        """TypeError naming the op (its targets) and the param for a value JAX cannot
+        keep as an equation's parameter: a traced one, or one that is not hashable
+        (a list, a dict, a NumPy array), where JAX's words name neither."""
+        where = ", ".join(sorted(set(self.targets.values()))) or self.name
+        for name, value in params.items():
+            if isinstance(value, Tracer):
+                raise TypeError(
+                    f"{where}: attribute {name!r} is traced ({type(value).__name__}); it must be a Python value "
+                    "known when tracing (a static argument under jax.jit)"
+                )
+            try:
+                hash(value)
+            except TypeError:
+                hint = "; pass a tuple" if isinstance(value, (list, np.ndarray)) else ""
+                raise TypeError(
+                    f"{where}: attribute {name!r}: expected a hashable value (a number, bool, str or a tuple of "
+                    f"them), got {type(value).__name__}{hint}"
+                ) from None
 
     def _check_operands(self, operands: Sequence[Any]) -> None:
         """TypeError (or ValueError) naming the op and the operand for an operand JAX
@@ -374,7 +397,22 @@ class Op:
         specs = [explicit_spec(a) for a in avals]
         typed_in = [(a, s) for a, s in zip(avals, specs, strict=True) if s is not None]
         if not typed_in:
-            return outs
+            # No operand is split, but they are typed on a mesh with explicit axes (a
+            # row inside vmap of a split batch): the results are whole on that mesh,
+            # as jnp's would be. Left on no mesh, vmap put the batch axis's mesh axis
+            # into a sharding without that mesh ("Resource axis: data ... is not found
+            # in mesh: ()") at the next jnp call.
+            mesh = next((m for m in map(_explicit_mesh, avals) if m is not None), None)
+            if mesh is None:
+                return outs
+            return [
+                out
+                if _explicit_mesh(out) is not None
+                else out.update(
+                    sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * out.ndim))
+                )
+                for out in outs
+            ]
         mesh = typed_in[0][0].sharding.mesh
         batched_in, batched_out = self.batched(len(avals), len(outs), **params)
         n_batch = self.batch_dims(*avals, **params)
@@ -455,6 +493,13 @@ def _lower_jnp(ctx: Any, formula: Callable[..., Any], index: int, operands: Sequ
     """Lower ``formula(*operands, **params)`` as the op's result ``index``."""
     lower = mlir.lower_fun(lambda *ops: (formula(*ops, **params),), multiple_results=True)
     return lower(ctx.replace(primitive=None, avals_out=[ctx.avals_out[index]]), *operands)[0]
+
+
+def _explicit_mesh(aval: ShapedArray) -> Any:
+    """The mesh in ``aval``'s type when it has an explicit axis, else None."""
+    mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
+    types = getattr(mesh, "axis_types", None) or ()
+    return mesh if any(t == jax.sharding.AxisType.Explicit for t in types) else None
 
 
 def explicit_spec(aval: ShapedArray) -> tuple[Any, ...] | None:
@@ -591,6 +636,8 @@ def _checked_attributes(target: str, attributes: Mapping[str, Any]) -> Mapping[s
     attribute, where JAX's own words name neither (``Python int too large to
     convert to C long``, ``No attribute handler defined for type``)."""
     for name, value in attributes.items():
+        if isinstance(value, str):
+            check_utf8(f"{target}: attribute {name!r}", value)
         try:
             mlir.ir_attribute(value)
         except OverflowError:

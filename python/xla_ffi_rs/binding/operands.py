@@ -36,6 +36,12 @@ def _got(value: Any) -> str:
         if value.dtype.kind == "O":
             kinds = sorted({type(v).__name__ for v in np.asarray(value).ravel()[:1000]})
             return "an array of objects (" + " or ".join(kinds) + ")" if kinds else "an empty array of objects"
+        if not value.dtype.isnative:
+            # A FITS file's arrays, say: the dtype is JAX's, the byte order is not.
+            return (
+                f"an array of {value.dtype.name} in non-native byte order ({value.dtype.str}), which JAX does not "
+                "read (pass x.astype(x.dtype.newbyteorder('=')))"
+            )
         return f"an array of {value.dtype.name}, which JAX has no dtype for"
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__} (pass np.asarray(...) or jnp.asarray(...) of it)"
@@ -51,6 +57,13 @@ def check_operands(label: str, names: Sequence[str], operands: Sequence[Any]) ->
         if isinstance(x, (jax.Array, Tracer)) or hasattr(x, "__jax_array__"):
             continue
         which = f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
+        if isinstance(x, jax.ShapeDtypeStruct):
+            # jax.typeof reads it, so JAX's own refusal came later, naming no op.
+            shape = ",".join(str(d) for d in x.shape)
+            raise TypeError(
+                f"{label}: {which}: expected {EXPECTED}, got a jax.ShapeDtypeStruct {np.dtype(x.dtype).name}[{shape}], "
+                "a shape and dtype without values (jax.eval_shape takes it, to compute result shapes)"
+            )
         try:
             jax.typeof(x)
         except OverflowError:

@@ -131,6 +131,14 @@ def check_batch_axes(
     if not values:
         return
     first, shape = values[0]
+    if all(len(s) < k for _, s in values):
+        # Nothing has batch axes: the batched= hint below would not help.
+        raise ValueError(
+            f"{name}: num_batch_dims={k}: {first} has shape {tuple(shape)}, of rank below {k}, and no value of the "
+            "call has the batch axes: call the op on arrays with the batch axes in front (under vmap, "
+            "vectorized=True makes one call with the vmap axes in front; without it the function is called per "
+            "element)"
+        )
     for what, s in values:
         if len(s) < k:
             problem = f"has shape {tuple(s)}, of rank below {k}"

@@ -210,7 +210,9 @@ class PythonOp(Op):
         frozen = freeze(params)
         single = self._single.get(frozen)
         if single is None:
-            self._abstract_eval(*(jax.typeof(x) for x in operands), **params)
+            # Not the batch-axes check: under vmap these are one element's avals, while
+            # the call the batching rule binds carries the vmap axes (checked there).
+            self._avals([jax.typeof(x) for x in operands], params, check_batch_axes_too=False)
             single = self._single[frozen]
         return single
 
@@ -221,6 +223,11 @@ class PythonOp(Op):
     # -- abstract evaluation and lowering -----------------------------------
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        return self._avals(avals, params)
+
+    def _avals(
+        self, avals: Sequence[ShapedArray], params: dict[str, Any], check_batch_axes_too: bool = True
+    ) -> list[ShapedArray]:
         for i, a in enumerate(avals):
             check_operand_dtype(self.name, i, a)
         batch = tuple(params.get(_BATCH, ()))
@@ -256,9 +263,13 @@ class PythonOp(Op):
                 f"{self.name}: batched gives flags for {len(self._batched[1])} results, abstract_eval gave "
                 f"{len(results)}"
             )
-        if self.num_batch_dims:
+        if self.num_batch_dims and check_batch_axes_too:
+            # The shapes of the call as bound, vmap axes in front (vectorized under
+            # vmap), with the flags the partitioner gets there (see _batch_layout): a
+            # scalar function vmapped has its batch axes from vmap.
+            nbd, flags = _batch_layout(self.num_batch_dims, self._batched, len(batch))
             check_batch_axes(
-                self.name, self.num_batch_dims, self._batched, [a.shape for a in inner], [s for s, _ in results]
+                self.name, nbd or 0, flags, [(*batch, *a.shape) for a in inner], [(*batch, *s) for s, _ in results]
             )
         return [ShapedArray((*batch, *s), d) for s, d in results]
 
