@@ -53,6 +53,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Var
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
@@ -67,6 +69,7 @@ from xla_ffi_rs._compat import (
     set_batching_rule,
 )
 from xla_ffi_rs._validation import array_like, check_real_or_integer
+from xla_ffi_rs.binding.op_class import explicit_spec
 
 __all__ = [
     "kepler",
@@ -407,6 +410,26 @@ kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, kepler_tangent_jnp))
 kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, kepler_cotangent_jnp))
 
 
+def _same_sharding(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``m`` and ``e`` (of one shape) split alike on a mesh with explicit axes: as
+    jax splits ``m + e`` (``m``'s split where the two conflict). The targets take
+    elementwise operands, and their derivative ops type each result like the
+    operands: a replicated or differently split ``e`` (one eccentricity for many
+    times) would give ``grad`` a cotangent of ``e``'s broadcast typed unlike it,
+    which JAX refuses. Here the broadcast's own transpose brings it back to
+    ``e``'s type. Elsewhere (auto axes, one device) the identity."""
+    specs = [explicit_spec(jax.typeof(a)) for a in (m, e)]
+    if specs[0] == specs[1]:
+        return m, e
+    try:
+        spec = explicit_spec(jax.eval_shape(jnp.add, m, e))
+    except Exception:  # splits jax cannot combine: m's
+        spec = specs[0]
+    mesh = jax.typeof(m if specs[0] is not None else e).sharding.mesh
+    sharding = NamedSharding(mesh, P(*(spec or ())))
+    return tuple(a if s == spec else jax.sharding.reshard(a, sharding) for a, s in zip((m, e), specs))  # type: ignore[return-value]
+
+
 def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """Solve Kepler's equation for the eccentric anomaly E.
 
@@ -468,6 +491,6 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
         raise ValueError(
             f"kepler: mean_anomaly and eccentricity: expected broadcastable shapes, got {m.shape} and {e.shape}"
         ) from None
-    m, e = jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape)
+    m, e = _same_sharding(jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape))
     sin_e, cos_e = kepler_op(m, e)
     return sin_e.astype(dtype), cos_e.astype(dtype)
