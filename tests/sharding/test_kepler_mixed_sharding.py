@@ -55,9 +55,8 @@ def test_grad_of_each_operand_is_typed_like_it(
     u = (c - 0.5 * s) / (1 - np.broadcast_to(e, m_shape) * c)  # d loss / dM per element (dE/dM = 1 / (1 - e cos E))
     want_m, want_e = u, _sum_to(s * u, e_shape)
     # Without jit, jax needs the mesh as context on explicit axes (for jnp ops too).
-    set_mesh = getattr(jax, "set_mesh", None) or jax.sharding.use_mesh
     for grad, jitted in ((jax.grad(loss, argnums=(0, 1)), False), (jax.jit(jax.grad(loss, argnums=(0, 1))), True)):
-        with contextlib.nullcontext() if jitted else set_mesh(the_mesh):
+        with contextlib.nullcontext() if jitted else jax.set_mesh(the_mesh):
             g_m, g_e = grad(*args)
         close(g_m, want_m, "d/dM (grad)")
         close(g_e, want_e, "d/de (grad)")

@@ -427,7 +427,9 @@ def _same_sharding(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
         spec = specs[0]
     mesh = jax.typeof(m if specs[0] is not None else e).sharding.mesh
     sharding = NamedSharding(mesh, P(*(spec or ())))
-    return tuple(a if s == spec else jax.sharding.reshard(a, sharding) for a, s in zip((m, e), specs))  # type: ignore[return-value]
+    m_out: jax.Array = m if specs[0] == spec else jax.sharding.reshard(m, sharding)
+    e_out: jax.Array = e if specs[1] == spec else jax.sharding.reshard(e, sharding)
+    return m_out, e_out
 
 
 def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array, jax.Array]:
