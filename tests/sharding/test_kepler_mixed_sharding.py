@@ -70,3 +70,24 @@ def _sum_to(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """The transpose of broadcasting ``shape`` to ``a.shape``: sums over the axes added or stretched."""
     a = np.sum(a, axis=tuple(range(a.ndim - len(shape))))
     return np.sum(a, axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True).reshape(shape)
+
+
+def test_vmap_over_split_mean_anomaly_with_one_eccentricity() -> None:
+    """``vmap(kepler, in_axes=(0, None))``: the unbatched e is broadcast along the
+    batch axis split like M's, so the gradient of e is typed like e."""
+    rng = np.random.default_rng(5)
+    m, e = rng.uniform(-7, 7, (4, 16)), rng.uniform(0.05, 0.9, (16,))
+    the_mesh = mesh("2d")
+    args = (jax.device_put(m, NamedSharding(the_mesh, P("a", "b"))), jax.device_put(e, NamedSharding(the_mesh, P())))
+
+    def loss(m: jax.Array, e: jax.Array) -> jax.Array:
+        s, c = jax.vmap(xr.kepler, in_axes=(0, None))(m, e)
+        return jnp.sum(s + 0.5 * c)
+
+    big_e = kepler_solve_np(m, e)
+    s, c = np.sin(big_e), np.cos(big_e)
+    u = (c - 0.5 * s) / (1 - e * c)
+    g_m, g_e = jax.jit(jax.grad(loss, argnums=(0, 1)))(*args)
+    close(g_m, u, "d/dM (grad of vmap)")
+    close(g_e, _sum_to(s * u, e.shape), "d/de (grad of vmap)")
+    assert g_m.sharding.is_equivalent_to(args[0].sharding, 2), g_m.sharding
