@@ -410,26 +410,32 @@ kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, kepler_tangent_jnp))
 kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, kepler_cotangent_jnp))
 
 
-def _same_sharding(m: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``m`` and ``e`` (of one shape) split alike on a mesh with explicit axes: as
-    jax splits ``m + e`` (``m``'s split where the two conflict). The targets take
-    elementwise operands, and their derivative ops type each result like the
-    operands: a replicated or differently split ``e`` (one eccentricity for many
-    times) would give ``grad`` a cotangent of ``e``'s broadcast typed unlike it,
-    which JAX refuses. Here the broadcast's own transpose brings it back to
-    ``e``'s type. Elsewhere (auto axes, one device) the identity."""
+def _broadcast_alike(m: jax.Array, e: jax.Array, shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+    """``m`` and ``e`` broadcast to ``shape`` and, on a mesh with explicit axes, split
+    alike: as jax splits ``m + e`` (``m``'s split where the two conflict). The
+    targets take elementwise operands, and their derivative ops type each result
+    like the operands: a replicated or differently split ``e`` (one eccentricity
+    for many times) would give ``grad`` a cotangent of ``e``'s broadcast typed
+    unlike it, which JAX refuses. An operand of fewer elements is broadcast straight
+    into the split layout, so its cotangent is summed shard by shard (one small
+    all-reduce), never gathered. Elsewhere (auto axes, one device) plain broadcasts."""
     specs = [explicit_spec(jax.typeof(a)) for a in (m, e)]
-    if specs[0] == specs[1]:
-        return m, e
+    if specs == [None, None]:
+        return jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape)
     try:
         spec = explicit_spec(jax.eval_shape(jnp.add, m, e))
     except Exception:  # splits jax cannot combine: m's
-        spec = specs[0]
+        spec = explicit_spec(jax.eval_shape(lambda m: jnp.broadcast_to(m, shape), m))
     mesh = jax.typeof(m if specs[0] is not None else e).sharding.mesh
     sharding = NamedSharding(mesh, P(*(spec or ())))
-    m_out: jax.Array = m if specs[0] == spec else jax.sharding.reshard(m, sharding)
-    e_out: jax.Array = e if specs[1] == spec else jax.sharding.reshard(e, sharding)
-    return m_out, e_out
+
+    def alike(a: jax.Array, a_spec: Any) -> jax.Array:
+        if tuple(a.shape) != shape:
+            out: jax.Array = jnp.broadcast_to(a, shape, out_sharding=sharding)
+            return out
+        return a if a_spec == spec else jax.sharding.reshard(a, sharding)
+
+    return alike(m, specs[0]), alike(e, specs[1])
 
 
 def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array, jax.Array]:
@@ -493,6 +499,6 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
         raise ValueError(
             f"kepler: mean_anomaly and eccentricity: expected broadcastable shapes, got {m.shape} and {e.shape}"
         ) from None
-    m, e = _same_sharding(jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape))
+    m, e = _broadcast_alike(m, e, tuple(shape))
     sin_e, cos_e = kepler_op(m, e)
     return sin_e.astype(dtype), cos_e.astype(dtype)
