@@ -117,7 +117,8 @@ def known_unsplit(ctx: Any, aval: ShapedArray, axes: Sequence[int]) -> bool:
     """Whether the partitioner is sure to find ``axes`` of ``aval`` (an operand of the
     call being lowered) whole on every device: always outside SPMD; inside, only when
     every mesh axis still to be partitioned (not manual, of size > 1) is explicit, so
-    that ``aval``'s type is its sharding, and the type splits none of ``axes``.
+    that ``aval``'s type is its sharding, and the type splits none of ``axes`` (over
+    mesh axes of size 1 only, it splits nothing).
 
     On auto mesh axes the partitioner picks the shardings after lowering, so nothing
     is known and this is False.
@@ -136,7 +137,11 @@ def known_unsplit(ctx: Any, aval: ShapedArray, axes: Sequence[int]) -> bool:
         if sizes[name] > 1 and kind != jax.sharding.AxisType.Explicit and kind != jax.sharding.AxisType.Manual:
             return False
     spec = tuple(getattr(sharding, "spec", None) or ())
-    return all(i >= len(spec) or spec[i] is None for i in axes)
+
+    def unsplit(entry: Any) -> bool:  # no mesh axis, or only axes of size 1
+        return entry is None or all(sizes[a] == 1 for a in (entry if isinstance(entry, tuple) else (entry,)))
+
+    return all(i >= len(spec) or unsplit(spec[i]) for i in axes)
 
 
 @dataclass(frozen=True)

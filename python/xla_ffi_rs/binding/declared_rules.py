@@ -60,12 +60,12 @@ def batching_rule(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[BatchD
         if not decl.one_call or any(v and not b for v, b in zip(vmapped, batched_in, strict=True)):
             return _mapped(op, operands, dims, params), [0] * len(decl.results)
         moved = []
+        lead = _batch_axis_entry(operands, dims)
         for x, d, batched in zip(operands, dims, batched_in, strict=True):
             if d is not NOT_MAPPED:
                 x = jnp.moveaxis(x, d, 0)
             elif batched:
-                x = jnp.asarray(x)
-                x = jnp.broadcast_to(x, (size, *x.shape))
+                x = _split_like_batch(jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x))), lead)
             moved.append(x)
         outs = list(op(*moved, **params))
         for i, formula in op.reductions.items():
@@ -74,6 +74,35 @@ def batching_rule(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[BatchD
         return outs, [0] * len(outs)
 
     return rule
+
+
+def _batch_axis_entry(operands: Sequence[Any], dims: Sequence[BatchDim]) -> Any:
+    """The mesh axes that split the vmapped axis of the first vmapped operand, read
+    from its type (a mesh with explicit axes); None when unsplit or not typed."""
+    for x, d in zip(operands, dims, strict=True):
+        if d is not NOT_MAPPED:
+            spec = tuple(getattr(getattr(jax.typeof(x), "sharding", None), "spec", None) or ())
+            return spec[d] if d < len(spec) else None
+    return None
+
+
+def _split_like_batch(x: jax.Array, lead: Any) -> jax.Array:
+    """An unbatched operand broadcast along the batch axis, split there as the
+    vmapped operands are: the call's operands are then typed alike, and so are
+    the results of its transpose, which JAX requires of each cotangent (an
+    eccentricity shared by a vmapped, split mean anomaly). Left as it is where its
+    own split already uses those mesh axes."""
+    if lead is None:
+        return x
+    aval = jax.typeof(x)
+    spec = tuple(aval.sharding.spec or ()) + (None,) * (x.ndim - len(tuple(aval.sharding.spec or ())))
+    names = set(lead if isinstance(lead, tuple) else (lead,))
+    used = {a for entry in spec[1:] if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))}
+    if names & used:
+        return x
+    sharding = jax.sharding.NamedSharding(aval.sharding.mesh, jax.sharding.PartitionSpec(lead, *spec[1:]))
+    split: jax.Array = jax.sharding.reshard(x, sharding)
+    return split
 
 
 def _mapped(op: Any, operands: Sequence[Any], dims: Sequence[BatchDim], params: dict[str, Any]) -> list[Any]:

@@ -53,6 +53,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Var
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
@@ -67,6 +69,7 @@ from xla_ffi_rs._compat import (
     set_batching_rule,
 )
 from xla_ffi_rs._validation import array_like, check_real_or_integer
+from xla_ffi_rs.binding.op_class import explicit_spec
 
 __all__ = [
     "kepler",
@@ -407,6 +410,34 @@ kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, kepler_tangent_jnp))
 kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, kepler_cotangent_jnp))
 
 
+def _broadcast_alike(m: jax.Array, e: jax.Array, shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+    """``m`` and ``e`` broadcast to ``shape`` and, on a mesh with explicit axes, split
+    alike: as jax splits ``m + e`` (``m``'s split where the two conflict). The
+    targets take elementwise operands, and their derivative ops type each result
+    like the operands: a replicated or differently split ``e`` (one eccentricity
+    for many times) would give ``grad`` a cotangent of ``e``'s broadcast typed
+    unlike it, which JAX refuses. An operand of fewer elements is broadcast straight
+    into the split layout, so its cotangent is summed shard by shard (one small
+    all-reduce), never gathered. Elsewhere (auto axes, one device) plain broadcasts."""
+    specs = [explicit_spec(jax.typeof(a)) for a in (m, e)]
+    if specs == [None, None]:
+        return jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape)
+    try:
+        spec = explicit_spec(jax.eval_shape(jnp.add, m, e))
+    except Exception:  # splits jax cannot combine: m's
+        spec = explicit_spec(jax.eval_shape(lambda m: jnp.broadcast_to(m, shape), m))
+    mesh = jax.typeof(m if specs[0] is not None else e).sharding.mesh
+    sharding = NamedSharding(mesh, P(*(spec or ())))
+
+    def alike(a: jax.Array, a_spec: Any) -> jax.Array:
+        if tuple(a.shape) != shape:
+            out: jax.Array = jnp.broadcast_to(a, shape, out_sharding=sharding)
+            return out
+        return a if a_spec == spec else jax.sharding.reshard(a, sharding)
+
+    return alike(m, specs[0]), alike(e, specs[1])
+
+
 def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """Solve Kepler's equation for the eccentric anomaly E.
 
@@ -468,6 +499,6 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
         raise ValueError(
             f"kepler: mean_anomaly and eccentricity: expected broadcastable shapes, got {m.shape} and {e.shape}"
         ) from None
-    m, e = jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape)
+    m, e = _broadcast_alike(m, e, tuple(shape))
     sin_e, cos_e = kepler_op(m, e)
     return sin_e.astype(dtype), cos_e.astype(dtype)

@@ -80,7 +80,11 @@ def tensor_parallel_axes(x: Any, weight_ndim: int) -> tuple[str, ...] | None:
     spec = _spec(x)
     if spec is None or weight_ndim == 0:
         return None
-    return _axes(spec[len(spec) - weight_ndim :]) or None
+    # A mesh axis of size 1 (model parallelism of 1 under the model's usual specs)
+    # splits nothing: the rows are whole, and the kernel runs on them.
+    aval = x if isinstance(x, jax.ShapeDtypeStruct) else jax.typeof(x)
+    sizes = dict(aval.sharding.mesh.shape)
+    return tuple(a for a in _axes(spec[len(spec) - weight_ndim :]) if sizes[a] > 1) or None
 
 
 def like_normalized_axes(x: Any, w: jax.Array) -> jax.Array:
