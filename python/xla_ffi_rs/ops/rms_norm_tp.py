@@ -87,6 +87,22 @@ def tensor_parallel_axes(x: Any, weight_ndim: int) -> tuple[str, ...] | None:
     return tuple(a for a in _axes(spec[len(spec) - weight_ndim :]) if sizes[a] > 1) or None
 
 
+def _lay_out(w: jax.Array, sharding: NamedSharding) -> jax.Array:
+    """``w`` laid out as ``sharding`` says. A weight whose type names no mesh (made
+    outside it, a host array) is put there with ``device_put``: ``reshard``'s
+    transpose reshards the cotangent back to the mesh-less layout, which jax
+    cannot batch under ``vmap`` over a split axis
+    (``vmap(grad(.., argnums=weight))`` raised "Resource axis ... is not found in
+    mesh: ()")."""
+    if jax.typeof(w).sharding.mesh.empty:
+        # Its gradient comes back laid out as `sharding` (as reshard's did without
+        # vmap): nothing is gathered.
+        placed: jax.Array = jax.device_put(w, sharding)
+        return placed
+    laid_out: jax.Array = jax.sharding.reshard(w, sharding)
+    return laid_out
+
+
 def like_normalized_axes(x: Any, w: jax.Array) -> jax.Array:
     """``w`` (the weight, or its tangent) laid out like ``x``'s trailing
     (normalized) axes when ``x``'s type names mesh axes and ``w``'s layout is
@@ -98,8 +114,7 @@ def like_normalized_axes(x: Any, w: jax.Array) -> jax.Array:
     w_spec = tuple(spec[len(spec) - w.ndim :]) if w.ndim else ()
     if _spec(w) == (w_spec if _axes(w_spec) else None):
         return w
-    laid_out: jax.Array = jax.sharding.reshard(w, NamedSharding(jax.typeof(x).sharding.mesh, P(*w_spec)))
-    return laid_out
+    return _lay_out(w, NamedSharding(jax.typeof(x).sharding.mesh, P(*w_spec)))
 
 
 def _local_rms_norm(x: jax.Array, w: jax.Array, *, eps: float, axes: tuple[str, ...], size: int) -> jax.Array:
@@ -147,7 +162,7 @@ def _tensor_parallel(x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Arra
     if _spec(weight) != (tuple(w_spec) if _axes(tuple(w_spec)) else None):
         # Split (or replicated) otherwise: lay it out like x's normalized axes. From
         # a replicated weight this is a local slice; x never moves.
-        weight = jax.sharding.reshard(weight, NamedSharding(mesh, w_spec))
+        weight = _lay_out(weight, NamedSharding(mesh, w_spec))
     body = partial(_local_rms_norm, eps=eps, axes=axes, size=math.prod(weight.shape))
     shard_map = jax.shard_map if hasattr(jax, "shard_map") else _experimental_shard_map()
     fn = shard_map(body, mesh=mesh, in_specs=(x_spec, w_spec), out_specs=x_spec)
