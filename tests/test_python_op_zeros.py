@@ -155,13 +155,22 @@ def test_fixed_without_rules_still_says_there_is_no_rule() -> None:
     [
         ((-1,), ValueError, "fixed must hold distinct non-negative operand indices, got (-1,)"),
         ((0, 0), ValueError, "fixed must hold distinct non-negative operand indices, got (0, 0)"),
-        ((True,), ValueError, "fixed must hold distinct non-negative operand indices"),
+        ((True,), TypeError, "fixed must hold operand indices (ints, not names), got (True,)"),
+        (("x",), TypeError, "fixed must hold operand indices (ints, not names), got ('x',)"),
+        ("x", TypeError, "fixed must hold operand indices (ints, not names), got 'x'"),
+        ((0.0,), TypeError, "fixed must hold operand indices (ints, not names), got (0.0,)"),
         (0, TypeError, "fixed must be a sequence of operand indices, got 0"),
     ],
 )
 def test_bad_fixed_is_refused_at_construction(fixed, error, words) -> None:
     with pytest.raises(error, match="^python_op: " + words.replace("(", r"\(").replace(")", r"\)")):
         python_op(np.sin, abstract_eval=lambda x: x, fixed=fixed)
+
+
+def test_fixed_takes_numpy_integers() -> None:
+    op = python_op(lambda a, x: a * x, abstract_eval=like_second, name="scale_np_fixed", fixed=np.arange(1))
+    assert op.fixed == (0,)
+    np.testing.assert_allclose(jax.jit(op)(A, X), A * X)
 
 
 def test_fixed_index_beyond_the_operands_is_refused_at_the_call() -> None:

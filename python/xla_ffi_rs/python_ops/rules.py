@@ -16,11 +16,13 @@ operand, before anything is lowered.
 from __future__ import annotations
 
 import inspect
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from xla_ffi_rs._compat import ShapedArray, ad, eval_context
 from xla_ffi_rs.binding import is_linear_input
@@ -71,15 +73,19 @@ def describe_operand(names: Sequence[str], i: int) -> str:
 
 
 def fixed_indices(what: str, fixed: Any) -> tuple[int, ...]:
-    """``fixed=`` as sorted distinct non-negative operand indices (else TypeError or
-    ValueError naming ``what``)."""
+    """``fixed=`` as sorted distinct non-negative operand indices: TypeError naming
+    ``what`` for something that is not a sequence of ints (a name, a bool),
+    ValueError for a negative or repeated index."""
     try:
         indices = tuple(fixed)
     except TypeError:
         raise TypeError(f"{what}: fixed must be a sequence of operand indices, got {fixed!r}") from None
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices) or len(set(indices)) != len(
-        indices
+    if isinstance(fixed, (str, bytes)) or not all(
+        isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_)) for i in indices
     ):
+        raise TypeError(f"{what}: fixed must hold operand indices (ints, not names), got {fixed!r}")
+    indices = tuple(int(i) for i in indices)
+    if not all(i >= 0 for i in indices) or len(set(indices)) != len(indices):
         raise ValueError(f"{what}: fixed must hold distinct non-negative operand indices, got {fixed!r}")
     return tuple(sorted(indices))
 
