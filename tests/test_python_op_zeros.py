@@ -168,7 +168,7 @@ def test_bad_fixed_is_refused_at_construction(fixed, error, words) -> None:
 
 
 def test_fixed_takes_numpy_integers() -> None:
-    op = python_op(lambda a, x: a * x, abstract_eval=like_second, name="scale_np_fixed", fixed=np.arange(1))
+    op = python_op(lambda a, x: a * x, abstract_eval=like_second, name="scale_np_fixed", fixed=(np.int64(0),))
     assert op.fixed == (0,)
     np.testing.assert_allclose(jax.jit(op)(A, X), A * X)
 

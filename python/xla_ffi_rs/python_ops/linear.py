@@ -42,7 +42,7 @@ Example, an FFT along the non-batch axes (``examples/fft_linear.py``):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 from xla_ffi_rs.python_ops.op_class import PythonOp
 from xla_ffi_rs.python_ops.roles import Role
@@ -72,7 +72,7 @@ def linear_op(
     *,
     abstract_eval: Callable[..., Any],
     abstract_eval_T: Callable[..., Any],
-    fixed: Sequence[int] = (),
+    fixed: Sequence[SupportsIndex] = (),
     batch_axes: bool = False,
     name: str | None = None,
 ) -> PythonOp:
@@ -128,7 +128,7 @@ def multilinear_op(
     *,
     abstract_eval: Callable[..., Any],
     abstract_eval_T: Sequence[Callable[..., Any]],
-    fixed: Sequence[int] = (),
+    fixed: Sequence[SupportsIndex] = (),
     batch_axes: bool = False,
     name: str | None = None,
 ) -> PythonOp:
@@ -187,7 +187,7 @@ def nonlinear_op(
     f_vjp: Callable[..., Any],
     *,
     abstract_eval: Callable[..., Any],
-    fixed: Sequence[int] = (),
+    fixed: Sequence[SupportsIndex] = (),
     batch_axes: bool = False,
     name: str | None = None,
 ) -> PythonOp:

@@ -16,7 +16,7 @@ operand, before anything is lowered.
 from __future__ import annotations
 
 import inspect
-import numbers
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,11 +80,12 @@ def fixed_indices(what: str, fixed: Any) -> tuple[int, ...]:
         indices = tuple(fixed)
     except TypeError:
         raise TypeError(f"{what}: fixed must be a sequence of operand indices, got {fixed!r}") from None
-    if isinstance(fixed, (str, bytes)) or not all(
-        isinstance(i, numbers.Integral) and not isinstance(i, (bool, np.bool_)) for i in indices
-    ):
-        raise TypeError(f"{what}: fixed must hold operand indices (ints, not names), got {fixed!r}")
-    indices = tuple(int(i) for i in indices)
+    try:
+        if isinstance(fixed, (str, bytes)) or any(isinstance(i, (bool, np.bool_)) for i in indices):
+            raise TypeError
+        indices = tuple(operator.index(i) for i in indices)  # ints, NumPy integers
+    except TypeError:
+        raise TypeError(f"{what}: fixed must hold operand indices (ints, not names), got {fixed!r}") from None
     if not all(i >= 0 for i in indices) or len(set(indices)) != len(indices):
         raise ValueError(f"{what}: fixed must hold distinct non-negative operand indices, got {fixed!r}")
     return tuple(sorted(indices))
