@@ -43,7 +43,12 @@ def scalar_inputs() -> tuple[np.ndarray, ...]:
 
 def vmapped_inputs() -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(6)
-    return rng.uniform(-7.0, 7.0, (2, 5)), rng.uniform(0.0, 0.9, (2, 5)), rng.standard_normal((2, 3, 4)), rng.uniform(0.5, 1.5, (2, 4))
+    return (
+        rng.uniform(-7.0, 7.0, (2, 5)),
+        rng.uniform(0.0, 0.9, (2, 5)),
+        rng.standard_normal((2, 3, 4)),
+        rng.uniform(0.5, 1.5, (2, 4)),
+    )
 
 
 def scalar_reference(m: np.ndarray, e: np.ndarray, x: np.ndarray, w: np.ndarray) -> tuple[float, list[np.ndarray]]:
