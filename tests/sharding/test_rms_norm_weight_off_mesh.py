@@ -45,7 +45,7 @@ def _np_grad_w(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (2 * n * n * w).reshape(-1, x.shape[-1]).sum(axis=0)
 
 
-TRANSFORMS: dict[str, tuple[Callable[[Callable[..., Any]], Callable[..., Any]], Callable[..., Any]]] = {
+TRANSFORMS: dict[str, tuple[Callable[[Callable[..., Any]], Callable[..., Any]], Callable[..., Any] | None]] = {
     "forward": (lambda f: f, _np),
     "grad weight": (lambda f: jax.grad(lambda x, w: (f(x, w) ** 2).sum(), argnums=1), _np_grad_w),
     "grad both": (
