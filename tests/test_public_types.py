@@ -75,6 +75,32 @@ def test_python_op_types() -> None:
         xr.python_op(_cube)  # type: ignore[call-overload]
 
 
+def _scale(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    y: np.ndarray = a * x
+    return y
+
+
+@pytest.mark.parametrize("fixed", [(0,), [0], (np.int64(0),), np.arange(1)], ids=["tuple", "list", "np.int64", "array"])
+def test_fixed_takes_ints_and_numpy_integers(fixed: tuple[int] | list[int] | tuple[np.int64] | np.ndarray) -> None:
+    # Each form the function accepts type-checks, in python_op and its siblings.
+    op = assert_type(xr.python_op(_scale, abstract_eval=lambda a, x: x, fixed=fixed), PythonOp)
+    lin = assert_type(
+        xr.linear_op(_scale, _scale, abstract_eval=lambda a, x: x, abstract_eval_T=lambda a, x: x, fixed=fixed),
+        PythonOp,
+    )
+    a, x = jnp.full(2, 3.0), jnp.ones(2)
+    assert op.fixed == (0,)
+    np.testing.assert_allclose(np.asarray(jax.jit(op)(a, x)), [3.0, 3.0])
+    np.testing.assert_allclose(np.asarray(jax.grad(lambda x: lin(a, x).sum())(x)), [3.0, 3.0])
+
+
+def test_fixed_refuses_an_int_or_a_name() -> None:
+    with pytest.raises(TypeError, match=r"^python_op: fixed must be a sequence of operand indices, got 0$"):
+        xr.python_op(_scale, abstract_eval=lambda a, x: x, fixed=0)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"^python_op: fixed must hold operand indices \(ints, not names\), got 'a'$"):
+        xr.python_op(_scale, abstract_eval=lambda a, x: x, fixed="a")  # type: ignore[arg-type]
+
+
 def _square_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
     (x,), (t,) = primals, tangents
     return x * x, 2 * x * t

@@ -13,7 +13,7 @@ import atexit
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, SupportsIndex, cast, overload
+from typing import Any, cast, overload
 
 from xla_ffi_rs import _native
 from xla_ffi_rs.binding import BatchRule
@@ -45,7 +45,7 @@ def python_op(
     takes_outputs: bool = False,
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
-    fixed: Sequence[SupportsIndex] = (),
+    fixed: rules.FixedIndices = (),
     name: str | None = None,
 ) -> PythonOp: ...
 
@@ -62,7 +62,7 @@ def python_op(
     takes_outputs: bool = False,
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
-    fixed: Sequence[SupportsIndex] = (),
+    fixed: rules.FixedIndices = (),
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], PythonOp]: ...
 
@@ -78,7 +78,7 @@ def python_op(
     takes_outputs: bool = False,
     num_batch_dims: int | None = None,
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
-    fixed: Sequence[SupportsIndex] = (),
+    fixed: rules.FixedIndices = (),
     name: str | None = None,
 ) -> PythonOp | Callable[[Callable[..., Any]], PythonOp]:
     """Make a JAX operation that runs the Python function ``fn`` on CPU.

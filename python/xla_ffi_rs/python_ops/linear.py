@@ -42,11 +42,11 @@ Example, an FFT along the non-batch axes (``examples/fft_linear.py``):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, SupportsIndex
+from typing import Any
 
 from xla_ffi_rs.python_ops.op_class import PythonOp
 from xla_ffi_rs.python_ops.roles import Role
-from xla_ffi_rs.python_ops.rules import fixed_indices, names_of
+from xla_ffi_rs.python_ops.rules import FixedIndices, fixed_indices, names_of
 
 __all__ = ["linear_op", "multilinear_op", "nonlinear_op"]
 
@@ -72,7 +72,7 @@ def linear_op(
     *,
     abstract_eval: Callable[..., Any],
     abstract_eval_T: Callable[..., Any],
-    fixed: Sequence[SupportsIndex] = (),
+    fixed: FixedIndices = (),
     batch_axes: bool = False,
     name: str | None = None,
 ) -> PythonOp:
@@ -128,7 +128,7 @@ def multilinear_op(
     *,
     abstract_eval: Callable[..., Any],
     abstract_eval_T: Sequence[Callable[..., Any]],
-    fixed: Sequence[SupportsIndex] = (),
+    fixed: FixedIndices = (),
     batch_axes: bool = False,
     name: str | None = None,
 ) -> PythonOp:
@@ -187,7 +187,7 @@ def nonlinear_op(
     f_vjp: Callable[..., Any],
     *,
     abstract_eval: Callable[..., Any],
-    fixed: Sequence[SupportsIndex] = (),
+    fixed: FixedIndices = (),
     batch_axes: bool = False,
     name: str | None = None,
 ) -> PythonOp:

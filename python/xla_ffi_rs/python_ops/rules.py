@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, SupportsIndex, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -70,6 +70,12 @@ def call_abstract(name: str, fn: Callable[..., Any], avals: Sequence[Any], param
 
 def describe_operand(names: Sequence[str], i: int) -> str:
     return f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
+
+
+#: The type of ``fixed=``: operand indices as ints or NumPy integers, in a tuple, a
+#: list or a NumPy array (``np.arange(2)``); the type checker refuses a bare int or
+#: a name, as the function does at runtime.
+FixedIndices: TypeAlias = Iterable[SupportsIndex]
 
 
 def fixed_indices(what: str, fixed: Any) -> tuple[int, ...]:
