@@ -40,7 +40,7 @@ make_copy() {
     sed -i '/^mod features;/d; /^pub use features::FEATURE_HANDLERS;/d; /super::features::python::add(m)?;/d' src/lib.rs
     sed -i 's/\[HANDLERS, FEATURE_HANDLERS\]\.concat()/HANDLERS.to_vec()/; /types: { "features.Missing" => features::Missing },/d' src/lib.rs
     sed -i 's/ (besides \[`FEATURE_HANDLERS`\])//; s/HANDLERS\.iter()\.chain(FEATURE_HANDLERS)/HANDLERS.iter()/; s/\["features\.Missing"\]/Vec::<\&str>::new()/' src/lib.rs
-    sed -i '/feature_targets\|feature_declarations/d' "python/$pkg/plugin_native.pyi"
+    sed -i '/^def feature_/d' "python/$pkg/plugin_native.pyi"
     # What the renaming left behind, comments aside: nothing of the template's names.
     if grep -rnE 'plugin_example|xla_ffi_plugin_example|xla-ffi-plugin-example|"plugin\.|@plugin\.|FEATURE|features::' \
         --include='*.rs' --include='*.py' --include='*.pyi' --include='*.toml' . | grep -vE '^[^:]+:[0-9]+:\s*(#|//)'; then
