@@ -4,7 +4,8 @@
 # then its Python tests through ctypes and PyO3 on both development jax versions,
 # and the blocks of the docs that use it (tests/test_docs.py -k plugin); then the
 # template as a package: `pip install examples/plugin` into a fresh venv, its
-# tests/ and the docs' blocks that import it (-k package).
+# tests/ and the docs' blocks that import it (-k package); and two copies made as its
+# README's "Making it yours" says, installed side by side (.ci/plugin_copies.sh).
 # Makes the venvs of scripts/env.sh unless XFR_PY312 / XFR_PY311 are set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,4 +51,7 @@ CARGO_TARGET_DIR="$PWD/examples/plugin/target/python" \
 # The README's export block serializes, which needs flatbuffers: installed as it says.
 "$fresh/bin/python" -m pip install -q --disable-pip-version-check flatbuffers
 XFR_DOCS_PACKAGE=1 "$fresh/bin/python" -m pytest -q -p no:cacheprovider tests/test_docs.py -k package
+# Two packages made from the template as its README's "Making it yours" says, side by
+# side in the same venv (their names must not clash).
+bash .ci/plugin_copies.sh "$fresh/bin/python" "$PWD/examples/plugin/target/python"
 log "the template package: $(( $(date +%s) - t0 )) s"

@@ -212,3 +212,18 @@ def test_making_the_template_yours_names_every_ci_only_line_a_copy_deletes() -> 
         if name not in step or f.name not in step
     )
     assert not missing, f"examples/plugin/README.md 'Making it yours' does not name: {missing}"
+
+
+def test_making_the_template_yours_renames_the_targets_prefix() -> None:
+    """Two packages made from the template keep its target names unless "Making it
+    yours" says to rename them, and a process holds one handler per name: the second
+    package's import fails (.ci/plugin_copies.sh installs two copies side by side)."""
+    readme = (ROOT / "examples" / "plugin" / "README.md").read_text(encoding="utf-8")
+    step = readme.split("## Making it yours", 1)[1].split("\n## ", 1)[0]
+    sources = [p for p in sorted((ROOT / "examples" / "plugin" / "src").glob("*.rs")) if p.name != "features.rs"]
+    prefixes = {m for p in sources for m in re.findall(r'target = "([A-Za-z_]\w*)\.', p.read_text(encoding="utf-8"))}
+    assert prefixes, "no #[handler(target = ...)] in examples/plugin/src"
+    missing = sorted(p for p in prefixes if f"prefix `{p}.`" not in step)
+    assert not missing, (
+        f"examples/plugin/README.md 'Making it yours' does not say to rename the targets' prefix: {missing}"
+    )

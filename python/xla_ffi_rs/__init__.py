@@ -33,9 +33,10 @@ for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
 
 from __future__ import annotations
 
-from xla_ffi_rs import _native, _registration
+from xla_ffi_rs import _native, _registration, _versions
 from xla_ffi_rs._registration import declarations, handlers, register_targets, runtime_ffi_api, target_names
 
+_versions.warn_if_unsupported()
 _registration.register_all()
 
 from xla_ffi_rs import binding  # noqa: E402
