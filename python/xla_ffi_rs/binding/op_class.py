@@ -30,6 +30,7 @@ from xla_ffi_rs._compat import (
     ad,
     batching,
     eval_context,
+    forget_primitive,
     mlir,
     ordered_effect,
     ordered_effect_sharding,
@@ -166,6 +167,8 @@ class Op:
         self._ref: Callable[[], Op | None] = weakref.ref(self) if self._held_weakly else _Strong(self)
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
+        if self._held_weakly:  # the tables would keep the rules (and primitive) forever
+            weakref.finalize(self, forget_primitive, self.primitive)
         self.primitive.def_impl(weak_method(self._ref, name, "_eager_impl"))
         typed = self._typed_abstract_eval(abstract_eval)
         if tokens is not None:
