@@ -25,6 +25,6 @@ def test_ops_work_after_the_package_is_imported_again() -> None:
         print(second(np.ones(2)).tolist(), first(np.ones(2)).tolist(), s.tolist(), c.tolist())
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[4.0,", "4.0]", "[2.0,", "2.0]", "[0.0,", "0.0]", "[1.0,", "1.0]"]
