@@ -168,7 +168,7 @@ class Op:
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
         if self._held_weakly:  # the tables would keep the rules (and primitive) forever
-            weakref.finalize(self, forget_primitive, self.primitive)
+            weakref.finalize(self, forget_primitive, self.primitive).atexit = False  # nothing to free at exit
         self.primitive.def_impl(weak_method(self._ref, name, "_eager_impl"))
         typed = self._typed_abstract_eval(abstract_eval)
         if tokens is not None:
