@@ -133,6 +133,25 @@ def linearize_with(primitive: Primitive, jvp_rule: Callable[..., Any]) -> None:
     ad_src.primitive_linearizations[primitive] = partial(ad_src.fallback_linearize_rule, key)
 
 
+def forget_primitive(primitive: Primitive) -> None:
+    """Take ``primitive``'s rules out of JAX's global tables (lowerings, JVP,
+    transpose, linearization, batching), which would otherwise keep them, and what
+    they hold, for the rest of the process: for an op that is freed."""
+    from jax._src.interpreters import ad as ad_src
+    from jax._src.interpreters import batching as batching_src
+    from jax._src.interpreters import mlir as mlir_src
+
+    mlir_src._lowerings.pop(primitive, None)
+    for table in mlir_src._platform_specific_lowerings.values():
+        table.pop(primitive, None)
+    ad_src.primitive_jvps.pop(primitive, None)
+    ad_src.primitive_transposes.pop(primitive, None)
+    linearization = ad_src.primitive_linearizations.pop(primitive, None)
+    if isinstance(linearization, partial) and linearization.args:  # linearize_with's stand-in
+        ad_src.primitive_jvps.pop(linearization.args[0], None)
+    batching_src.fancy_primitive_batchers.pop(primitive, None)
+
+
 def batching_rule(primitive: Primitive) -> Callable[..., Any]:
     """The batching rule registered for ``primitive``, as JAX calls it:
     ``(axis_data, operands, dims, **params) -> (outs, out_dims)``."""
@@ -192,6 +211,7 @@ __all__ = [
     "closed_call_p",
     "defining_equation",
     "eval_context",
+    "forget_primitive",
     "linearize_with",
     "literal_value",
     "mlir",

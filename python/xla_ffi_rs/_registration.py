@@ -94,6 +94,10 @@ def xla_platform(platform: str) -> str:
 def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> list[str]:
     handlers = source(platform)
     xla_name = xla_platform(platform)
+    what = f"{xla_name} {source.__name__}"
+    if _native.targets_registered(what):  # by an earlier import of this package (re-imported since)
+        _addresses.update({(platform, name): _address_of(h) for name, h in handlers.items()})
+        return sorted(handlers)
     if any(isinstance(h, Mapping) for h in handlers.values()):
         # Stateful targets (stage bundles) need their state types first.
         for type_name, registration in _native.state_types().items():
@@ -103,6 +107,7 @@ def _register(platform: str, source: Callable[[str], Mapping[str, object]]) -> l
     for name, handler in handlers.items():
         jax.ffi.register_ffi_target(name, handler, platform=xla_name)
         _addresses[(platform, name)] = _address_of(handler)
+    _native.targets_registered(what, done=True)
     return sorted(handlers)
 
 

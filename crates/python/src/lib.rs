@@ -119,6 +119,28 @@ fn eps_problem(eps: f64, x_dtype: &str, weight_dtype: &str) -> PyResult<Option<S
     Ok(xla_ffi_rs_ops::rms_norm::eps_problem(eps, acc))
 }
 
+/// What the package registered with XLA in this process (a platform and a group of
+/// targets, as `targets_registered(what, done)` names them). The Python package's own record
+/// lives in its modules, which a re-import (modules taken out of `sys.modules` and
+/// imported again) makes anew, while XLA keeps the registrations for the process
+/// and refuses some a second time (a stateful target: "Duplicate FFI handler
+/// registration ... with different metadata"); this record lives as long as the
+/// loaded library.
+static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// `targets_registered(what, done=False) -> bool`: whether `what` was registered in this
+/// process; with `done`, records that it is now.
+#[pyfunction]
+#[pyo3(signature = (what, done = false))]
+fn targets_registered(what: String, done: bool) -> bool {
+    let mut seen = REGISTERED.lock().unwrap_or_else(|p| p.into_inner());
+    let was = seen.contains(&what);
+    if done && !was {
+        seen.push(what);
+    }
+    was
+}
+
 /// The lowest XLA FFI API version the handlers report, `(major, minor)`.
 #[pyfunction]
 fn min_api_version() -> (i32, i32) {
@@ -132,6 +154,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(async_demo_targets, m)?)?;
     m.add_function(wrap_pyfunction!(state_types, m)?)?;
     m.add_function(wrap_pyfunction!(min_api_version, m)?)?;
+    m.add_function(wrap_pyfunction!(targets_registered, m)?)?;
     m.add_function(wrap_pyfunction!(promotion_table, m)?)?;
     m.add_function(wrap_pyfunction!(bwd_workspace_rows, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_floats, m)?)?;

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from xla_ffi_rs._compat import (
     ad,
     batching,
     eval_context,
+    forget_primitive,
     mlir,
     ordered_effect,
     ordered_effect_sharding,
@@ -152,7 +154,9 @@ class Op:
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the newest few.
         self._eager: dict[tuple[tuple[tuple[str, Hashable], ...], int], Callable[..., Any]] = {}
-        self._eager_running: dict[tuple[tuple[str, Hashable], ...], int] = {}
+        #: Per set of params, the depths whose jitted bind a call is running now.
+        self._eager_running: dict[tuple[tuple[str, Hashable], ...], set[int]] = {}
+        self._eager_lock = threading.RLock()  # RLock: a finalizer run by gc under it may call the op
         #: The declaration the op was built from (:func:`op`), or None.
         self.declaration: Declaration | None = None
         self._declared_abstract_eval = abstract_eval
@@ -163,6 +167,8 @@ class Op:
         self._ref: Callable[[], Op | None] = weakref.ref(self) if self._held_weakly else _Strong(self)
         self.primitive = Primitive(name)
         self.primitive.multiple_results = True
+        if self._held_weakly:  # the tables would keep the rules (and primitive) forever
+            weakref.finalize(self, forget_primitive, self.primitive).atexit = False  # nothing to free at exit
         self.primitive.def_impl(weak_method(self._ref, name, "_eager_impl"))
         typed = self._typed_abstract_eval(abstract_eval)
         if tokens is not None:
@@ -223,27 +229,33 @@ class Op:
     # -- evaluation and lowering -------------------------------------------
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
-        # One jitted bind per set of params and per depth of calls of it still
-        # running: an op whose Python function calls the same op (recursion) makes
-        # its inner call while the outer jitted call runs, which JAX refuses
-        # ("Recursively calling jit"), so the inner call has a jitted bind of its own.
+        # One jitted bind per set of params and per "depth": each call runs the bind
+        # of the lowest depth no other running call uses. An op whose Python function
+        # calls the same op (recursion) makes its inner call while the outer jitted
+        # call runs, which JAX refuses ("Recursively calling jit"), and a call on
+        # another thread would wait for a running first call of a bind (its
+        # compilation) that may be waiting for it (a function calling the op on a
+        # shard, on XLA's threads): so no two running calls share a bind. Counting
+        # the running calls instead picked, on a thread, the bind of its own outer
+        # call once a call on another thread had returned.
         frozen = freeze(params)
-        depth = self._eager_running.get(frozen, 0)
-        key = (frozen, depth)
-        jitted = self._eager.get(key)
-        if jitted is None:
-            while len(self._eager) >= _EAGER_CACHE_SIZE:
-                self._eager.pop(next(iter(self._eager)), None)
-            jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
-        self._eager_running[frozen] = depth + 1
+        with self._eager_lock:
+            busy = self._eager_running.setdefault(frozen, set())
+            depth = next(d for d in range(len(busy) + 1) if d not in busy)
+            busy.add(depth)
+            key = (frozen, depth)
+            jitted = self._eager.get(key)
+            if jitted is None:
+                while len(self._eager) >= _EAGER_CACHE_SIZE:
+                    self._eager.pop(next(iter(self._eager)))
+                jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
         try:
             outs: Sequence[Any] = jitted(*operands)
         finally:
-            left = self._eager_running.get(frozen, 1) - 1
-            if left > 0:
-                self._eager_running[frozen] = left
-            else:
-                self._eager_running.pop(frozen, None)
+            with self._eager_lock:
+                busy.discard(depth)
+                if not busy:
+                    self._eager_running.pop(frozen, None)
         return outs
 
     def _register_lowerings(self) -> None:
