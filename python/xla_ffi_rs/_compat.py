@@ -141,15 +141,21 @@ def forget_primitive(primitive: Primitive) -> None:
     from jax._src.interpreters import batching as batching_src
     from jax._src.interpreters import mlir as mlir_src
 
-    mlir_src._lowerings.pop(primitive, None)
-    for table in mlir_src._platform_specific_lowerings.values():
-        table.pop(primitive, None)
-    ad_src.primitive_jvps.pop(primitive, None)
-    ad_src.primitive_transposes.pop(primitive, None)
-    linearization = ad_src.primitive_linearizations.pop(primitive, None)
+    # Each table as the module names it; one a jax version lacks is skipped (this
+    # runs in a finalizer: it must not raise).
+    def table(module: Any, name: str) -> dict[Any, Any]:
+        found = getattr(module, name, None)
+        return found if isinstance(found, dict) else {}
+
+    table(mlir_src, "_lowerings").pop(primitive, None)
+    for platform_table in table(mlir_src, "_platform_specific_lowerings").values():
+        platform_table.pop(primitive, None)
+    table(ad_src, "primitive_jvps").pop(primitive, None)
+    table(ad_src, "primitive_transposes").pop(primitive, None)
+    linearization = table(ad_src, "primitive_linearizations").pop(primitive, None)
     if isinstance(linearization, partial) and linearization.args:  # linearize_with's stand-in
-        ad_src.primitive_jvps.pop(linearization.args[0], None)
-    batching_src.fancy_primitive_batchers.pop(primitive, None)
+        table(ad_src, "primitive_jvps").pop(linearization.args[0], None)
+    table(batching_src, "fancy_primitive_batchers").pop(primitive, None)
 
 
 def batching_rule(primitive: Primitive) -> Callable[..., Any]:
