@@ -1,26 +1,10 @@
 //! The program file: a `jax.export` serialization, StableHLO bytecode or text.
 
 use crate::flatbuf::Table;
-use xla_ffi_pjrt::ElementType;
+use xla_ffi_pjrt::{ArrayType, ElementType};
 
 /// The magic of MLIR bytecode (StableHLO portable artifacts).
 const MLIR_BYTECODE_MAGIC: &[u8] = b"ML\xefR";
-
-/// An input or output as `jax.export` records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Aval {
-    /// The element type.
-    pub element_type: ElementType,
-    /// The dimensions.
-    pub dims: Vec<i64>,
-}
-
-impl std::fmt::Display for Aval {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let dims: Vec<String> = self.dims.iter().map(i64::to_string).collect();
-        write!(f, "{}[{}]", self.element_type, dims.join(","))
-    }
-}
 
 /// What the runner compiles and how it calls it.
 #[derive(Debug)]
@@ -30,7 +14,7 @@ pub struct Model {
     /// The inputs: `jax.export`'s (all of the function's flattened arguments), or
     /// those of `main` in StableHLO text; `None` for bytecode and a text whose
     /// signature the runner does not read.
-    pub in_avals: Option<Vec<Aval>>,
+    pub in_avals: Option<Vec<ArrayType>>,
     /// Which of the inputs the module takes (the others were unused and dropped).
     pub kept_inputs: Option<Vec<usize>>,
     /// The platforms the module was exported for; with more than one, the module
@@ -85,7 +69,7 @@ fn dtype(code: u64) -> Result<ElementType, String> {
     })
 }
 
-fn aval(table: &Table<'_>) -> Result<Aval, String> {
+fn aval(table: &Table<'_>) -> Result<ArrayType, String> {
     if table.uint(0, 1, 0)? != 0 {
         return Err("a token input or output (ordered effects) is not supported".into());
     }
@@ -98,7 +82,7 @@ fn aval(table: &Table<'_>) -> Result<Aval, String> {
                 .map_err(|_| format!("dimension '{d}' is symbolic: shape-polymorphic exports are not supported"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Aval { element_type: dtype(table.uint(2, 1, 0)?)?, dims })
+    Ok(ArrayType { element_type: dtype(table.uint(2, 1, 0)?)?, dims })
 }
 
 /// Field numbers of the `Exported` table.

@@ -5,8 +5,9 @@ use std::path::Path;
 use xla_ffi_pjrt::{Client, ClientError, ElementType, HostArray, Plugin};
 
 use crate::cli::Args;
-use crate::model::{self, Aval, Model};
+use crate::model::{self, Model};
 use crate::{handlers, npy};
+use xla_ffi_pjrt::ArrayType;
 
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
@@ -47,9 +48,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         // are checked against the compiled program's parameters, which the
         // plugin reports (PJRT_Executable_OptimizedProgram) where it can.
         if let Some(parameters) = executable.parameters() {
-            let avals: Vec<Aval> =
-                parameters.iter().map(|p| Aval { element_type: p.element_type, dims: p.dims.clone() }).collect();
-            check_inputs(args, &avals, &inputs)?;
+            check_inputs(args, parameters, &inputs)?;
         }
     }
     let module_args = module_arguments(&model, inputs, client.platform_name())?;
@@ -59,7 +58,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     for (i, result) in results.iter().enumerate() {
         let path = args.out.join(format!("out{i}.npy"));
         std::fs::write(&path, npy::serialize(result)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        let aval = Aval { element_type: result.element_type(), dims: result.dims().to_vec() };
+        let aval = ArrayType { element_type: result.element_type(), dims: result.dims().to_vec() };
         println!("{} {aval}", path.display());
     }
     Ok(())
@@ -67,9 +66,9 @@ pub fn run(args: &Args) -> Result<(), String> {
 
 /// The inputs against `jax.export`'s `in_avals`: the count, then each one's
 /// element type and shape.
-fn check_inputs(args: &Args, avals: &[Aval], inputs: &[HostArray]) -> Result<(), String> {
+fn check_inputs(args: &Args, avals: &[ArrayType], inputs: &[HostArray]) -> Result<(), String> {
     if avals.len() != inputs.len() {
-        let list: Vec<String> = avals.iter().map(Aval::to_string).collect();
+        let list: Vec<String> = avals.iter().map(ArrayType::to_string).collect();
         return Err(format!(
             "{} takes {} inputs ({}), got {} .npy files",
             args.model.display(),
@@ -79,7 +78,7 @@ fn check_inputs(args: &Args, avals: &[Aval], inputs: &[HostArray]) -> Result<(),
         ));
     }
     for (i, ((aval, input), path)) in avals.iter().zip(inputs).zip(&args.inputs).enumerate() {
-        let got = Aval { element_type: input.element_type(), dims: input.dims().to_vec() };
+        let got = ArrayType { element_type: input.element_type(), dims: input.dims().to_vec() };
         if *aval != got {
             return Err(format!("input {i} ({}): expected {aval}, got {got}", path.display()));
         }

@@ -9,7 +9,7 @@
 
 use xla_ffi_pjrt::ElementType;
 
-use crate::model::Aval;
+use xla_ffi_pjrt::ArrayType;
 
 /// The element type of an MLIR element type name (`f64`, `ui8`, `complex<f32>`).
 fn element_type(name: &str) -> Option<ElementType> {
@@ -33,16 +33,16 @@ fn element_type(name: &str) -> Option<ElementType> {
     })
 }
 
-/// `tensor<8x4xf64>` (or `tensor<f64>`, a scalar) as an [`Aval`]; `None` for a
+/// `tensor<8x4xf64>` (or `tensor<f64>`, a scalar) as an [`ArrayType`]; `None` for a
 /// dynamic dimension, an encoding, or a type the runner does not read.
-fn tensor(ty: &str) -> Option<Aval> {
+fn tensor(ty: &str) -> Option<ArrayType> {
     let mut rest = ty.trim().strip_prefix("tensor<")?.strip_suffix('>')?;
     let mut dims = Vec::new();
     while let Some(x) = rest.find('x').filter(|&x| x > 0 && rest[..x].bytes().all(|b| b.is_ascii_digit())) {
         dims.push(rest[..x].parse::<i64>().ok()?);
         rest = &rest[x + 1..];
     }
-    Some(Aval { element_type: element_type(rest.trim())?, dims })
+    Some(ArrayType { element_type: element_type(rest.trim())?, dims })
 }
 
 /// The parts of `s` separated by `,` outside brackets and quotes, up to the `)`
@@ -81,7 +81,7 @@ fn top_level_list(s: &str) -> Option<Vec<&str>> {
 
 /// The inputs of `main` in StableHLO text, in order; `None` when the text has no
 /// `main` the runner can read (it then passes the inputs unchecked, as given).
-pub fn main_inputs(text: &str) -> Option<Vec<Aval>> {
+pub fn main_inputs(text: &str) -> Option<Vec<ArrayType>> {
     let at = text.match_indices("@main(").map(|(i, _)| i).find(|&i| {
         let line_start = text[..i].rfind('\n').map_or(0, |n| n + 1);
         text[line_start..i].contains("func.func")
@@ -124,8 +124,8 @@ fn type_end(s: &str) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn aval(element_type: ElementType, dims: &[i64]) -> Aval {
-        Aval { element_type, dims: dims.to_vec() }
+    fn aval(element_type: ElementType, dims: &[i64]) -> ArrayType {
+        ArrayType { element_type, dims: dims.to_vec() }
     }
 
     #[test]
