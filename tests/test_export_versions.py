@@ -42,6 +42,15 @@ def test_every_tested_jax_has_its_exports() -> None:
         assert sorted(p.stem for p in (EXPORTS / f"jax{v}").glob("*.jaxexport")) == sorted(PROGRAMS), v
 
 
+def test_the_saved_exports_name_no_machine_path() -> None:
+    """Their source locations are relative to the repository or the package, so
+    the files do not change with the checkout that wrote them."""
+    for path in EXPORTS.glob("jax*/*.jaxexport"):
+        data = path.read_bytes()
+        assert b"site-packages" not in data and b"xla_ffi_rs/" in data, path
+        assert b'"/' not in data and b"\x00/" not in data, path
+
+
 @pytest.mark.parametrize("made_with", OLDER)
 def test_an_export_of_an_older_or_the_same_jax_is_called_and_differentiated(made_with: str) -> None:
     restored = load(made_with, "scalar_model")

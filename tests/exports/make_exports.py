@@ -13,6 +13,9 @@ from pathlib import Path
 import jax
 
 jax.config.update("jax_enable_x64", True)
+# Source locations in the programs name files from the repository or the package
+# (``tests/...``, ``xla_ffi_rs/...``), not from the machine that wrote them.
+jax.config.update("jax_hlo_source_file_canonicalization_regex", r"^.*/(?=xla_ffi_rs/|tests/)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
