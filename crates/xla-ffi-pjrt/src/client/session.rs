@@ -304,6 +304,14 @@ pub struct Executable<'c> {
     parameters: Option<Vec<ArrayType>>,
 }
 
+// SAFETY: a PJRT loaded executable may be run from many threads at once (XLA's
+// `PjRtLoadedExecutable::Execute` is thread-safe, as JAX's dispatch from several
+// threads relies on); the pointer is only passed back to the plugin, and the
+// client it borrows is `Sync`. Each run makes its own buffers, context and event.
+unsafe impl Send for Executable<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Executable<'_> {}
+
 impl std::fmt::Debug for Executable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Executable({} outputs on {:?})", self.num_outputs, self.client)
@@ -311,6 +319,11 @@ impl std::fmt::Debug for Executable<'_> {
 }
 
 impl Executable<'_> {
+    /// The client it was compiled by (and runs on).
+    pub fn client(&self) -> &Client {
+        self.client
+    }
+
     /// How many results a run returns.
     pub fn num_outputs(&self) -> usize {
         self.num_outputs
@@ -372,7 +385,7 @@ impl Executable<'_> {
             if theirs.as_ptr() != plugin.as_raw() {
                 return Err(ClientError::Input {
                     message: format!(
-                        "the execute context was made from the PJRT table of {:?}, not of this executable's plugin                          ({plugin:?}); make it from this plugin's table (Plugin::pjrt_api)",
+                        "the execute context was made from the PJRT table of {:?}, not of this executable's plugin ({plugin:?}); make it from this plugin's table (Plugin::pjrt_api)",
                         theirs.name()
                     ),
                 });
