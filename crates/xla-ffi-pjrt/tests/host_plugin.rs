@@ -151,6 +151,8 @@ fn a_context_of_another_plugin_is_refused() {
     let err = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap_err();
     assert!(matches!(err, ClientError::Input { .. }), "{err}");
     assert!(err.to_string().contains("fake_plugin.so") && err.to_string().contains("execute context"), "{err}");
+    // One line of prose (a string continuation once left a run of spaces in it).
+    assert!(!err.to_string().contains("  "), "{err:?}");
 }
 
 /// Before the fix `execute` checked inputs by byte size only (the plugin's own

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use xla_ffi_pjrt::{Client, ClientError, ElementType, HostArray, Plugin};
+use xla_ffi_pjrt::{Client, ClientError, HostArray, Plugin};
 
 use crate::cli::Args;
 use crate::model::{self, Model};
@@ -51,8 +51,12 @@ pub fn run(args: &Args) -> Result<(), String> {
             check_inputs(args, parameters, &inputs)?;
         }
     }
-    let module_args = module_arguments(&model, inputs, client.platform_name())?;
-    let results = executable.execute(&module_args).map_err(|e| e.to_string())?;
+    let results = match &model.exported {
+        // The platform index (several platforms), then the inputs the module kept.
+        Some(exported) => exported.execute(&executable, &inputs),
+        None => executable.execute(&inputs),
+    }
+    .map_err(|e| e.to_string())?;
 
     std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot make {}: {e}", args.out.display()))?;
     for (i, result) in results.iter().enumerate() {
@@ -150,29 +154,4 @@ fn explain_compile_error(
         }
     }
     format!("cannot compile {} ({}, {} bytes): {text}", path.display(), model.kind, model.code.len())
-}
-
-/// The module's arguments: the platform index (when exported for several
-/// platforms), then the inputs the module kept.
-fn module_arguments(model: &Model, inputs: Vec<HostArray>, platform: &str) -> Result<Vec<HostArray>, String> {
-    let mut out = Vec::new();
-    if model.platforms.len() > 1 {
-        let index = model
-            .platforms
-            .iter()
-            .position(|p| p.eq_ignore_ascii_case(platform) || (p == "cpu" && platform.eq_ignore_ascii_case("host")))
-            .ok_or_else(|| format!("the program was exported for {:?}, not for {platform}", model.platforms))?;
-        let bytes = (index as i32).to_le_bytes().to_vec();
-        out.push(HostArray::new(ElementType::S32, vec![], bytes).map_err(|e| e.to_string())?);
-    }
-    match &model.kept_inputs {
-        Some(kept) => {
-            let mut inputs: Vec<Option<HostArray>> = inputs.into_iter().map(Some).collect();
-            for &i in kept {
-                out.push(inputs[i].take().ok_or_else(|| format!("input {i} is kept twice"))?);
-            }
-        }
-        None => out.extend(inputs),
-    }
-    Ok(out)
 }

@@ -34,6 +34,13 @@ pub enum ClientError {
         /// What was expected and what was got.
         message: String,
     },
+    /// A program file that cannot be read as what it was given as (a
+    /// [`Exported`](crate::Exported) that is not a `jax.export` serialization, or
+    /// one that this crate does not run).
+    Program {
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -73,7 +80,7 @@ impl fmt::Display for ClientError {
                 let name = Self::code_name(*code);
                 write!(f, "{call} failed with {name} (code {code}): {message}")
             }
-            Self::Input { message } => write!(f, "{message}"),
+            Self::Input { message } | Self::Program { message } => write!(f, "{message}"),
         }
     }
 }
