@@ -26,6 +26,9 @@ OPTIONS:
                       handler registry); its targets are registered into the plugin before
                       compiling. Repeatable.
     --out DIR         Where the results go: DIR/out0.npy, DIR/out1.npy, ... (made if absent).
+                      After a run, DIR holds this run's results only: an outK.npy of an
+                      earlier run with more results is removed (other files are kept).
+                      On an error, DIR is not changed.
     -h, --help        This text.
     -V, --version     The version.
 

@@ -65,7 +65,45 @@ pub fn run(args: &Args) -> Result<(), String> {
         let aval = ArrayType { element_type: result.element_type(), dims: result.dims().to_vec() };
         println!("{} {aval}", path.display());
     }
+    remove_stale_results(&args.out, results.len())
+}
+
+/// Removes the runner's result files of an earlier run that this one did not
+/// write (`outK.npy` for K >= `count`), so that DIR's `out*.npy` are this run's
+/// results only. Other files are left alone.
+fn remove_stale_results(out: &Path, count: usize) -> Result<(), String> {
+    let entries = std::fs::read_dir(out).map_err(|e| format!("cannot list {}: {e}", out.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(index) = name.to_str().and_then(result_index) else { continue };
+        if index >= count {
+            let path = entry.path();
+            std::fs::remove_file(&path)
+                .map_err(|e| format!("cannot remove {}, a result of an earlier run: {e}", path.display()))?;
+        }
+    }
     Ok(())
+}
+
+/// K of a file named `outK.npy` as the runner writes it (`out0.npy`, `out12.npy`;
+/// not `out01.npy`).
+fn result_index(name: &str) -> Option<usize> {
+    let digits = name.strip_prefix("out")?.strip_suffix(".npy")?;
+    let index: usize = digits.parse().ok()?;
+    (index.to_string() == digits).then_some(index)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn result_index_reads_the_runners_names_only() {
+        use super::result_index;
+        assert_eq!(result_index("out0.npy"), Some(0));
+        assert_eq!(result_index("out12.npy"), Some(12));
+        for other in ["out01.npy", "out.npy", "out-1.npy", "out+1.npy", "outx.npy", "out1.npz", "xout1.npy"] {
+            assert_eq!(result_index(other), None, "{other}");
+        }
+    }
 }
 
 /// The inputs against `jax.export`'s `in_avals`: the count, then each one's
