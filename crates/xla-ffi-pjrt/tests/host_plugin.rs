@@ -124,8 +124,12 @@ fn compile_errors_and_bad_inputs_are_errors() {
     assert_eq!(client.platform_name(), "cpu");
     let err = client.compile(b"module { this is not mlir", "mlir").unwrap_err();
     assert!(matches!(err, ClientError::Pjrt { call: "PJRT_Client_Compile", .. }), "{err}");
+    // Named, with how to register it (before the fix only the plugin's "No FFI
+    // handler registered for host_test.nowhere on a platform Host").
     let err = client.compile(program("host_test.nowhere").as_bytes(), "mlir").unwrap_err();
-    assert!(err.to_string().contains("host_test.nowhere"), "{err}");
+    assert!(matches!(&err, ClientError::UnknownTarget { target, .. } if target == "host_test.nowhere"), "{err:?}");
+    assert!(err.to_string().starts_with("the program calls target 'host_test.nowhere'"), "{err}");
+    assert!(err.to_string().contains("xla_ffi_pjrt::register"), "{err}");
     let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
     let err = exe.execute(&[f32s(&[1.0, 2.0])]).unwrap_err();
     assert!(matches!(err, ClientError::Input { .. }), "{err}");

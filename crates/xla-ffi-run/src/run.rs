@@ -160,25 +160,19 @@ fn explain_compile_error(
     plugin: &Plugin,
     registered: &handlers::Registered,
 ) -> String {
-    let text = err.to_string();
-    for marker in ["No FFI handler registered for ", "No registered implementation for custom call to "] {
-        if let Some(at) = text.find(marker) {
-            let target: String = text[at + marker.len()..]
-                .chars()
-                .take_while(|c| !c.is_whitespace() && *c != ',' && *c != ';')
-                .collect();
-            let list = if registered.targets.is_empty() {
-                "none (no --handlers library given)".to_string()
-            } else {
-                registered.targets.join(", ")
-            };
-            return format!(
-                "the program calls target '{target}', which no --handlers library registers; \
-                 registered targets: {list}; give the library that exports it with --handlers LIB.so \
-                 (a Python-free cdylib of handlers, built with xla_ffi::export_registry!)\n  (plugin: {text})"
-            );
-        }
+    if let ClientError::UnknownTarget { target, message } = &err {
+        let list = if registered.targets.is_empty() {
+            "none (no --handlers library given)".to_string()
+        } else {
+            registered.targets.join(", ")
+        };
+        return format!(
+            "the program calls target '{target}', which no --handlers library registers; \
+             registered targets: {list}; give the library that exports it with --handlers LIB.so \
+             (a Python-free cdylib of handlers, built with xla_ffi::export_registry!)\n  (plugin: {message})"
+        );
     }
+    let text = err.to_string();
     // The plugin says "this could indicate forward incompatibility" for any
     // bytecode it cannot parse: blame the version only when it is newer (or the
     // plugin does not say what it reads); a truncated or corrupt file is not.

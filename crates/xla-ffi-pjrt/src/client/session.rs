@@ -84,7 +84,10 @@ impl Client {
 
     /// Compiles a program for the first device, with [`COMPILE_OPTIONS_ONE_DEVICE`].
     /// `format` is PJRT's: `"mlir"` for StableHLO bytecode or text, `"hlo"` for
-    /// a serialized `HloModuleProto`.
+    /// a serialized `HloModuleProto`. A `jax.export` file is neither: give
+    /// [`Exported::module`](crate::Exported::module). A program that calls a
+    /// target with no registered handler is [`ClientError::UnknownTarget`], naming
+    /// it.
     pub fn compile(&self, code: &[u8], format: &str) -> Result<Executable<'_>, ClientError> {
         self.compile_with_options(code, format, &COMPILE_OPTIONS_ONE_DEVICE)
     }
@@ -111,7 +114,7 @@ impl Client {
         args.compile_options_size = options.len();
         // SAFETY: valid argument structs; the code, format and options outlive the call.
         let err = unsafe { compile(&mut args) };
-        self.plugin.check(err, "PJRT_Client_Compile")?;
+        self.plugin.check(err, "PJRT_Client_Compile").map_err(ClientError::name_unknown_target)?;
         // Destroyed on drop, also if counting its outputs fails below.
         let mut executable = Executable { client: self, raw: args.executable, num_outputs: 0, parameters: None };
 
