@@ -93,18 +93,6 @@ fn result_index(name: &str) -> Option<usize> {
     (index.to_string() == digits).then_some(index)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn result_index_reads_the_runners_names_only() {
-        use super::result_index;
-        assert_eq!(result_index("out0.npy"), Some(0));
-        assert_eq!(result_index("out12.npy"), Some(12));
-        for other in ["out01.npy", "out.npy", "out-1.npy", "out+1.npy", "outx.npy", "out1.npz", "xout1.npy"] {
-            assert_eq!(result_index(other), None, "{other}");
-        }
-    }
-}
 
 /// The inputs against `jax.export`'s `in_avals`: the count, then each one's
 /// element type and shape.
@@ -186,4 +174,17 @@ fn explain_compile_error(
         }
     }
     format!("cannot compile {} ({}, {} bytes): {text}", path.display(), model.kind, model.code.len())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn result_index_reads_the_runners_names_only() {
+        use super::result_index;
+        assert_eq!(result_index("out0.npy"), Some(0));
+        assert_eq!(result_index("out12.npy"), Some(12));
+        for other in ["out01.npy", "out.npy", "out-1.npy", "out+1.npy", "outx.npy", "out1.npz", "xout1.npy"] {
+            assert_eq!(result_index(other), None, "{other}");
+        }
+    }
 }
