@@ -169,6 +169,15 @@ def main(out: Path) -> None:
             "handlers": ["ops"],
             "platforms": ("cpu", "cuda"),
         },
+        # For CUDA only: refused on CPU, as jax.export's `call` refuses it.
+        "cuda_only": {
+            "fn": kepler_fwd,
+            "args": [m, e],
+            "compare": "error",
+            "handlers": ["ops"],
+            "expected": [],
+            "platforms": ("cuda",),
+        },
         "plugin_scale": {
             "fn": plugin_scale,
             "args": [x64],

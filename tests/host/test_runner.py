@@ -127,6 +127,15 @@ def test_results_of_an_earlier_run_are_not_left_in_out(tmp_path: Path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
+def test_an_export_for_another_platform_is_refused(tmp_path: Path) -> None:
+    """Before the fix a program exported for CUDA only ran on the CPU plugin
+    (jax.export's own ``call`` refuses it: the module may hold that platform's
+    calls, or compute otherwise)."""
+    done = run_program(EXPORTS / "cuda_only", tmp_path, handlers=("ops",))
+    assert_error(done, "exported for cuda, not for cpu", 'platforms=("cpu", ...)')
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_committed_export_still_runs_to_its_results(tmp_path: Path) -> None:
     """Exports outlive releases: the program that tests/host/golden holds (made
     with an earlier release, see its README) runs to the same results."""

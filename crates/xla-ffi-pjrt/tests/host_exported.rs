@@ -130,3 +130,17 @@ fn one_executable_runs_from_several_threads() {
         }
     });
 }
+
+/// Before the fix a program exported for CUDA only ran on the CPU plugin; it is
+/// refused, as `jax.export`'s `call` refuses it, naming both platforms.
+#[test]
+fn an_export_for_another_platform_is_refused() {
+    let Some((plugin, exports)) = setup() else { return };
+    let folder = exports.join("cuda_only");
+    let exported = Exported::parse(&std::fs::read(folder.join("model.jaxexport")).unwrap()).unwrap();
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(exported.module(), "mlir").unwrap();
+    let err = exported.execute(&exe, &arrays(&folder, "in", 2)).unwrap_err();
+    assert!(matches!(err, ClientError::Input { .. }), "{err}");
+    assert!(err.to_string().starts_with("the program was exported for cuda, not for cpu"), "{err}");
+}

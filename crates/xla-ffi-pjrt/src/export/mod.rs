@@ -215,24 +215,31 @@ impl Exported {
     /// the platform's index first when it was exported for several platforms
     /// (an `int32` scalar, or `int64` where the compiled program takes that, as an
     /// export made with `jax_enable_x64` does), then the inputs the module kept.
-    /// Checks the inputs first ([`Exported::check_inputs`]); a platform it was not
-    /// exported for is a [`ClientError::Input`] naming both.
+    /// Checks the inputs first ([`Exported::check_inputs`]); the executable's
+    /// platform must be one it was exported for (as `jax.export`'s `call`
+    /// checks), else a [`ClientError::Input`] names both.
     pub fn module_arguments(
         &self,
         executable: &Executable<'_>,
         inputs: &[HostArray],
     ) -> Result<Vec<HostArray>, ClientError> {
         self.check_inputs(inputs)?;
+        // As `jax.export`'s `call` does: a module lowered for another platform is
+        // not run (it may call that platform's targets, or compute otherwise).
+        let platform = executable.client().platform_name();
+        let index = self
+            .platforms
+            .iter()
+            .position(|p| p.eq_ignore_ascii_case(platform) || (p == "cpu" && platform.eq_ignore_ascii_case("host")))
+            .ok_or_else(|| ClientError::Input {
+                message: format!(
+                    "the program was exported for {}, not for {platform}; export it with \
+                     platforms=(\"{platform}\", ...)",
+                    self.platforms.join(", ")
+                ),
+            })?;
         let mut out = Vec::with_capacity(self.kept_inputs.len() + 1);
         if self.platforms.len() > 1 {
-            let platform = executable.client().platform_name();
-            let index = self
-                .platforms
-                .iter()
-                .position(|p| p.eq_ignore_ascii_case(platform) || (p == "cpu" && platform.eq_ignore_ascii_case("host")))
-                .ok_or_else(|| ClientError::Input {
-                    message: format!("the program was exported for {:?}, not for {platform}", self.platforms),
-                })?;
             let wide = executable
                 .parameters()
                 .and_then(|p| p.first())
