@@ -98,14 +98,23 @@ fn an_unused_input_is_checked_and_dropped() {
     assert!(err.to_string().starts_with("input 1: expected float32[4,8], got float64[16]"), "{err}");
 }
 
-/// StableHLO given as a `jax.export` file is refused, saying what it is not.
+/// StableHLO given as a `jax.export` file is refused, saying what it is not; and
+/// a `jax.export` file given to `Client::compile` says to unwrap it (before, only
+/// the plugin's "Failed to parse using StableHLO v1.20.0, this could indicate
+/// forward incompatibility").
 #[test]
-fn stablehlo_is_not_an_export() {
-    let Some((_, exports)) = setup() else { return };
+fn stablehlo_is_not_an_export_nor_an_export_stablehlo() {
+    let Some((plugin, exports)) = setup() else { return };
     let bytecode = std::fs::read(exports.join("rms_norm_fwd/model.mlirbc")).unwrap();
     let err = Exported::parse(&bytecode).unwrap_err();
     assert!(matches!(err, ClientError::Program { .. }), "{err}");
     assert!(err.to_string().starts_with("not a jax.export serialization ("), "{err}");
+    let client = Client::new(&plugin).unwrap();
+    let err =
+        client.compile(&std::fs::read(exports.join("rms_norm_fwd/model.jaxexport")).unwrap(), "mlir").unwrap_err();
+    assert!(matches!(err, ClientError::Program { .. }), "{err}");
+    assert!(err.to_string().starts_with("the program is a jax.export serialization, not StableHLO"), "{err}");
+    assert!(err.to_string().contains("Exported::parse"), "{err}");
 }
 
 /// Before the fix `Executable` was neither `Send` nor `Sync`, so a service could

@@ -93,7 +93,6 @@ fn result_index(name: &str) -> Option<usize> {
     (index.to_string() == digits).then_some(index)
 }
 
-
 /// The inputs against `jax.export`'s `in_avals`: the count, then each one's
 /// element type and shape.
 fn check_inputs(args: &Args, avals: &[ArrayType], inputs: &[HostArray]) -> Result<(), String> {

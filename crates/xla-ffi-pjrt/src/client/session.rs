@@ -85,7 +85,8 @@ impl Client {
     /// Compiles a program for the first device, with [`COMPILE_OPTIONS_ONE_DEVICE`].
     /// `format` is PJRT's: `"mlir"` for StableHLO bytecode or text, `"hlo"` for
     /// a serialized `HloModuleProto`. A `jax.export` file is neither: give
-    /// [`Exported::module`](crate::Exported::module). A program that calls a
+    /// [`Exported::module`](crate::Exported::module) (the file itself is a
+    /// [`ClientError::Program`] saying so). A program that calls a
     /// target with no registered handler is [`ClientError::UnknownTarget`], naming
     /// it.
     pub fn compile(&self, code: &[u8], format: &str) -> Result<Executable<'_>, ClientError> {
@@ -114,7 +115,7 @@ impl Client {
         args.compile_options_size = options.len();
         // SAFETY: valid argument structs; the code, format and options outlive the call.
         let err = unsafe { compile(&mut args) };
-        self.plugin.check(err, "PJRT_Client_Compile").map_err(ClientError::name_unknown_target)?;
+        self.plugin.check(err, "PJRT_Client_Compile").map_err(|e| explain_compile_error(e, code, format))?;
         // Destroyed on drop, also if counting its outputs fails below.
         let mut executable = Executable { client: self, raw: args.executable, num_outputs: 0, parameters: None };
 
@@ -238,6 +239,23 @@ impl Drop for Client {
             let _ = self.plugin.check(err, "PJRT_Client_Destroy");
         }
     }
+}
+
+/// A compile error, with what the plugin's message does not say: the target
+/// with no handler ([`ClientError::UnknownTarget`]), or that the code is a
+/// `jax.export` serialization, which the plugin cannot parse as StableHLO.
+fn explain_compile_error(err: ClientError, code: &[u8], format: &str) -> ClientError {
+    let err = err.name_unknown_target();
+    if matches!(err, ClientError::Pjrt { .. }) && format == "mlir" && crate::Exported::parse(code).is_ok() {
+        return ClientError::Program {
+            message: format!(
+                "the program is a jax.export serialization, not StableHLO: compile \
+                 xla_ffi_pjrt::Exported::parse(..)?.module() and run it with Exported::execute \
+                 ({err})"
+            ),
+        };
+    }
+    err
 }
 
 /// A device buffer, destroyed on drop.
