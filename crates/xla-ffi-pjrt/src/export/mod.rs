@@ -36,12 +36,25 @@ use flatbuf::Table;
 use crate::client::{ArrayType, ClientError, ElementType, Executable, HostArray};
 
 /// A `jax.export` serialization, read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Exported {
     module: Vec<u8>,
     in_types: Vec<ArrayType>,
     kept_inputs: Vec<usize>,
     platforms: Vec<String>,
+}
+
+impl std::fmt::Debug for Exported {
+    /// The inputs and platforms; the module by its size, not its bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let in_types: Vec<String> = self.in_types.iter().map(ArrayType::to_string).collect();
+        f.debug_struct("Exported")
+            .field("module", &format_args!("<{} bytes>", self.module.len()))
+            .field("in_types", &in_types)
+            .field("kept_inputs", &self.kept_inputs)
+            .field("platforms", &self.platforms)
+            .finish()
+    }
 }
 
 /// Why a serialization is refused: it is not one (truncated, another format), or
@@ -263,6 +276,21 @@ impl Exported {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_the_modules_size_not_its_bytes() {
+        let e = Exported {
+            module: vec![7; 5000],
+            in_types: vec![ArrayType { element_type: ElementType::F64, dims: vec![8] }],
+            kept_inputs: vec![0],
+            platforms: vec!["cpu".into()],
+        };
+        let shown = format!("{e:?}");
+        assert_eq!(
+            shown,
+            r#"Exported { module: <5000 bytes>, in_types: ["float64[8]"], kept_inputs: [0], platforms: ["cpu"] }"#
+        );
+    }
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
