@@ -58,5 +58,5 @@ export XFR_PLUGIN_LIB="$XFR_ROOT/examples/plugin/target/release/libxla_ffi_plugi
 export XFR_HOST_EXPORTS="$exports"
 "$XFR_PY312" -m pytest -q -p no:cacheprovider tests/host
 
-log "a Rust host: linked handlers, user data through an execute context (xla-ffi-pjrt/tests/host_plugin.rs)"
-cargo test --release -p xla-ffi-pjrt --test host_plugin
+log "a Rust host: linked handlers, user data through an execute context, jax.export files from threads (xla-ffi-pjrt/tests/host_*.rs)"
+cargo test --release -p xla-ffi-pjrt --test host_plugin --test host_exported

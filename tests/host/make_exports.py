@@ -85,9 +85,14 @@ def vmapped_rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
     return jax.vmap(lambda x: xr.rms_norm(x, w, eps=EPS))(x)
 
 
-def export(fn: Callable[..., Any], args: Sequence[np.ndarray], extra_checks: Sequence[str] = ()) -> bytes:
+def export(
+    fn: Callable[..., Any],
+    args: Sequence[np.ndarray],
+    extra_checks: Sequence[str] = (),
+    platforms: Sequence[str] | None = None,
+) -> bytes:
     checks = xr.export_checks() + [jax.export.DisabledSafetyCheck.custom_call(n) for n in extra_checks]
-    exported = jax.export.export(jax.jit(fn), disabled_checks=checks)(*args)
+    exported = jax.export.export(jax.jit(fn), disabled_checks=checks, platforms=platforms)(*args)
     return bytes(exported.serialize())
 
 
@@ -155,6 +160,24 @@ def main(out: Path) -> None:
             "compare": "exact",
             "handlers": ["ops"],
         },
+        # For CPU and CUDA: the module takes the platform's index first, an int64
+        # scalar here (jax_enable_x64 is on), and the runner must pass that type.
+        "multi_platform": {
+            "fn": kepler_fwd,
+            "args": [m, e],
+            "compare": "exact",
+            "handlers": ["ops"],
+            "platforms": ("cpu", "cuda"),
+        },
+        # For CUDA only: refused on CPU, as jax.export's `call` refuses it.
+        "cuda_only": {
+            "fn": kepler_fwd,
+            "args": [m, e],
+            "compare": "error",
+            "handlers": ["ops"],
+            "expected": [],
+            "platforms": ("cuda",),
+        },
         "plugin_scale": {
             "fn": plugin_scale,
             "args": [x64],
@@ -176,7 +199,7 @@ def main(out: Path) -> None:
     for name, p in programs.items():
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "model.jaxexport").write_bytes(export(p["fn"], p["args"], p.get("checks", ())))
+        (folder / "model.jaxexport").write_bytes(export(p["fn"], p["args"], p.get("checks", ()), p.get("platforms")))
         for i, a in enumerate(p["args"]):
             np.save(folder / f"in{i}.npy", a)
         expected = p.get("expected")

@@ -108,6 +108,34 @@ def test_exported_program_gives_jaxs_results(name: str, tmp_path: Path) -> None:
     assert sorted(f.name for f in tmp_path.iterdir()) == [f"out{i}.npy" for i in range(p["outputs"])]
 
 
+def test_results_of_an_earlier_run_are_not_left_in_out(tmp_path: Path) -> None:
+    """Before the fix a run into a folder that held an earlier run's results left
+    the extra ones (out2.npy after a two-result program), which a script reading
+    ``out*.npy`` took for results. They are removed; other files are kept, and a
+    run that fails changes nothing."""
+    stale = np.arange(3.0)
+    for name in ("out0.npy", "out1.npy", "out2.npy", "out7.npy", "out01.npy", "outx.npy"):
+        np.save(tmp_path / name, stale)
+    (tmp_path / "notes.txt").write_text("mine")
+    failed = run_program(EXPORTS / "kepler_fwd", tmp_path, n_inputs=1, handlers=("ops",))
+    assert_error(failed, "takes 2 inputs")
+    assert len(list(tmp_path.glob("out*.npy"))) == 6
+    done = run_program(EXPORTS / "kepler_fwd", tmp_path, handlers=("ops",))
+    assert done.returncode == 0, done.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["notes.txt", "out0.npy", "out01.npy", "out1.npy", "outx.npy"]
+    assert_results(EXPORTS / "kepler_fwd", tmp_path, 2, "exact")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_an_export_for_another_platform_is_refused(tmp_path: Path) -> None:
+    """Before the fix a program exported for CUDA only ran on the CPU plugin
+    (jax.export's own ``call`` refuses it: the module may hold that platform's
+    calls, or compute otherwise)."""
+    done = run_program(EXPORTS / "cuda_only", tmp_path, handlers=("ops",))
+    assert_error(done, "exported for cuda, not for cpu", 'platforms=("cpu", ...)')
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_committed_export_still_runs_to_its_results(tmp_path: Path) -> None:
     """Exports outlive releases: the program that tests/host/golden holds (made
     with an earlier release, see its README) runs to the same results."""
@@ -374,6 +402,8 @@ def test_usage_errors_exit_2_and_help_documents_every_error() -> None:
         "newer than the plugin",
         "as_text()",
         "element type or shape",
+        "other platforms than the plugin's",
+        "symbolic shapes",
         "EXIT STATUS",
     ):
         assert words in text, words

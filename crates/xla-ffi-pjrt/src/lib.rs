@@ -52,6 +52,8 @@
 //! `PJRT_Plugin_Initialize`) and [`Plugin::pjrt_api`] hands its table to step 1;
 //! [`Client::compile`] compiles StableHLO for the first device and
 //! [`Executable::execute`] runs it on [`HostArray`]s (`xla-ffi-run` is built on it).
+//! [`Exported`] reads a `jax.export` serialization (a `.jaxexport` file): the
+//! module to compile, and the module's arguments made from the function's inputs.
 //!
 //! Layouts are those of the shipped plugins, chosen by version (see [`sys`]).
 //! `unsafe` code lives in the loading layer alone (the modules that read the raw
@@ -63,6 +65,7 @@ mod api;
 pub mod client;
 mod context;
 mod error;
+pub mod export;
 mod library;
 mod probe;
 mod register;
@@ -75,6 +78,7 @@ pub use api::{ExtensionInfo, PjrtApi};
 pub use client::{ArrayType, AttributeValue, Client, ClientError, ElementType, Executable, HostArray, Plugin};
 pub use context::ExecuteContext;
 pub use error::{Error, ErrorKind};
+pub use export::Exported;
 pub use library::{HandlerLibrary, LibraryTarget};
 pub use register::{ffi_api_version, register, Registered, FFI_PLATFORMS, MIN_PJRT_API_VERSION};
 

@@ -7,9 +7,10 @@
 //! `lammps-jax-pjrt-cpu` 0.11.2; `.ci/host.sh` sets it); without it each test
 //! prints why and passes, unless `XFR_HOST_REQUIRED=1`.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use xla_ffi::{handler, state_type, Buffer, Error, Result, ResultBuffer, UserData};
+use xla_ffi::{handler, state_type, Buffer, Error, Result, ResultBuffer, State, UserData};
 use xla_ffi_pjrt::{Client, ClientError, ElementType, ExecuteContext, HandlerLibrary, HostArray, PjrtApi, Plugin};
 
 /// Per-run data a host hands to its handlers.
@@ -38,9 +39,41 @@ fn host_test_checked_copy(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()
     Ok(())
 }
 
+/// How many times an instantiate stage ran, in this process.
+static INSTANTIATED: AtomicUsize = AtomicUsize::new(0);
+
+/// The state of `host_test.instance`: which instantiation made it (1, 2, ...).
+struct Instance(usize);
+state_type!(Instance);
+
+#[handler(target = "host_test.instance", stage = instantiate, descriptor = INSTANCE_INSTANTIATE)]
+fn host_test_instance_instantiate() -> Result<Instance> {
+    Ok(Instance(INSTANTIATED.fetch_add(1, Ordering::SeqCst) + 1))
+}
+
+/// Writes the number of the instantiation whose state it was given.
+#[handler(target = "host_test.instance", descriptor = INSTANCE_EXECUTE)]
+fn host_test_instance_execute(x: Buffer<f32>, mut y: ResultBuffer<f32>, state: State<Instance>) -> Result<()> {
+    for (o, _) in y.as_uninit()?.iter_mut().zip(x.as_slice()?) {
+        o.write(state.0 as f32);
+    }
+    Ok(())
+}
+
+/// Panics on a negative first value, to see a panic reach the host as an error.
+#[handler(target = "host_test.panics")]
+fn host_test_panics(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
+    let xs = x.as_slice()?;
+    assert!(xs[0] >= 0.0, "host_test.panics: a negative first value {}", xs[0]);
+    for (o, &v) in y.as_uninit()?.iter_mut().zip(xs) {
+        o.write(v);
+    }
+    Ok(())
+}
+
 xla_ffi::export_registry! {
-    handlers: [&HOST_TEST_ADD_OFFSET, &HOST_TEST_CHECKED_COPY],
-    types: { "host_test.Offset" => Offset },
+    handlers: [&HOST_TEST_ADD_OFFSET, &HOST_TEST_CHECKED_COPY, &INSTANCE_INSTANTIATE, &INSTANCE_EXECUTE, &HOST_TEST_PANICS],
+    types: { "host_test.Offset" => Offset, "host_test.Instance" => Instance },
 }
 
 fn program(target: &str) -> String {
@@ -74,7 +107,10 @@ fn setup() -> Option<(Plugin, &'static PjrtApi)> {
         let api = plugin.pjrt_api().unwrap().named(path);
         let lib = HandlerLibrary::linked(registry()).unwrap();
         let done = xla_ffi_pjrt::register(&api, &lib, "Host").unwrap();
-        assert_eq!(done.targets, ["host_test.add_offset", "host_test.checked_copy"]);
+        assert_eq!(
+            done.targets,
+            ["host_test.add_offset", "host_test.checked_copy", "host_test.instance", "host_test.panics"]
+        );
         Some((plugin, api))
     });
     loaded.as_ref().map(|(p, a)| (*p, a))
@@ -124,8 +160,12 @@ fn compile_errors_and_bad_inputs_are_errors() {
     assert_eq!(client.platform_name(), "cpu");
     let err = client.compile(b"module { this is not mlir", "mlir").unwrap_err();
     assert!(matches!(err, ClientError::Pjrt { call: "PJRT_Client_Compile", .. }), "{err}");
+    // Named, with how to register it (before the fix only the plugin's "No FFI
+    // handler registered for host_test.nowhere on a platform Host").
     let err = client.compile(program("host_test.nowhere").as_bytes(), "mlir").unwrap_err();
-    assert!(err.to_string().contains("host_test.nowhere"), "{err}");
+    assert!(matches!(&err, ClientError::UnknownTarget { target, .. } if target == "host_test.nowhere"), "{err:?}");
+    assert!(err.to_string().starts_with("the program calls target 'host_test.nowhere'"), "{err}");
+    assert!(err.to_string().contains("xla_ffi_pjrt::register"), "{err}");
     let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
     let err = exe.execute(&[f32s(&[1.0, 2.0])]).unwrap_err();
     assert!(matches!(err, ClientError::Input { .. }), "{err}");
@@ -151,6 +191,8 @@ fn a_context_of_another_plugin_is_refused() {
     let err = exe.execute_with(&[f32s(&[1.0, 2.0, 3.0, 4.0])], Some(&context)).unwrap_err();
     assert!(matches!(err, ClientError::Input { .. }), "{err}");
     assert!(err.to_string().contains("fake_plugin.so") && err.to_string().contains("execute context"), "{err}");
+    // One line of prose (a string continuation once left a run of spaces in it).
+    assert!(!err.to_string().contains("  "), "{err:?}");
 }
 
 /// Before the fix `execute` checked inputs by byte size only (the plugin's own
@@ -191,4 +233,48 @@ fn inputs_are_checked_against_the_compiled_parameters() {
     let u8s = HostArray::new(ElementType::U8, vec![3], vec![1, 2, 3]).unwrap();
     let err = exe.execute(&[a, b, u8s, d]).unwrap_err();
     assert_eq!(err.to_string(), "input 2: expected int8[3], got uint8[3]");
+}
+
+/// A stateful handler's state is made once per executable, when it is compiled,
+/// and every run of that executable, from any thread, reads that one state;
+/// compiling again makes another (docs/outside-python.md says so).
+#[test]
+fn a_stateful_handlers_state_is_made_once_per_executable() {
+    let Some((plugin, _)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    let first = client.compile(program("host_test.instance").as_bytes(), "mlir").unwrap();
+    let made = INSTANTIATED.load(Ordering::SeqCst);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    let out = first.execute(&[f32s(&[0.0; 4])]).unwrap();
+                    assert_eq!(read_f32s(&out[0]), [made as f32; 4]);
+                }
+            });
+        }
+    });
+    assert_eq!(INSTANTIATED.load(Ordering::SeqCst), made, "no run instantiates again");
+    let second = client.compile(program("host_test.instance").as_bytes(), "mlir").unwrap();
+    assert_eq!(INSTANTIATED.load(Ordering::SeqCst), made + 1);
+    assert_eq!(read_f32s(&second.execute(&[f32s(&[0.0; 4])]).unwrap()[0]), [(made + 1) as f32; 4]);
+    assert_eq!(read_f32s(&first.execute(&[f32s(&[0.0; 4])]).unwrap()[0]), [made as f32; 4]);
+}
+
+/// A handler that panics is an INTERNAL error naming the target (no panic
+/// crosses into the plugin), and the executable runs again afterwards.
+#[test]
+fn a_handler_that_panics_is_an_error_and_the_executable_runs_again() {
+    let Some((plugin, _)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(program("host_test.panics").as_bytes(), "mlir").unwrap();
+    match exe.execute(&[f32s(&[-1.0, 0.0, 1.0, 2.0])]).unwrap_err() {
+        ClientError::Pjrt { code, message, .. } => {
+            assert_eq!(code, 13, "{message}");
+            assert!(message.contains("host_test.panics") && message.contains("panicked"), "{message}");
+            assert!(message.contains("a negative first value -1"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(read_f32s(&exe.execute(&[f32s(&[1.0, 0.0, 1.0, 2.0])]).unwrap()[0]), [1.0, 0.0, 1.0, 2.0]);
 }

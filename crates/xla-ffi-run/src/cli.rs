@@ -26,6 +26,9 @@ OPTIONS:
                       handler registry); its targets are registered into the plugin before
                       compiling. Repeatable.
     --out DIR         Where the results go: DIR/out0.npy, DIR/out1.npy, ... (made if absent).
+                      After a run, DIR holds this run's results only: an outK.npy of an
+                      earlier run with more results is removed (other files are kept).
+                      On an error, DIR is not changed.
     -h, --help        This text.
     -V, --version     The version.
 
@@ -39,6 +42,9 @@ EXIT STATUS:
            the list of the registered targets);
          - the StableHLO is newer than the plugin reads (both versions are said; the text
            form, jax.jit(f).lower(...).as_text(), may load where the bytecode does not);
+         - a jax.export file made for other platforms than the plugin's (both named),
+           or one that cannot run here (symbolic shapes, several devices, ordered
+           effects);
          - wrong inputs: how many, or an input's element type or shape (named with what
            was expected and what was got); unreadable .npy files;
          - a handler's or PJRT's error while compiling or running (its code and message).

@@ -6,7 +6,6 @@
 #![deny(unsafe_code)]
 
 mod cli;
-mod flatbuf;
 mod handlers;
 mod model;
 mod npy;

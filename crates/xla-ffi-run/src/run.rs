@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use xla_ffi_pjrt::{Client, ClientError, ElementType, HostArray, Plugin};
+use xla_ffi_pjrt::{Client, ClientError, HostArray, Plugin};
 
 use crate::cli::Args;
 use crate::model::{self, Model};
@@ -51,8 +51,12 @@ pub fn run(args: &Args) -> Result<(), String> {
             check_inputs(args, parameters, &inputs)?;
         }
     }
-    let module_args = module_arguments(&model, inputs, client.platform_name())?;
-    let results = executable.execute(&module_args).map_err(|e| e.to_string())?;
+    let results = match &model.exported {
+        // The platform index (several platforms), then the inputs the module kept.
+        Some(exported) => exported.execute(&executable, &inputs),
+        None => executable.execute(&inputs),
+    }
+    .map_err(|e| e.to_string())?;
 
     std::fs::create_dir_all(&args.out).map_err(|e| format!("cannot make {}: {e}", args.out.display()))?;
     for (i, result) in results.iter().enumerate() {
@@ -61,7 +65,32 @@ pub fn run(args: &Args) -> Result<(), String> {
         let aval = ArrayType { element_type: result.element_type(), dims: result.dims().to_vec() };
         println!("{} {aval}", path.display());
     }
+    remove_stale_results(&args.out, results.len())
+}
+
+/// Removes the runner's result files of an earlier run that this one did not
+/// write (`outK.npy` for K >= `count`), so that DIR's `out*.npy` are this run's
+/// results only. Other files are left alone.
+fn remove_stale_results(out: &Path, count: usize) -> Result<(), String> {
+    let entries = std::fs::read_dir(out).map_err(|e| format!("cannot list {}: {e}", out.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(index) = name.to_str().and_then(result_index) else { continue };
+        if index >= count {
+            let path = entry.path();
+            std::fs::remove_file(&path)
+                .map_err(|e| format!("cannot remove {}, a result of an earlier run: {e}", path.display()))?;
+        }
+    }
     Ok(())
+}
+
+/// K of a file named `outK.npy` as the runner writes it (`out0.npy`, `out12.npy`;
+/// not `out01.npy`).
+fn result_index(name: &str) -> Option<usize> {
+    let digits = name.strip_prefix("out")?.strip_suffix(".npy")?;
+    let index: usize = digits.parse().ok()?;
+    (index.to_string() == digits).then_some(index)
 }
 
 /// The inputs against `jax.export`'s `in_avals`: the count, then each one's
@@ -118,25 +147,19 @@ fn explain_compile_error(
     plugin: &Plugin,
     registered: &handlers::Registered,
 ) -> String {
-    let text = err.to_string();
-    for marker in ["No FFI handler registered for ", "No registered implementation for custom call to "] {
-        if let Some(at) = text.find(marker) {
-            let target: String = text[at + marker.len()..]
-                .chars()
-                .take_while(|c| !c.is_whitespace() && *c != ',' && *c != ';')
-                .collect();
-            let list = if registered.targets.is_empty() {
-                "none (no --handlers library given)".to_string()
-            } else {
-                registered.targets.join(", ")
-            };
-            return format!(
-                "the program calls target '{target}', which no --handlers library registers; \
-                 registered targets: {list}; give the library that exports it with --handlers LIB.so \
-                 (a Python-free cdylib of handlers, built with xla_ffi::export_registry!)\n  (plugin: {text})"
-            );
-        }
+    if let ClientError::UnknownTarget { target, message } = &err {
+        let list = if registered.targets.is_empty() {
+            "none (no --handlers library given)".to_string()
+        } else {
+            registered.targets.join(", ")
+        };
+        return format!(
+            "the program calls target '{target}', which no --handlers library registers; \
+             registered targets: {list}; give the library that exports it with --handlers LIB.so \
+             (a Python-free cdylib of handlers, built with xla_ffi::export_registry!)\n  (plugin: {message})"
+        );
     }
+    let text = err.to_string();
     // The plugin says "this could indicate forward incompatibility" for any
     // bytecode it cannot parse: blame the version only when it is newer (or the
     // plugin does not say what it reads); a truncated or corrupt file is not.
@@ -152,27 +175,15 @@ fn explain_compile_error(
     format!("cannot compile {} ({}, {} bytes): {text}", path.display(), model.kind, model.code.len())
 }
 
-/// The module's arguments: the platform index (when exported for several
-/// platforms), then the inputs the module kept.
-fn module_arguments(model: &Model, inputs: Vec<HostArray>, platform: &str) -> Result<Vec<HostArray>, String> {
-    let mut out = Vec::new();
-    if model.platforms.len() > 1 {
-        let index = model
-            .platforms
-            .iter()
-            .position(|p| p.eq_ignore_ascii_case(platform) || (p == "cpu" && platform.eq_ignore_ascii_case("host")))
-            .ok_or_else(|| format!("the program was exported for {:?}, not for {platform}", model.platforms))?;
-        let bytes = (index as i32).to_le_bytes().to_vec();
-        out.push(HostArray::new(ElementType::S32, vec![], bytes).map_err(|e| e.to_string())?);
-    }
-    match &model.kept_inputs {
-        Some(kept) => {
-            let mut inputs: Vec<Option<HostArray>> = inputs.into_iter().map(Some).collect();
-            for &i in kept {
-                out.push(inputs[i].take().ok_or_else(|| format!("input {i} is kept twice"))?);
-            }
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn result_index_reads_the_runners_names_only() {
+        use super::result_index;
+        assert_eq!(result_index("out0.npy"), Some(0));
+        assert_eq!(result_index("out12.npy"), Some(12));
+        for other in ["out01.npy", "out.npy", "out-1.npy", "out+1.npy", "outx.npy", "out1.npz", "xout1.npy"] {
+            assert_eq!(result_index(other), None, "{other}");
         }
-        None => out.extend(inputs),
     }
-    Ok(out)
 }

@@ -34,6 +34,21 @@ pub enum ClientError {
         /// What was expected and what was got.
         message: String,
     },
+    /// The program calls a custom-call target with no handler registered in the
+    /// plugin (compiling refused it).
+    UnknownTarget {
+        /// The target's name (`xla_ffi_rs.kepler`).
+        target: String,
+        /// The plugin's message.
+        message: String,
+    },
+    /// A program file that cannot be read as what it was given as (a
+    /// [`Exported`](crate::Exported) that is not a `jax.export` serialization, or
+    /// one that this crate does not run).
+    Program {
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -73,9 +88,40 @@ impl fmt::Display for ClientError {
                 let name = Self::code_name(*code);
                 write!(f, "{call} failed with {name} (code {code}): {message}")
             }
-            Self::Input { message } => write!(f, "{message}"),
+            Self::UnknownTarget { target, message } => write!(
+                f,
+                "the program calls target '{target}', which no handler library registered in this \
+                 plugin; register the library that exports it (xla_ffi_pjrt::register) before \
+                 compiling ({message})"
+            ),
+            Self::Input { message } | Self::Program { message } => write!(f, "{message}"),
         }
     }
 }
 
 impl std::error::Error for ClientError {}
+
+/// What the plugin says when a program calls a target with no handler: XLA's FFI
+/// (typed handlers) and its older custom-call registry.
+const UNKNOWN_TARGET: [&str; 2] =
+    ["No FFI handler registered for ", "No registered implementation for custom call to "];
+
+impl ClientError {
+    /// A compile error that names a target with no handler, as
+    /// [`ClientError::UnknownTarget`]; any other error as it is.
+    pub(crate) fn name_unknown_target(self) -> Self {
+        let Self::Pjrt { message, .. } = &self else { return self };
+        for marker in UNKNOWN_TARGET {
+            if let Some(at) = message.find(marker) {
+                let target: String = message[at + marker.len()..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && *c != ',' && *c != ';')
+                    .collect();
+                if !target.is_empty() {
+                    return Self::UnknownTarget { target, message: message.clone() };
+                }
+            }
+        }
+        self
+    }
+}

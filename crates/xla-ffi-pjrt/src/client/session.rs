@@ -84,7 +84,11 @@ impl Client {
 
     /// Compiles a program for the first device, with [`COMPILE_OPTIONS_ONE_DEVICE`].
     /// `format` is PJRT's: `"mlir"` for StableHLO bytecode or text, `"hlo"` for
-    /// a serialized `HloModuleProto`.
+    /// a serialized `HloModuleProto`. A `jax.export` file is neither: give
+    /// [`Exported::module`](crate::Exported::module) (the file itself is a
+    /// [`ClientError::Program`] saying so). A program that calls a
+    /// target with no registered handler is [`ClientError::UnknownTarget`], naming
+    /// it.
     pub fn compile(&self, code: &[u8], format: &str) -> Result<Executable<'_>, ClientError> {
         self.compile_with_options(code, format, &COMPILE_OPTIONS_ONE_DEVICE)
     }
@@ -111,7 +115,7 @@ impl Client {
         args.compile_options_size = options.len();
         // SAFETY: valid argument structs; the code, format and options outlive the call.
         let err = unsafe { compile(&mut args) };
-        self.plugin.check(err, "PJRT_Client_Compile")?;
+        self.plugin.check(err, "PJRT_Client_Compile").map_err(|e| explain_compile_error(e, code, format))?;
         // Destroyed on drop, also if counting its outputs fails below.
         let mut executable = Executable { client: self, raw: args.executable, num_outputs: 0, parameters: None };
 
@@ -237,6 +241,23 @@ impl Drop for Client {
     }
 }
 
+/// A compile error, with what the plugin's message does not say: the target
+/// with no handler ([`ClientError::UnknownTarget`]), or that the code is a
+/// `jax.export` serialization, which the plugin cannot parse as StableHLO.
+fn explain_compile_error(err: ClientError, code: &[u8], format: &str) -> ClientError {
+    let err = err.name_unknown_target();
+    if matches!(err, ClientError::Pjrt { .. }) && format == "mlir" && crate::Exported::parse(code).is_ok() {
+        return ClientError::Program {
+            message: format!(
+                "the program is a jax.export serialization, not StableHLO: compile \
+                 xla_ffi_pjrt::Exported::parse(..)?.module() and run it with Exported::execute \
+                 ({err})"
+            ),
+        };
+    }
+    err
+}
+
 /// A device buffer, destroyed on drop.
 struct Buffer<'c> {
     client: &'c Client,
@@ -304,6 +325,14 @@ pub struct Executable<'c> {
     parameters: Option<Vec<ArrayType>>,
 }
 
+// SAFETY: a PJRT loaded executable may be run from many threads at once (XLA's
+// `PjRtLoadedExecutable::Execute` is thread-safe, as JAX's dispatch from several
+// threads relies on); the pointer is only passed back to the plugin, and the
+// client it borrows is `Sync`. Each run makes its own buffers, context and event.
+unsafe impl Send for Executable<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Executable<'_> {}
+
 impl std::fmt::Debug for Executable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Executable({} outputs on {:?})", self.num_outputs, self.client)
@@ -311,6 +340,11 @@ impl std::fmt::Debug for Executable<'_> {
 }
 
 impl Executable<'_> {
+    /// The client it was compiled by (and runs on).
+    pub fn client(&self) -> &Client {
+        self.client
+    }
+
     /// How many results a run returns.
     pub fn num_outputs(&self) -> usize {
         self.num_outputs
@@ -372,7 +406,7 @@ impl Executable<'_> {
             if theirs.as_ptr() != plugin.as_raw() {
                 return Err(ClientError::Input {
                     message: format!(
-                        "the execute context was made from the PJRT table of {:?}, not of this executable's plugin                          ({plugin:?}); make it from this plugin's table (Plugin::pjrt_api)",
+                        "the execute context was made from the PJRT table of {:?}, not of this executable's plugin ({plugin:?}); make it from this plugin's table (Plugin::pjrt_api)",
                         theirs.name()
                     ),
                 });

@@ -3,7 +3,7 @@
 
 /// A table inside a buffer.
 #[derive(Clone, Copy)]
-pub struct Table<'a> {
+pub(crate) struct Table<'a> {
     buf: &'a [u8],
     pos: usize,
     vtable: usize,
@@ -27,7 +27,7 @@ fn u16_at(buf: &[u8], pos: usize) -> Result<usize, String> {
 
 impl<'a> Table<'a> {
     /// The root table of a finished buffer.
-    pub fn root(buf: &'a [u8]) -> Result<Self, String> {
+    pub(crate) fn root(buf: &'a [u8]) -> Result<Self, String> {
         Self::at(buf, u32_at(buf, 0)?)
     }
 
@@ -54,7 +54,7 @@ impl<'a> Table<'a> {
     }
 
     /// A `u16`/`i16`/`u32` scalar field as `u64`, or `default`.
-    pub fn uint(&self, index: usize, bytes: usize, default: u64) -> Result<u64, String> {
+    pub(crate) fn uint(&self, index: usize, bytes: usize, default: u64) -> Result<u64, String> {
         let Some(p) = self.field(index)? else { return Ok(default) };
         Ok(match bytes {
             1 => u8::from_le_bytes(read(self.buf, p)?) as u64,
@@ -72,7 +72,7 @@ impl<'a> Table<'a> {
     }
 
     /// A `[ubyte]` or `string` field.
-    pub fn bytes(&self, index: usize) -> Result<Option<&'a [u8]>, String> {
+    pub(crate) fn bytes(&self, index: usize) -> Result<Option<&'a [u8]>, String> {
         let Some((start, len)) = self.vector(index)? else { return Ok(None) };
         start
             .checked_add(len)
@@ -82,7 +82,7 @@ impl<'a> Table<'a> {
     }
 
     /// A vector of `u16` or `u32` (`bytes` per element).
-    pub fn uints(&self, index: usize, bytes: usize) -> Result<Vec<u64>, String> {
+    pub(crate) fn uints(&self, index: usize, bytes: usize) -> Result<Vec<u64>, String> {
         let Some((start, len)) = self.vector(index)? else { return Ok(Vec::new()) };
         (0..len)
             .map(|i| {
@@ -93,7 +93,7 @@ impl<'a> Table<'a> {
     }
 
     /// A vector of tables.
-    pub fn tables(&self, index: usize) -> Result<Vec<Table<'a>>, String> {
+    pub(crate) fn tables(&self, index: usize) -> Result<Vec<Table<'a>>, String> {
         let Some((start, len)) = self.vector(index)? else { return Ok(Vec::new()) };
         (0..len)
             .map(|i| {
@@ -104,7 +104,7 @@ impl<'a> Table<'a> {
     }
 
     /// A vector of strings.
-    pub fn strings(&self, index: usize) -> Result<Vec<String>, String> {
+    pub(crate) fn strings(&self, index: usize) -> Result<Vec<String>, String> {
         let Some((start, len)) = self.vector(index)? else { return Ok(Vec::new()) };
         (0..len)
             .map(|i| {
