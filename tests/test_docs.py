@@ -1,4 +1,5 @@
-"""Every code block of README.md, docs/*.md and the crate and plugin READMEs runs as written.
+"""Every code block of README.md, docs/*.md and the crate and plugin READMEs runs as written,
+and every relative link between them resolves (the file, and the heading after `#`).
 
 Each ```python block runs in a fresh Python process from the repository root, with
 no set-up of its own: what a reader pastes into a file is what runs (a block that
