@@ -16,7 +16,8 @@ check *pytest_args:
 test:
     bash .ci/run
 
-# Rust tests only (fast).
+# Rust tests only, all of them: the trybuild cases of the macro's diagnostics too
+# (most of a fresh build's time; `just check` skips them).
 test-rust:
     source scripts/env.sh && XFR_SKIP_PY311=1 setup_venvs && cargo test --workspace
 

@@ -37,7 +37,8 @@ alone with CUDA events.
   in one program and dispatched.
 
 Targets: fwd and bwd >= 85% of copy bandwidth at 8192x4096, both faster than jnp;
-kepler >= 3x jnp. Prints a table and writes JSON (``--out``, default gpu_bench.json).
+kepler >= 3x jnp. Prints a table and writes JSON (``--out``, default
+benchmarks/results/gpu_bench.json, beside the other suites' results; not committed).
 ``--device cpu --quick`` runs every line on small arrays on the CPU: a check that
 the script works before it is taken to a GPU, no figure.
 """
@@ -49,6 +50,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -305,7 +307,7 @@ def print_curve(curve, pre=""):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="gpu_bench.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "gpu_bench.json")
     ap.add_argument("--rows", type=int, default=8192)
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--kepler-n", type=int, default=10_000_000)
@@ -392,6 +394,7 @@ def main():
         print(line)
     print_curve(results["curve"])
     print_curve(results["curve"], "dispatched_")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(results, f, indent=2)
     print(f"wrote {a.out}")

@@ -5,6 +5,8 @@ a stateful instantiate + execute bundle, registered by `xla_ffi_rs.examples.regi
 Its `#[handler(...)]` declares `shapes = "...b -> ...b"`, `linear = "x"` and itself as
 its transpose; `binding.op` builds everything else from that: abstract eval, the
 `factor` attribute as an f32, vmap (one call), sharding, JVP and transpose.
+
+Run it: ``python examples/bind_scale.py``.
 """
 
 import jax

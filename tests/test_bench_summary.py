@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -207,3 +208,17 @@ def test_run_sh_regenerates_the_tables_after_a_full_run() -> None:
     run = (BENCH / "run.sh").read_text()
     assert 'summary.py "${dirs[@]}" --write "$root/docs/performance.md"' in run
     assert '*" --quick "*)' in run
+
+
+def test_the_readme_headline_figures_are_from_the_tables_run() -> None:
+    """The README's hand-quoted headline figures name the date of their run; a new
+    table (benchmarks/run.sh rewrites it) fails this until the README quotes it too."""
+    readme = (ROOT / "README.md").read_text()
+    perf = (ROOT / "docs" / "performance.md").read_text()
+    table = re.search(r"`just bench` on (\d{4}-\d{2}-\d{2}):", perf)
+    headline = re.search(r"Headline figures of `just bench` \((\d{4}-\d{2}-\d{2}),", readme)
+    assert table and headline, "the performance table's date or the README's headline date is missing"
+    assert headline[1] == table[1], (
+        f"README.md quotes the run of {headline[1]}, docs/performance.md's table is of {table[1]}: "
+        "update the README's headline figures from the table"
+    )

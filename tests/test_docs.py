@@ -1,4 +1,5 @@
-"""Every code block of README.md, docs/*.md and the crate and plugin READMEs runs as written.
+"""Every code block of README.md, docs/*.md and the crate and plugin READMEs runs as written,
+and every relative link between them resolves (the file, and the heading after `#`).
 
 Each ```python block runs in a fresh Python process from the repository root, with
 no set-up of its own: what a reader pastes into a file is what runs (a block that
@@ -227,3 +228,39 @@ def test_making_the_template_yours_renames_the_targets_prefix() -> None:
     assert not missing, (
         f"examples/plugin/README.md 'Making it yours' does not say to rename the targets' prefix: {missing}"
     )
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings (lower case, punctuation
+    but `-` and `_` dropped, spaces to `-`, `-1`, `-2` for repeats), outside code blocks."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    in_code = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        heading = re.match(r"#+\s+(.*)", line)
+        if in_code or heading is None:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def test_every_relative_link_and_anchor_resolves() -> None:
+    """A link between the docs names a file that exists and, after `#`, a heading it has."""
+    dead = []
+    for f in DOC_FILES:
+        for link in re.findall(r"\]\(([^)\s]+)\)", f.read_text(encoding="utf-8")):
+            if link.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (f.parent / path) if path else f
+            if not target.exists():
+                dead.append(f"{f.relative_to(ROOT)}: {link} (no such file)")
+            elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
+                dead.append(f"{f.relative_to(ROOT)}: {link} (no such heading)")
+    assert not dead, f"dead links: {dead}"

@@ -56,10 +56,11 @@
 //! module to compile, and the module's arguments made from the function's inputs.
 //!
 //! Layouts are those of the shipped plugins, chosen by version (see [`sys`]).
-//! `unsafe` code lives in the loading layer alone (the modules that read the raw
-//! tables: `api`, `library`, `probe`, `runtime`, `context`, and the client's
-//! `plugin` and `session`), each block with a
-//! `// SAFETY:` comment; the rest is safe Rust.
+//! `unsafe` code lives in the loading layer alone (the modules that read or call
+//! the raw tables: `api`, `library`, `probe`, `runtime`, `context`, `register`,
+//! [`sys`] (its all-zero argument structs), the client's `plugin` and `session`,
+//! and the fake plugin of `testing`), each block with a `// SAFETY:` comment; the
+//! rest is safe Rust.
 
 mod api;
 pub mod client;
