@@ -297,12 +297,26 @@ impl Drop for Buffer<'_> {
 }
 
 /// A compiled program, loaded on the client's first device.
+///
+/// It borrows its [`Client`], so it cannot outlive it. It is `Send` and `Sync`: several
+/// threads may [`execute`](Executable::execute) one executable at once, each with its
+/// own inputs (as JAX runs one compiled program from many threads).
 pub struct Executable<'c> {
     client: &'c Client,
     raw: *mut sys::PJRT_LoadedExecutable,
     num_outputs: usize,
     parameters: Option<Vec<ArrayType>>,
 }
+
+// SAFETY: `raw` is a PJRT loaded executable, which the PJRT C API lets any thread use
+// and lets several threads execute at once (XLA's `PjRtLoadedExecutable::Execute` is
+// thread-safe, and JAX calls it from many threads); it is destroyed once, by `Drop`,
+// on whichever thread drops it. Each `execute` makes its own buffers, context and
+// events; the rest (`num_outputs`, `parameters`) is only read after construction, and
+// `client` is a `&Client`, which is `Send + Sync`.
+unsafe impl Send for Executable<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Executable<'_> {}
 
 impl std::fmt::Debug for Executable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
