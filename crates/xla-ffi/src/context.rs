@@ -377,3 +377,20 @@ impl<'f> Context<'f> {
         Ok(())
     }
 }
+
+impl core::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Context")
+            .field("target", &self.target)
+            .field("api_version", &self.api_version())
+            .field("stage", &self.stage())
+            .field("host", &self.frame.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl core::fmt::Debug for Scratch<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Scratch").field("ptr", &self.data).field("size", &self.size).finish()
+    }
+}

@@ -120,6 +120,7 @@ impl Stage {
 
 /// What the [`handler`](crate::handler) macro knows about a handler.
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct HandlerInfo {
     pub target: &'static str,
     /// Whether buffers live in host memory (CPU handlers) or on a device.
