@@ -1,7 +1,8 @@
-//! Every public type a handler, a test or a host holds implements `Debug` (the Rust
-//! API guidelines' C-DEBUG): a handler can log its parameters, and a test can
-//! `{:?}` or `assert_eq!` what it got. Views show where they sit in the call, their
-//! dtype and shape, never uninitialised memory.
+//! The public types' common traits (the Rust API guidelines' C-COMMON-TRAITS,
+//! C-DEBUG, C-GOOD-ERR). Every public type a handler, a test or a host holds
+//! implements `Debug`: a handler can log its parameters, and a test can `{:?}` or
+//! `assert_eq!` what it got. Views show where they sit in the call, their dtype and
+//! shape, never uninitialised memory. Every error type is a `std::error::Error`.
 
 mod common;
 
@@ -21,6 +22,14 @@ struct Plan;
 state_type!(Plan);
 
 fn is_debug<T: Debug + ?Sized>() {}
+
+fn is_error<T: std::error::Error + Send + Sync + 'static>() {}
+
+#[test]
+fn every_error_type_is_a_std_error() {
+    is_error::<Error>();
+    is_error::<xla_ffi::decl::RuleError>();
+}
 
 #[test]
 fn every_public_type_is_debug() {
