@@ -114,6 +114,7 @@ impl Stream<'_> {
 
 /// Scratch device memory from XLA's allocator, freed when dropped (at the latest,
 /// when the handler returns).
+#[must_use = "the memory is freed as soon as the Scratch is dropped"]
 pub struct Scratch<'f> {
     frame: &'f Frame<'f>,
     data: *mut c_void,
