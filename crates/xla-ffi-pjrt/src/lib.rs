@@ -58,6 +58,7 @@
 //! tables: `api`, `library`, `probe`, `runtime`, `context`, and the client's
 //! `plugin` and `session`), each block with a
 //! `// SAFETY:` comment; the rest is safe Rust.
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod api;
 pub mod client;
