@@ -25,6 +25,9 @@ fi
 
 log "cargo doc as the README says (stable; every module but bindgen's), warnings denied"
 CARGO_TARGET_DIR=target/doc RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p xla-ffi --features testing,pyo3,cuda
+# `testing` alone: a doc link to a `cuda`-only item breaks there.
+CARGO_TARGET_DIR=target/doc RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p xla-ffi --features testing
+CARGO_TARGET_DIR=target/doc RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p xla-ffi-pjrt --features testing
 
 # docs.rs: nightly rustdoc with --cfg docsrs (doc(cfg) badges on feature-gated
 # items) and each crate's [package.metadata.docs.rs] features; no libclang, no header.
@@ -34,6 +37,7 @@ if ensure_nightly; then
      export LIBCLANG_PATH=/nonexistent CARGO_TARGET_DIR=target/docsrs RUSTDOCFLAGS="--cfg docsrs -D warnings"
      cargo +nightly doc --no-deps -p xla-ffi-sys -p xla-ffi-rules -p xla-ffi-macros
      cargo +nightly doc --no-deps -p xla-ffi --features pyo3,testing,cuda
+     cargo +nightly doc --no-deps -p xla-ffi-pjrt --features testing
      cargo +nightly doc --no-deps -p xla-ffi-rs-ops --features cuda)
 else
     skip_step "the docs.rs build" "needs the nightly toolchain (rustup toolchain install nightly)" || exit 1

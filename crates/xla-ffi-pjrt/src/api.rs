@@ -13,6 +13,7 @@ const MAX_EXTENSIONS: usize = 64;
 
 /// One extension of a plugin's chain: its `PJRT_Extension_Type` and `struct_size`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExtensionInfo {
     /// `PJRT_Extension_Type` (5 is the FFI extension).
     pub type_: u32,

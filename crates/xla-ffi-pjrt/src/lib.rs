@@ -61,6 +61,16 @@
 //! [`sys`] (its all-zero argument structs), the client's `plugin` and `session`,
 //! and the fake plugin of `testing`), each block with a `// SAFETY:` comment; the
 //! rest is safe Rust.
+//!
+//! # Features
+//!
+//! None is on by default.
+//!
+//! * `testing`: the `testing` module, a fake PJRT plugin (an API
+//!   table with the FFI extension and the XLA runtime's registration functions) that
+//!   records what is registered, to test a host without a real plugin.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod api;
 pub mod client;
@@ -73,6 +83,7 @@ mod register;
 mod runtime;
 pub mod sys;
 #[cfg(any(test, feature = "testing"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use api::{ExtensionInfo, PjrtApi};

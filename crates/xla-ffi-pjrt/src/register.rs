@@ -18,6 +18,7 @@ pub const MIN_PJRT_API_VERSION: (i32, i32) = (0, 81);
 
 /// What [`register`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Registered {
     /// The plugin's XLA FFI runtime version, `(major, minor)`.
     pub ffi_api_version: (i32, i32),

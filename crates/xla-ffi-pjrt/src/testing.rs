@@ -20,6 +20,8 @@ use crate::sys;
 
 /// One call the fake plugin received.
 #[derive(Clone, Debug, PartialEq, Eq)]
+// The fields are named for the values the variant's line lists.
+#[allow(missing_docs)]
 pub enum FakeCall {
     /// The FFI extension's `register_handler`: target, platform, args `struct_size`, traits.
     ExtRegisterHandler { target: String, platform: String, struct_size: usize, traits: u32 },
@@ -249,6 +251,12 @@ impl FakePlugin {
     pub fn user_data(&self, context: *mut c_void, type_id: i64) -> Option<*const c_void> {
         let all = self.inner().user_data.lock().unwrap();
         all.iter().find(|(c, t, _)| *c == context as usize && *t == type_id).map(|&(_, _, d)| d.0)
+    }
+}
+
+impl core::fmt::Debug for FakePlugin {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FakePlugin").field("calls", &self.calls().len()).finish_non_exhaustive()
     }
 }
 

@@ -278,3 +278,31 @@ fn a_handler_that_panics_is_an_error_and_the_executable_runs_again() {
     }
     assert_eq!(read_f32s(&exe.execute(&[f32s(&[1.0, 0.0, 1.0, 2.0])]).unwrap()[0]), [1.0, 0.0, 1.0, 2.0]);
 }
+
+/// One executable shared by several threads, each running it with its own inputs
+/// (as JAX runs one compiled program from many Python threads). Before `Executable`
+/// was `Send + Sync` this did not compile: each thread needed its own compile.
+#[test]
+fn one_executable_runs_from_several_threads() {
+    let Some((plugin, _)) = setup() else { return };
+    let client = Client::new(&plugin).unwrap();
+    let exe = client.compile(program("host_test.checked_copy").as_bytes(), "mlir").unwrap();
+    std::thread::scope(|s| {
+        let exe = &exe;
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                s.spawn(move || {
+                    for k in 0..25 {
+                        let x = [t as f32, k as f32, 0.5, 100.0 * t as f32 + k as f32];
+                        assert_eq!(read_f32s(&exe.execute(&[f32s(&x)]).unwrap()[0]), x);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+    });
+    // Moved to another thread and dropped there.
+    std::thread::scope(|s| {
+        s.spawn(move || assert_eq!(exe.num_outputs(), 1));
+    });
+}

@@ -604,6 +604,7 @@ pub const fn field_name(ident: &'static str) -> &'static str {
 
 /// Collects what [`FromAttrs::from_dict`] finds.
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct FieldCx<'a> {
     /// The target the messages start with (`""`: none, for a nested dictionary).
     pub(crate) target: &'a str,
@@ -641,7 +642,7 @@ impl<'a> FieldCx<'a> {
 
 /// The entries of a dictionary that fields asked for: a bit each for the first 128
 /// (no allocation on a call), a list for any beyond.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct UsedEntries {
     pub(crate) low: u128,
     high: Vec<usize>,
@@ -844,5 +845,41 @@ fn short_name(d: DataType) -> &'static str {
         DataType::F32 => "f32",
         DataType::F64 => "f64",
         _ => d.name(),
+    }
+}
+
+// Debug: what a test or a log line needs (kind, dtype, value or length), read through
+// the same checked accessors as the handler's own code.
+impl fmt::Debug for AttrValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttrValue::Scalar(s) => f.debug_tuple("Scalar").field(s).finish(),
+            AttrValue::Array(a) => f.debug_tuple("Array").field(a).finish(),
+            AttrValue::String(s) => f.debug_tuple("String").field(&String::from_utf8_lossy(s)).finish(),
+            AttrValue::Dict(d) => f.debug_tuple("Dict").field(d).finish(),
+        }
+    }
+}
+
+impl fmt::Debug for Scalar<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scalar").field("dtype", &self.dtype).field("value", &self.number()).finish()
+    }
+}
+
+impl fmt::Debug for Array<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Array").field("dtype", &self.dtype).field("len", &self.len).finish()
+    }
+}
+
+impl fmt::Debug for Dict<'_> {
+    /// The entries, name to value (nested dictionaries included).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        for (i, name) in self.names().enumerate() {
+            map.entry(&name, &self.value_at(i));
+        }
+        map.finish()
     }
 }

@@ -87,6 +87,7 @@ impl<T: Element> ElementSpec for T {
 
 /// Accepts `f16`, `bf16`, `f32` and `f64` ([`DataType::FLOATS`]); pair it with
 /// [`dispatch_float!`](crate::dispatch_float) to run one generic function.
+#[derive(Debug, Clone, Copy)]
 pub struct AnyFloat;
 
 impl ElementSpec for AnyFloat {
@@ -102,6 +103,7 @@ impl ElementSpec for AnyFloat {
 /// Accepts `complex64` and `complex128`; pair it with
 /// [`dispatch_complex!`](crate::dispatch_complex) to run one generic function over
 /// `Complex<f32>` and `Complex<f64>`.
+#[derive(Debug, Clone, Copy)]
 pub struct AnyComplex;
 
 impl ElementSpec for AnyComplex {
@@ -115,6 +117,7 @@ impl ElementSpec for AnyComplex {
 }
 
 /// Accepts any element type.
+#[derive(Debug, Clone, Copy)]
 pub struct AnyType;
 
 impl ElementSpec for AnyType {
@@ -758,3 +761,32 @@ impl<'f, D: ElementSpec, const R: usize> Decode<'f> for ResultBuffer<'f, D, R> {
 // memory rules above (no shared & / &mut) hold across threads as well.
 // Buffers are not Send/Sync automatically because of the raw pointer; handing a
 // `&[T]` (which is Sync) to threads is the supported way to share them.
+
+macro_rules! debug_view {
+    ($name:literal, $ty:ident) => {
+        impl<D: ElementSpec, const R: usize> fmt::Debug for $ty<'_, D, R> {
+            /// Where it sits in the call, its dtype and its shape (not its contents).
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct($name)
+                    .field("site", &format_args!("{}", self.site()))
+                    .field("dtype", &self.dtype())
+                    .field("dims", &self.dims())
+                    .finish()
+            }
+        }
+    };
+}
+debug_view!("Buffer", Buffer);
+debug_view!("ResultBuffer", ResultBuffer);
+
+impl<T: fmt::Debug> fmt::Debug for InOut<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InOut::Separate { input, output } => {
+                // The output is uninitialised: only its length is shown.
+                f.debug_struct("Separate").field("input", input).field("output_len", &output.len()).finish()
+            }
+            InOut::InPlace(xy) => f.debug_tuple("InPlace").field(xy).finish(),
+        }
+    }
+}

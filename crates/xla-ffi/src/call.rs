@@ -636,3 +636,13 @@ impl<'f, S: FromAttrs<'f>> Decode<'f> for Attrs<S> {
         s.map(Attrs)
     }
 }
+
+impl core::fmt::Debug for Call<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Call")
+            .field("target", &self.target())
+            .field("next_arg", &self.next_arg)
+            .field("next_ret", &self.next_ret)
+            .finish_non_exhaustive()
+    }
+}

@@ -114,6 +114,7 @@ impl Stream<'_> {
 
 /// Scratch device memory from XLA's allocator, freed when dropped (at the latest,
 /// when the handler returns).
+#[must_use = "the memory is freed as soon as the Scratch is dropped"]
 pub struct Scratch<'f> {
     frame: &'f Frame<'f>,
     data: *mut c_void,
@@ -375,5 +376,22 @@ impl<'f> Context<'f> {
         };
         call_api!(self, XLA_FFI_State_Set, args);
         Ok(())
+    }
+}
+
+impl core::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Context")
+            .field("target", &self.target)
+            .field("api_version", &self.api_version())
+            .field("stage", &self.stage())
+            .field("host", &self.frame.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl core::fmt::Debug for Scratch<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Scratch").field("ptr", &self.data).field("size", &self.size).finish()
     }
 }

@@ -50,7 +50,11 @@ impl Stage {
 /// `#[handler(target = "my.op")] fn my_op(...)` emits `const MY_OP: HandlerDescriptor`.
 /// Group descriptors by [`target`](Self::target) to register a stage bundle; see
 /// [`bundles`] and, with the `pyo3` feature, `python::targets`.
+///
+/// It is `#[non_exhaustive]`: read its fields, but only the macro makes one (so that
+/// a new field is not a breaking change).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct HandlerDescriptor {
     /// The FFI target name (`jax.ffi.ffi_call(target, ...)`).
     pub target: &'static str,

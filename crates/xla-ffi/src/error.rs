@@ -108,6 +108,7 @@ impl ErrorCode {
 /// assert_eq!(check(0).unwrap_err().code(), ErrorCode::InvalidArgument);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
+#[must_use = "an error does nothing unless it is returned: `return Err(e)`"]
 pub struct Error {
     code: ErrorCode,
     message: String,

@@ -309,3 +309,14 @@ macro_rules! export_registry {
         }
     };
 }
+
+impl core::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Registry")
+            .field("library", &self.library)
+            .field("targets", &self.targets.len())
+            .field("types", &self.types.len())
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}

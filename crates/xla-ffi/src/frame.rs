@@ -71,6 +71,7 @@ impl core::ops::BitOr for Traits {
 
 /// The stage of a handler's life at which XLA calls it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stage {
     /// Once per call site, when the executable is built: may create state.
     Instantiate,
@@ -120,6 +121,7 @@ impl Stage {
 
 /// What the [`handler`](crate::handler) macro knows about a handler.
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct HandlerInfo {
     pub target: &'static str,
     /// Whether buffers live in host memory (CPU handlers) or on a device.

@@ -94,6 +94,7 @@
 //!
 //! `examples/plugin` in the repository is a complete plugin crate built on this one.
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Lets the `handler` macro's `::xla_ffi` paths resolve inside this crate too.

@@ -304,3 +304,16 @@ impl<'a, T: Send> Parts<'a, T> {
         (start, unsafe { core::slice::from_raw_parts_mut(self.ptr.add(start), len) })
     }
 }
+
+impl core::fmt::Debug for ThreadPool<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ThreadPool").field("target", &self.target).finish_non_exhaustive()
+    }
+}
+
+impl<T> core::fmt::Debug for Parts<'_, T> {
+    /// The element count and part size (not the elements: parts may be out on other threads).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Parts").field("len", &self.len).field("chunk", &self.chunk).finish_non_exhaustive()
+    }
+}

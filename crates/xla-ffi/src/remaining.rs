@@ -122,3 +122,15 @@ impl<'f> Decode<'f> for RemainingRets<'f> {
         ok.then_some(RemainingRets { items })
     }
 }
+
+impl core::fmt::Debug for RemainingArgs<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(&self.items).finish()
+    }
+}
+
+impl core::fmt::Debug for RemainingRets<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(&self.items).finish()
+    }
+}

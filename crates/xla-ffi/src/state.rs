@@ -357,3 +357,19 @@ pub unsafe fn dispatch_instantiate<S: StateType>(
     // SAFETY: forwarded from the caller.
     unsafe { dispatch_stage::<S>(raw, info, body) }
 }
+
+impl<S: StateType + core::fmt::Debug, At: StateStage> core::fmt::Debug for State<'_, S, At> {
+    /// The state, as `S` shows it (a `State` is a `&S`).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("State").field(self.state).finish()
+    }
+}
+
+impl<S> core::fmt::Debug for TypeRegistration<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TypeRegistration")
+            .field("type", &core::any::type_name::<S>())
+            .field("id", &self.id.load(core::sync::atomic::Ordering::Acquire))
+            .finish_non_exhaustive()
+    }
+}

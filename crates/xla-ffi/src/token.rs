@@ -7,6 +7,7 @@ use crate::dtype::DataType;
 /// The element spec of a token: accepts only dtype `token`.
 ///
 /// Use it through [`Token`] and [`ResultToken`].
+#[derive(Debug, Clone, Copy)]
 pub struct TokenSpec;
 
 impl ElementSpec for TokenSpec {

@@ -101,3 +101,10 @@ impl<'f, T: StateType> Decode<'f> for UserData<'f, T> {
         }
     }
 }
+
+impl<T: StateType + core::fmt::Debug> core::fmt::Debug for UserData<'_, T> {
+    /// The value, as `T` shows it (a `UserData` is a `&T`).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("UserData").field(self.data).finish()
+    }
+}

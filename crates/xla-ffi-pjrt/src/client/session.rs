@@ -318,6 +318,10 @@ impl Drop for Buffer<'_> {
 }
 
 /// A compiled program, loaded on the client's first device.
+///
+/// It borrows its [`Client`], so it cannot outlive it. It is `Send` and `Sync`: several
+/// threads may [`execute`](Executable::execute) one executable at once, each with its
+/// own inputs (as JAX runs one compiled program from many threads).
 pub struct Executable<'c> {
     client: &'c Client,
     raw: *mut sys::PJRT_LoadedExecutable,
@@ -325,10 +329,12 @@ pub struct Executable<'c> {
     parameters: Option<Vec<ArrayType>>,
 }
 
-// SAFETY: a PJRT loaded executable may be run from many threads at once (XLA's
-// `PjRtLoadedExecutable::Execute` is thread-safe, as JAX's dispatch from several
-// threads relies on); the pointer is only passed back to the plugin, and the
-// client it borrows is `Sync`. Each run makes its own buffers, context and event.
+// SAFETY: `raw` is a PJRT loaded executable, which the PJRT C API lets any thread use
+// and lets several threads execute at once (XLA's `PjRtLoadedExecutable::Execute` is
+// thread-safe, and JAX calls it from many threads); it is destroyed once, by `Drop`,
+// on whichever thread drops it. Each `execute` makes its own buffers, context and
+// events; the rest (`num_outputs`, `parameters`) is only read after construction, and
+// `client` is a `&Client`, which is `Send + Sync`.
 unsafe impl Send for Executable<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Executable<'_> {}

@@ -1,6 +1,6 @@
 //! Raw layouts of the PJRT C API (`xla/pjrt/c/pjrt_c_api.h` and its FFI extension),
 //! as the shipped plugins lay them out. Declared by hand: no header, no bindgen.
-#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, missing_docs)]
+#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, missing_docs, missing_debug_implementations)]
 
 pub mod execute_context;
 pub mod ffi_extension;

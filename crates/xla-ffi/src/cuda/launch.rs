@@ -616,6 +616,16 @@ impl<'f> Device<'f> {
     }
 }
 
+impl core::fmt::Debug for Device<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("target", &self.target)
+            .field("stream", &self.stream)
+            .field("ctx", &self.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,7 @@ impl Declaration {
 
 /// What [`infer`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Inferred {
     /// Each result's shape and dtype.
     pub results: Vec<(Vec<i64>, DataType)>,

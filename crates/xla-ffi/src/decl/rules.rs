@@ -109,6 +109,7 @@ impl Rules {
 /// What kind of problem a check found: Python raises `ValueError` for a shape,
 /// `TypeError` for a dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProblemKind {
     /// A shape (or rank, or count) does not fit.
     Shape,
@@ -119,6 +120,7 @@ pub enum ProblemKind {
 /// A check's failure: its kind and the message (which names the target, the operand
 /// or result, what was expected and what was got).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RuleError {
     /// Shape or dtype.
     pub kind: ProblemKind,
@@ -131,3 +133,5 @@ impl core::fmt::Display for RuleError {
         f.write_str(&self.message)
     }
 }
+
+impl std::error::Error for RuleError {}

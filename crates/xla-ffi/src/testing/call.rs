@@ -83,7 +83,7 @@ impl CallBuilder {
     /// a live `CUstream` of the driver the process loaded, or no handler run with
     /// this builder may reach a CUDA call (a host handler, which the host guard
     /// refuses on a device frame, or a device handler that fails first). With a
-    /// test GPU, [`on_gpu`](Self::on_gpu) is the safe form.
+    /// test GPU, `on_gpu` (feature `cuda`) is the safe form.
     pub unsafe fn device_stream(mut self, stream: usize) -> Self {
         self.api = FakeApi::device_like(5);
         self.ctx.stream = stream;
@@ -518,4 +518,18 @@ fn read_back<T: Element>(all: &[Arg], method: &str, what: &str, i: usize) -> Vec
         // bit pattern is valid (the Element types); the read is unaligned.
         .map(|c| unsafe { (c.as_ptr() as *const T).read_unaligned() })
         .collect()
+}
+
+impl core::fmt::Debug for CallBuilder {
+    /// The buffers, attributes, stage and aliases the call will carry.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CallBuilder")
+            .field("api", &self.api)
+            .field("args", &self.args)
+            .field("rets", &self.rets)
+            .field("attrs", &self.attrs)
+            .field("stage", &self.stage)
+            .field("alias", &self.alias)
+            .finish_non_exhaustive()
+    }
 }

@@ -552,3 +552,9 @@ pub fn register_state_type<S: crate::StateType>(id: i64) {
         registered.push((id, record, delete));
     }
 }
+
+impl core::fmt::Debug for FakeApi {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FakeApi").field("table", &self.table).field("device", &self.device).finish()
+    }
+}

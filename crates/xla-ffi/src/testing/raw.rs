@@ -182,6 +182,7 @@ pub struct RawCall {
 }
 
 /// What a run of a described call saw, for the fuzz invariants.
+#[derive(Debug)]
 pub struct RawOutcome {
     /// The handler's result.
     pub result: CallResult,
