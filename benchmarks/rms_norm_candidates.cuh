@@ -176,7 +176,7 @@ __global__ void rms_norm_bwd_rows(const void* dy_, u64 dy_bytes, const void* x_,
         }
         block_sum2(s, sq, sh);
         const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
-        const ACC c = rr * rr * rr / n_acc * s;
+        const ACC c = rr * (rr * (rr * s / n_acc));  // no overflow of rr^3 (kernel.rs)
         PX* dxp = reinterpret_cast<PX*>(dx + r * n);
         for (int k = 0; k < K; ++k) {
             const u64 j = threadIdx.x + (u64)k * blockDim.x;

@@ -24,6 +24,9 @@ What the targets compute (operands of one shape, all float32 or all float64):
 ``ct_M = t``, ``ct_e = sin E t`` with ``t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E)``;
 ``kepler_jvp``: those of ``kepler`` and of ``kepler_tangent`` at them, in one pass
 (``kepler_jvp_dm``: ``de`` of shape ``()``; ``kepler_jvp_const``: ``dM`` and ``de``).
+For ``cos E > 0`` the division by ``1 - e cos E`` is taken as ``(1 + cos E) / ((1 - e)
+(1 + cos E) + e sin^2 E)``, which does not cancel near ``e -> 1``, ``E -> 0``, so the
+derivatives keep their relative accuracy there.
 
 All three are built from their handlers' declarations (``binding.ops``): the
 operands, dtypes and shapes, vmap, sharding, and the transposes of the two
@@ -116,12 +119,23 @@ def kepler_jnp(mean_anomaly: jax.Array, eccentricity: jax.Array) -> tuple[jax.Ar
     return jnp.where(ok, jnp.sin(big_e), nan), jnp.where(ok, jnp.cos(big_e), nan)
 
 
+def _over_one_minus_e_cos(num: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array) -> jax.Array:
+    """num / (1 - e cos E) as the derivative targets compute it: for cos E > 0,
+    num (1 + cos E) / ((1 - e)(1 + cos E) + e sin^2 E), which does not cancel near
+    e -> 1, E -> 0 (1 - cos E = sin^2 E / (1 + cos E)); else num / (1 - e cos E)."""
+    near = cos_e > 0
+    opc = 1 + cos_e
+    scale = jnp.where(near, opc, jnp.ones_like(opc))
+    den = jnp.where(near, (1 - e) * opc + e * (sin_e * sin_e), 1 - e * cos_e)
+    return num * scale / den
+
+
 def kepler_tangent_jnp(
     d_mean_anomaly: jax.Array, d_eccentricity: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """(d sin E, d cos E) as the ``kepler_tangent`` target computes them: with
     t = (dM + sin E de) / (1 - e cos E), (cos E t, -sin E t). Linear in (dM, de)."""
-    t = (d_mean_anomaly + sin_e * d_eccentricity) / (1 - e * cos_e)
+    t = _over_one_minus_e_cos(d_mean_anomaly + sin_e * d_eccentricity, e, sin_e, cos_e)
     return cos_e * t, -(sin_e * t)
 
 
@@ -131,7 +145,7 @@ def kepler_cotangent_jnp(
     """(ct_M, ct_e) as the ``kepler_cotangent`` target computes them (the transpose
     of :func:`kepler_tangent_jnp`): with t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E),
     (t, sin E t)."""
-    t = (cos_e * ct_sin_e - sin_e * ct_cos_e) / (1 - e * cos_e)
+    t = _over_one_minus_e_cos(cos_e * ct_sin_e - sin_e * ct_cos_e, e, sin_e, cos_e)
     return t, sin_e * t
 
 

@@ -269,16 +269,28 @@ KEPLER_HD void kepler_solve(T M, T e, T* sin_e, T* cos_e) {
 // d cos E) with t = (dM + sin E de) / (1 - e cos E), (cos E t, -sin E t).
 // Cotangent (its transpose): (a, b) = (ct_sin, ct_cos) -> (ct_M, ct_e) with
 // t = (cos E ct_sin - sin E ct_cos) / (1 - e cos E), (t, sin E t).
+// num / (1 - e cos E) without the cancellation of 1 - e c near e -> 1, E -> 0: for
+// c > 0, 1 - c = s^2 / (1 + c), so num (1 + c) / ((1 - e)(1 + c) + e s^2), a sum of
+// positive terms; for c <= 0, 1 - e c >= 1 (tangent.rs's over_one_minus_e_cos).
+template <class T>
+KEPLER_HD T kepler_over_one_minus_e_cos(T num, T e, T s, T c) {
+    const T opc = T(1) + c;
+    const bool near = c > T(0);
+    const T scale = near ? opc : T(1);
+    const T den = near ? (T(1) - e) * opc + e * (s * s) : T(1) - e * c;
+    return kepler_div(num * scale, den);
+}
+
 template <class T>
 KEPLER_HD void kepler_tangent_one(T a, T b, T e, T s, T c, T* out0, T* out1) {
-    const T t = kepler_div(a + s * b, T(1) - e * c);
+    const T t = kepler_over_one_minus_e_cos(a + s * b, e, s, c);
     *out0 = c * t;
     *out1 = -(s * t);
 }
 
 template <class T>
 KEPLER_HD void kepler_cotangent_one(T a, T b, T e, T s, T c, T* out0, T* out1) {
-    const T t = kepler_div(c * a - s * b, T(1) - e * c);
+    const T t = kepler_over_one_minus_e_cos(c * a - s * b, e, s, c);
     *out0 = t;
     *out1 = s * t;
 }

@@ -186,7 +186,10 @@ fn bwd_block<Y: Float, X: Float, W: Float, O: Slot<X>>(
         // than one fused pass, whose two accumulator arrays LLVM keeps worse).
         let r = inv_rms(sum_sq::<X, Y::Acc>(xr), n, eps);
         let s = dot3::<Y, X, Y::Acc>(dyr, xr, &w);
-        let c = r * r * r / n_acc * s;
+        // r^3 s / n, with each product near its result's magnitude: `r * r * r`
+        // overflows for a row of small norm and eps 0 (f32: rms below 1.4e-13)
+        // where dx is finite, and underflows for a large one.
+        let c = r * (r * (r * s / n_acc));
         bwd_row::<Y, X, O>(dyr, xr, &w, r, c, dxr, dw_acc);
     }
 }

@@ -295,7 +295,7 @@ __device__ __forceinline__ void bwd_rows_packed(const Y* dy, const X* x, const W
         s = block_sum(s, sh);
         sq = block_sum(sq, sh);
         const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
-        const ACC c = rr * rr * rr / n_acc * s;
+        const ACC c = rr * (rr * (rr * s / n_acc));  // no overflow of rr^3 (kernel.rs)
         for (int k = 0; k < KEEP; ++k) {
             const u64 j = threadIdx.x + (u64)k * blockDim.x;
             if (j < np) {
@@ -384,7 +384,7 @@ __global__ void rms_norm_bwd(const void* dy_, u64 dy_bytes, const void* x_, u64 
             sq = block_sum(sq, sh);
             // As the forward computes it, from the same sum of squares.
             const ACC rr = ACC(1) / sqrt_acc(sq / n_acc + eps);
-            const ACC c = rr * rr * rr / n_acc * s;
+            const ACC c = rr * (rr * (rr * s / n_acc));  // no overflow of rr^3 (kernel.rs)
             for (u64 j = threadIdx.x; j < n; j += blockDim.x) {
                 const ACC dyj = Widen<ACC>::of(dyr[j]);
                 const ACC xj = Widen<ACC>::of(xr[j]);

@@ -366,6 +366,22 @@ fn zero_rows() {
     assert_eq!(dw, vec![0.0; 40]);
 }
 
+/// With eps 0, a row of small norm (f32: rms 1e-13, so inv_rms^3 = 1e39 is beyond
+/// f32) has a finite gradient of order inv_rms; it came back inf.
+#[test]
+fn backward_of_a_tiny_row_with_eps_zero_is_finite() {
+    let n = 8;
+    let x: Vec<f32> = (0..n).map(|j| if j % 2 == 0 { 1e-13 } else { -5e-14 }).collect();
+    let dy: Vec<f32> = (0..n).map(|j| 0.5 + j as f32 * 0.25).collect();
+    let w = vec![1.0f32; n];
+    let (mut dx, mut dw) = (vec![0f32; n], vec![0f32; n]);
+    bwd_block::<f32, f32, f32, f32>(&dy, &x, &w, 0.0, &mut dx, &mut dw);
+    let (xs, dys) = (f64s(&x), f64s(&dy));
+    let (_, inv) = fwd_ref(&xs, &vec![1.0; n], 0.0);
+    let (dx_ref, _, dx_scale, _) = bwd_ref(&dys, &xs, &vec![1.0; n], &inv);
+    assert_close("dx of a tiny row", &f64s(&dx), &dx_ref, &dx_scale, 1e-5);
+}
+
 #[test]
 fn all_zero_row_gives_zero_output() {
     let (x, w) = (vec![0f32; 50], vec![1f32; 50]);
