@@ -380,9 +380,14 @@ impl<'f> RawBuffer<'f> {
             return Err(self.site().error(format!("data pointer {:p} is not aligned to {align} bytes", self.data())));
         }
         if let Some((role, i)) = self.aliased_by(operands) {
-            return Err(self
-                .site()
-                .error(format!("shares memory with {role} {i} (input_output_aliases); use ResultBuffer::with_input")));
+            // An operand and a result may share memory (`input_output_aliases`), and
+            // `ResultBuffer::with_input` reads such a pair; two results never may.
+            let why = if role == self.role {
+                "two results cannot share memory"
+            } else {
+                "input_output_aliases; use ResultBuffer::with_input"
+            };
+            return Err(self.site().error(format!("shares memory with {role} {i} ({why})")));
         }
         Ok(())
     }
