@@ -138,13 +138,21 @@ pub struct HostArray {
 
 impl HostArray {
     /// An array of `dims` from its bytes; the length must be the product of the
-    /// dimensions times the element size.
+    /// dimensions times the element size, and a `pred` array's bytes must each be
+    /// 0 or 1 (XLA reads them as C++ `bool`, for which any other byte is undefined).
     pub fn new(element_type: ElementType, dims: Vec<i64>, data: Vec<u8>) -> Result<Self, ClientError> {
         let expected = byte_len(element_type, &dims)?;
         if data.len() != expected {
             return Err(ClientError::Input {
                 message: format!("a {element_type} array of shape {dims:?} has {expected} bytes, got {}", data.len()),
             });
+        }
+        if element_type == ElementType::Pred {
+            if let Some(i) = data.iter().position(|&b| b > 1) {
+                return Err(ClientError::Input {
+                    message: format!("a pred array's elements are 0 or 1, got {} at flat index {i}", data[i]),
+                });
+            }
         }
         Ok(Self { element_type, dims, data })
     }
@@ -196,6 +204,14 @@ mod tests {
         }
         assert_eq!(ElementType::from_pjrt(0), None);
         assert_eq!(ElementType::from_name("float8"), None);
+    }
+
+    #[test]
+    fn a_pred_array_takes_only_zero_and_one() {
+        assert!(HostArray::new(ElementType::Pred, vec![3], vec![0, 1, 1]).is_ok());
+        let err = HostArray::new(ElementType::Pred, vec![3], vec![0, 1, 2]).unwrap_err();
+        assert_eq!(err.to_string(), "a pred array's elements are 0 or 1, got 2 at flat index 2");
+        assert!(HostArray::new(ElementType::U8, vec![3], vec![0, 1, 2]).is_ok());
     }
 
     #[test]
