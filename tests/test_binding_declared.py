@@ -381,6 +381,15 @@ def test_declaration_errors() -> None:
 def test_transpose_links_are_checked() -> None:
     with pytest.raises(ValueError, match="which is not built: add kepler_cotangent="):
         binding.ops(DECLS, kepler_tangent={})
+    # A misspelt transpose target in the Rust #[handler]: no option could build it.
+    tangent = dict(DECLS["xla_ffi_rs.kepler_tangent"], transpose="xla_ffi_rs.kepler_cotangnet")
+    typo = {"xla_ffi_rs.kepler_tangent": tangent, "xla_ffi_rs.kepler_cotangent": DECLS["xla_ffi_rs.kepler_cotangent"]}
+    with pytest.raises(
+        ValueError,
+        match=r"xla_ffi_rs\.kepler_tangent transposes into xla_ffi_rs\.kepler_cotangnet, which none of the declarations "
+        r"declares \(did you mean xla_ffi_rs\.kepler_cotangent\?\); declared: ",
+    ):
+        binding.ops(typo)
     tangent = DECLS["xla_ffi_rs.kepler_tangent"]
     with pytest.raises(ValueError, match=r"transpose: expected the op of xla_ffi_rs\.kepler_cotangent, got"):
         binding.op(tangent, transpose=KEPLER)

@@ -192,7 +192,24 @@ class Op:
         else:
             self._check_params(params)
         self._check_operands(operands)
-        return tuple(self.primitive.bind(*_match_varying(operands), **params))
+        args = self._split_batch_alike(operands, params) if self.declaration is not None else operands
+        return tuple(self.primitive.bind(*_match_varying(args), **params))
+
+    def _split_batch_alike(self, operands: Sequence[Any], params: Mapping[str, Any]) -> Sequence[Any]:
+        """On a mesh with explicit axes, the batched operands' batch axes split alike
+        (:mod:`xla_ffi_rs.binding.batch_split`); unchanged elsewhere, and where the
+        operands do not fit the shape rule (the bind then says how)."""
+        from xla_ffi_rs.binding.batch_split import split_batch_alike
+
+        assert self.declaration is not None
+        try:
+            avals = [jax.typeof(x) for x in operands]
+            if all(explicit_spec(a) is None for a in avals):
+                return operands
+            n_batch = self.batch_dims(*avals, **params)
+        except Exception:  # the bind's checks name what is wrong
+            return operands
+        return split_batch_alike(operands, self.declaration.batched_in, n_batch)
 
     def _check_params(self, params: Mapping[str, Any]) -> None:
         """TypeError naming the op (its targets) and the param for a value JAX cannot
