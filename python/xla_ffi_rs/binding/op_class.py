@@ -359,7 +359,9 @@ class Op:
     # -- transformation rules ---------------------------------------------
 
     def def_jvp(self, rule: JvpRule) -> JvpRule:
-        """Register the JVP rule (usable as a decorator)."""
+        """Register the JVP rule (usable as a decorator). It is called as
+        ``rule(primals, tangents, **params)``, with the call's attributes."""
+        self._check_rule(rule, "JVP")
 
         def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
             dense = tuple(ad.instantiate_zeros(t) for t in tangents)
@@ -370,7 +372,9 @@ class Op:
         return rule
 
     def def_transpose(self, rule: TransposeRule) -> TransposeRule:
-        """Register the transpose rule of an op linear in some operands."""
+        """Register the transpose rule of an op linear in some operands. It is called
+        as ``rule(cotangents, *operands, **params)``, with the call's attributes."""
+        self._check_rule(rule, "transpose")
 
         def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
             dense = tuple(ad.instantiate_zeros(c) for c in cts)
@@ -378,6 +382,14 @@ class Op:
 
         ad.primitive_transposes[self.primitive] = transpose
         return rule
+
+    def _check_rule(self, rule: Callable[..., Any], kind: str) -> None:
+        """A declared op's rule must take its attributes (TypeError naming them)."""
+        from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
+
+        if self.declaration is not None:
+            names = [a["name"] for a in self.declaration.attributes]
+            check_rule_takes_attributes(self.declaration.target, kind, rule, names)
 
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""
