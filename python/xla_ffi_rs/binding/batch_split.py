@@ -17,8 +17,6 @@ from typing import Any
 
 import jax
 
-from xla_ffi_rs.binding.op_class import explicit_spec
-
 __all__ = ["split_batch_alike"]
 
 
@@ -28,15 +26,20 @@ def _names(entry: Any) -> set[Any]:
     return set(entry) if isinstance(entry, tuple) else {entry}
 
 
-def split_batch_alike(operands: Sequence[Any], batched: Sequence[bool], n_batch: int) -> Sequence[Any]:
-    """``operands`` with each batched one (``batched[i]``, its first ``n_batch`` axes
-    the batch) split along the batch axes like the first batched operand whose
-    batch axes are split over explicit mesh axes; its other axes keep their split
+def split_batch_alike(
+    operands: Sequence[Any],
+    avals: Sequence[Any],
+    specs: Sequence[tuple[Any, ...] | None],
+    batched: Sequence[bool],
+    n_batch: int,
+) -> Sequence[Any]:
+    """``operands`` (of types ``avals``, split over explicit mesh axes as ``specs``
+    say, padded to their rank, or None) with each batched one (``batched[i]``, its
+    first ``n_batch`` axes the batch) split along the batch axes like the first
+    batched operand whose batch axes are split; its other axes keep their split
     except over those mesh axes. Unchanged where no batched operand is so split."""
     if n_batch <= 0:
         return operands
-    avals = [jax.typeof(x) if hasattr(x, "shape") else None for x in operands]
-    specs = [explicit_spec(a) if a is not None else None for a in avals]
     first = next(
         (
             (spec[:n_batch], aval.sharding.mesh)

@@ -36,8 +36,10 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
+from xla_ffi_rs.binding.batch_split import split_batch_alike
 from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.operands import check_operands
+from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
 
 __all__ = [
     "AbstractEval",
@@ -199,17 +201,16 @@ class Op:
         """On a mesh with explicit axes, the batched operands' batch axes split alike
         (:mod:`xla_ffi_rs.binding.batch_split`); unchanged elsewhere, and where the
         operands do not fit the shape rule (the bind then says how)."""
-        from xla_ffi_rs.binding.batch_split import split_batch_alike
-
         assert self.declaration is not None
         try:
             avals = [jax.typeof(x) for x in operands]
-            if all(explicit_spec(a) is None for a in avals):
+            specs = [explicit_spec(a) for a in avals]
+            if all(s is None for s in specs):
                 return operands
             n_batch = self.batch_dims(*avals, **params)
         except Exception:  # the bind's checks name what is wrong
             return operands
-        return split_batch_alike(operands, self.declaration.batched_in, n_batch)
+        return split_batch_alike(operands, avals, specs, self.declaration.batched_in, n_batch)
 
     def _check_params(self, params: Mapping[str, Any]) -> None:
         """TypeError naming the op (its targets) and the param for a value JAX cannot
@@ -385,8 +386,6 @@ class Op:
 
     def _check_rule(self, rule: Callable[..., Any], kind: str) -> None:
         """A declared op's rule must take its attributes (TypeError naming them)."""
-        from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
-
         if self.declaration is not None:
             names = [a["name"] for a in self.declaration.attributes]
             check_rule_takes_attributes(self.declaration.target, kind, rule, names)
