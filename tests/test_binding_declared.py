@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -381,6 +382,15 @@ def test_declaration_errors() -> None:
 def test_transpose_links_are_checked() -> None:
     with pytest.raises(ValueError, match="which is not built: add kepler_cotangent="):
         binding.ops(DECLS, kepler_tangent={})
+    # A misspelt transpose target in the Rust #[handler]: no option could build it.
+    tangent = dict(DECLS["xla_ffi_rs.kepler_tangent"], transpose="xla_ffi_rs.kepler_cotangnet")
+    typo = {"xla_ffi_rs.kepler_tangent": tangent, "xla_ffi_rs.kepler_cotangent": DECLS["xla_ffi_rs.kepler_cotangent"]}
+    with pytest.raises(
+        ValueError,
+        match=r"xla_ffi_rs\.kepler_tangent transposes into xla_ffi_rs\.kepler_cotangnet, which none of the declarations "
+        r"declares \(did you mean xla_ffi_rs\.kepler_cotangent\?\); declared: ",
+    ):
+        binding.ops(typo)
     tangent = DECLS["xla_ffi_rs.kepler_tangent"]
     with pytest.raises(ValueError, match=r"transpose: expected the op of xla_ffi_rs\.kepler_cotangent, got"):
         binding.op(tangent, transpose=KEPLER)
@@ -426,3 +436,33 @@ def test_native_infer_agrees_with_the_reference(target, shapes, dtypes) -> None:
     results, batch = binding.infer(decl, shapes, dtypes)
     assert [(tuple(s), d) for s, d in results] == [(tuple(s), d) for s, d in want[0]]
     assert batch == want[1]
+
+
+def test_a_hand_rule_that_cannot_take_the_attributes_is_refused_when_given() -> None:
+    # The rules are called with the call's attributes as keywords: a rule without
+    # them failed only when differentiated, in Python's words naming neither.
+    scale = binding.op(DECLS["xla_ffi_rs.examples.scale"])
+    x = jnp.arange(3.0, dtype=jnp.float32)
+
+    def no_params(primals: Any, tangents: Any) -> Any:
+        return scale(primals[0], factor=2.0), scale(tangents[0], factor=2.0)
+
+    with pytest.raises(
+        TypeError,
+        match=r"xla_ffi_rs\.examples\.scale: the JVP rule .*no_params is called with the call's attributes as "
+        r"keyword arguments \(factor\), but it does not take factor: add \*\*params",
+    ):
+        scale.def_jvp(no_params)
+    with pytest.raises(TypeError, match=r"examples\.scale: the transpose rule .* does not take factor"):
+        scale.def_transpose(lambda cts, x: cts)
+
+    # Taking them by name or as **params is accepted, and used.
+    @scale.def_jvp
+    def by_name(primals: Any, tangents: Any, factor: float) -> Any:
+        return scale(primals[0], factor=factor), scale(tangents[0], factor=3 * factor)
+
+    _, dy = jax.jvp(lambda v: scale(v, factor=2.0)[0], (x,), (jnp.ones(3, jnp.float32),))
+    np.testing.assert_array_equal(dy, np.full(3, 6.0, np.float32))
+    scale.def_jvp(lambda primals, tangents, **params: (scale(*primals, **params), scale(*tangents, **params)))
+    _, dy = jax.jvp(lambda v: scale(v, factor=2.0)[0], (x,), (jnp.ones(3, jnp.float32),))
+    np.testing.assert_array_equal(dy, np.full(3, 2.0, np.float32))

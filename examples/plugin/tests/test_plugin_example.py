@@ -92,6 +92,22 @@ def test_softplus_sharded_stays_local() -> None:
     assert "all-gather" not in hlo and "all-reduce" not in hlo
 
 
+def test_axpy_grad_with_a_replicated_operand_on_explicit_axes() -> None:
+    # x split over the batch, y replicated: each gradient comes back typed like its
+    # operand (a cotangent typed like x for y was refused by JAX before).
+    mesh = jax.make_mesh((4,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
+    xv, yv = np.linspace(-2, 2, 16).reshape(4, 4), np.arange(16.0).reshape(4, 4)
+    x = jax.device_put(jnp.asarray(xv), NamedSharding(mesh, P("d")))
+    y = jax.device_put(jnp.asarray(yv), NamedSharding(mesh, P()))
+    out = jax.jit(lambda x, y: plugin_example.axpy(-1.5, x, y))(x, y)
+    np.testing.assert_array_equal(out, -1.5 * xv + yv)
+    dx, dy = jax.jit(jax.grad(lambda x, y: (plugin_example.axpy(-1.5, x, y) ** 2).sum(), (0, 1)))(x, y)
+    np.testing.assert_allclose(dx, -3.0 * (-1.5 * xv + yv), rtol=1e-15)
+    np.testing.assert_allclose(dy, 2.0 * (-1.5 * xv + yv), rtol=1e-15)
+    assert jax.typeof(dx).sharding.spec == jax.typeof(x).sharding.spec
+    assert jax.typeof(dy).sharding.spec == jax.typeof(y).sharding.spec
+
+
 def test_scale_axpy_and_moments() -> None:
     x = np.array([[1.0, -2.0, 3.5], [0.0, 4.0, -8.0]])
     np.testing.assert_array_equal(plugin_example.scale(x, 2.0), 2.0 * x)

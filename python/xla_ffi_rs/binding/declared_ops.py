@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -336,6 +337,14 @@ def ops(
     for n, decl in decls.items():
         if decl.transpose is None:
             continue
+        if decl.transpose not in declarations:
+            # A misspelt `transpose = "..."` in the Rust #[handler]: no option can build it.
+            close = difflib.get_close_matches(decl.transpose, list(declarations), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ValueError(
+                f"binding.ops: {decl.target} transposes into {decl.transpose}, which none of the declarations "
+                f"declares{hint}; declared: {', '.join(sorted(declarations))}"
+            )
         if decl.transpose not in by_target:
             raise ValueError(
                 f"binding.ops: {decl.target} transposes into {decl.transpose}, which is not built: "

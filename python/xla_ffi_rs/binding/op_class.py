@@ -36,8 +36,10 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
+from xla_ffi_rs.binding.batch_split import split_batch_alike
 from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.operands import check_operands
+from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
 
 __all__ = [
     "AbstractEval",
@@ -192,7 +194,23 @@ class Op:
         else:
             self._check_params(params)
         self._check_operands(operands)
-        return tuple(self.primitive.bind(*_match_varying(operands), **params))
+        args = self._split_batch_alike(operands, params) if self.declaration is not None else operands
+        return tuple(self.primitive.bind(*_match_varying(args), **params))
+
+    def _split_batch_alike(self, operands: Sequence[Any], params: Mapping[str, Any]) -> Sequence[Any]:
+        """On a mesh with explicit axes, the batched operands' batch axes split alike
+        (:mod:`xla_ffi_rs.binding.batch_split`); unchanged elsewhere, and where the
+        operands do not fit the shape rule (the bind then says how)."""
+        assert self.declaration is not None
+        try:
+            avals = [jax.typeof(x) for x in operands]
+            specs = [explicit_spec(a) for a in avals]
+            if all(s is None for s in specs):
+                return operands
+            n_batch = self.batch_dims(*avals, **params)
+        except Exception:  # the bind's checks name what is wrong
+            return operands
+        return split_batch_alike(operands, avals, specs, self.declaration.batched_in, n_batch)
 
     def _check_params(self, params: Mapping[str, Any]) -> None:
         """TypeError naming the op (its targets) and the param for a value JAX cannot
@@ -342,7 +360,9 @@ class Op:
     # -- transformation rules ---------------------------------------------
 
     def def_jvp(self, rule: JvpRule) -> JvpRule:
-        """Register the JVP rule (usable as a decorator)."""
+        """Register the JVP rule (usable as a decorator). It is called as
+        ``rule(primals, tangents, **params)``, with the call's attributes."""
+        self._check_rule(rule, "JVP")
 
         def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
             dense = tuple(ad.instantiate_zeros(t) for t in tangents)
@@ -353,7 +373,9 @@ class Op:
         return rule
 
     def def_transpose(self, rule: TransposeRule) -> TransposeRule:
-        """Register the transpose rule of an op linear in some operands."""
+        """Register the transpose rule of an op linear in some operands. It is called
+        as ``rule(cotangents, *operands, **params)``, with the call's attributes."""
+        self._check_rule(rule, "transpose")
 
         def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
             dense = tuple(ad.instantiate_zeros(c) for c in cts)
@@ -361,6 +383,12 @@ class Op:
 
         ad.primitive_transposes[self.primitive] = transpose
         return rule
+
+    def _check_rule(self, rule: Callable[..., Any], kind: str) -> None:
+        """A declared op's rule must take its attributes (TypeError naming them)."""
+        if self.declaration is not None:
+            names = [a["name"] for a in self.declaration.attributes]
+            check_rule_takes_attributes(self.declaration.target, kind, rule, names)
 
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""
