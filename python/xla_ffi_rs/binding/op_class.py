@@ -244,6 +244,26 @@ class Op:
     def __repr__(self) -> str:
         return f"Op({self.name!r}, targets={self.targets!r})"
 
+    # -- identity: an op is one registration, not a value ---------------------
+
+    def __copy__(self) -> Op:
+        """The op itself: it is one JAX primitive with its rules and (for a python
+        op) its registered functions, so a copy would share them and break once the
+        original is freed."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Op:
+        """The op itself, as :meth:`__copy__` (an object holding an op deep-copies
+        to one holding the same op, as it does for a function)."""
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self.name}: an op cannot be pickled: it is a JAX primitive with rules registered in this "
+            "process; pickle what it is made from (the function and arguments given to python_op, or "
+            "binding.op) and make the op again in the other process"
+        )
+
     # -- evaluation and lowering -------------------------------------------
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
@@ -599,17 +619,28 @@ def _match_varying(operands: Sequence[Any]) -> Sequence[Any]:
 def freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
     """A key for a call's static parameters: equal when the parameters are the same
     values of the same types (``1``, ``1.0`` and ``True`` differ, as they do for
-    ``jax.jit``'s static arguments; a NaN equals a NaN, so it does not make a new
-    key per call)."""
+    ``jax.jit``'s static arguments; ``0.0`` and ``-0.0`` differ, since a function
+    can tell them apart (``1 / k``, ``np.copysign``); a NaN equals a NaN, of
+    Python's ``float`` or a NumPy scalar type, so it does not make a new key per
+    call)."""
     return tuple(sorted((k, _typed(v)) for k, v in params.items()))
 
 
 def _typed(value: Hashable) -> Hashable:
-    if isinstance(value, float) and value != value:
-        return (float, "nan")
+    if isinstance(value, (float, np.floating)):
+        return (type(value), _float_key(value))
+    if isinstance(value, (complex, np.complexfloating)):
+        return (type(value), _float_key(value.real), _float_key(value.imag))
     if isinstance(value, tuple):
         return (tuple, tuple(_typed(v) for v in value))
     return (type(value), value)
+
+
+def _float_key(value: Any) -> Hashable:
+    """A float as a key that tells ``-0.0`` from ``0.0`` and equals itself when NaN."""
+    if value != value:
+        return "nan"
+    return (value, bool(np.signbit(value)))
 
 
 #: How many sets of params an op keeps a jitted bind for, for eager calls.

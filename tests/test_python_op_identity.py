@@ -1,0 +1,83 @@
+"""What an op is as a Python object: copying gives the op itself (a copy that shared
+its primitive and registered functions broke once the original was freed), pickling
+is refused naming the op, and a call's static parameters are told apart as a
+function would tell them apart (``0.0`` and ``-0.0``)."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import pickle
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+
+from xla_ffi_rs import python_op
+from xla_ffi_rs.binding import Op, same_as_operands
+
+
+def _plus_one(x: np.ndarray) -> np.ndarray:
+    return x + np.float32(1.0)
+
+
+def test_a_copy_of_a_python_op_keeps_working_after_the_original_is_dropped() -> None:
+    op = python_op(_plus_one, abstract_eval=lambda x: x, name="copied")
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(op(x)), x + 1)
+    shallow, deep = copy.copy(op), copy.deepcopy(op)
+    holder = copy.deepcopy({"op": op})  # an object holding an op deep-copies to one holding the same op
+    assert shallow is op and deep is op and holder["op"] is op
+    del op, deep, holder
+    jax.clear_caches()
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(shallow(x)), x + 1)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda x: shallow(x))(x)), x + 1)
+
+
+def test_a_binding_op_copies_to_itself() -> None:
+    op = Op("identity_test_twice", abstract_eval=same_as_operands(1), jnp_impl=lambda x: (2 * x,))
+    assert copy.copy(op) is op and copy.deepcopy(op) is op
+
+
+@pytest.mark.parametrize("kind", ["python_op", "binding"])
+def test_pickling_an_op_is_a_type_error_naming_it(kind: str) -> None:
+    if kind == "python_op":
+        op: Any = python_op(_plus_one, abstract_eval=lambda x: x, name="pickled")
+    else:
+        op = Op("identity_test_pickled", abstract_eval=same_as_operands(1), jnp_impl=lambda x: (2 * x,))
+    with pytest.raises(TypeError, match=r"cannot be pickled") as e:
+        pickle.dumps(op)
+    assert op.name in str(e.value) and "make the op again" in str(e.value)
+
+
+def test_static_parameters_zero_and_negative_zero_are_two_parameters() -> None:
+    """``0.0 == -0.0`` with equal hashes, but a function tells them apart: each call's
+    function gets the zero passed, not the first equal one seen (eagerly, under jit,
+    and as a NumPy scalar or inside a tuple)."""
+    seen: list[str] = []
+
+    def f(x: np.ndarray, *, p: Any) -> np.ndarray:
+        seen.append(repr(p))
+        return x + np.float32(1.0)
+
+    op = python_op(f, abstract_eval=lambda x, *, p: x, name="signed_zero")
+    x = np.zeros(2, np.float32)
+    for values in [(0.0, -0.0, 0.0), (np.float32(-0.0), np.float32(0.0)), ((-0.0,), (0.0,)), (complex(0, -0.0), 0j)]:
+        for p in values:
+            for call in (lambda p=p: op(x, p=p), lambda p=p: jax.jit(lambda x: op(x, p=p))(x)):
+                seen.clear()
+                call()
+                assert seen and all(s == repr(p) for s in seen), (p, seen)
+
+
+def test_binding_op_eager_calls_tell_signed_zeros_apart() -> None:
+    op = Op(
+        "identity_test_copysign",
+        abstract_eval=same_as_operands(1),
+        jnp_impl=lambda x, *, s: (x * np.float32(np.copysign(1.0, s)),),
+    )
+    x = np.ones(2, np.float32)
+    for s, want in [(0.0, 1.0), (-0.0, -1.0), (0.0, 1.0)]:
+        np.testing.assert_array_equal(np.asarray(op(x, s=s)[0]), [want, want])
