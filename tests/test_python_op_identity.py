@@ -16,6 +16,7 @@ import pytest
 
 from xla_ffi_rs import python_op
 from xla_ffi_rs.binding import Op, same_as_operands
+from xla_ffi_rs.python_ops import registered_functions
 
 
 def _plus_one(x: np.ndarray) -> np.ndarray:
@@ -81,3 +82,14 @@ def test_binding_op_eager_calls_tell_signed_zeros_apart() -> None:
     x = np.ones(2, np.float32)
     for s, want in [(0.0, 1.0), (-0.0, -1.0), (0.0, 1.0)]:
         np.testing.assert_array_equal(np.asarray(op(x, s=s)[0]), [want, want])
+
+
+def test_a_numpy_nan_parameter_makes_one_registered_function() -> None:
+    op = python_op(lambda x, *, p: x + np.float32(1.0), abstract_eval=lambda x, *, p: x, name="nan_param")
+    x = np.zeros(2, np.float32)
+    op(x, p=np.float32("nan"))
+    before = registered_functions()
+    for _ in range(10):
+        op(x, p=np.float32("nan"))
+        op(x, p=(complex(np.nan, 1.0),))
+    assert registered_functions() - before <= 1
