@@ -89,6 +89,8 @@ class Op:
       jnp_impl: ``(*operands, **params) -> tuple of results`` in jnp; the
         lowering on platforms without a target, and the whole lowering of an
         op with no targets (e.g. a linear helper op with a custom transpose).
+        Results other than ``abstract_eval``'s (count, shape, dtype) raise
+        ValueError / TypeError naming the op and the result when it is lowered.
       attributes: maps the op's params to FFI attributes (keyword arguments of
         ``jax.ffi.ffi_lowering``'s rule); by default every param is passed.
       num_batch_dims: ``(*avals, **params) -> int``, the number of leading axes
@@ -298,7 +300,7 @@ class Op:
 
     def _register_lowerings(self) -> None:
         if self.jnp_impl is not None:
-            mlir.register_lowering(self.primitive, mlir.lower_fun(self.jnp_impl, multiple_results=True))
+            mlir.register_lowering(self.primitive, _jnp_lowering(self.name, self.jnp_impl))
         for platform, target in self.targets.items():
             if self._num_batch_dims is not None:
                 _sharding.register_batch_partitionable(target)
@@ -645,6 +647,50 @@ def _float_key(value: Any) -> Hashable:
 
 #: How many sets of params an op keeps a jitted bind for, for eager calls.
 _EAGER_CACHE_SIZE = 32
+
+
+def _jnp_lowering(name: str, jnp_impl: Callable[..., Sequence[Any]]) -> Callable[..., Any]:
+    """``jnp_impl`` lowered as jnp code, checking as it is traced that it gives the
+    results ``abstract_eval`` promised: a mismatch was an MLIR verifier error (or a
+    ``safe_zip`` one) naming neither the op nor the result."""
+
+    def lowering(ctx: Any, *args: Any, **params: Any) -> Any:
+        avals_out = ctx.avals_out
+
+        def checked(*operands: Any, **p: Any) -> Any:
+            results = jnp_impl(*operands, **p)
+            _check_jnp_results(name, results, avals_out)
+            return results
+
+        return mlir.lower_fun(checked, multiple_results=True)(ctx, *args, **params)
+
+    return lowering
+
+
+def _check_jnp_results(name: str, results: Any, avals_out: Sequence[Any]) -> None:
+    """ValueError (count, shape) or TypeError (dtype) naming the op and the result
+    where ``jnp_impl``'s ``results`` are not ``avals_out``; nothing where they
+    cannot be compared (tokens, what is not a sequence of arrays: the lowering then
+    reports what it reports)."""
+    if hasattr(results, "shape") and len(avals_out) == 1:
+        results = [results]
+    if not isinstance(results, (tuple, list)):
+        return
+    if len(results) != len(avals_out):
+        raise ValueError(f"{name}: jnp_impl returned {len(results)} results, abstract_eval gives {len(avals_out)}")
+    for i, (r, a) in enumerate(zip(results, avals_out, strict=True)):
+        if not all(hasattr(v, "shape") and hasattr(v, "dtype") for v in (r, a)):
+            continue
+        if tuple(np.shape(r)) != tuple(a.shape):
+            raise ValueError(
+                f"{name}: jnp_impl result {i}: expected {_describe(a)} (abstract_eval), got {_describe(r)}"
+            )
+        if np.dtype(r.dtype) != np.dtype(a.dtype):
+            raise TypeError(f"{name}: jnp_impl result {i}: expected {_describe(a)} (abstract_eval), got {_describe(r)}")
+
+
+def _describe(aval: Any) -> str:
+    return f"{np.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
 
 
 def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
