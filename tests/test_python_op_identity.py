@@ -11,6 +11,7 @@ import pickle
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -93,3 +94,33 @@ def test_a_numpy_nan_parameter_makes_one_registered_function() -> None:
         op(x, p=np.float32("nan"))
         op(x, p=(complex(np.nan, 1.0),))
     assert registered_functions() - before <= 1
+
+
+def _sin(x: np.ndarray) -> np.ndarray:
+    return np.sin(x)
+
+
+def test_ops_made_in_a_loop_each_keep_the_rule_defined_on_them() -> None:
+    """``python_op`` with the same arguments returns the same op, but one given a rule
+    of its own (``def_jvp_rule``, ``def_jvp``, ...) is no longer what those arguments
+    describe: each loop iteration used to get the one op, and the last rule defined
+    served every iteration's op (gradients 3, 3, 3 instead of 1, 2, 3)."""
+    ae = lambda x: x  # noqa: E731
+    ops = []
+    for k in (1.0, 2.0, 3.0):
+        op = python_op(_sin, abstract_eval=ae, name="looped")
+
+        @op.def_jvp_rule
+        def _(primals: Any, tangents: Any, op: Any = op, k: float = k) -> Any:
+            return op(primals[0]), k * jnp.cos(primals[0]) * tangents[0]
+
+        ops.append(op)
+    assert len({id(o) for o in ops}) == 3
+    assert [float(jax.grad(o)(0.0)) for o in ops] == [1.0, 2.0, 3.0]
+    # Given as arguments, the rule is part of what python_op memoizes.
+    rule = lambda p, t: (_sin(p[0]), t[0])  # noqa: E731
+    assert python_op(_sin, abstract_eval=ae, jvp=rule) is python_op(_sin, abstract_eval=ae, jvp=rule)
+    plain = python_op(_sin, abstract_eval=ae, name="plain")
+    assert python_op(_sin, abstract_eval=ae, name="plain") is plain
+    plain.def_batching(lambda args, dims: ((plain(*args),), dims))
+    assert python_op(_sin, abstract_eval=ae, name="plain") is not plain

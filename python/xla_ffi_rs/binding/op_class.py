@@ -392,6 +392,7 @@ class Op:
             return list(outs), list(t_outs)
 
         ad.primitive_jvps[self.primitive] = jvp
+        self._rule_defined()
         return rule
 
     def def_transpose(self, rule: TransposeRule) -> TransposeRule:
@@ -404,6 +405,7 @@ class Op:
             return list(rule(dense, *operands, **params))
 
         ad.primitive_transposes[self.primitive] = transpose
+        self._rule_defined()
         return rule
 
     def _check_rule(self, rule: Callable[..., Any], kind: str) -> None:
@@ -412,10 +414,15 @@ class Op:
             names = [a["name"] for a in self.declaration.attributes]
             check_rule_takes_attributes(self.declaration.target, kind, rule, names)
 
+    def _rule_defined(self) -> None:
+        """Called when a rule is (re)defined on the op (a python op made by
+        ``python_op`` then leaves its memo)."""
+
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""
 
         ref, name = self._ref, self.name
+        self._rule_defined()
 
         def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
             op = _live(ref, name)
