@@ -124,3 +124,19 @@ def test_ops_made_in_a_loop_each_keep_the_rule_defined_on_them() -> None:
     assert python_op(_sin, abstract_eval=ae, name="plain") is plain
     plain.def_batching(lambda args, dims: ((plain(*args),), dims))
     assert python_op(_sin, abstract_eval=ae, name="plain") is not plain
+
+
+def test_a_python_op_is_pure_a_call_whose_results_are_unused_does_not_run() -> None:
+    """As the docs say ("A pure function"): XLA drops an unused call under jit."""
+    calls: list[int] = []
+
+    def logged(x: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return x
+
+    op = python_op(logged, abstract_eval=lambda x: x, name="logged")
+    x = np.ones(2, np.float32)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda x: (op(x), x + 1)[1])(x)), x + 1)
+    assert calls == []
+    jax.block_until_ready(jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, c: op(c), x))(x))
+    assert calls == [1, 1, 1]
