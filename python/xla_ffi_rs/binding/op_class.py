@@ -89,6 +89,8 @@ class Op:
       jnp_impl: ``(*operands, **params) -> tuple of results`` in jnp; the
         lowering on platforms without a target, and the whole lowering of an
         op with no targets (e.g. a linear helper op with a custom transpose).
+        Results other than ``abstract_eval``'s (count, shape, dtype) raise
+        ValueError / TypeError naming the op and the result when it is lowered.
       attributes: maps the op's params to FFI attributes (keyword arguments of
         ``jax.ffi.ffi_lowering``'s rule); by default every param is passed.
       num_batch_dims: ``(*avals, **params) -> int``, the number of leading axes
@@ -244,6 +246,26 @@ class Op:
     def __repr__(self) -> str:
         return f"Op({self.name!r}, targets={self.targets!r})"
 
+    # -- identity: an op is one registration, not a value ---------------------
+
+    def __copy__(self) -> Op:
+        """The op itself: it is one JAX primitive with its rules and (for a python
+        op) its registered functions, so a copy would share them and break once the
+        original is freed."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Op:
+        """The op itself, as :meth:`__copy__` (an object holding an op deep-copies
+        to one holding the same op, as it does for a function)."""
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            f"{self.name}: an op cannot be pickled: it is a JAX primitive with rules registered in this "
+            "process; pickle what it is made from (the function and arguments given to python_op, or "
+            "binding.op) and make the op again in the other process"
+        )
+
     # -- evaluation and lowering -------------------------------------------
 
     def _eager_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
@@ -278,7 +300,7 @@ class Op:
 
     def _register_lowerings(self) -> None:
         if self.jnp_impl is not None:
-            mlir.register_lowering(self.primitive, mlir.lower_fun(self.jnp_impl, multiple_results=True))
+            mlir.register_lowering(self.primitive, _jnp_lowering(self.name, self.jnp_impl))
         for platform, target in self.targets.items():
             if self._num_batch_dims is not None:
                 _sharding.register_batch_partitionable(target)
@@ -370,6 +392,7 @@ class Op:
             return list(outs), list(t_outs)
 
         ad.primitive_jvps[self.primitive] = jvp
+        self._rule_defined()
         return rule
 
     def def_transpose(self, rule: TransposeRule) -> TransposeRule:
@@ -382,6 +405,7 @@ class Op:
             return list(rule(dense, *operands, **params))
 
         ad.primitive_transposes[self.primitive] = transpose
+        self._rule_defined()
         return rule
 
     def _check_rule(self, rule: Callable[..., Any], kind: str) -> None:
@@ -390,10 +414,15 @@ class Op:
             names = [a["name"] for a in self.declaration.attributes]
             check_rule_takes_attributes(self.declaration.target, kind, rule, names)
 
+    def _rule_defined(self) -> None:
+        """Called when a rule is (re)defined on the op (a python op made by
+        ``python_op`` then leaves its memo)."""
+
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""
 
         ref, name = self._ref, self.name
+        self._rule_defined()
 
         def batch(operands: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[Any, Any]:
             op = _live(ref, name)
@@ -599,21 +628,76 @@ def _match_varying(operands: Sequence[Any]) -> Sequence[Any]:
 def freeze(params: Params) -> tuple[tuple[str, Hashable], ...]:
     """A key for a call's static parameters: equal when the parameters are the same
     values of the same types (``1``, ``1.0`` and ``True`` differ, as they do for
-    ``jax.jit``'s static arguments; a NaN equals a NaN, so it does not make a new
-    key per call)."""
+    ``jax.jit``'s static arguments; ``0.0`` and ``-0.0`` differ, since a function
+    can tell them apart (``1 / k``, ``np.copysign``); a NaN equals a NaN, of
+    Python's ``float`` or a NumPy scalar type, so it does not make a new key per
+    call)."""
     return tuple(sorted((k, _typed(v)) for k, v in params.items()))
 
 
 def _typed(value: Hashable) -> Hashable:
-    if isinstance(value, float) and value != value:
-        return (float, "nan")
+    if isinstance(value, (float, np.floating)):
+        return (type(value), _float_key(value))
+    if isinstance(value, (complex, np.complexfloating)):
+        return (type(value), _float_key(value.real), _float_key(value.imag))
     if isinstance(value, tuple):
         return (tuple, tuple(_typed(v) for v in value))
     return (type(value), value)
 
 
+def _float_key(value: Any) -> Hashable:
+    """A float as a key that tells ``-0.0`` from ``0.0`` and equals itself when NaN."""
+    if value != value:
+        return "nan"
+    return (value, bool(np.signbit(value)))
+
+
 #: How many sets of params an op keeps a jitted bind for, for eager calls.
 _EAGER_CACHE_SIZE = 32
+
+
+def _jnp_lowering(name: str, jnp_impl: Callable[..., Sequence[Any]]) -> Callable[..., Any]:
+    """``jnp_impl`` lowered as jnp code, checking as it is traced that it gives the
+    results ``abstract_eval`` promised: a mismatch was an MLIR verifier error (or a
+    ``safe_zip`` one) naming neither the op nor the result."""
+
+    def lowering(ctx: Any, *args: Any, **params: Any) -> Any:
+        avals_out = ctx.avals_out
+
+        def checked(*operands: Any, **p: Any) -> Any:
+            results = jnp_impl(*operands, **p)
+            _check_jnp_results(name, results, avals_out)
+            return results
+
+        return mlir.lower_fun(checked, multiple_results=True)(ctx, *args, **params)
+
+    return lowering
+
+
+def _check_jnp_results(name: str, results: Any, avals_out: Sequence[Any]) -> None:
+    """ValueError (count, shape) or TypeError (dtype) naming the op and the result
+    where ``jnp_impl``'s ``results`` are not ``avals_out``; nothing where they
+    cannot be compared (tokens, what is not a sequence of arrays: the lowering then
+    reports what it reports)."""
+    if hasattr(results, "shape") and len(avals_out) == 1:
+        results = [results]
+    if not isinstance(results, (tuple, list)):
+        return
+    if len(results) != len(avals_out):
+        raise ValueError(f"{name}: jnp_impl returned {len(results)} results, abstract_eval gives {len(avals_out)}")
+    for i, (r, a) in enumerate(zip(results, avals_out, strict=True)):
+        if not all(hasattr(v, "shape") and hasattr(v, "dtype") for v in (r, a)):
+            continue
+        if tuple(np.shape(r)) != tuple(a.shape):
+            raise ValueError(
+                f"{name}: jnp_impl result {i}: expected {_describe(a)} (abstract_eval), got {_describe(r)}"
+            )
+        if np.dtype(r.dtype) != np.dtype(a.dtype):
+            raise TypeError(f"{name}: jnp_impl result {i}: expected {_describe(a)} (abstract_eval), got {_describe(r)}")
+
+
+def _describe(aval: Any) -> str:
+    return f"{np.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
 
 
 def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:

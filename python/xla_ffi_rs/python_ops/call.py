@@ -128,6 +128,13 @@ def checked(
         )
     arrays = []
     for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
+        masked = _masked_count(value)
+        if masked:
+            return INVALID_ARGUMENT, _text(
+                f"op {name!r}: result {i}: expected {_describe(shape, dtype)}, got a {_type_name(value)} with "
+                f"{masked} masked element{'s' if masked > 1 else ''}, and an XLA array has no mask: return "
+                "value.filled(fill) (NaN, say), or np.asarray(value) to keep the values under the mask"
+            )
         arr = _weak_scalar(value, dtype)
         if arr is None:
             try:
@@ -145,6 +152,17 @@ def checked(
             )
         arrays.append(arr)
     return 0, arrays
+
+
+def _masked_count(value: Any) -> int:
+    """How many elements of a ``numpy.ma.MaskedArray`` are masked (0 for anything
+    else): ``np.asarray`` would drop the mask and hand XLA the values under it."""
+    if not isinstance(value, np.ma.MaskedArray):
+        return 0
+    try:
+        return int(np.count_nonzero(np.ma.getmaskarray(value)))
+    except Exception:  # a broken subclass: NumPy's reading of it decides below
+        return 0
 
 
 #: The NumPy dtype kinds a Python scalar of each type takes weakly (JAX's rules).

@@ -184,7 +184,14 @@ def python_op(
         op.def_batching(batching)
     if memoize:
         _ops[cache_key] = op
+        op._forget_memo = functools.partial(_forget, cache_key)
     return op
+
+
+def _forget(key: tuple[Any, ...], op: PythonOp) -> None:
+    """Take ``op`` out of the memo (a rule of the user's was defined on it)."""
+    if _ops.get(key) is op:
+        del _ops[key]
 
 
 def registered_functions() -> int:

@@ -125,6 +125,9 @@ class PythonOp(Op):
         self._keys: dict[tuple[Any, ...], int] = {}
         # The registry keys this op owns: unregistered when the op is freed.
         self._key_list: list[int] = []
+        #: Set by :func:`~xla_ffi_rs.python_ops.python_op` for an op it memoizes: takes
+        #: the op out of its memo when a rule of the user's is defined on it.
+        self._forget_memo: Callable[[PythonOp], None] | None = None
         weakref.finalize(self, _native.unregister, self._key_list)
         ref = weakref.ref(self)
         super().__init__(
@@ -368,9 +371,18 @@ class PythonOp(Op):
 
     def _callable_rule(self, what: str, rule: Any) -> None:
         """TypeError naming the op unless ``rule`` is callable (else it would fail only
-        when JAX first applies the rule, as ``'int' object is not callable``)."""
+        when JAX first applies the rule, as ``'int' object is not callable``). A rule
+        defined on the op makes it another op than :func:`python_op`'s arguments
+        describe: a later call with them (an op made in a loop, given a rule of its
+        own each time) makes a new op instead of returning this one."""
         if not callable(rule):
             raise TypeError(f"{self.name}: the {what} rule must be callable, got {type(rule).__name__}")
+        self._rule_defined()
+
+    def _rule_defined(self) -> None:
+        forget, self._forget_memo = self._forget_memo, None
+        if forget is not None:
+            forget(self)
 
     def def_jvp_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
