@@ -150,7 +150,7 @@ impl HandlerLibrary {
             .canonicalize()
             .map_err(|e| Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {e}")))?;
         // SAFETY: as above.
-        let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| {
+        let lib = unsafe { crate::open_library::open(&file) }.map_err(|e| {
             let reason = with_sources(&e);
             let hint = if is_python_module(&reason, path) {
                 "; it needs a Python interpreter (a Python extension module): a host needs a Python-free \
