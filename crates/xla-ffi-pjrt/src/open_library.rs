@@ -5,7 +5,9 @@
 //! library's own dependencies in the program's folder and on `%PATH%`, not in the
 //! folder of the library being loaded (where a plugin ships them; on Linux the
 //! library's `$ORIGIN` run path finds them). So there the path is given in its
-//! ordinary form and the library's folder is searched for its dependencies.
+//! ordinary form and loaded with `LOAD_WITH_ALTERED_SEARCH_PATH`: the standard
+//! search order (`%PATH%` included) with the library's folder in place of the
+//! program's.
 
 use std::path::{Path, PathBuf};
 
@@ -19,11 +21,10 @@ pub(crate) unsafe fn open(file: &Path) -> Result<libloading::Library, libloading
     let file = without_verbatim_prefix(file);
     #[cfg(windows)]
     {
-        use libloading::os::windows::{Library, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS, LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR};
+        use libloading::os::windows::{Library, LOAD_WITH_ALTERED_SEARCH_PATH};
         // SAFETY: as this function's contract; the path is absolute, as
-        // LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR requires.
-        unsafe { Library::load_with_flags(&file, LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS) }
-            .map(Into::into)
+        // LOAD_WITH_ALTERED_SEARCH_PATH requires.
+        unsafe { Library::load_with_flags(&file, LOAD_WITH_ALTERED_SEARCH_PATH) }.map(Into::into)
     }
     #[cfg(not(windows))]
     {
