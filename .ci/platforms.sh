@@ -4,7 +4,8 @@
 # macOS, Windows and arm runners run):
 #
 #   1. clippy, warnings denied, for aarch64-apple-darwin and x86_64-pc-windows-msvc
-#      (the lint feature set of .ci/lint_rust.sh; clippy includes cargo check);
+#      (the lint feature set of .ci/lint_rust.sh; clippy includes cargo check), and
+#      for the template examples/plugin;
 #   2. the core and ops crates' Rust tests cross-built for aarch64-unknown-linux-gnu
 #      (Debian's gcc-aarch64-linux-gnu) and run under qemu-aarch64, the kernels'
 #      bit-for-bit tests among them;
@@ -100,6 +101,10 @@ clippy() {
         CC_aarch64_apple_darwin="$zig/cc-macos" AR_aarch64_apple_darwin="$zig/ar" \
             CC_x86_64_pc_windows_msvc="$zig/cc-windows" AR_x86_64_pc_windows_msvc="$zig/lib-windows" \
             cargo clippy --target "$t" --workspace --all-targets --features xla-ffi/testing,xla-ffi-rs-ops/cuda -- -D warnings
+        # The template, which users build on their own platform (outside the
+        # workspace; its library with and without the PyO3 module).
+        log "cargo clippy --target $t of examples/plugin (--features python), warnings denied"
+        cargo clippy --manifest-path examples/plugin/Cargo.toml --target "$t" --lib --features python -- -D warnings
     done
 }
 

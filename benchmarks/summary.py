@@ -33,7 +33,7 @@ ORDER = ["kepler", "accuracy", "overhead", "rms_norm", "rms_norm_tp", "threads",
 
 
 def load(results: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in results.glob("*.json") if p.stem != "summary"}
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in results.glob("*.json") if p.stem != "summary"}
 
 
 def compare(dirs: list[Path], markdown: bool = False) -> None:
@@ -198,7 +198,7 @@ def write_tables(dirs: list[Path], files: list[Path]) -> None:
         return
     runs, rows = collect(dirs)
     for f in files:
-        f.write_text(replace_tables(f.read_text(), runs, rows, str(f)))
+        f.write_text(replace_tables(f.read_text(encoding="utf-8"), runs, rows, str(f)), encoding="utf-8")
         print(f"wrote the benchmark table into {f}")
 
 
@@ -251,7 +251,9 @@ def main() -> None:
         f"\n{counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['n/a']} n/a"
         + ("  (--quick: tiny sizes, 1 repeat; the numbers mean nothing)" if quick else "")
     )
-    (results / "summary.json").write_text(json.dumps({"machine": m, "quick": quick, "targets": rows}, indent=2))
+    (results / "summary.json").write_text(
+        json.dumps({"machine": m, "quick": quick, "targets": rows}, indent=2), encoding="utf-8"
+    )
     write_tables([results], files)
 
 

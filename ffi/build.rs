@@ -51,7 +51,8 @@ except Exception:
                  * install jax into the Python that builds this crate:   pip install \"jax[cpu]>=0.10\"\n    \
                  (and point PYO3_PYTHON at that Python if it is not `python3` on PATH), or\n  \
                  * set XLA_FFI_INCLUDE_DIR to a folder holding {HEADER}, for example\n    \
-                 export XLA_FFI_INCLUDE_DIR=$(python -c 'import jax.ffi; print(jax.ffi.include_dir())')\n\n"
+                 export XLA_FFI_INCLUDE_DIR=$(python -c 'import jax.ffi; print(jax.ffi.include_dir())')\n    \
+                 (PowerShell: $env:XLA_FFI_INCLUDE_DIR = python -c \"import jax.ffi; print(jax.ffi.include_dir())\")\n\n"
             )
         });
         let header = include.join(HEADER);
@@ -77,8 +78,9 @@ except Exception:
                 .unwrap_or_default();
             eprintln!(
                 "\n\nxla-ffi-sys (feature `bindgen`): libclang could not be loaded ({why}).\n\
-                 Install it (Debian/Ubuntu: `apt-get install libclang-dev`) or set LIBCLANG_PATH \
-                 to the folder holding libclang.so; or build without the `bindgen` feature, which \
+                 Install it (Debian/Ubuntu: `apt-get install libclang-dev`; macOS: `brew install llvm`; \
+                 Windows: LLVM's installer) or set LIBCLANG_PATH to the folder holding libclang.so \
+                 (libclang.dylib, libclang.dll); or build without the `bindgen` feature, which \
                  needs no libclang.\n"
             );
             std::process::exit(1);

@@ -121,7 +121,8 @@ def test_a_page_that_serializes_an_export_says_to_install_flatbuffers() -> None:
     silent = [
         str(f.relative_to(ROOT))
         for f in DOC_FILES
-        if any(".serialize()" in b.code for b in blocks(f) if b.lang in RUN) and "flatbuffers" not in f.read_text()
+        if any(".serialize()" in b.code for b in blocks(f) if b.lang in RUN)
+        and "flatbuffers" not in f.read_text(encoding="utf-8")
     ]
     assert not silent, f"pages that serialize an export without naming the flatbuffers package: {silent}"
 

@@ -32,3 +32,24 @@ def test_a_record_bundle_is_refused_before_api_0_4() -> None:
     # Nothing was registered, not even the target before it.
     with pytest.raises(ValueError, match="not a registered target"):
         xla_ffi_rs.target_names("plugin.ok")
+
+
+def test_runtime_ffi_api_reads_a_header_in_any_encoding(tmp_path, monkeypatch) -> None:
+    # A comment that is neither ASCII nor valid in the locale's encoding (a stray
+    # byte 0xff fails UTF-8 here as it can fail cp1252 on Windows) must not stop
+    # the version being read.
+    header = tmp_path / "xla" / "ffi" / "api" / "c_api.h"
+    header.parent.mkdir(parents=True)
+    header.write_bytes(
+        "// XLA FFI \u2014 caf\u00e9\n".encode()
+        + b"// \xff\x81\n#define XLA_FFI_API_MAJOR 7\n#define XLA_FFI_API_MINOR 42\n"
+    )
+    monkeypatch.setattr(jax.ffi, "include_dir", lambda: str(tmp_path))
+    runtime_ffi_api.cache_clear()
+    try:
+        assert runtime_ffi_api() == (7, 42)
+        header.write_bytes(b"#define XLA_FFI_API_MAJOR 7\n")  # no minor: unknown
+        runtime_ffi_api.cache_clear()
+        assert runtime_ffi_api() is None
+    finally:
+        runtime_ffi_api.cache_clear()

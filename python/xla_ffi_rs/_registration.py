@@ -230,10 +230,12 @@ def runtime_ffi_api() -> tuple[int, int] | None:
         True
     """
     try:
-        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+        # Bytes, not text: the locale's encoding (cp1252 on Windows) could fail on a
+        # non-ASCII comment in the header, and only its ASCII defines are read.
+        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_bytes()
     except OSError:
         return None
-    found = [re.search(rf"#define XLA_FFI_API_{part} (\d+)", text) for part in ("MAJOR", "MINOR")]
+    found = [re.search(rb"#define XLA_FFI_API_%s (\d+)" % part, text) for part in (b"MAJOR", b"MINOR")]
     if found[0] is None or found[1] is None:
         return None
     return int(found[0].group(1)), int(found[1].group(1))

@@ -78,6 +78,7 @@ mod context;
 mod error;
 pub mod export;
 mod library;
+mod open_library;
 mod probe;
 mod register;
 mod runtime;

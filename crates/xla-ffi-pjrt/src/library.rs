@@ -98,6 +98,26 @@ impl core::fmt::Debug for HandlerLibrary {
     }
 }
 
+/// Whether a library that failed to load with `reason` is a Python extension
+/// module (the wheel's `_native`), which leaves the interpreter's symbols to the
+/// process that imports it. The loaders say so differently: glibc's `dlerror()`
+/// "undefined symbol: PyExc_TypeError"; macOS's dyld "symbol not found in flat
+/// namespace '_PyBaseObject_Type'" (older: "Symbol not found: _PyExc_TypeError");
+/// Windows names no symbol (a `.pyd` imports `python3.dll`, and without it on the
+/// search path `LoadLibraryExW` fails with "The specified module could not be
+/// found"), so there the file's extension tells.
+fn is_python_module(reason: &str, path: &Path) -> bool {
+    let lower = reason.to_ascii_lowercase();
+    let symbol_at = ["undefined symbol: ", "symbol not found in flat namespace '", "symbol not found: "]
+        .iter()
+        .find_map(|m| lower.find(m).map(|i| i + m.len()));
+    let python_symbol = symbol_at.is_some_and(|i| {
+        let name = reason[i..].trim_start_matches('_');
+        name.starts_with("Py")
+    });
+    python_symbol || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("pyd"))
+}
+
 impl HandlerLibrary {
     /// Opens the `cdylib` at `path` and reads its `xla_ffi_rs_registry`.
     ///
@@ -130,14 +150,13 @@ impl HandlerLibrary {
             .canonicalize()
             .map_err(|e| Error::new(ErrorKind::Library, format!("handler library {shown}: cannot load it: {e}")))?;
         // SAFETY: as above.
-        let lib = unsafe { libloading::Library::new(&file) }.map_err(|e| {
+        let lib = unsafe { crate::open_library::open(&file) }.map_err(|e| {
             let reason = with_sources(&e);
-            // A Python extension module (the wheel's `_native`) leaves the
-            // interpreter's symbols to the process that imports it.
-            let hint = if reason.contains("undefined symbol: Py") || reason.contains("undefined symbol: _Py") {
+            let hint = if is_python_module(&reason, path) {
                 "; it needs a Python interpreter (a Python extension module): a host needs a Python-free \
-                 cdylib of the handlers (libxla_ffi_rs_ops.so of crates/ops-cdylib, or a crate's cdylib \
-                 built with `xla_ffi::export_registry!` and without PyO3)"
+                 cdylib of the handlers (libxla_ffi_rs_ops.so, .dylib on macOS, xla_ffi_rs_ops.dll on \
+                 Windows, of crates/ops-cdylib, or a crate's cdylib built with `xla_ffi::export_registry!` \
+                 and without PyO3)"
             } else {
                 ""
             };
@@ -359,6 +378,30 @@ mod tests {
         assert!(lib.targets()[0].execute_only());
         assert_eq!(lib.type_names().collect::<Vec<_>>(), ["lib.Kind"]);
         assert_eq!(lib.min_ffi_api_version(), xla_ffi::MIN_API_VERSION);
+    }
+
+    #[test]
+    fn python_extension_modules_are_recognised_in_each_loaders_words() {
+        let so = Path::new("/site/xla_ffi_rs/_native.abi3.so");
+        // glibc, macOS dyld (dyld4 and older), and a .pyd on Windows.
+        assert!(is_python_module("/site/_native.abi3.so: undefined symbol: PyExc_TypeError", so));
+        assert!(is_python_module("undefined symbol: _Py_NoneStruct", so));
+        assert!(is_python_module(
+            "dlopen(/site/_native.abi3.so, 0x0001): symbol not found in flat namespace '_PyBaseObject_Type'",
+            so
+        ));
+        assert!(is_python_module("dlopen(x, 5): Symbol not found: _PyExc_TypeError\n  Referenced from: x", so));
+        let pyd = Path::new(r"C:\site\xla_ffi_rs\_native.pyd");
+        assert!(is_python_module(
+            "LoadLibraryExW failed: The specified module could not be found. (os error 126)",
+            pyd
+        ));
+        assert!(is_python_module("os error 126", Path::new("_native.PYD")));
+        // Anything else: no hint.
+        assert!(!is_python_module("undefined symbol: cudaMalloc", so));
+        assert!(!is_python_module("symbol not found in flat namespace '_cblas_dgemm'", so));
+        assert!(!is_python_module("cannot open shared object file: No such file or directory", so));
+        assert!(!is_python_module("The specified module could not be found. (os error 126)", Path::new("ops.dll")));
     }
 
     #[test]

@@ -79,7 +79,17 @@ fn split_inline(arg: &OsStr) -> Option<(String, OsString)> {
         use std::os::unix::ffi::OsStrExt;
         OsStr::from_bytes(&bytes[at + 1..]).to_os_string()
     };
-    #[cfg(not(unix))]
+    // Windows: split the UTF-16 form at the same `=` (its encoded bytes cannot be
+    // turned back into an `OsStr` safely, and a lossy conversion would change a
+    // file name holding an unpaired surrogate).
+    #[cfg(windows)]
+    let value = {
+        use std::os::windows::ffi::{OsStrExt, OsStringExt};
+        let wide: Vec<u16> = arg.encode_wide().collect();
+        let eq = wide.iter().position(|&w| w == u16::from(b'='))?;
+        OsString::from_wide(&wide[eq + 1..])
+    };
+    #[cfg(not(any(unix, windows)))]
     let value = OsString::from(String::from_utf8_lossy(&bytes[at + 1..]).into_owned());
     Some((flag.to_string(), value))
 }
@@ -169,6 +179,22 @@ mod tests {
         let Command::Run(a) = parse(argv.into_iter().chain([out])).unwrap() else { panic!("not a run") };
         assert_eq!(a.inputs, vec![PathBuf::from(odd)]);
         assert_eq!(a.out.as_os_str().as_encoded_bytes(), b"o\xc3\xa9\xfe");
+    }
+
+    /// A Windows path is UTF-16 and may hold an unpaired surrogate, which the
+    /// lossy conversion once used for `--flag=value` turned into U+FFFD.
+    #[cfg(windows)]
+    #[test]
+    fn windows_paths_need_not_be_unicode() {
+        use std::os::windows::ffi::{OsStrExt, OsStringExt};
+        let wide = |s: &str, tail: &[u16]| {
+            OsString::from_wide(&s.encode_utf16().chain(tail.iter().copied()).collect::<Vec<_>>())
+        };
+        let argv =
+            [OsString::from("--plugin"), OsString::from("p.dll"), "m.bin".into(), wide("--out=C:\\o\u{e9}", &[0xD800])];
+        let Command::Run(a) = parse(argv).unwrap() else { panic!("not a run") };
+        let got: Vec<u16> = a.out.as_os_str().encode_wide().collect();
+        assert_eq!(got, "C:\\o\u{e9}".encode_utf16().chain([0xD800]).collect::<Vec<_>>());
     }
 
     #[test]

@@ -77,7 +77,7 @@ impl Plugin {
         }
         // SAFETY: loading a library runs its initializers: sound by `load`'s
         // contract (the caller vouches that `path` is a PJRT plugin).
-        let library = unsafe { libloading::Library::new(&key) }.map_err(|e| load_error(with_sources(&e)))?;
+        let library = unsafe { crate::open_library::open(&key) }.map_err(|e| load_error(with_sources(&e)))?;
         type GetPjrtApi = unsafe extern "C" fn() -> *const c_void;
         // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin
         // (`const PJRT_Api* GetPjrtApi(void)`), and `path` is one by `load`'s contract.
