@@ -10,8 +10,9 @@ imported when first used (they exist with the same signatures in every supported
 JAX): Shardy's sharding-rule builder (:func:`sdy_sharding_rule`), the table of
 linearization rules (:func:`linearize_with`) and the table of batching rules that
 take the axis data (:func:`batching_rule`, :func:`set_batching_rule`), the
-context of JAX's evaluation trace (:func:`eval_context`), and the sharding of an
-ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`). This is
+context of JAX's evaluation trace (:func:`eval_context`), the sharding of an
+ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`), and the
+conversion that marks an array weakly typed (:func:`weakly_typed`). This is
 the only module of the package that imports from ``jax._src``.
 
 Example:
@@ -183,6 +184,15 @@ def eval_context() -> AbstractContextManager[None]:
     from jax._src.core import eval_context as context
 
     return cast(AbstractContextManager[None], context())
+
+
+def weakly_typed(x: jax.Array) -> jax.Array:
+    """``x`` weakly typed (as a result computed from Python scalars is), same dtype
+    and values. JAX has no public spelling of this conversion
+    (``jax._src.lax.lax._convert_element_type(x, weak_type=True)``)."""
+    from jax._src.lax.lax import _convert_element_type
+
+    return cast(jax.Array, _convert_element_type(x, weak_type=True))
 
 
 def literal_value(tracer: Any) -> Any:

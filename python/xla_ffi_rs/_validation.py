@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xla_ffi_rs import _native
-from xla_ffi_rs._compat import Tracer
+from xla_ffi_rs._compat import Tracer, weakly_typed
 
 #: The floats the functions compute with (float16 and bfloat16 in float32); float8_e5m2,
 #: the one float8 of NumPy kind "f", is refused like the others.
@@ -154,6 +154,23 @@ def promote_weak(*arrays: jax.Array) -> tuple[jax.Array, ...]:
     if not jnp.issubdtype(dtype, jnp.floating):
         return arrays
     return tuple(a.astype(dtype) if jax.typeof(a).weak_type and a.dtype != dtype else a for a in arrays)
+
+
+def is_weak(value: Any) -> bool:
+    """Whether ``value`` (an argument as the caller gave it) is weakly typed: a
+    Python int or float, or a JAX array (or tracer) made from one."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
+    return isinstance(value, jax.Array) and jax.typeof(value).weak_type
+
+
+def weak_if_all_weak(inputs: tuple[Any, ...], results: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    """``results`` weakly typed when every one of ``inputs`` is (Python scalars, or
+    arrays made from them), as jnp's elementwise functions type theirs: then
+    ``kepler(1.0, 0.3)[0] * x_f16`` stays float16, as ``jnp.sin(1.0) * x_f16`` does."""
+    if all(is_weak(v) for v in inputs):
+        return tuple(weakly_typed(r) for r in results)
+    return results
 
 
 def check_static(fn: str, arg: str, value: Any, position: int) -> None:

@@ -71,7 +71,7 @@ from xla_ffi_rs._compat import (
     pe,
     set_batching_rule,
 )
-from xla_ffi_rs._validation import array_like, check_real_or_integer
+from xla_ffi_rs._validation import array_like, check_real_or_integer, weak_if_all_weak
 from xla_ffi_rs.binding.op_class import explicit_spec
 
 __all__ = [
@@ -470,7 +470,9 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
     Returns:
       ``(sin E, cos E)`` with the broadcast shape and the promoted dtype of the
       inputs (integers promote to the default float dtype). float16/bfloat16
-      are computed in float32 and rounded.
+      are computed in float32 and rounded. When both inputs are weakly typed
+      (Python numbers, or arrays made from them) so are the results, as
+      ``jnp.sin(1.0)`` is: ``kepler(1.0, 0.3)[0] * x`` keeps ``x``'s dtype.
 
     Raises:
       TypeError: for an argument that is not a real numeric array-like (a
@@ -515,4 +517,5 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
         ) from None
     m, e = _broadcast_alike(m, e, tuple(shape))
     sin_e, cos_e = kepler_op(m, e)
-    return sin_e.astype(dtype), cos_e.astype(dtype)
+    sin_e, cos_e = weak_if_all_weak((mean_anomaly, eccentricity), (sin_e.astype(dtype), cos_e.astype(dtype)))
+    return sin_e, cos_e

@@ -56,6 +56,7 @@ from xla_ffi_rs._validation import (
     check_kernel_float,
     check_nonnegative_float,
     promote_weak,
+    weak_if_all_weak,
 )
 from xla_ffi_rs.binding import (
     BatchDim,
@@ -448,10 +449,12 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     weight = jnp.asarray(array_like("rms_norm", "weight", weight, "a float array"))
     check_kernel_float("rms_norm", "x", x.dtype)
     check_kernel_float("rms_norm", "weight", weight.dtype)
+    given = (x, weight)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     eps = check_nonnegative_float("rms_norm", "eps", eps, position=2)
     check_eps_fits("rms_norm", eps, x.dtype, weight.dtype)
     if (y_tp := tensor_parallel_or_none(x, weight, eps)) is not None:
         return y_tp
     y, _ = rms_norm_fwd_op(x, weight, eps=eps)  # dtypes and shapes: the handler's checks
+    (y,) = weak_if_all_weak(given, (y,))  # Python scalars x and weight: weak, as x * weight is
     return y

@@ -28,6 +28,7 @@ from xla_ffi_rs._validation import (
     check_kernel_float,
     check_nonnegative_float,
     promote_weak,
+    weak_if_all_weak,
 )
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op, tensor_parallel_or_none
@@ -96,6 +97,7 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))
     check_kernel_float("rms_norm_inplace", "x", x.dtype)
     check_kernel_float("rms_norm_inplace", "weight", weight.dtype)
+    given = (x, weight)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     floats = all(jnp.issubdtype(a.dtype, jnp.floating) for a in (x, weight))  # others: the op's dtype checks
     if floats and (y_dtype := jnp.result_type(x, weight)) != x.dtype:
@@ -108,4 +110,5 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     if (y_tp := tensor_parallel_or_none(x, weight, eps)) is not None:
         return y_tp  # x's rows split in its type: as rms_norm
     y, _ = rms_norm_inplace_op(x, weight, eps=eps)  # dtypes, shapes and the alias: the op's checks
+    (y,) = weak_if_all_weak(given, (y,))  # Python scalars x and weight: weak, as rms_norm's
     return y
