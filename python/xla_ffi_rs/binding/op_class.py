@@ -666,6 +666,8 @@ def _jnp_lowering(name: str, jnp_impl: Callable[..., Sequence[Any]]) -> Callable
 
         def checked(*operands: Any, **p: Any) -> Any:
             results = jnp_impl(*operands, **p)
+            if hasattr(results, "shape") and len(avals_out) == 1:
+                results = [results]  # one result given bare (jax 0.10 would iterate it)
             _check_jnp_results(name, results, avals_out)
             return results
 
@@ -679,8 +681,6 @@ def _check_jnp_results(name: str, results: Any, avals_out: Sequence[Any]) -> Non
     where ``jnp_impl``'s ``results`` are not ``avals_out``; nothing where they
     cannot be compared (tokens, what is not a sequence of arrays: the lowering then
     reports what it reports)."""
-    if hasattr(results, "shape") and len(avals_out) == 1:
-        results = [results]
     if not isinstance(results, (tuple, list)):
         return
     if len(results) != len(avals_out):
