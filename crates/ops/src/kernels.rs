@@ -3,10 +3,10 @@
 //!
 //! Each op lists the `__global__` templates of its `.cu` file its CUDA handlers
 //! launch, as [`KernelFn`]s in its own folder (`src/<op>/kernel_table.rs`, collected in
-//! its [`OpHandlers::kernels`](crate::registry::OpHandlers::kernels)): the source,
+//! its op's `OpHandlers::kernels`): the source,
 //! the parameters its handler passes, and the template arguments (element types)
 //! it is instantiated with. The CUDA handlers pick their kernel from it
-//! (`KernelFn::kernel`, feature `cuda`), which refuses arguments other than the
+//! (`KernelFn::kernel` in `kernel_launch.rs`, feature `cuda`), which refuses arguments other than the
 //! declared parameters, so no kernel name or signature is written anywhere else in Rust.
 //! [`all`] gathers every op's table;
 //! `cargo run -p xla-ffi-rs-ops --example kernel_list -- json` (or `-- cpp`) prints
@@ -152,7 +152,7 @@ impl KernelFn {
     }
 }
 
-fn show(dtypes: &[DataType]) -> String {
+pub(crate) fn show(dtypes: &[DataType]) -> String {
     let names: Vec<String> = dtypes.iter().map(|d| d.to_string()).collect();
     format!("({})", names.join(", "))
 }
@@ -179,53 +179,6 @@ pub fn missing() -> Vec<String> {
         seen.push((k.source, k.name));
     }
     out
-}
-
-#[cfg(feature = "cuda")]
-impl KernelFn {
-    /// The launcher's kernel: the instantiation for the dtypes `key` of the
-    /// operands the handler picks by, taking `args`. Errors (naming `target`) if
-    /// the table has no such instantiation, or if `args` are not the declared
-    /// parameters; in debug builds, also if `target` is an op's CUDA target and
-    /// this kernel is not in that op's table.
-    pub fn kernel(
-        &'static self,
-        target: &str,
-        key: &[DataType],
-        args: &[xla_ffi::cuda::Arg<'_>],
-    ) -> xla_ffi::Result<xla_ffi::cuda::Kernel> {
-        // A handler of an op launches only kernels of that op's table (which the
-        // checks of `cuda/` compile); checked in debug builds, as the tests run it.
-        if cfg!(debug_assertions) {
-            if let Some(op) = crate::registry::OpHandlers::with_cuda_target(crate::OPS, target) {
-                if !op.kernels.iter().any(|k| core::ptr::eq(*k, self)) {
-                    return Err(xla_ffi::Error::internal(format!(
-                        "{target}: kernel `{}` is not in the kernel table of {}",
-                        self.name, op.module
-                    )));
-                }
-            }
-        }
-        let inst = self.instance(key).ok_or_else(|| {
-            xla_ffi::Error::unimplemented(format!(
-                "{target}: no CUDA kernel `{}` for dtypes {} in the kernel table",
-                self.name,
-                show(key)
-            ))
-        })?;
-        let kernel = xla_ffi::cuda::Kernel::new(inst.name(), args);
-        if !kernel.params().iter().map(|p| p.cpp()).eq(self.cpp_params()) {
-            let got: Vec<&str> = kernel.params().iter().map(|p| p.cpp()).collect();
-            let want: Vec<&str> = self.cpp_params().collect();
-            return Err(xla_ffi::Error::internal(format!(
-                "{target}: kernel `{}` launched with parameters ({}), declared with ({})",
-                self.name,
-                got.join(", "),
-                want.join(", ")
-            )));
-        }
-        Ok(kernel)
-    }
 }
 
 #[cfg(test)]

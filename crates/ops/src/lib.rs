@@ -20,6 +20,8 @@ pub mod async_demo;
 #[doc(hidden)]
 pub mod fixture;
 mod float;
+#[cfg(feature = "cuda")]
+mod kernel_launch;
 pub mod kernels;
 mod parallel;
 mod promote;

@@ -14,20 +14,11 @@
 
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{quote, quote_spanned};
-use syn::{LitStr, Type};
+use syn::LitStr;
 
 use xla_ffi_rules::{DtypeRule, Expr, ShapeRule, Tok, DTYPE_NAMES};
 
 use crate::signature::Param;
-
-/// A parameter type as written, for messages: `Buffer<'f, f64, 1>`.
-pub(crate) fn type_text(ty: &Type) -> String {
-    let mut s = quote!(#ty).to_string();
-    for (from, to) in [(" :: ", "::"), (":: ", "::"), (" <", "<"), ("< ", "<"), (" >", ">"), (" ,", ","), ("& ", "&")] {
-        s = s.replace(from, to);
-    }
-    s
-}
 
 /// `operand 0` / `result 1`.
 fn place(side: u8, i: usize) -> String {

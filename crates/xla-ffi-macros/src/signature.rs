@@ -8,8 +8,6 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Error, FnArg, GenericParam, ItemFn, Pat, Type};
 
-use crate::rule_types;
-
 /// Replaces every lifetime in a parameter type by `'_`, so the shim can name the type
 /// without the function's lifetime parameters.
 pub(crate) struct EraseLifetimes;
@@ -115,7 +113,7 @@ pub(crate) fn params(f: &ItemFn) -> syn::Result<Vec<Param>> {
                 if let Type::ImplTrait(t) = &*pt.ty {
                     return Err(Error::new(t.span(), "a handler parameter needs a concrete type, not `impl Trait`"));
                 }
-                let text = rule_types::type_text(&pt.ty);
+                let text = type_text(&pt.ty);
                 let mut ty = (*pt.ty).clone();
                 EraseLifetimes.visit_type_mut(&mut ty);
                 out.push(Param { name, ty, span: pt.ty.span(), text });
@@ -123,4 +121,13 @@ pub(crate) fn params(f: &ItemFn) -> syn::Result<Vec<Param>> {
         }
     }
     Ok(out)
+}
+
+/// A parameter type as written, for messages: `Buffer<'f, f64, 1>`.
+pub(crate) fn type_text(ty: &Type) -> String {
+    let mut s = quote!(#ty).to_string();
+    for (from, to) in [(" :: ", "::"), (":: ", "::"), (" <", "<"), ("< ", "<"), (" >", ">"), (" ,", ","), ("& ", "&")] {
+        s = s.replace(from, to);
+    }
+    s
 }

@@ -23,6 +23,14 @@ pub(super) fn add_lanes<A: AccFloat>(mut a: [A; L], b: [A; L]) -> [A; L] {
     a
 }
 
+/// `acc + v * v`, lane by lane.
+#[inline(always)]
+pub(super) fn add_sq<A: AccFloat>(mut acc: [A; L], v: [A; L]) -> [A; L] {
+    for i in 0..L {
+        acc[i] += v[i] * v[i];
+    }
+    acc
+}
 
 /// One element of `T` as accumulator `A`: `to_acc` when `T::Acc` is `A`, else via
 /// `f64` (exact for the widening cases that occur).

@@ -13,8 +13,7 @@ use core::any::{Any, TypeId};
 use half::bf16;
 
 use super::super::convert::{bf16_pair_to_f32, f32_to_bf16_pair};
-use super::chunk::{add_lanes, arr, load, narrow, pad, reduce};
-use super::rows::add_sq;
+use super::chunk::{add_lanes, add_sq, arr, load, narrow, pad, reduce};
 use super::{GROUP, L};
 use crate::float::{AccFloat, Float};
 

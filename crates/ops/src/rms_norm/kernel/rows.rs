@@ -13,7 +13,7 @@
 
 use core::slice::ChunksExact;
 
-use super::chunk::{add_lanes, arr, load, load_tail, pad, reduce};
+use super::chunk::{add_lanes, add_sq, arr, load, load_tail, pad, reduce};
 use super::pairs::{load_pairs, sum_sq_pairs};
 use super::{GROUP, L};
 use crate::float::{AccFloat, Float};
@@ -245,15 +245,6 @@ pub(super) fn all_finite<A: AccFloat>(w: &[A]) -> bool {
 // ---------------------------------------------------------------------------
 // Sums and the loops
 // ---------------------------------------------------------------------------
-
-/// `acc + v * v`, lane by lane.
-#[inline(always)]
-pub(super) fn add_sq<A: AccFloat>(mut acc: [A; L], v: [A; L]) -> [A; L] {
-    for i in 0..L {
-        acc[i] += v[i] * v[i];
-    }
-    acc
-}
 
 /// `sum(x^2)` of one row, in `A`: in [`L`] lanes, group by group ([`GROUP`]), then
 /// the lanes' fixed tree.
