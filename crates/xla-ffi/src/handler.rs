@@ -277,7 +277,7 @@
 /// [`Attr<T>`](crate::Attr) (the attribute named like the parameter;
 /// `Attr<Option<T>>` when it may be absent; an enum with
 /// [`#[derive(AttrEnum)]`](crate::AttrEnum) as `T`), [`Attrs<T>`](crate::Attrs) (all attributes
-/// as a struct), [`Context`](crate::Context), [`State<S>`](crate::State) /
+/// as a struct; `Attrs<Dict>`: the whole dictionary, any attribute accepted), [`Context`](crate::Context), [`State<S>`](crate::State) /
 /// [`Prepared<S>`](crate::Prepared) / [`Initialized<S>`](crate::Initialized) (the state
 /// an earlier stage created; a later stage's is a compile error),
 /// [`UserData<T>`](crate::UserData), or any type
