@@ -288,12 +288,12 @@
 ///
 /// An execute (or record) handler returns `Result<()>` (any path:
 /// `xla_ffi::Result<()>`, `core::result::Result<(), E>` with `E: Into<Error>`) or
-/// nothing. An instantiate handler returns `Result<S>` where `S` is its
-/// [`StateType`](crate::StateType); XLA keeps the state, and later stages read it
-/// as [`State<S>`](crate::State). A prepare or initialize handler returns
-/// `Result<S>` (a state XLA keeps for that stage, read as
-/// [`Prepared<S>`](crate::Prepared) or [`Initialized<S>`](crate::Initialized)) or
-/// `Result<()>`.
+/// nothing. An instantiate, prepare or initialize handler returns `Result<S>`
+/// where `S` is its [`StateType`](crate::StateType): XLA keeps the state for that
+/// stage, and later stages read it as [`State<S>`](crate::State),
+/// [`Prepared<S>`](crate::Prepared) or [`Initialized<S>`](crate::Initialized). Or it
+/// returns `Result<()>` and keeps none (`ffi.h`'s plain `Error` at that stage: an
+/// instantiate handler that only checks the attributes once, when XLA compiles).
 ///
 /// # Async handlers
 ///
