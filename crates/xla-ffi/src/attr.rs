@@ -577,7 +577,9 @@ pub trait FromAttrs<'f>: Sized {
 /// `Attrs<Dict>`: the call's whole attribute dictionary, `ffi.h`'s `.Attrs()` bound
 /// to a `Dictionary`. Every attribute of the call is bound by it, so none is refused
 /// as unknown; read them with [`Dict::get`], [`Dict::find`], [`Dict::names`]. An
-/// op's declaration lists no attribute for it (the keys are the call's own).
+/// op's declaration lists no attribute for it (the keys are the call's own), so
+/// `xla_ffi_rs.binding` refuses the attributes it does not declare: call such a
+/// target with `jax.ffi.ffi_call`.
 ///
 /// ```
 /// use xla_ffi::testing::{Arg, AttrArg, CallBuilder};

@@ -265,13 +265,12 @@ impl<'f, S: StateType, At: StateStage> Decode<'f> for State<'f, S, At> {
 
 /// What a handler at a stage that creates state (instantiate, prepare,
 /// initialize) returns in its `Result`: a state type, which XLA then keeps for
-/// the call site at that stage, or `()` (prepare and initialize handlers that
-/// keep none).
+/// the call site at that stage, or `()` (a handler that keeps none).
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
     message = "an instantiate, prepare or initialize handler returns `xla_ffi::Result<S>` with `S` a state type, or `Result<()>`, not `Result<{Self}>`",
     label = "not a state type",
-    note = "declare the state with `xla_ffi::state_type!(S);`"
+    note = "declare the state with `xla_ffi::state_type!({Self});` (it must be `Send + Sync + 'static`)"
 )]
 pub trait StageOutput: Sized {
     /// The type id reported to XLA's metadata query (0 for `()`).
