@@ -918,3 +918,21 @@ fn whole_dictionary_beside_a_named_attribute() {
     let r = CallBuilder::new().ret(Arg::zeros::<f32>(&[])).attr("extra", AttrArg::scalar(1i64)).run(ATTR_WHOLE_DICT_AND_NAMED);
     expect_err(r, ErrorCode::InvalidArgument, &["attribute `eps`", "missing"]);
 }
+
+/// The whole dictionary in an async handler: decoded from the shim's copy of it.
+#[handler(target = "attr.whole_dict_async", async)]
+fn attr_whole_dict_async(attrs: Attrs<Dict>, mut count: ResultBuffer<i32, 0>) -> Result<()> {
+    let names: Vec<&str> = attrs.names().collect();
+    count.as_uninit()?[0].write(if names == ["a", "b"] { attrs.len() as i32 } else { -1 });
+    Ok(())
+}
+
+#[test]
+fn whole_dictionary_in_an_async_handler() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<i32>(&[]))
+        .attr("b", AttrArg::Str("x".into()))
+        .attr("a", AttrArg::scalar(1i64));
+    expect_ok(call.run(ATTR_WHOLE_DICT_ASYNC));
+    assert_eq!(call.ret_as::<i32>(0), vec![2]);
+}
