@@ -869,7 +869,11 @@ fn attrs_fields_are_attributes_of_the_declaration() {
 
 /// jax's `cpu_examples.cc` `DictionaryAttr`: `secret` and how many attributes came.
 #[handler(target = "attr.whole_dict")]
-fn attr_whole_dict(attrs: Attrs<Dict>, mut secret: ResultBuffer<i32, 0>, mut count: ResultBuffer<i32, 0>) -> Result<()> {
+fn attr_whole_dict(
+    attrs: Attrs<Dict>,
+    mut secret: ResultBuffer<i32, 0>,
+    mut count: ResultBuffer<i32, 0>,
+) -> Result<()> {
     let s: i64 = attrs.get("secret").map_err(|e| Error::invalid_argument(format!("attribute `secret`: {e}")))?;
     secret.as_uninit()?[0].write(s as i32);
     count.as_uninit()?[0].write(attrs.len() as i32);
@@ -915,7 +919,10 @@ fn whole_dictionary_beside_a_named_attribute() {
     expect_ok(call.run(ATTR_WHOLE_DICT_AND_NAMED));
     assert_eq!(call.ret_as::<f32>(0), vec![2.5]);
     // The named attribute is still checked.
-    let r = CallBuilder::new().ret(Arg::zeros::<f32>(&[])).attr("extra", AttrArg::scalar(1i64)).run(ATTR_WHOLE_DICT_AND_NAMED);
+    let r = CallBuilder::new()
+        .ret(Arg::zeros::<f32>(&[]))
+        .attr("extra", AttrArg::scalar(1i64))
+        .run(ATTR_WHOLE_DICT_AND_NAMED);
     expect_err(r, ErrorCode::InvalidArgument, &["attribute `eps`", "missing"]);
 }
 

@@ -252,7 +252,8 @@ fn st_checked_exec(k: Attr<i64>, mut out: ResultBuffer<i64>) -> Result<()> {
 
 #[test]
 fn instantiate_may_keep_no_state() {
-    let mut call = CallBuilder::new().stage(Stage::Instantiate).attr("k", AttrArg::scalar(3i64)).ret(Arg::zeros::<i64>(&[1]));
+    let mut call =
+        CallBuilder::new().stage(Stage::Instantiate).attr("k", AttrArg::scalar(3i64)).ret(Arg::zeros::<i64>(&[1]));
     let before = CHECKED.load(Ordering::SeqCst);
     expect_ok(call.run(ST_CHECKED_INIT));
     assert_eq!(CHECKED.load(Ordering::SeqCst), before + 1);
