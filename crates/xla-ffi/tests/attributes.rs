@@ -930,7 +930,10 @@ fn whole_dictionary_beside_a_named_attribute() {
 #[handler(target = "attr.whole_dict_async", async)]
 fn attr_whole_dict_async(attrs: Attrs<Dict>, mut count: ResultBuffer<i32, 0>) -> Result<()> {
     let names: Vec<&str> = attrs.names().collect();
-    count.as_uninit()?[0].write(if names == ["a", "b"] { attrs.len() as i32 } else { -1 });
+    let nested: Dict = attrs.get("c").map_err(Error::invalid_argument)?;
+    let arr: Vec<i32> = nested.get("v").map_err(Error::invalid_argument)?;
+    let ok = names == ["a", "b", "c"] && attrs.get::<String>("b").as_deref() == Ok("x") && arr == [4, 5];
+    count.as_uninit()?[0].write(if ok { attrs.len() as i32 } else { -1 });
     Ok(())
 }
 
@@ -939,7 +942,8 @@ fn whole_dictionary_in_an_async_handler() {
     let mut call = CallBuilder::new()
         .ret(Arg::zeros::<i32>(&[]))
         .attr("b", AttrArg::Str("x".into()))
-        .attr("a", AttrArg::scalar(1i64));
+        .attr("a", AttrArg::scalar(1i64))
+        .attr("c", AttrArg::Dict(vec![("v".into(), AttrArg::array(&[4i32, 5]))]));
     expect_ok(call.run(ATTR_WHOLE_DICT_ASYNC));
-    assert_eq!(call.ret_as::<i32>(0), vec![2]);
+    assert_eq!(call.ret_as::<i32>(0), vec![3]);
 }
