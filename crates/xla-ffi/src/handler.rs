@@ -43,8 +43,12 @@
 /// An exported symbol is global to the process: a handler exported as `write` or
 /// `malloc` would replace libc's function in every program that links the crate. So
 /// the default name carries the prefix `xla_ffi_handler__` (reserved for handlers;
-/// no C library uses it), and safe code cannot choose another. A raw name is an
-/// unsafe opt-in, as Rust 2024's `#[unsafe(export_name)]` is:
+/// no C library uses it), and safe code cannot choose another. The name is the
+/// function's, not its path: two handlers with one function name in one library
+/// (`cpu::rms_norm` and `cuda::rms_norm`, as C++ namespaces would have them) are
+/// the error "symbol `xla_ffi_handler__rms_norm` is already defined"; name the
+/// functions apart (`rms_norm_cpu`, `rms_norm_cuda`), the target may stay the same.
+/// A raw name is an unsafe opt-in, as Rust 2024's `#[unsafe(export_name)]` is:
 ///
 /// ```
 /// // SAFETY: no other symbol in any program linking this crate is named
