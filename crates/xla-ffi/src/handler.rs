@@ -46,7 +46,8 @@
 /// no C library uses it), and safe code cannot choose another. The name is the
 /// function's, not its path: two handlers with one function name in one library
 /// (`cpu::rms_norm` and `cuda::rms_norm`, as C++ namespaces would have them) are
-/// the error "symbol `xla_ffi_handler__rms_norm` is already defined"; name the
+/// the error "symbol `xla_ffi_handler__rms_norm` is already defined" (in two crates
+/// linked into one library, the linker's "duplicate symbol"); name the
 /// functions apart (`rms_norm_cpu`, `rms_norm_cuda`), the target may stay the same.
 /// A raw name is an unsafe opt-in, as Rust 2024's `#[unsafe(export_name)]` is:
 ///
