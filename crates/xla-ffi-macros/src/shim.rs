@@ -66,7 +66,7 @@ pub(crate) fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<Toke
     if opts.stage == Stage::Instantiate && matches!(f.sig.output, ReturnType::Default) {
         return Err(Error::new(
             f.sig.paren_token.span.close(),
-            "an instantiate handler returns the state it creates: `-> xla_ffi::Result<MyState>`",
+            "an instantiate handler returns the state it creates, `-> xla_ffi::Result<MyState>`, or `-> xla_ffi::Result<()>` to keep none",
         ));
     }
 
@@ -167,7 +167,7 @@ pub(crate) fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<Toke
         }
     };
     let body = match opts.stage {
-        Stage::Instantiate | Stage::Prepare | Stage::Initialize => stages::stage_body(krate, opts.stage, &run),
+        Stage::Instantiate | Stage::Prepare | Stage::Initialize => stages::stage_body(krate, &run),
         _ => {
             let check = quote_spanned! {ret_span=> #krate::__private::assert_execute_return::<#ret_ty>(); };
             match &opts.asynchronous {

@@ -11,16 +11,11 @@ use crate::options::Stage;
 use crate::signature::Param;
 
 /// The shim body of a handler at the instantiate, prepare or initialize stage:
-/// what the function returns becomes that stage's state (`()` at prepare and
-/// initialize keeps none).
-pub(crate) fn stage_body(krate: &syn::Path, stage: Stage, run: &TokenStream2) -> TokenStream2 {
-    match stage {
-        Stage::Instantiate => quote! {
-            #krate::__private::dispatch_instantiate(__frame, &__XLA_FFI_INFO, |__call| { #run })
-        },
-        _ => quote! {
-            #krate::__private::dispatch_stage(__frame, &__XLA_FFI_INFO, |__call| { #run })
-        },
+/// what the function returns becomes that stage's state (`()` keeps none, as
+/// `ffi.h`'s plain `Error` at any stage).
+pub(crate) fn stage_body(krate: &syn::Path, run: &TokenStream2) -> TokenStream2 {
+    quote! {
+        #krate::__private::dispatch_stage(__frame, &__XLA_FFI_INFO, |__call| { #run })
     }
 }
 
@@ -32,7 +27,7 @@ pub(crate) fn state_type_id(krate: &syn::Path, stage: Stage, ret_ty: &TokenStrea
     };
     match stage {
         Stage::Instantiate => quote! {
-            <<#ret_ty as #krate::__private::HandlerReturn>::Output as #krate::StateType>::registration().type_id()
+            <<#ret_ty as #krate::__private::HandlerReturn>::Output as #krate::__private::StageOutput>::state_type_id()
         },
         Stage::Prepare | Stage::Initialize => quote! {{
             let mut __id: ::core::primitive::i64 =

@@ -574,6 +574,44 @@ pub trait FromAttrs<'f>: Sized {
     fn from_dict(dict: &Dict<'f>, cx: &mut FieldCx<'_>) -> Option<Self>;
 }
 
+/// `Attrs<Dict>`: the call's whole attribute dictionary, `ffi.h`'s `.Attrs()` bound
+/// to a `Dictionary`. Every attribute of the call is bound by it, so none is refused
+/// as unknown; read them with [`Dict::get`], [`Dict::find`], [`Dict::names`]. An
+/// op's declaration lists no attribute for it (the keys are the call's own), so
+/// `xla_ffi_rs.binding` refuses the attributes it does not declare: call such a
+/// target with `jax.ffi.ffi_call`.
+///
+/// ```
+/// use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+/// use xla_ffi::{handler, Attrs, Dict, Error, Result, ResultBuffer};
+///
+/// /// `secret` (required) and the number of attributes the call passed.
+/// #[handler(target = "demo.dictionary")]
+/// fn demo_dictionary(attrs: Attrs<Dict>, mut secret: ResultBuffer<i32, 0>, mut count: ResultBuffer<i32, 0>) -> Result<()> {
+///     let s: i32 = attrs.get("secret").map_err(|e| Error::invalid_argument(format!("attribute `secret`: {e}")))?;
+///     secret.as_uninit()?[0].write(s);
+///     count.as_uninit()?[0].write(attrs.len() as i32);
+///     Ok(())
+/// }
+///
+/// let mut call = CallBuilder::new()
+///     .ret(Arg::zeros::<i32>(&[]))
+///     .ret(Arg::zeros::<i32>(&[]))
+///     .attr("secret", AttrArg::scalar(5i64))
+///     .attr("other", AttrArg::Str("any".into()));
+/// call.run(DEMO_DICTIONARY).unwrap();
+/// assert_eq!((call.ret_as::<i32>(0), call.ret_as::<i32>(1)), (vec![5], vec![2]));
+/// ```
+impl<'f> FromAttrs<'f> for Dict<'f> {
+    const NAMES: &'static [&'static str] = &[];
+    fn from_dict(dict: &Dict<'f>, cx: &mut FieldCx<'_>) -> Option<Self> {
+        for i in 0..dict.len() {
+            cx.used.insert(i);
+        }
+        Some(*dict)
+    }
+}
+
 /// One field of an [`attributes!`](crate::attributes) struct as an attribute of an
 /// op's declaration ([`FromAttrs::field_decls`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

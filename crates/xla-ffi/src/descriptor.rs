@@ -217,7 +217,7 @@ impl<T, E: Into<Error>> HandlerReturn for core::result::Result<T, E> {
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
     message = "a handler at the execute stage returns `xla_ffi::Result<()>` or `()`, not `{Self}`",
-    label = "only `stage = instantiate` handlers return a value (the state)"
+    label = "only handlers at the instantiate, prepare or initialize stage return a value (a state)"
 )]
 pub trait ExecuteReturn {}
 impl ExecuteReturn for () {}

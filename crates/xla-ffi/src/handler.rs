@@ -43,8 +43,13 @@
 /// An exported symbol is global to the process: a handler exported as `write` or
 /// `malloc` would replace libc's function in every program that links the crate. So
 /// the default name carries the prefix `xla_ffi_handler__` (reserved for handlers;
-/// no C library uses it), and safe code cannot choose another. A raw name is an
-/// unsafe opt-in, as Rust 2024's `#[unsafe(export_name)]` is:
+/// no C library uses it), and safe code cannot choose another. The name is the
+/// function's, not its path: two handlers with one function name in one library
+/// (`cpu::rms_norm` and `cuda::rms_norm`, as C++ namespaces would have them) are
+/// the error "symbol `xla_ffi_handler__rms_norm` is already defined" (in two crates
+/// linked into one library, the linker's "duplicate symbol"); name the
+/// functions apart (`rms_norm_cpu`, `rms_norm_cuda`), the target may stay the same.
+/// A raw name is an unsafe opt-in, as Rust 2024's `#[unsafe(export_name)]` is:
 ///
 /// ```
 /// // SAFETY: no other symbol in any program linking this crate is named
@@ -277,7 +282,7 @@
 /// [`Attr<T>`](crate::Attr) (the attribute named like the parameter;
 /// `Attr<Option<T>>` when it may be absent; an enum with
 /// [`#[derive(AttrEnum)]`](crate::AttrEnum) as `T`), [`Attrs<T>`](crate::Attrs) (all attributes
-/// as a struct), [`Context`](crate::Context), [`State<S>`](crate::State) /
+/// as a struct; `Attrs<Dict>`: the whole dictionary, any attribute accepted), [`Context`](crate::Context), [`State<S>`](crate::State) /
 /// [`Prepared<S>`](crate::Prepared) / [`Initialized<S>`](crate::Initialized) (the state
 /// an earlier stage created; a later stage's is a compile error),
 /// [`UserData<T>`](crate::UserData), or any type
@@ -288,12 +293,12 @@
 ///
 /// An execute (or record) handler returns `Result<()>` (any path:
 /// `xla_ffi::Result<()>`, `core::result::Result<(), E>` with `E: Into<Error>`) or
-/// nothing. An instantiate handler returns `Result<S>` where `S` is its
-/// [`StateType`](crate::StateType); XLA keeps the state, and later stages read it
-/// as [`State<S>`](crate::State). A prepare or initialize handler returns
-/// `Result<S>` (a state XLA keeps for that stage, read as
-/// [`Prepared<S>`](crate::Prepared) or [`Initialized<S>`](crate::Initialized)) or
-/// `Result<()>`.
+/// nothing. An instantiate, prepare or initialize handler returns `Result<S>`
+/// where `S` is its [`StateType`](crate::StateType): XLA keeps the state for that
+/// stage, and later stages read it as [`State<S>`](crate::State),
+/// [`Prepared<S>`](crate::Prepared) or [`Initialized<S>`](crate::Initialized). Or it
+/// returns `Result<()>` and keeps none (`ffi.h`'s plain `Error` at that stage: an
+/// instantiate handler that only checks the attributes once, when XLA compiles).
 ///
 /// # Async handlers
 ///

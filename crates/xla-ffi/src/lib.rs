@@ -195,7 +195,7 @@ pub mod __private {
     pub use crate::future::{dispatch_async, spawn_with};
     pub use crate::site::Arity;
     pub use crate::stage::state_readable;
-    pub use crate::state::{dispatch_instantiate, dispatch_stage, StageOutput};
+    pub use crate::state::{dispatch_stage, StageOutput};
     // For the exported `macro_rules!` macros, whose paths are absolute (hygiene).
     pub use std::format;
     pub use std::string::String;

@@ -52,8 +52,8 @@ unsafe impl<S> Sync for TypeRegistration<S> {}
 unsafe extern "C" fn delete_box<S: Send + Sync + 'static>(p: *mut c_void) {
     if !p.is_null() {
         // SAFETY: XLA passes back the pointer the instantiate stage stored under this
-        // record's id, which is a `Box<S>` leaked by `dispatch_instantiate::<S>` (the
-        // record is `TypeRegistration<S>`, so only `S`'s instantiate stores under it);
+        // record's id, which is a `Box<S>` leaked by `dispatch_stage::<S>` (the
+        // record is `TypeRegistration<S>`, so only a stage returning `S` stores under it);
         // XLA calls the deleter once.
         let b = unsafe { Box::from_raw(p as *mut S) };
         // A panicking Drop must not unwind into XLA, nor may dropping its payload
@@ -265,13 +265,12 @@ impl<'f, S: StateType, At: StateStage> Decode<'f> for State<'f, S, At> {
 
 /// What a handler at a stage that creates state (instantiate, prepare,
 /// initialize) returns in its `Result`: a state type, which XLA then keeps for
-/// the call site at that stage, or `()` (prepare and initialize handlers that
-/// keep none).
+/// the call site at that stage, or `()` (a handler that keeps none).
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "a prepare or initialize handler returns `xla_ffi::Result<S>` with `S` a state type, or `Result<()>`, not `Result<{Self}>`",
+    message = "an instantiate, prepare or initialize handler returns `xla_ffi::Result<S>` with `S` a state type, or `Result<()>`, not `Result<{Self}>`",
     label = "not a state type",
-    note = "declare the state with `xla_ffi::state_type!(S);`"
+    note = "declare the state with `xla_ffi::state_type!({Self});` (it must be `Send + Sync + 'static`)"
 )]
 pub trait StageOutput: Sized {
     /// The type id reported to XLA's metadata query (0 for `()`).
@@ -342,20 +341,6 @@ pub unsafe fn dispatch_stage<O: StageOutput>(
     };
     // SAFETY: forwarded from the caller.
     unsafe { dispatch(raw, info, run) }
-}
-
-/// Runs an instantiate body and hands its state to XLA.
-///
-/// # Safety
-/// `raw` must be the call frame XLA passed to the handler.
-#[doc(hidden)]
-pub unsafe fn dispatch_instantiate<S: StateType>(
-    raw: *mut sys::XLA_FFI_CallFrame,
-    info: &HandlerInfo,
-    body: impl for<'f> FnOnce(&mut Call<'f>) -> Result<S>,
-) -> *mut sys::XLA_FFI_Error {
-    // SAFETY: forwarded from the caller.
-    unsafe { dispatch_stage::<S>(raw, info, body) }
 }
 
 impl<S: StateType + core::fmt::Debug, At: StateStage> core::fmt::Debug for State<'_, S, At> {

@@ -864,3 +864,86 @@ fn attrs_fields_are_attributes_of_the_declaration() {
         .attr("inner", AttrArg::Dict(vec![("alpha".into(), AttrArg::scalar(1.0f32))]));
     call.run(ATTR_DECLARED).unwrap();
 }
+
+// ---- the whole attribute dictionary (`ffi.h`'s `.Attrs()` as a `Dictionary`) ----
+
+/// jax's `cpu_examples.cc` `DictionaryAttr`: `secret` and how many attributes came.
+#[handler(target = "attr.whole_dict")]
+fn attr_whole_dict(
+    attrs: Attrs<Dict>,
+    mut secret: ResultBuffer<i32, 0>,
+    mut count: ResultBuffer<i32, 0>,
+) -> Result<()> {
+    let s: i64 = attrs.get("secret").map_err(|e| Error::invalid_argument(format!("attribute `secret`: {e}")))?;
+    secret.as_uninit()?[0].write(s as i32);
+    count.as_uninit()?[0].write(attrs.len() as i32);
+    Ok(())
+}
+
+fn whole_dict_call() -> CallBuilder {
+    CallBuilder::new().ret(Arg::zeros::<i32>(&[])).ret(Arg::zeros::<i32>(&[]))
+}
+
+#[test]
+fn whole_dictionary_binds_every_attribute() {
+    let mut call = whole_dict_call()
+        .attr("secret", AttrArg::scalar(7i64))
+        .attr("a", AttrArg::scalar(1.5f32))
+        .attr("b", AttrArg::Str("x".into()))
+        .attr("nested", AttrArg::Dict(vec![("k".into(), AttrArg::scalar(1i32))]));
+    expect_ok(call.run(ATTR_WHOLE_DICT));
+    assert_eq!(call.ret_as::<i32>(0), vec![7]);
+    assert_eq!(call.ret_as::<i32>(1), vec![4]);
+}
+
+#[test]
+fn whole_dictionary_missing_key_is_the_handlers_error() {
+    let r = whole_dict_call().attr("other", AttrArg::scalar(1i64)).run(ATTR_WHOLE_DICT);
+    expect_err(r, ErrorCode::InvalidArgument, &["attr.whole_dict", "attribute `secret`", "missing"]);
+    let r = whole_dict_call().attr("secret", AttrArg::Str("5".into())).run(ATTR_WHOLE_DICT);
+    expect_err(r, ErrorCode::InvalidArgument, &["attribute `secret`", "got string"]);
+}
+
+#[handler(target = "attr.whole_dict_and_named")]
+fn attr_whole_dict_and_named(eps: Attr<f32>, attrs: Attrs<Dict>, mut n: ResultBuffer<f32, 0>) -> Result<()> {
+    n.as_uninit()?[0].write(*eps + attrs.len() as f32);
+    Ok(())
+}
+
+#[test]
+fn whole_dictionary_beside_a_named_attribute() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<f32>(&[]))
+        .attr("eps", AttrArg::scalar(0.5f32))
+        .attr("extra", AttrArg::scalar(1i64));
+    expect_ok(call.run(ATTR_WHOLE_DICT_AND_NAMED));
+    assert_eq!(call.ret_as::<f32>(0), vec![2.5]);
+    // The named attribute is still checked.
+    let r = CallBuilder::new()
+        .ret(Arg::zeros::<f32>(&[]))
+        .attr("extra", AttrArg::scalar(1i64))
+        .run(ATTR_WHOLE_DICT_AND_NAMED);
+    expect_err(r, ErrorCode::InvalidArgument, &["attribute `eps`", "missing"]);
+}
+
+/// The whole dictionary in an async handler: decoded from the shim's copy of it.
+#[handler(target = "attr.whole_dict_async", async)]
+fn attr_whole_dict_async(attrs: Attrs<Dict>, mut count: ResultBuffer<i32, 0>) -> Result<()> {
+    let names: Vec<&str> = attrs.names().collect();
+    let nested: Dict = attrs.get("c").map_err(Error::invalid_argument)?;
+    let arr: Vec<i32> = nested.get("v").map_err(Error::invalid_argument)?;
+    let ok = names == ["a", "b", "c"] && attrs.get::<String>("b").as_deref() == Ok("x") && arr == [4, 5];
+    count.as_uninit()?[0].write(if ok { attrs.len() as i32 } else { -1 });
+    Ok(())
+}
+
+#[test]
+fn whole_dictionary_in_an_async_handler() {
+    let mut call = CallBuilder::new()
+        .ret(Arg::zeros::<i32>(&[]))
+        .attr("b", AttrArg::Str("x".into()))
+        .attr("a", AttrArg::scalar(1i64))
+        .attr("c", AttrArg::Dict(vec![("v".into(), AttrArg::array(&[4i32, 5]))]));
+    expect_ok(call.run(ATTR_WHOLE_DICT_ASYNC));
+    assert_eq!(call.ret_as::<i32>(0), vec![3]);
+}

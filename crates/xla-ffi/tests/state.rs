@@ -231,3 +231,40 @@ fn one_id_cannot_be_registered_for_two_state_types() {
     let r = std::panic::catch_unwind(|| register_state_type::<Other>(0));
     assert!(common::panic_text(r.expect_err("id 0 must be refused")).contains("id 0"));
 }
+
+// ---- an instantiate stage that keeps no state (`ffi.h`'s plain `Error` there) ----
+
+static CHECKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Validates the call site's attributes once, when XLA compiles, and keeps nothing.
+#[handler(target = "st.checked", stage = instantiate)]
+fn st_checked_init(k: Attr<i64>) -> Result<()> {
+    CHECKED.fetch_add(1, Ordering::SeqCst);
+    xla_ffi::ensure!(*k > 0, InvalidArgument, "attribute `k`: expected a positive integer, got {}", *k);
+    Ok(())
+}
+
+#[handler(target = "st.checked")]
+fn st_checked_exec(k: Attr<i64>, mut out: ResultBuffer<i64>) -> Result<()> {
+    out.as_uninit()?[0].write(*k);
+    Ok(())
+}
+
+#[test]
+fn instantiate_may_keep_no_state() {
+    let mut call =
+        CallBuilder::new().stage(Stage::Instantiate).attr("k", AttrArg::scalar(3i64)).ret(Arg::zeros::<i64>(&[1]));
+    let before = CHECKED.load(Ordering::SeqCst);
+    expect_ok(call.run(ST_CHECKED_INIT));
+    assert_eq!(CHECKED.load(Ordering::SeqCst), before + 1);
+    call.set_stage(Stage::Execute);
+    expect_ok(call.run(ST_CHECKED_EXEC));
+    assert_eq!(call.ret_as::<i64>(0), vec![3]);
+    // Its error is the call's; the metadata reports no state type.
+    let mut bad = CallBuilder::new().stage(Stage::Instantiate).attr("k", AttrArg::scalar(0i64));
+    expect_err(bad.run(ST_CHECKED_INIT), ErrorCode::InvalidArgument, &["st.checked", "attribute `k`", "got 0"]);
+    assert_eq!(CallBuilder::new().metadata(ST_CHECKED_INIT).unwrap(), (0, 3, 0, 0));
+    // A second instantiate at the same call site is fine: there is nothing to store.
+    call.set_stage(Stage::Instantiate);
+    expect_ok(call.run(ST_CHECKED_INIT));
+}
