@@ -60,3 +60,22 @@ fn an_aliased_result_holds_its_operands_data() {
     call.run(RM_KEEP).unwrap();
     assert_eq!(call.ret_as::<f32>(0), vec![1.0, 2.0]);
 }
+
+#[handler(target = "rm.add_one")]
+fn rm_add_one(x: Buffer<f32>, mut y: ResultBuffer<f32>) -> Result<()> {
+    match y.with_input::<f32, _, _>(&x)? {
+        xla_ffi::InOut::InPlace(xy) => xy.iter_mut().for_each(|v| *v += 1.0),
+        xla_ffi::InOut::Separate { .. } => return Err(y.error("expected to run in place")),
+    }
+    Ok(())
+}
+
+#[test]
+fn an_aliased_result_is_read_where_a_shifted_operand_starts() {
+    // The operand starts 4 bytes into its storage: [2.0, 0.0] (see `Arg::misaligned`).
+    let x = Arg::from_slice(&[1.0f32, 2.0], &[2]).misaligned(4);
+    let mut call = CallBuilder::new().arg(x).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
+    call.run(RM_ADD_ONE).unwrap();
+    assert_eq!(call.arg_as::<f32>(0), vec![3.0, 1.0]);
+    assert_eq!(call.ret_as::<f32>(0), vec![3.0, 1.0]);
+}

@@ -402,9 +402,11 @@ impl CallBuilder {
             freeze(&mut a.data);
         }
         // Aliased results: copy what was written in place back into the result.
+        // The result starts where the operand does (after any `misaligned` shift).
         for &(a, r) in &self.alias {
-            let data = self.args[a].data.clone();
+            let (data, offset) = (self.args[a].data.clone(), self.args[a].offset_bytes);
             self.rets[r].data = data;
+            self.rets[r].offset_bytes = offset;
         }
         drop(store);
         result
