@@ -107,7 +107,9 @@ impl CallBuilder {
         self.rets.push(r);
         self
     }
-    /// Adds an attribute.
+    /// Adds an attribute. A name added twice is sent twice (XLA never does so, and
+    /// the handler refuses it: "attribute `x` is given more than once"); to change a
+    /// value, build the call again.
     pub fn attr(mut self, name: &str, v: AttrArg) -> Self {
         self.attrs.push((name.to_string(), v));
         self
