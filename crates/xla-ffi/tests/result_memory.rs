@@ -56,7 +56,8 @@ fn rm_keep(x: Buffer<f32>, y: ResultBuffer<f32>) -> Result<()> {
 
 #[test]
 fn an_aliased_result_holds_its_operands_data() {
-    let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
+    let mut call =
+        CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f32>(&[2])).alias(0, 0);
     call.run(RM_KEEP).unwrap();
     assert_eq!(call.ret_as::<f32>(0), vec![1.0, 2.0]);
 }
