@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{expect_err, expect_ok};
-use xla_ffi::testing::{Arg, AttrArg, CallBuilder};
+use xla_ffi::testing::{Arg, AttrArg, CallBuilder, FakeApi};
 use xla_ffi::{handler, Attr, Buffer, Context, ErrorCode, Parts, Result, ResultBuffer, Stage};
 
 /// out = [device ordinal, run id, api major, api minor, num threads, stage is execute]
@@ -69,10 +69,22 @@ fn stream_on_cpu_is_unimplemented() {
 }
 
 #[test]
-fn scratch_without_allocator_is_unimplemented() {
-    // The fake CPU runtime has no DeviceMemory_Allocate slot.
-    expect_err(
+fn scratch_on_cpu_is_refused_as_xla_cpu_refuses_it() {
+    // XLA:CPU has the slot and answers INVALID_ARGUMENT (observed on jaxlib 0.12).
+    let msg = expect_err(
         CallBuilder::new().run(CTX_SCRATCH),
+        common::runtime_code(ErrorCode::InvalidArgument),
+        &["ctx.scratch", "GPU context is not available"],
+    );
+    assert!(msg.starts_with("ctx.scratch: "), "{msg}");
+}
+
+#[test]
+fn scratch_without_allocator_is_unimplemented() {
+    // A table that ends before the DeviceMemory_Allocate slot.
+    let end = core::mem::offset_of!(xla_ffi::sys::XLA_FFI_Api, XLA_FFI_DeviceMemory_Allocate);
+    expect_err(
+        CallBuilder::new().api(FakeApi::new(5).with_struct_size(end)).run(CTX_SCRATCH),
         ErrorCode::Unimplemented,
         &["ctx.scratch", "XLA_FFI_DeviceMemory_Allocate"],
     );
@@ -231,4 +243,21 @@ fn taking_a_part_twice_or_out_of_range_is_an_internal_error() {
         let want: Vec<f32> = (0..130).map(|i| i as f32).collect();
         assert_eq!(call.ret_as::<f32>(0), want);
     }
+}
+
+#[test]
+fn scratch_on_the_device_like_runtime_says_it_has_no_device_memory() {
+    let msg = expect_err(
+        CallBuilder::new().api(FakeApi::device_like(5)).run(CTX_SCRATCH_DEVICE),
+        common::runtime_code(ErrorCode::Unimplemented),
+        &["ctx.scratch_device", "allocates no device memory"],
+    );
+    assert!(msg.starts_with("ctx.scratch_device: "), "{msg}");
+}
+
+#[handler(target = "ctx.scratch_device", platform = device)]
+fn ctx_scratch_device(ctx: Context) -> Result<()> {
+    let s = ctx.scratch(1024, 16)?;
+    let _ = (s.as_ptr(), s.size());
+    Ok(())
 }

@@ -68,7 +68,9 @@ impl Arg {
     pub fn token() -> Self {
         Self::raw(DataType::TOKEN, &[], 0)
     }
-    /// A zero-filled buffer (for results).
+    /// A zero-filled buffer (for results; [`CallBuilder::run`](super::CallBuilder::run)
+    /// fills a result with 0xFF bytes before the handler runs, as XLA gives it
+    /// memory holding anything).
     pub fn zeros<T: Element>(dims: &[i64]) -> Self {
         Self::raw(T::DTYPE, dims, core::mem::size_of::<T>())
     }

@@ -107,7 +107,9 @@ impl CallBuilder {
         self.rets.push(r);
         self
     }
-    /// Adds an attribute.
+    /// Adds an attribute. A name added twice is sent twice (XLA never does so, and
+    /// the handler refuses it: "attribute `x` is given more than once"); to change a
+    /// value, build the call again.
     pub fn attr(mut self, name: &str, v: AttrArg) -> Self {
         self.attrs.push((name.to_string(), v));
         self
@@ -238,6 +240,11 @@ impl CallBuilder {
     /// serve an instantiate call and, after [`set_stage`](Self::set_stage), execute
     /// calls that see its state.
     ///
+    /// Before each run every result that is not [aliased](Self::alias) is filled with
+    /// 0xFF bytes (NaN for the floats, -1 for the signed integers), as XLA hands a
+    /// handler result memory holding whatever was there: an element the handler
+    /// leaves unwritten reads back as that, never as 0 or as an earlier run's value.
+    ///
     /// # Panics
     /// On a frame a safe caller could not otherwise make sound: an operand entry made
     /// data ([`arg_entry_is_data`](Self::arg_entry_is_data)) but still tagged BUFFER,
@@ -276,6 +283,16 @@ impl CallBuilder {
                      {have} bytes; XLA aliases buffers of one shape and dtype",
                     ret.dtype, ret.dims,
                 );
+            }
+        }
+        // XLA hands a handler result memory holding whatever was there (stale data,
+        // NaN): fill each result's storage with 0xFF bytes (NaN for the floats, -1 for
+        // the signed integers), so an element the handler leaves unwritten reads back
+        // as that, never as a plausible 0 or as the previous run's value. An aliased
+        // result holds its operand's data, as in XLA.
+        for (r, ret) in self.rets.iter_mut().enumerate() {
+            if !self.alias.iter().any(|&(_, aliased)| aliased == r) {
+                ret.data.fill(u64::MAX);
             }
         }
         let mut store = AttrStore::default();
@@ -387,9 +404,11 @@ impl CallBuilder {
             freeze(&mut a.data);
         }
         // Aliased results: copy what was written in place back into the result.
+        // The result starts where the operand does (after any `misaligned` shift).
         for &(a, r) in &self.alias {
-            let data = self.args[a].data.clone();
+            let (data, offset) = (self.args[a].data.clone(), self.args[a].offset_bytes);
             self.rets[r].data = data;
+            self.rets[r].offset_bytes = offset;
         }
         drop(store);
         result

@@ -174,6 +174,22 @@ pub(super) unsafe extern "C" fn stream_get(_args: *mut sys::XLA_FFI_Stream_Get_A
     fake_error(ErrorCode::Unimplemented, "XLA FFI GPU context is not available")
 }
 
+/// As XLA:CPU answers (observed on jaxlib 0.12: `INVALID_ARGUMENT`): a host call has
+/// no device allocator.
+pub(super) unsafe extern "C" fn device_memory_allocate_host(
+    _args: *mut sys::XLA_FFI_DeviceMemory_Allocate_Args,
+) -> *mut sys::XLA_FFI_Error {
+    fake_error(ErrorCode::InvalidArgument, "XLA FFI GPU context is not available")
+}
+
+/// The device-like table has no device memory to give (XLA:GPU's allocator is not
+/// emulated): an error that says so, rather than a missing slot.
+pub(super) unsafe extern "C" fn device_memory_allocate_device(
+    _args: *mut sys::XLA_FFI_DeviceMemory_Allocate_Args,
+) -> *mut sys::XLA_FFI_Error {
+    fake_error(ErrorCode::Unimplemented, "fake XLA: the device-like test runtime allocates no device memory (scratch)")
+}
+
 pub(super) unsafe extern "C" fn stream_get_device(args: *mut sys::XLA_FFI_Stream_Get_Args) -> *mut sys::XLA_FFI_Error {
     // SAFETY: valid args from the crate under test; the stream is the one set with
     // `CallBuilder::device_stream`, or a dummy address.
@@ -394,6 +410,11 @@ impl DemoExtension {
 
 /// A fake API table. `struct_size` can be shrunk to emulate an older runtime.
 ///
+/// It answers as XLA:CPU does where that was observed: no stream
+/// (`UNIMPLEMENTED`) and no scratch memory (`Context::scratch`: `INVALID_ARGUMENT`,
+/// "XLA FFI GPU context is not available"). A [`device_like`](Self::device_like)
+/// table gives the call's stream but allocates no device memory either.
+///
 /// Tables are leaked (a few hundred bytes each), never freed: a real runtime's table
 /// lives for the whole process, and the dispatcher caches facts per table address
 /// (whether it is a host platform), so an address must never be reused by a table
@@ -444,6 +465,7 @@ impl FakeApi {
         t.XLA_FFI_ThreadPool_NumThreads = Some(num_threads);
         t.XLA_FFI_RunId_Get = Some(run_id_get);
         t.XLA_FFI_DeviceOrdinal_Get = Some(device_ordinal_get);
+        t.XLA_FFI_DeviceMemory_Allocate = Some(device_memory_allocate_host);
         sys::compat::set_invoke_context_get_fn(t, invoke_context_get);
         sys::compat::set_custom_options_get_fn(t, custom_options_get);
         t.XLA_FFI_Future_Create = Some(future::future_create);
@@ -471,6 +493,7 @@ impl FakeApi {
         t.XLA_FFI_Stream_Get = Some(stream_get_device);
         // A GPU context has no CPU thread pool.
         t.XLA_FFI_ThreadPool_NumThreads = Some(num_threads_unavailable);
+        t.XLA_FFI_DeviceMemory_Allocate = Some(device_memory_allocate_device);
         api.device = true;
         api
     }
