@@ -163,6 +163,9 @@ class Op:
         self._eager_lock = threading.RLock()  # RLock: a finalizer run by gc under it may call the op
         #: The declaration the op was built from (:func:`op`), or None.
         self.declaration: Declaration | None = None
+        #: Set for an op that :func:`op` (or :func:`~xla_ffi_rs.python_op`) memoizes:
+        #: takes the op out of that memo when a rule is (re)defined on it.
+        self._forget_memo: Callable[[Op], None] | None = None
         self._declared_abstract_eval = abstract_eval
         # JAX keeps a primitive's rules in global tables for the rest of the process.
         # They reach the op through `_ref`: a strong reference by default, a weak one
@@ -377,6 +380,7 @@ class Op:
     def def_lowering(self, platform: str, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Replace the lowering for one platform (e.g. a target with an extra result)."""
         mlir.register_lowering(self.primitive, rule, platform=platform)
+        self._rule_defined()
         return rule
 
     # -- transformation rules ---------------------------------------------
@@ -415,8 +419,12 @@ class Op:
             check_rule_takes_attributes(self.declaration.target, kind, rule, names)
 
     def _rule_defined(self) -> None:
-        """Called when a rule is (re)defined on the op (a python op made by
-        ``python_op`` then leaves its memo)."""
+        """Called when a rule is (re)defined on the op: an op made by :func:`op` or
+        ``python_op`` then leaves its memo (another call with the same arguments makes
+        a new op, without this rule)."""
+        forget, self._forget_memo = self._forget_memo, None
+        if forget is not None:
+            forget(self)
 
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""

@@ -125,9 +125,6 @@ class PythonOp(Op):
         self._keys: dict[tuple[Any, ...], int] = {}
         # The registry keys this op owns: unregistered when the op is freed.
         self._key_list: list[int] = []
-        #: Set by :func:`~xla_ffi_rs.python_ops.python_op` for an op it memoizes: takes
-        #: the op out of its memo when a rule of the user's is defined on it.
-        self._forget_memo: Callable[[PythonOp], None] | None = None
         weakref.finalize(self, _native.unregister, self._key_list)
         ref = weakref.ref(self)
         super().__init__(
@@ -378,11 +375,6 @@ class PythonOp(Op):
         if not callable(rule):
             raise TypeError(f"{self.name}: the {what} rule must be callable, got {type(rule).__name__}")
         self._rule_defined()
-
-    def _rule_defined(self) -> None:
-        forget, self._forget_memo = self._forget_memo, None
-        if forget is not None:
-            forget(self)
 
     def def_jvp_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
