@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import jax
 
@@ -15,7 +14,7 @@ BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _counts: dict[str, int] = {}
 
 
-def _listen(event: str, duration: float, **kwargs: Any) -> None:
+def _listen(event: str, duration_secs: float, **kwargs: str | int) -> None:
     _counts[event] = _counts.get(event, 0) + 1
 
 
