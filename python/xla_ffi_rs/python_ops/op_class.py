@@ -42,6 +42,7 @@ from xla_ffi_rs.python_ops.call import (
     settler,
     unwrapped,
 )
+from xla_ffi_rs.python_ops.sequential import sequential_map
 
 __all__ = ["TARGET", "AbstractEvalFn", "PythonOp", "user_params"]
 
@@ -154,6 +155,8 @@ class PythonOp(Op):
         # the op (`_eager`), so a strong reference there would make a cycle, which
         # jaxlib 0.10 frees only partly when the garbage collector breaks it.
         self._weak_handle = _WeakHandle(ref)
+        #: The jitted loops of eager calls under ``vmap`` (not ``vectorized``).
+        self._eager_maps: dict[Any, Callable[..., Any]] = {}
 
     def __call__(self, *operands: ArrayLike, **params: Any) -> Any:
         for name in _INTERNAL:
@@ -445,15 +448,8 @@ class PythonOp(Op):
             outs = self.primitive.bind(*moved, **params, **{_BATCH: batch})
             return outs, [0] * len(outs)
         mapped = [i for i, d in enumerate(dims) if d is not None]
-
-        def one(xs: Sequence[Any]) -> Sequence[Any]:
-            args = list(operands)
-            for i, x in zip(mapped, xs, strict=True):
-                args[i] = x
-            outs: Sequence[Any] = self.primitive.bind(*args, **params)
-            return outs
-
-        outs = jax.lax.map(one, [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped])
+        xs = [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped]
+        outs = sequential_map(self.primitive, params, operands, mapped, xs, self._eager_maps, self._weak_handle, _OP)
         return outs, [0] * len(outs)
 
 
