@@ -158,6 +158,9 @@ class Op:
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the newest few.
         self._eager: dict[tuple[tuple[tuple[str, Hashable], ...], int], Callable[..., Any]] = {}
+        #: Eager calls under ``vmap`` that loop over the batch: one jitted loop per
+        #: set of params and mapped operands (:mod:`xla_ffi_rs.binding.sequential`).
+        self._eager_maps: dict[Any, Callable[..., Any]] = {}
         #: Per set of params, the depths whose jitted bind a call is running now.
         self._eager_running: dict[tuple[tuple[str, Hashable], ...], set[int]] = {}
         self._eager_lock = threading.RLock()  # RLock: a finalizer run by gc under it may call the op

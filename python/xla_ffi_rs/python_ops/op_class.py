@@ -26,6 +26,7 @@ from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
 from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
+from xla_ffi_rs.binding.sequential import sequential_map
 from xla_ffi_rs.python_ops import rules
 from xla_ffi_rs.python_ops.avals import (
     check_batch_axes,
@@ -42,7 +43,6 @@ from xla_ffi_rs.python_ops.call import (
     settler,
     unwrapped,
 )
-from xla_ffi_rs.python_ops.sequential import sequential_map
 
 __all__ = ["TARGET", "AbstractEvalFn", "PythonOp", "user_params"]
 
@@ -155,8 +155,6 @@ class PythonOp(Op):
         # the op (`_eager`), so a strong reference there would make a cycle, which
         # jaxlib 0.10 frees only partly when the garbage collector breaks it.
         self._weak_handle = _WeakHandle(ref)
-        #: The jitted loops of eager calls under ``vmap`` (not ``vectorized``).
-        self._eager_maps: dict[Any, Callable[..., Any]] = {}
 
     def __call__(self, *operands: ArrayLike, **params: Any) -> Any:
         for name in _INTERNAL:
@@ -449,7 +447,14 @@ class PythonOp(Op):
             return outs, [0] * len(outs)
         mapped = [i for i, d in enumerate(dims) if d is not None]
         xs = [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped]
-        outs = sequential_map(self.primitive, params, operands, mapped, xs, self._eager_maps, self._weak_handle, _OP)
+        primitive, handle = self.primitive, self._weak_handle
+
+        def call(eager: bool) -> Callable[..., Sequence[Any]]:
+            # An eager loop names the op weakly, as an eager call does (it is kept in the op).
+            bound = {**params, _OP: handle} if eager else params
+            return lambda *args: primitive.bind(*args, **bound)
+
+        outs = sequential_map(call, freeze(params), operands, mapped, xs, self._eager_maps)
         return outs, [0] * len(outs)
 
 

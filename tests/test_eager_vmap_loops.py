@@ -1,7 +1,7 @@
-"""An eager ``vmap`` of a python op that is not ``vectorized`` (a loop of calls) is
-compiled once per set of parameters, not at every call (``lax.map`` of a fresh
-function was traced and compiled each time), and keeps nothing alive once the op
-is freed."""
+"""An eager ``vmap`` that loops over the batch (a python op that is not
+``vectorized``; a declared op with a weight per example) is compiled once per set
+of parameters, not at every call (``lax.map`` of a fresh function was traced and
+compiled each time), and keeps nothing alive once a python op is freed."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import xla_ffi_rs
 from compile_counts import counting
-from xla_ffi_rs import python_op
+from helpers import rms_norm_np
+from xla_ffi_rs import binding, python_op
 from xla_ffi_rs.python_ops import registered_functions
 
 X = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
@@ -68,3 +70,21 @@ def test_an_op_vmapped_eagerly_is_freed_with_its_function() -> None:
     assert op_ref() is None
     assert fn_ref() is None
     assert registered_functions() <= keys
+
+
+def test_an_eager_vmap_of_a_declared_op_over_its_weight_compiles_once() -> None:
+    """The weight of ``rms_norm_fwd`` cannot enter the batch ellipsis: one call per example."""
+    fwd = binding.op(xla_ffi_rs.declarations()["xla_ffi_rs.rms_norm_fwd"])
+    x = np.linspace(-2.0, 2.0, 24, dtype=np.float32).reshape(3, 2, 4)
+    w = np.linspace(0.5, 1.5, 12, dtype=np.float32).reshape(3, 4)
+    f = jax.vmap(lambda x, w: fwd(x, w, eps=1e-5)[0])
+    f(x, w).block_until_ready()
+    with counting() as compiles:
+        for _ in range(4):
+            out = f(x, w)
+    assert compiles[0] == 0
+    want = np.stack([rms_norm_np(x[i], w[i], 1e-5)[0] for i in range(3)])
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5)
+    other = jax.vmap(lambda x, w: fwd(x, w, eps=0.5)[0])(x, w)  # another eps: its own loop
+    want = np.stack([rms_norm_np(x[i], w[i], 0.5)[0] for i in range(3)])
+    np.testing.assert_allclose(np.asarray(other), want, rtol=1e-5)
