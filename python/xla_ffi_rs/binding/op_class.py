@@ -156,7 +156,7 @@ class Op:
         self._batched = batched
         self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
-        #: Eager evaluation: one jitted bind per set of params, the newest few.
+        #: Eager evaluation: one jitted bind per set of params, the most recently used few.
         self._eager: dict[tuple[tuple[tuple[str, Hashable], ...], int], Callable[..., Any]] = {}
         #: Eager calls under ``vmap`` that loop over the batch: one jitted loop per
         #: set of params and mapped operands (:mod:`xla_ffi_rs.binding.sequential`).
@@ -290,11 +290,12 @@ class Op:
             depth = next(d for d in range(len(busy) + 1) if d not in busy)
             busy.add(depth)
             key = (frozen, depth)
-            jitted = self._eager.get(key)
+            jitted = self._eager.pop(key, None)  # put back last: the least recently used goes first
             if jitted is None:
                 while len(self._eager) >= _EAGER_CACHE_SIZE:
                     self._eager.pop(next(iter(self._eager)))
-                jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
+                jitted = jax.jit(_binder(self.primitive, params))
+            self._eager[key] = jitted
         try:
             outs: Sequence[Any] = jitted(*operands)
         finally:

@@ -5,8 +5,8 @@ enter its batch ellipsis (a weight per example).
 Under an outer ``jit`` the loop is traced once with the program. In an eager
 ``vmap`` it was traced, lowered and compiled again at every call (``lax.map`` of a
 fresh function is a new program); here the loop of an eager call is a jitted
-function the op keeps per set of static parameters and mapped operands (the newest
-32), so calls after the first reuse its compiled program.
+function the op keeps per set of static parameters and mapped operands (the 32
+most recently used), so calls after the first reuse its compiled program.
 
 Example:
     >>> CACHE_SIZE
@@ -25,7 +25,7 @@ from xla_ffi_rs._compat import Tracer
 
 __all__ = ["CACHE_SIZE", "sequential_map"]
 
-#: How many eager loops an op keeps (the newest).
+#: How many eager loops an op keeps (the most recently used).
 CACHE_SIZE = 32
 
 
@@ -63,10 +63,11 @@ def sequential_map(
         traced: list[Any] = _loop(make_call(False), index, len(operands))(rest, xs)
         return traced
     full_key = (key, index, len(operands))
-    jitted = cache.get(full_key)
+    jitted = cache.pop(full_key, None)  # put back last: the least recently used goes first
     if jitted is None:
         while len(cache) >= CACHE_SIZE:
             cache.pop(next(iter(cache)))
-        jitted = cache[full_key] = jax.jit(_loop(make_call(True), index, len(operands)))
+        jitted = jax.jit(_loop(make_call(True), index, len(operands)))
+    cache[full_key] = jitted
     out: list[Any] = jitted(rest, list(xs))
     return out
