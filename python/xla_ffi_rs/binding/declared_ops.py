@@ -21,7 +21,7 @@ from numpy.typing import DTypeLike
 
 from xla_ffi_rs import _registration
 from xla_ffi_rs._compat import ShapedArray, ad
-from xla_ffi_rs.binding import declared_rules
+from xla_ffi_rs.binding import declared_rules, op_memo
 from xla_ffi_rs.binding.declaration import Declaration
 from xla_ffi_rs.binding.op_class import Op, TargetNames
 
@@ -163,6 +163,13 @@ def op(
     Hand-written rules still override these (:meth:`Op.def_jvp`,
     :meth:`Op.def_transpose`, :meth:`Op.def_batching`).
 
+    Calling ``op`` again with the same declaration (equal by value) and the same
+    arguments (functions and ops: the same objects) returns the same op, so an op
+    built inside a function called per step is traced and compiled once; an op
+    whose rules were changed since (``def_jvp`` and the others) is not returned
+    again. An op lives for the rest of the process (JAX's rule tables keep it):
+    an op built from a fresh ``jnp_impl`` lambda per call is a new op each time.
+
     Args:
       declaration: one target's declaration dict (or another op's
         ``op.declaration``, to bind the same target differently).
@@ -198,6 +205,10 @@ def op(
     [3.0, 3.0, 3.0]
     """
     decl = declaration if isinstance(declaration, Declaration) else Declaration(declaration)
+    k = _memo_key(decl, targets, name, jnp_impl, reductions, extra_results, input_output_aliases, transpose)
+    found = op_memo.lookup(k)
+    if found is not None:
+        return found
     result = _build(decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases)
     if decl.transpose is not None:
         if transpose is None and decl.transpose == decl.target:
@@ -205,7 +216,20 @@ def op(
         _link_transpose(result, transpose)
     elif transpose is not None:
         raise ValueError(f"binding.op: {decl.target}: transpose= given, but the declaration names no transpose target")
+    op_memo.remember(k, result)
     return result
+
+
+def _memo_key(decl: Declaration, targets: TargetNames | None, *options: Any) -> Any:
+    """What :func:`op` builds an op from (:mod:`~xla_ffi_rs.binding.op_memo`), the
+    default targets as they are registered now; None (no memo) where the target is
+    not registered (:func:`_build` then says so)."""
+    if targets is None:
+        try:
+            targets = _registration.target_names(decl.target)
+        except ValueError:
+            return None
+    return op_memo.key(decl.raw, targets, *options)
 
 
 def _build(

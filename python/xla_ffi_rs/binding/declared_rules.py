@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 
 from xla_ffi_rs._compat import NOT_MAPPED, ad
+from xla_ffi_rs.binding.op_class import freeze
+from xla_ffi_rs.binding.sequential import sequential_map
 
 __all__ = [
     "TransposePlan",
@@ -110,13 +112,10 @@ def _mapped(op: Any, operands: Sequence[Any], dims: Sequence[BatchDim], params: 
     index = [i for i, d in enumerate(dims) if d is not NOT_MAPPED]
     xs = [jnp.moveaxis(operands[i], d, 0) for i, d in enumerate(dims) if d is not NOT_MAPPED]
 
-    def one(xs: Sequence[Any]) -> tuple[Any, ...]:
-        args = list(operands)
-        for i, x in zip(index, xs, strict=True):
-            args[i] = x
-        return tuple(op(*args, **params))
+    def call(eager: bool) -> Callable[..., Sequence[Any]]:
+        return lambda *args: op(*args, **params)
 
-    return list(jax.lax.map(one, xs))
+    return sequential_map(call, freeze(params), operands, index, xs, op._eager_maps)
 
 
 def linear_jvp(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[Any]]]:

@@ -156,13 +156,19 @@ class Op:
         self._batched = batched
         self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
-        #: Eager evaluation: one jitted bind per set of params, the newest few.
+        #: Eager evaluation: one jitted bind per set of params, the most recently used few.
         self._eager: dict[tuple[tuple[tuple[str, Hashable], ...], int], Callable[..., Any]] = {}
+        #: Eager calls under ``vmap`` that loop over the batch: one jitted loop per
+        #: set of params and mapped operands (:mod:`xla_ffi_rs.binding.sequential`).
+        self._eager_maps: dict[Any, Callable[..., Any]] = {}
         #: Per set of params, the depths whose jitted bind a call is running now.
         self._eager_running: dict[tuple[tuple[str, Hashable], ...], set[int]] = {}
         self._eager_lock = threading.RLock()  # RLock: a finalizer run by gc under it may call the op
         #: The declaration the op was built from (:func:`op`), or None.
         self.declaration: Declaration | None = None
+        #: Set for an op that :func:`op` (or :func:`~xla_ffi_rs.python_op`) memoizes:
+        #: takes the op out of that memo when a rule is (re)defined on it.
+        self._forget_memo: Callable[[Op], None] | None = None
         self._declared_abstract_eval = abstract_eval
         # JAX keeps a primitive's rules in global tables for the rest of the process.
         # They reach the op through `_ref`: a strong reference by default, a weak one
@@ -284,11 +290,12 @@ class Op:
             depth = next(d for d in range(len(busy) + 1) if d not in busy)
             busy.add(depth)
             key = (frozen, depth)
-            jitted = self._eager.get(key)
+            jitted = self._eager.pop(key, None)  # put back last: the least recently used goes first
             if jitted is None:
                 while len(self._eager) >= _EAGER_CACHE_SIZE:
                     self._eager.pop(next(iter(self._eager)))
-                jitted = self._eager[key] = jax.jit(_binder(self.primitive, params))
+                jitted = jax.jit(_binder(self.primitive, params))
+            self._eager[key] = jitted
         try:
             outs: Sequence[Any] = jitted(*operands)
         finally:
@@ -377,6 +384,7 @@ class Op:
     def def_lowering(self, platform: str, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Replace the lowering for one platform (e.g. a target with an extra result)."""
         mlir.register_lowering(self.primitive, rule, platform=platform)
+        self._rule_defined()
         return rule
 
     # -- transformation rules ---------------------------------------------
@@ -415,8 +423,12 @@ class Op:
             check_rule_takes_attributes(self.declaration.target, kind, rule, names)
 
     def _rule_defined(self) -> None:
-        """Called when a rule is (re)defined on the op (a python op made by
-        ``python_op`` then leaves its memo)."""
+        """Called when a rule is (re)defined on the op: an op made by :func:`op` or
+        ``python_op`` then leaves its memo (another call with the same arguments makes
+        a new op, without this rule)."""
+        forget, self._forget_memo = self._forget_memo, None
+        if forget is not None:
+            forget(self)
 
     def def_batching(self, rule: BatchRule) -> BatchRule:
         """Register the batching (vmap) rule."""

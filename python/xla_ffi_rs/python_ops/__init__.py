@@ -121,7 +121,8 @@ Modules: :mod:`~xla_ffi_rs.python_ops.factory` (:func:`python_op`),
 lowering, registry keys, batching), :mod:`~xla_ffi_rs.python_ops.avals` (the checks
 of operands and results), :mod:`~xla_ffi_rs.python_ops.call` (what runs at each
 call), :mod:`~xla_ffi_rs.python_ops.rules` (JVP and transpose rules: symbolic zeros,
-fixed operands), :mod:`~xla_ffi_rs.python_ops.linear` (:func:`linear_op` and its
+fixed operands), :mod:`~xla_ffi_rs.binding.sequential` (the loop of a
+``vmap`` that is not ``vectorized``), :mod:`~xla_ffi_rs.python_ops.linear` (:func:`linear_op` and its
 siblings), :mod:`~xla_ffi_rs.python_ops.roles` (how those are differentiated and
 batched) and :mod:`~xla_ffi_rs.python_ops.axes` (their ``batch_axes``).
 """

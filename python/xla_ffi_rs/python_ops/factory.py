@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
 
 from xla_ffi_rs import _native
-from xla_ffi_rs.binding import BatchRule
+from xla_ffi_rs.binding import BatchRule, Op
 from xla_ffi_rs.python_ops import rules
 from xla_ffi_rs.python_ops.op_class import AbstractEvalFn, PythonOp
 
@@ -188,7 +188,7 @@ def python_op(
     return op
 
 
-def _forget(key: tuple[Any, ...], op: PythonOp) -> None:
+def _forget(key: tuple[Any, ...], op: Op) -> None:
     """Take ``op`` out of the memo (a rule of the user's was defined on it)."""
     if _ops.get(key) is op:
         del _ops[key]

@@ -26,6 +26,7 @@ from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
 from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
+from xla_ffi_rs.binding.sequential import sequential_map
 from xla_ffi_rs.python_ops import rules
 from xla_ffi_rs.python_ops.avals import (
     check_batch_axes,
@@ -125,9 +126,6 @@ class PythonOp(Op):
         self._keys: dict[tuple[Any, ...], int] = {}
         # The registry keys this op owns: unregistered when the op is freed.
         self._key_list: list[int] = []
-        #: Set by :func:`~xla_ffi_rs.python_ops.python_op` for an op it memoizes: takes
-        #: the op out of its memo when a rule of the user's is defined on it.
-        self._forget_memo: Callable[[PythonOp], None] | None = None
         weakref.finalize(self, _native.unregister, self._key_list)
         ref = weakref.ref(self)
         super().__init__(
@@ -379,11 +377,6 @@ class PythonOp(Op):
             raise TypeError(f"{self.name}: the {what} rule must be callable, got {type(rule).__name__}")
         self._rule_defined()
 
-    def _rule_defined(self) -> None:
-        forget, self._forget_memo = self._forget_memo, None
-        if forget is not None:
-            forget(self)
-
     def def_jvp_rule(self, rule: _Rule) -> _Rule:
         """Register ``rule(primals, tangents, **params) -> (out, tangent_out)``.
 
@@ -453,15 +446,15 @@ class PythonOp(Op):
             outs = self.primitive.bind(*moved, **params, **{_BATCH: batch})
             return outs, [0] * len(outs)
         mapped = [i for i, d in enumerate(dims) if d is not None]
+        xs = [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped]
+        primitive, handle = self.primitive, self._weak_handle
 
-        def one(xs: Sequence[Any]) -> Sequence[Any]:
-            args = list(operands)
-            for i, x in zip(mapped, xs, strict=True):
-                args[i] = x
-            outs: Sequence[Any] = self.primitive.bind(*args, **params)
-            return outs
+        def call(eager: bool) -> Callable[..., Sequence[Any]]:
+            # An eager loop names the op weakly, as an eager call does (it is kept in the op).
+            bound = {**params, _OP: handle} if eager else params
+            return lambda *args: primitive.bind(*args, **bound)
 
-        outs = jax.lax.map(one, [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped])
+        outs = sequential_map(call, freeze(params), operands, mapped, xs, self._eager_maps)
         return outs, [0] * len(outs)
 
 
