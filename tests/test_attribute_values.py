@@ -223,3 +223,33 @@ def test_a_str_utf8_cannot_encode_is_named_not_called_a_wrong_type() -> None:
         jax.jit(lambda x: op(x, factor="ab\udcff")[0]).lower(np.ones(2, np.float32))
     # A NUL and non-ASCII text are passed whole (MLIR's escapes), not cut or refused.
     assert 'a = "a\\00b\\C3\\A9"' in lowered_text(lowered_op("str"), "a\x00bé")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.array(2.5), np.array(2.5, np.float32), jax.numpy.asarray(2.5), jax.numpy.asarray(2.5, "bfloat16"), np.array(3)],
+    ids=["np_f64", "np_f32", "jnp_f32", "jnp_bf16", "np_int"],
+)
+def test_a_concrete_0d_array_attribute_is_its_value(value) -> None:
+    # A layer's attribute (flax, equinox) can arrive as a 0-d array; an element of an
+    # array attribute already could. Compared with NumPy: y = factor * x.
+    x = np.arange(3.0, dtype=np.float32)
+    want = float(value) * x
+    np.testing.assert_array_equal(SCALE(x, factor=value)[0], want)
+    np.testing.assert_array_equal(jax.jit(lambda x: SCALE(x, factor=value)[0])(x), want)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "words"),
+    [
+        (np.array(True), TypeError, "expected a float (f32), got bool"),
+        (np.array([2.5]), TypeError, "expected a float (f32), got ndarray"),
+        (np.array(2**24 + 1), ValueError, "got integer 16777217, not exactly a float32"),
+        (np.array(1e39), ValueError, "expected a float in the f32 range, got 1e+39"),
+    ],
+    ids=["bool", "1-d", "int_not_exact", "beyond_f32"],
+)
+def test_a_0d_array_attribute_is_checked_as_its_value(value, error, words) -> None:
+    with pytest.raises(error, match=r"^xla_ffi_rs\.examples\.scale: attribute 'factor': ") as info:
+        SCALE(np.ones(2, np.float32), factor=value)
+    assert words in str(info.value)

@@ -183,8 +183,22 @@ def check_static(fn: str, arg: str, value: Any, position: int) -> None:
             f"{fn}: {arg} is traced ({type(value).__name__}), but it must be a Python float known when the "
             f"function is traced; under jax.jit pass it as a static argument: "
             f"jax.jit(xr.{fn}, static_argnames='{arg}') (or static_argnums={position}), or close over it: "
-            f"jax.jit(lambda *a: xr.{fn}(*a, {arg}={arg})); derivatives with respect to {arg} are not supported"
+            f"jax.jit(lambda *a: xr.{fn}(*a, {arg}={arg})); in a flax or equinox module, hold it as a Python "
+            f"float (equinox's filter_jit and filter_grad trace NumPy scalars and arrays, and flax's nnx.jit "
+            f"traces array attributes); derivatives with respect to {arg} are not supported"
         )
+
+
+def _scalar_of_0d_array(value: Any) -> Any:
+    """The Python number of a concrete 0-d real array or scalar (NumPy's or JAX's, not
+    traced: a known value, as a module's attribute can be, bfloat16 included), else
+    ``value`` unchanged (other shapes and dtypes are refused by the caller)."""
+    if isinstance(value, (np.ndarray, np.generic, jax.Array)) and not isinstance(value, Tracer) and value.ndim == 0:
+        if jnp.issubdtype(value.dtype, jnp.floating):
+            return float(value)
+        if jnp.issubdtype(value.dtype, jnp.integer):
+            return int(value)
+    return value
 
 
 def check_nonnegative_float(fn: str, arg: str, value: Any, position: int) -> float:
@@ -192,6 +206,7 @@ def check_nonnegative_float(fn: str, arg: str, value: Any, position: int) -> flo
     static, see :func:`check_static`) or not a real number, ValueError unless
     finite and >= 0."""
     check_static(fn, arg, value, position)
+    value = _scalar_of_0d_array(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{fn}: {arg}: expected a Python float >= 0, got {type(value).__name__}")
     try:

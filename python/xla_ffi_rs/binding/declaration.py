@@ -27,6 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from xla_ffi_rs import _native
@@ -201,7 +203,14 @@ def _convert(target: str, name: str, kind: str, value: Any, where: str | None = 
         )
     if kind == "dict":
         return dict_attributes.checked(target, name, value)
-    if kind.startswith("array<") and kind.endswith(">"):
+    is_array = kind.startswith("array<") and kind.endswith(">")
+    if not is_array and isinstance(value, (np.ndarray, jax.Array)) and value.ndim == 0:
+        # A concrete 0-d array is its one value, as an element of a sequence is (a
+        # layer's attribute can arrive as one); bfloat16 and the other ml_dtypes as floats.
+        value = np.asarray(value)[()]
+        if not isinstance(value, (np.bool_, np.number)) and jnp.issubdtype(value.dtype, jnp.floating):
+            value = float(value)
+    if is_array:
         inner = kind[6:-1]
         if isinstance(value, (list, tuple)):
             return _convert_sequence(target, name, inner, value)

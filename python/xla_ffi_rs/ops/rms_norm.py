@@ -405,7 +405,9 @@ def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
       x: float16, bfloat16, float32 or float64 array.
       weight: float array whose shape equals the trailing axes of ``x``.
       eps: a finite Python float >= 0, known when tracing: under ``jax.jit``
-        make it static, ``jax.jit(xr.rms_norm, static_argnames='eps')``.
+        make it static, ``jax.jit(xr.rms_norm, static_argnames='eps')``. A NumPy
+        scalar or a concrete 0-d array is read as its value; a flax or equinox
+        layer holds it as a Python float, which they leave untraced.
 
     Returns:
       ``y`` with the shape of ``x`` and dtype ``jnp.result_type(x, weight)``

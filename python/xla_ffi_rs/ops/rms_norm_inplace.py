@@ -84,7 +84,9 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
       weight: float array whose shape equals the trailing axes of ``x``, such that
         ``jnp.result_type(x, weight) == x.dtype`` (``y`` must fit in ``x``).
       eps: a finite Python float >= 0, known when tracing: under ``jax.jit``
-        make it static, ``jax.jit(xr.rms_norm_inplace, static_argnames='eps')``.
+        make it static, ``jax.jit(xr.rms_norm_inplace, static_argnames='eps')``. A NumPy
+        scalar or a concrete 0-d array is read as its value; a flax or equinox
+        layer holds it as a Python float, which they leave untraced.
 
     Raises:
       TypeError: for arguments that are not float arrays, a weight that would
