@@ -38,6 +38,7 @@ from xla_ffi_rs._compat import (
 )
 from xla_ffi_rs.binding.batch_split import split_batch_alike
 from xla_ffi_rs.binding.declaration import Declaration, check_utf8
+from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
 from xla_ffi_rs.binding.operands import check_operands
 from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
 
@@ -122,6 +123,12 @@ class Op:
         ``io_callback(..., ordered=True)``), and the lowering passes the effect's
         token in and takes the new one out, so such calls (and ordered
         callbacks) run in program order.
+
+    An argument of the wrong type (a ``name`` that is not a non-empty str, a rule
+    that is not callable, a ``targets`` that is not a dict of str, a platform JAX
+    does not know, ``has_side_effect`` that is not a bool, ...) raises TypeError
+    (ValueError for a value of the right type that cannot be right) naming the op
+    and the argument, when the op is made.
     """
 
     #: Whether JAX's rule tables hold the op weakly (see ``__init__``).
@@ -145,6 +152,20 @@ class Op:
         has_side_effect: bool = False,
         tokens: tuple[int, int] | None = None,
     ) -> None:
+        check_op_arguments(
+            name,
+            abstract_eval=abstract_eval,
+            targets=targets,
+            jnp_impl=jnp_impl,
+            attributes=attributes,
+            num_batch_dims=num_batch_dims,
+            batched=batched,
+            reductions=reductions,
+            extra_results=extra_results,
+            input_output_aliases=input_output_aliases,
+            has_side_effect=has_side_effect,
+            tokens=tokens,
+        )
         self.name = name
         self.tokens = tokens
         self.input_output_aliases: dict[int, int] = dict(input_output_aliases or {})
@@ -153,7 +174,7 @@ class Op:
         self.jnp_impl = jnp_impl
         self._attributes = attributes or dict
         self._num_batch_dims = num_batch_dims
-        self._batched = batched
+        self._batched = None if batched is None else flags(f"binding.Op {name!r}", batched)
         self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the newest few.
@@ -302,9 +323,12 @@ class Op:
         if self.jnp_impl is not None:
             mlir.register_lowering(self.primitive, _jnp_lowering(self.name, self.jnp_impl))
         for platform, target in self.targets.items():
+            try:
+                mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
+            except NotImplementedError as e:  # JAX knows no such platform
+                raise ValueError(f"binding.Op {self.name!r}: targets: platform {platform!r}: {e}") from None
             if self._num_batch_dims is not None:
                 _sharding.register_batch_partitionable(target)
-            mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
 
     def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
         """What a lowered program must keep alive until it is compiled and while it
