@@ -233,3 +233,12 @@ def test_infer_refuses_a_bool_as_a_dimension() -> None:
     ):
         binding.infer(decl, [(True,), (3,)], ["float32", "float32"])
     assert binding.infer(decl, [(np.int64(3),), (3,)], ["float32", "float32"])[0] == [((3,), "float32")] * 2
+
+
+@pytest.mark.filterwarnings("ignore:Implicit conversion of an array to a dtype:DeprecationWarning")
+def test_infer_refuses_a_prng_key_as_a_dtype_naming_the_operand() -> None:
+    # A key array where its dtype belongs (NumPy reads other arrays as their dtype, with a warning).
+    decl = xr.declarations()["xla_ffi_rs.kepler"]
+    # Before: JAX's ValueError "Could not convert Array(...) to a NumPy dtype", naming no operand.
+    with pytest.raises(TypeError, match=r"xla_ffi_rs.kepler: operand 1 \(eccentricity\): expected a dtype"):
+        binding.infer(decl, [(3,), (3,)], ["float32", jax.random.key(0)])

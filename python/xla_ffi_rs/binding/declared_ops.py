@@ -97,10 +97,10 @@ def _infer_args(declaration: Any, shapes: Any, dtypes: Any) -> tuple[Any, Any]:
                 if dtype is None:  # np.dtype(None) is float64
                     raise TypeError
                 names.append(np.dtype(dtype).name)
-            except TypeError:
+            except (TypeError, ValueError):  # ValueError: a PRNG key array, which has no NumPy dtype
                 raise TypeError(
                     f"{target}: {which(i)}: expected a dtype (a NumPy name such as 'float32', or a NumPy or JAX "
-                    f"dtype), got {dtype!r}"
+                    f"dtype), got {dtype!r:.200}"
                 ) from None
         dtypes = names
     return shapes, dtypes
