@@ -232,7 +232,8 @@ def test_infer_refuses_a_bool_as_a_dimension() -> None:
         TypeError, match=r"xla_ffi_rs.kepler: operand 0 \(mean_anomaly\): expected a shape \(a tuple of ints\)"
     ):
         binding.infer(decl, [(True,), (3,)], ["float32", "float32"])
-    assert binding.infer(decl, [(np.int64(3),), (3,)], ["float32", "float32"])[0] == [((3,), "float32")] * 2
+    numpy_dims: Any = [(np.int64(3),), (3,)]  # NumPy ints are dimensions, as in a NumPy shape
+    assert binding.infer(decl, numpy_dims, ["float32", "float32"])[0] == [((3,), "float32")] * 2
 
 
 @pytest.mark.filterwarnings("ignore:Implicit conversion of an array to a dtype:DeprecationWarning")
