@@ -730,6 +730,9 @@ def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
     def bind(*operands: Any) -> Any:
         return primitive.bind(*operands, **params)
 
+    # JAX's errors about the call's arguments (operands committed to different
+    # devices, say) name the function jitted: the op, not `_binder.<locals>.bind`.
+    bind.__name__ = bind.__qualname__ = primitive.name
     return bind
 
 
