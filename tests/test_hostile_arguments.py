@@ -243,3 +243,19 @@ def test_infer_refuses_a_prng_key_as_a_dtype_naming_the_operand() -> None:
     # Before: JAX's ValueError "Could not convert Array(...) to a NumPy dtype", naming no operand.
     with pytest.raises(TypeError, match=r"xla_ffi_rs.kepler: operand 1 \(eccentricity\): expected a dtype"):
         binding.infer(decl, [(3,), (3,)], ["float32", jax.random.key(0)])
+
+
+def test_a_python_op_whose_results_have_no_elements_is_not_run() -> None:
+    # What docs/python_op.md says: XLA has nothing to compute, so the function is not
+    # called (and the wrong shape it would return is not seen), eager or under jit.
+    calls: list[tuple[int, ...]] = []
+
+    def f(x: np.ndarray) -> np.ndarray:
+        calls.append(x.shape)
+        return np.zeros(3, np.float32)
+
+    op = python_op(f, abstract_eval=lambda x: jax.ShapeDtypeStruct((0,), np.float32), name="no_elements")
+    for call in (op, jax.jit(op)):
+        y = call(np.ones(3, np.float32))
+        assert y.shape == (0,) and y.dtype == np.float32
+    assert calls == []
