@@ -259,3 +259,95 @@ def test_a_python_op_whose_results_have_no_elements_is_not_run() -> None:
         y = call(np.ones(3, np.float32))
         assert y.shape == (0,) and y.dtype == np.float32
     assert calls == []
+
+
+# -- what binding.Op's own rules return -------------------------------------------
+
+
+def test_binding_op_abstract_eval_may_give_shape_dtype_structs_or_one_bare_aval() -> None:
+    # A ShapeDtypeStruct (what python_op takes) failed with a bare AssertionError.
+    x = np.linspace(0.0, 1.0, 3)
+    for k, rule in enumerate([lambda x: [jax.ShapeDtypeStruct(x.shape, x.dtype)], lambda x: x]):
+        op = binding.Op(f"avals_{k}", abstract_eval=rule, jnp_impl=sin_impl)
+        (y,) = jax.jit(op)(x)
+        np.testing.assert_allclose(np.asarray(y), np.sin(x), rtol=1e-6)
+
+
+class BadAval:
+    shape = (3,)
+    dtype: Any = "float99"
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        (
+            lambda x: None,
+            "abstract_eval must return a sequence of avals (jax.core.ShapedArray, or jax.ShapeDtypeStruct), got NoneType",
+        ),
+        (
+            lambda x: ["x"],
+            "abstract_eval must return a sequence of avals (jax.core.ShapedArray, or jax.ShapeDtypeStruct); result 0 is str",
+        ),
+        (lambda x: [BadAval()], "abstract_eval result 0: expected a dtype, got 'float99'"),
+    ],
+    ids=["None", "str", "dtype_bad"],
+)
+def test_binding_op_abstract_eval_giving_no_avals_names_the_op(rule: Any, words: str) -> None:
+    op = binding.Op("bad_avals", abstract_eval=rule, jnp_impl=sin_impl)
+    with pytest.raises(TypeError) as info:
+        jax.jit(op)(np.ones(3, np.float32))
+    assert f"bad_avals: {words}" in str(info.value)
+
+
+def test_binding_op_abstract_eval_shape_of_negative_dims_names_the_op() -> None:
+    class Aval:
+        shape = (-1,)
+        dtype = np.dtype(np.float32)
+
+    aval: Any = Aval()  # shape and dtype, as an aval has
+    op = binding.Op("neg_dims", abstract_eval=lambda x: [aval], jnp_impl=sin_impl)
+    with pytest.raises(
+        TypeError, match=r"neg_dims: abstract_eval result 0: expected a shape of non-negative ints, got \(-1,\)"
+    ):
+        jax.jit(op)(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        (lambda p, t: None, "the JVP rule must return a pair (outputs, tangents), got NoneType"),
+        (
+            lambda p, t: ([jnp.sin(p[0])],),
+            "the JVP rule must return a pair (outputs, tangents), got a tuple of length 1",
+        ),
+        (lambda p, t: ([jnp.sin(p[0])], []), "the JVP rule gave 1 outputs but 0 tangents"),
+        (
+            lambda p, t: ([jnp.sin(p[0])], [jnp.ones(4, jnp.float32)]),
+            "the JVP rule's tangent for result 0: expected float32[3] (the output's shape and dtype), got float32[4]",
+        ),
+        (
+            lambda p, t: ([jnp.sin(p[0])], [jnp.ones(3, jnp.int32)]),
+            "the JVP rule's tangent for result 0: expected float32[3] (the output's shape and dtype), got int32[3]",
+        ),
+    ],
+    ids=["None", "one", "count", "shape", "dtype"],
+)
+def test_binding_op_jvp_rule_results_are_checked_naming_the_op(rule: Any, words: str) -> None:
+    # A tangent of another shape or dtype was taken as it was: jax.jvp gave a
+    # float32[4] tangent for a float32[3] result, with no error.
+    op = binding.Op("bad_jvp", abstract_eval=ONE_RESULT, jnp_impl=sin_impl)
+    op.def_jvp(rule)
+    x = np.linspace(0.0, 1.0, 3).astype(np.float32)
+    with pytest.raises(TypeError) as info:
+        jax.jvp(lambda a: op(a)[0], (x,), (x,))
+    assert f"bad_jvp: {words}" in str(info.value)
+
+
+def test_binding_op_jvp_rule_that_fits_runs() -> None:
+    op = binding.Op("good_jvp", abstract_eval=ONE_RESULT, jnp_impl=sin_impl)
+    op.def_jvp(lambda p, t: ([jnp.sin(p[0])], [jnp.cos(p[0]) * t[0]]))
+    x = np.linspace(0.0, 1.0, 3)
+    y, dy = jax.jvp(lambda a: op(a)[0], (x,), (np.ones(3),))
+    np.testing.assert_allclose(np.asarray(dy), np.cos(x), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(y), np.sin(x), rtol=1e-6)

@@ -41,6 +41,7 @@ from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
 from xla_ffi_rs.binding.operands import check_operands
 from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
+from xla_ffi_rs.binding.rule_results import checked_avals, checked_jvp
 
 __all__ = [
     "AbstractEval",
@@ -66,8 +67,9 @@ Params = dict[str, Any]
 # The rule types are plain callables, so that rules with keyword-only params
 # (``def rule(x, *, eps: float)``) type-check.
 
-#: ``(*operand_avals, **params) -> result avals``.
-AbstractEval = Callable[..., Sequence[ShapedArray]]
+#: ``(*operand_avals, **params) -> result avals`` (ShapedArrays or
+#: ``jax.ShapeDtypeStruct`` objects; one result may be returned bare).
+AbstractEval = Callable[..., Sequence[ShapedArray | jax.ShapeDtypeStruct] | ShapedArray | jax.ShapeDtypeStruct]
 #: ``(primals, tangents, **params) -> (primal_outs, tangent_outs)``; tangents
 #: arrive instantiated (symbolic zeros become arrays of zeros).
 JvpRule = Callable[..., tuple[Sequence[Any], Sequence[Any]]]
@@ -84,7 +86,9 @@ class Op:
 
     Args:
       name: primitive name, as it appears in jaxprs.
-      abstract_eval: computes result avals from operand avals and params.
+      abstract_eval: computes result avals from operand avals and params
+        (ShapedArrays or ``jax.ShapeDtypeStruct`` objects, a sequence or one bare);
+        anything else is a TypeError naming the op when it is traced.
       targets: FFI target name per platform. Platforms missing here lower
         ``jnp_impl`` instead (when given).
       jnp_impl: ``(*operands, **params) -> tuple of results`` in jnp; the
@@ -412,8 +416,7 @@ class Op:
 
         def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
             dense = tuple(ad.instantiate_zeros(t) for t in tangents)
-            outs, t_outs = rule(tuple(primals), dense, **params)
-            return list(outs), list(t_outs)
+            return checked_jvp(self.name, rule(tuple(primals), dense, **params))
 
         ad.primitive_jvps[self.primitive] = jvp
         self._rule_defined()
@@ -468,7 +471,7 @@ class Op:
 
         def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
             with eval_context():  # jnp code in abstract_eval computes, under every JAX version
-                outs = list(abstract_eval(*avals, **params))
+                outs = checked_avals(name, abstract_eval(*avals, **params))
             typed = _live(ref, name)._with_explicit_sharding(outs, avals, params)
             if any(_varying(a) for a in avals):
                 return [_with_vma(out, avals) for out in typed]
