@@ -351,3 +351,53 @@ def test_binding_op_jvp_rule_that_fits_runs() -> None:
     y, dy = jax.jvp(lambda a: op(a)[0], (x,), (np.ones(3),))
     np.testing.assert_allclose(np.asarray(dy), np.cos(x), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(y), np.sin(x), rtol=1e-6)
+
+
+def twice(x: Any) -> tuple[jax.Array]:
+    return (2 * x,)
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        (lambda ct, x: None, "must return a tuple of one cotangent (or None) per operand (1), got NoneType"),
+        (lambda ct, x: ct[0], "must return a tuple of one cotangent (or None) per operand (1), got ArrayImpl"),
+        (lambda ct, x: [], "gave 0 cotangents for the op's 1 operands"),
+    ],
+    ids=["None", "bare", "none_given"],
+)
+def test_binding_op_transpose_rule_results_are_checked_naming_the_op(rule: Any, words: str) -> None:
+    op = binding.Op("bad_transpose", abstract_eval=ONE_RESULT, jnp_impl=twice)
+    op.def_jvp(lambda p, t: (op(*p), op(*t)))
+    op.def_transpose(rule)
+    with pytest.raises(TypeError) as info:
+        jax.grad(lambda a: op(a)[0].sum())(np.ones(3, np.float32))
+    assert f"bad_transpose: the transpose rule {words}" in str(info.value)
+
+
+def test_binding_op_transpose_rule_may_give_a_generator() -> None:
+    op = binding.Op("gen_transpose", abstract_eval=ONE_RESULT, jnp_impl=twice)
+    op.def_jvp(lambda p, t: (op(*p), op(*t)))
+    op.def_transpose(lambda ct, x: (2 * c for c in ct))
+    np.testing.assert_allclose(np.asarray(jax.grad(lambda a: op(a)[0].sum())(np.ones(3))), np.full(3, 2.0))
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        (lambda xs, ds: None, "the batching rule must return a pair (outputs, batch axes), got NoneType"),
+        (lambda xs, ds: ((2 * xs[0],), ()), "the batching rule gave 1 outputs but 0 batch axes"),
+        (
+            lambda xs, ds: ((2 * xs[0],), (5,)),
+            "the batching rule's batch axis for output 0: expected None or an axis of the rank-2 output (0 to 1), got 5",
+        ),
+    ],
+    ids=["None", "count", "axis"],
+)
+def test_binding_op_batching_rule_results_are_checked_naming_the_op(rule: Any, words: str) -> None:
+    # The axis out of range was an IndexError from inside JAX.
+    op = binding.Op("bad_batching", abstract_eval=ONE_RESULT, jnp_impl=twice)
+    op.def_batching(rule)
+    with pytest.raises(TypeError) as info:
+        jax.vmap(op)(np.ones((2, 3), np.float32))
+    assert f"bad_batching: {words}" in str(info.value)

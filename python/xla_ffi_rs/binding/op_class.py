@@ -41,7 +41,7 @@ from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
 from xla_ffi_rs.binding.operands import check_operands
 from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
-from xla_ffi_rs.binding.rule_results import checked_avals, checked_jvp
+from xla_ffi_rs.binding.rule_results import checked_avals, checked_batch, checked_cotangents, checked_jvp
 
 __all__ = [
     "AbstractEval",
@@ -429,7 +429,7 @@ class Op:
 
         def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
             dense = tuple(ad.instantiate_zeros(c) for c in cts)
-            return list(rule(dense, *operands, **params))
+            return checked_cotangents(self.name, rule(dense, *operands, **params), len(operands))
 
         ad.primitive_transposes[self.primitive] = transpose
         self._rule_defined()
@@ -458,8 +458,7 @@ class Op:
                     op._declared_abstract_eval(
                         *(_example_aval(x, d) for x, d in zip(operands, dims, strict=True)), **params
                     )
-            outs, out_dims = rule(operands, dims, **params)
-            return list(outs), list(out_dims)
+            return checked_batch(name, rule(operands, dims, **params))
 
         batching.primitive_batchers[self.primitive] = batch
         return rule

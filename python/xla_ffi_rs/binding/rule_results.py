@@ -1,5 +1,6 @@
 """The checks of what a :class:`~xla_ffi_rs.binding.Op`'s own rules return: its
-``abstract_eval`` and the JVP rule given to ``def_jvp``.
+``abstract_eval``, and the rules given to ``def_jvp``, ``def_transpose`` and
+``def_batching``.
 
 Without them a ``jax.ShapeDtypeStruct`` from ``abstract_eval`` (what ``python_op``
 takes) failed with a bare ``AssertionError`` deep in JAX, and a JVP rule whose
@@ -20,10 +21,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from xla_ffi_rs._compat import ShapedArray, ad
 
-__all__ = ["checked_avals", "checked_jvp"]
+__all__ = ["checked_avals", "checked_batch", "checked_cotangents", "checked_jvp"]
 
 _EXPECTED = "a sequence of avals (jax.core.ShapedArray, or jax.ShapeDtypeStruct)"
 
@@ -84,3 +86,45 @@ def checked_jvp(name: str, result: Any) -> tuple[list[Any], list[Any]]:
                 f"and dtype), got {got_aval.str_short()}"
             )
     return outs, tangents
+
+
+def checked_cotangents(name: str, result: Any, n_operands: int) -> list[Any]:
+    """A ``def_transpose`` rule's result as a list of one cotangent (or None) per
+    operand; TypeError naming the op for anything else (a bare array, the wrong count)."""
+    if hasattr(result, "__next__") and not isinstance(result, jax.Array):  # a generator of them
+        result = list(result)
+    if not isinstance(result, (tuple, list)):
+        hint = " (return (ct,) for a one-operand op)" if n_operands == 1 else ""
+        raise TypeError(
+            f"{name}: the transpose rule must return a tuple of one cotangent (or None) per operand ({n_operands}), "
+            f"got {type(result).__name__}{hint}"
+        )
+    if len(result) != n_operands:
+        raise TypeError(f"{name}: the transpose rule gave {len(result)} cotangents for the op's {n_operands} operands")
+    return list(result)
+
+
+def checked_batch(name: str, result: Any) -> tuple[list[Any], list[Any]]:
+    """A ``def_batching`` rule's ``(outputs, batch axes)``: a pair of sequences of one
+    length, each axis an int or None; TypeError naming the op for anything else."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = f"a {type(result).__name__} of length {len(result)}" if isinstance(result, (tuple, list)) else None
+        raise TypeError(
+            f"{name}: the batching rule must return a pair (outputs, batch axes), got {got or type(result).__name__}"
+        )
+    try:
+        outs, dims = list(result[0]), list(result[1])
+    except TypeError:
+        raise TypeError(f"{name}: the batching rule must return two sequences (outputs, batch axes)") from None
+    if len(outs) != len(dims):
+        raise TypeError(f"{name}: the batching rule gave {len(outs)} outputs but {len(dims)} batch axes")
+    for i, (out, d) in enumerate(zip(outs, dims, strict=True)):
+        if d is None:
+            continue
+        rank = jax.typeof(out).ndim
+        if not (isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and 0 <= d < rank):
+            raise TypeError(
+                f"{name}: the batching rule's batch axis for output {i}: expected None or an axis of the "
+                f"rank-{rank} output (0 to {rank - 1}), got {d!r}"
+            )
+    return outs, dims
