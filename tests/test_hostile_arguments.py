@@ -378,7 +378,11 @@ def test_binding_op_transpose_rule_results_are_checked_naming_the_op(rule: Any, 
 def test_binding_op_transpose_rule_may_give_a_generator() -> None:
     op = binding.Op("gen_transpose", abstract_eval=ONE_RESULT, jnp_impl=twice)
     op.def_jvp(lambda p, t: (op(*p), op(*t)))
-    op.def_transpose(lambda ct, x: (2 * c for c in ct))
+
+    def rule(ct: Any, x: Any) -> Any:  # typed to return a sequence; a generator is taken too
+        return (2 * c for c in ct)
+
+    op.def_transpose(rule)
     np.testing.assert_allclose(np.asarray(jax.grad(lambda a: op(a)[0].sum())(np.ones(3))), np.full(3, 2.0))
 
 
