@@ -763,7 +763,8 @@ def test_large_copies_are_reused_when_nothing_keeps_them() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
-        ({"num_batch_dims": True}, ValueError, "num_batch_dims must be a non-negative int, got True"),
+        ({"num_batch_dims": True}, TypeError, "num_batch_dims must be a non-negative int, got bool"),
+        ({"num_batch_dims": -1}, ValueError, "num_batch_dims must be a non-negative int, got -1"),
         ({"batched": (1, 2)}, TypeError, "batched must be (operand flags, result flags)"),
         ({"batched": ([1], [True])}, TypeError, "batched must be (operand flags, result flags) of bools"),
         ({"name": 3}, TypeError, "name must be a str, got int"),

@@ -256,13 +256,20 @@ def handlers(platform: str) -> dict[str, object]:
         >>> sorted(xla_ffi_rs.handlers("cpu"))[:2]
         ['xla_ffi_rs.kepler', 'xla_ffi_rs.kepler_cotangent']
     """
-    return dict(_native.targets(_platform("handlers", platform)))
+    return _native_targets("handlers", _native.targets, platform)
 
 
 def example_handlers(platform: str) -> dict[str, object]:
     """As :func:`handlers`, for the example targets (registered only by
     ``xla_ffi_rs.examples.register()``)."""
-    return dict(_native.example_targets(_platform("examples.handlers", platform)))
+    return _native_targets("examples.handlers", _native.example_targets, platform)
+
+
+def _native_targets(fn: str, targets: Any, platform: object) -> dict[str, object]:
+    try:
+        return dict(targets(_platform(fn, platform)))
+    except ValueError as e:  # the native words name the platforms, not the function
+        raise ValueError(f"{fn}: platform: {e}") from None
 
 
 def _platform(fn: str, platform: object) -> str:

@@ -55,6 +55,14 @@ def _not_a_jax_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in "fc" and dtype.itemsize > (8 if dtype.kind == "f" else 16)
 
 
+#: What a NumPy masked array is called where one is refused: JAX refuses it (under
+#: ``jit`` too), and reading its data alone would drop the mask without a word.
+MASKED = (
+    "a NumPy masked array, which JAX does not take (its mask would be lost): pass x.filled(fill) "
+    "(NaN, say) or np.asarray(x)"
+)
+
+
 def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     """``value`` checked to be a numeric array-like: a JAX or NumPy array or
     scalar of a numeric dtype, a Python number, or a (nested) sequence of them;
@@ -78,6 +86,8 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
                 "e.g. jax.random.uniform(key, shape))"
             )
         return value
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"{fn}: {arg}: expected {expected}, got {MASKED}")
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype.kind not in "biufc" and value.dtype != jnp.bfloat16:
             raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_element_types(np.asarray(value))}")

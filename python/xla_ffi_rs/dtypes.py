@@ -29,13 +29,27 @@ PROMOTION: dict[tuple[np.dtype, np.dtype], tuple[np.dtype, np.dtype]] = {
 }
 
 
-def _row(x: Any, w: Any) -> tuple[np.dtype, np.dtype]:
-    key = (jnp.dtype(x), jnp.dtype(w))
+def _dtype(fn: str, arg: str, value: Any) -> np.dtype:
+    floats = ", ".join(sorted({str(d) for d, _ in PROMOTION}))
+    # None would be NumPy's default float64, read as if it were a dtype given.
+    try:
+        if value is None:
+            raise TypeError
+        dtype: np.dtype = jnp.dtype(value)
+        return dtype
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: {arg}: expected a float dtype ({floats}), got {value!r:.80}") from None
+
+
+def _row(fn: str, x: Any, w: Any) -> tuple[np.dtype, np.dtype]:
+    key = (_dtype(fn, "x", x), _dtype(fn, "w", w))
     try:
         return PROMOTION[key]
     except KeyError:
         floats = sorted({str(d) for d, _ in PROMOTION})
-        raise TypeError(f"no float promotion for dtypes {key[0]} and {key[1]}; expected one of {floats}") from None
+        raise TypeError(
+            f"{fn}: no float promotion for dtypes {key[0]} and {key[1]}; expected one of {floats}"
+        ) from None
 
 
 def result_dtype(x: Any, w: Any) -> np.dtype:
@@ -44,7 +58,7 @@ def result_dtype(x: Any, w: Any) -> np.dtype:
     Raises:
         TypeError: if ``x`` or ``w`` is not float16, bfloat16, float32 or float64.
     """
-    return _row(x, w)[0]
+    return _row("result_dtype", x, w)[0]
 
 
 def accumulation_dtype(x: Any, w: Any) -> np.dtype:
@@ -53,4 +67,4 @@ def accumulation_dtype(x: Any, w: Any) -> np.dtype:
     Raises:
         TypeError: if ``x`` or ``w`` is not float16, bfloat16, float32 or float64.
     """
-    return _row(x, w)[1]
+    return _row("accumulation_dtype", x, w)[1]

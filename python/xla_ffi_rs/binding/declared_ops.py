@@ -78,6 +78,8 @@ def _infer_args(declaration: Any, shapes: Any, dtypes: Any) -> tuple[Any, Any]:
         checked = []
         for i, shape in enumerate(shapes):
             try:
+                if any(isinstance(d, (bool, np.bool_)) for d in shape):
+                    raise TypeError  # operator.index reads True as a dimension of 1
                 dims = tuple(operator.index(d) for d in shape)
             except TypeError:
                 raise TypeError(f"{target}: {which(i)}: expected a shape (a tuple of ints), got {shape!r}") from None
@@ -95,10 +97,10 @@ def _infer_args(declaration: Any, shapes: Any, dtypes: Any) -> tuple[Any, Any]:
                 if dtype is None:  # np.dtype(None) is float64
                     raise TypeError
                 names.append(np.dtype(dtype).name)
-            except TypeError:
+            except (TypeError, ValueError):  # ValueError: a PRNG key array, which has no NumPy dtype
                 raise TypeError(
                     f"{target}: {which(i)}: expected a dtype (a NumPy name such as 'float32', or a NumPy or JAX "
-                    f"dtype), got {dtype!r}"
+                    f"dtype), got {dtype!r:.200}"
                 ) from None
         dtypes = names
     return shapes, dtypes
@@ -242,6 +244,12 @@ def _build(
     input_output_aliases: Mapping[int, int] | None = None,
 ) -> Op:
     """:func:`op` but for the transpose rule."""
+    for arg, value, what in (
+        ("reductions", reductions, "result index -> jnp formula"),
+        ("input_output_aliases", input_output_aliases, "operand index -> result index"),
+    ):
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"binding.op: {decl.target}: {arg}: expected a dict of {what}, got {type(value).__name__}")
     aliases = dict(input_output_aliases or {})
     reductions = dict(reductions or {})
     for i in reductions:
@@ -337,8 +345,17 @@ def ops(
     >>> sorted(built)
     ['kepler_cotangent', 'kepler_tangent']
     """
+    if not isinstance(declarations, Mapping):
+        raise TypeError(
+            f"binding.ops: declarations: expected a dict of target name -> declaration, got {type(declarations).__name__}"
+        )
     by_name: dict[str, str] = {}
     for target in declarations:
+        if not isinstance(target, str):
+            raise TypeError(
+                f"binding.ops: declarations: expected a dict of target name -> declaration, got the key {target!r} "
+                f"({type(target).__name__})"
+            )
         short = target.rsplit(".", 1)[-1]
         if short in by_name and (not options or short in options):
             raise ValueError(f"binding.ops: {by_name[short]} and {target} have the same op name {short!r}")

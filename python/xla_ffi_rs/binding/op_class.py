@@ -38,8 +38,10 @@ from xla_ffi_rs._compat import (
 )
 from xla_ffi_rs.binding.batch_split import split_batch_alike
 from xla_ffi_rs.binding.declaration import Declaration, check_utf8
+from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
 from xla_ffi_rs.binding.operands import check_operands
 from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
+from xla_ffi_rs.binding.rule_results import checked_avals, checked_batch, checked_cotangents, checked_jvp
 
 __all__ = [
     "AbstractEval",
@@ -65,8 +67,9 @@ Params = dict[str, Any]
 # The rule types are plain callables, so that rules with keyword-only params
 # (``def rule(x, *, eps: float)``) type-check.
 
-#: ``(*operand_avals, **params) -> result avals``.
-AbstractEval = Callable[..., Sequence[ShapedArray]]
+#: ``(*operand_avals, **params) -> result avals`` (ShapedArrays or
+#: ``jax.ShapeDtypeStruct`` objects; one result may be returned bare).
+AbstractEval = Callable[..., Sequence[ShapedArray | jax.ShapeDtypeStruct] | ShapedArray | jax.ShapeDtypeStruct]
 #: ``(primals, tangents, **params) -> (primal_outs, tangent_outs)``; tangents
 #: arrive instantiated (symbolic zeros become arrays of zeros).
 JvpRule = Callable[..., tuple[Sequence[Any], Sequence[Any]]]
@@ -83,7 +86,9 @@ class Op:
 
     Args:
       name: primitive name, as it appears in jaxprs.
-      abstract_eval: computes result avals from operand avals and params.
+      abstract_eval: computes result avals from operand avals and params
+        (ShapedArrays or ``jax.ShapeDtypeStruct`` objects, a sequence or one bare);
+        anything else is a TypeError naming the op when it is traced.
       targets: FFI target name per platform. Platforms missing here lower
         ``jnp_impl`` instead (when given).
       jnp_impl: ``(*operands, **params) -> tuple of results`` in jnp; the
@@ -122,6 +127,12 @@ class Op:
         ``io_callback(..., ordered=True)``), and the lowering passes the effect's
         token in and takes the new one out, so such calls (and ordered
         callbacks) run in program order.
+
+    An argument of the wrong type (a ``name`` that is not a non-empty str, a rule
+    that is not callable, a ``targets`` that is not a dict of str, a platform JAX
+    does not know, ``has_side_effect`` that is not a bool, ...) raises TypeError
+    (ValueError for a value of the right type that cannot be right) naming the op
+    and the argument, when the op is made.
     """
 
     #: Whether JAX's rule tables hold the op weakly (see ``__init__``).
@@ -145,6 +156,20 @@ class Op:
         has_side_effect: bool = False,
         tokens: tuple[int, int] | None = None,
     ) -> None:
+        check_op_arguments(
+            name,
+            abstract_eval=abstract_eval,
+            targets=targets,
+            jnp_impl=jnp_impl,
+            attributes=attributes,
+            num_batch_dims=num_batch_dims,
+            batched=batched,
+            reductions=reductions,
+            extra_results=extra_results,
+            input_output_aliases=input_output_aliases,
+            has_side_effect=has_side_effect,
+            tokens=tokens,
+        )
         self.name = name
         self.tokens = tokens
         self.input_output_aliases: dict[int, int] = dict(input_output_aliases or {})
@@ -153,7 +178,7 @@ class Op:
         self.jnp_impl = jnp_impl
         self._attributes = attributes or dict
         self._num_batch_dims = num_batch_dims
-        self._batched = batched
+        self._batched = None if batched is None else flags(f"binding.Op {name!r}", batched)
         self.reductions: dict[int, Callable[..., Any]] = dict(reductions or {})
         self._extra_results: dict[str, Callable[..., Sequence[ShapedArray]]] = dict(extra_results or {})
         #: Eager evaluation: one jitted bind per set of params, the most recently used few.
@@ -309,9 +334,12 @@ class Op:
         if self.jnp_impl is not None:
             mlir.register_lowering(self.primitive, _jnp_lowering(self.name, self.jnp_impl))
         for platform, target in self.targets.items():
+            try:
+                mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
+            except NotImplementedError as e:  # JAX knows no such platform
+                raise ValueError(f"binding.Op {self.name!r}: targets: platform {platform!r}: {e}") from None
             if self._num_batch_dims is not None:
                 _sharding.register_batch_partitionable(target)
-            mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
 
     def _lowering_keepalive(self, params: dict[str, Any]) -> Any:
         """What a lowered program must keep alive until it is compiled and while it
@@ -396,8 +424,7 @@ class Op:
 
         def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
             dense = tuple(ad.instantiate_zeros(t) for t in tangents)
-            outs, t_outs = rule(tuple(primals), dense, **params)
-            return list(outs), list(t_outs)
+            return checked_jvp(self.name, rule(tuple(primals), dense, **params))
 
         ad.primitive_jvps[self.primitive] = jvp
         self._rule_defined()
@@ -410,7 +437,7 @@ class Op:
 
         def transpose(cts: Sequence[Any], *operands: Any, **params: Any) -> list[Any]:
             dense = tuple(ad.instantiate_zeros(c) for c in cts)
-            return list(rule(dense, *operands, **params))
+            return checked_cotangents(self.name, rule(dense, *operands, **params), len(operands))
 
         ad.primitive_transposes[self.primitive] = transpose
         self._rule_defined()
@@ -443,8 +470,7 @@ class Op:
                     op._declared_abstract_eval(
                         *(_example_aval(x, d) for x, d in zip(operands, dims, strict=True)), **params
                     )
-            outs, out_dims = rule(operands, dims, **params)
-            return list(outs), list(out_dims)
+            return checked_batch(name, rule(operands, dims, **params))
 
         batching.primitive_batchers[self.primitive] = batch
         return rule
@@ -456,7 +482,7 @@ class Op:
 
         def wrapped(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
             with eval_context():  # jnp code in abstract_eval computes, under every JAX version
-                outs = list(abstract_eval(*avals, **params))
+                outs = checked_avals(name, abstract_eval(*avals, **params))
             typed = _live(ref, name)._with_explicit_sharding(outs, avals, params)
             if any(_varying(a) for a in avals):
                 return [_with_vma(out, avals) for out in typed]
@@ -718,6 +744,9 @@ def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
     def bind(*operands: Any) -> Any:
         return primitive.bind(*operands, **params)
 
+    # JAX's errors about the call's arguments (operands committed to different
+    # devices, say) name the function jitted: the op, not `_binder.<locals>.bind`.
+    bind.__name__ = bind.__qualname__ = primitive.name
     return bind
 
 

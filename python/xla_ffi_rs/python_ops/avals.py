@@ -94,6 +94,8 @@ def result_dtype(name: str, i: int, aval: Any) -> np.dtype[Any]:
         dtype = np.dtype(aval.dtype)
     except TypeError:
         dtype = None
+    if aval.dtype is None:  # NumPy's default float64, which was then refused as a 64-bit dtype
+        dtype = None
     if dtype is None or not (jnp.issubdtype(dtype, np.number) or jnp.issubdtype(dtype, np.bool_)):
         got = repr(aval.dtype) if dtype is None else str(dtype)
         raise TypeError(f"{name}: abstract_eval result {i}: expected a bool or numeric dtype, got {got}")

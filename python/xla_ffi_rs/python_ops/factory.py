@@ -17,6 +17,7 @@ from typing import Any, cast, overload
 
 from xla_ffi_rs import _native
 from xla_ffi_rs.binding import BatchRule, Op
+from xla_ffi_rs.binding.op_arguments import check_name, flags
 from xla_ffi_rs.python_ops import rules
 from xla_ffi_rs.python_ops.op_class import AbstractEvalFn, PythonOp
 
@@ -137,12 +138,10 @@ def python_op(
         return cast("Callable[[Callable[..., Any]], PythonOp]", decorator)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"python_op: name must be a str, got {type(name).__name__}")
+    if name:
+        check_name("python_op", name)
     if batched is not None:
-        try:
-            operand_flags, result_flags = batched
-            batched = (tuple(operand_flags), tuple(result_flags))
-        except (TypeError, ValueError):
-            raise TypeError(f"python_op: batched must be (operand flags, result flags), got {batched!r}") from None
+        batched = flags("python_op", batched)
     name = name or f"python_op[{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', type(fn).__name__)}]"
     frozen_batched = None if batched is None else (tuple(batched[0]), tuple(batched[1]))
     fixed_ = rules.fixed_indices("python_op", fixed)

@@ -25,6 +25,7 @@ from jax.typing import ArrayLike
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
 from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, move_batch_axis_to_front
+from xla_ffi_rs.binding.op_arguments import flags
 from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
 from xla_ffi_rs.binding.sequential import sequential_map
 from xla_ffi_rs.python_ops import rules
@@ -103,17 +104,20 @@ class PythonOp(Op):
             raise TypeError(f"python_op: fn must be callable, got {type(fn).__name__}")
         if not callable(abstract_eval):
             raise TypeError(f"python_op: abstract_eval must be callable, got {type(abstract_eval).__name__}")
-        if num_batch_dims is not None and (
-            not isinstance(num_batch_dims, int) or isinstance(num_batch_dims, bool) or num_batch_dims < 0
-        ):
-            raise ValueError(f"python_op: num_batch_dims must be a non-negative int, got {num_batch_dims!r}")
+        if num_batch_dims is not None:
+            if not isinstance(num_batch_dims, (int, np.integer)) or isinstance(num_batch_dims, (bool, np.bool_)):
+                raise TypeError(
+                    f"python_op: num_batch_dims must be a non-negative int, got {type(num_batch_dims).__name__}"
+                )
+            if num_batch_dims < 0:
+                raise ValueError(f"python_op: num_batch_dims must be a non-negative int, got {num_batch_dims!r}")
+            num_batch_dims = int(num_batch_dims)
         for flag, value in (("vectorized", vectorized), ("takes_outputs", takes_outputs)):
-            if not isinstance(value, bool):
+            if not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"python_op: {flag} must be a bool, got {type(value).__name__}")
-        if batched is not None and not (
-            len(batched) == 2 and all(isinstance(b, bool) for flags in batched for b in flags)
-        ):
-            raise TypeError(f"python_op: batched must be (operand flags, result flags) of bools, got {batched!r}")
+        vectorized, takes_outputs = bool(vectorized), bool(takes_outputs)
+        if batched is not None:
+            batched = flags("python_op", batched)
         self.fn = fn
         #: Indices of the operands that are not differentiable (``fixed=``).
         self.fixed = fixed
