@@ -45,7 +45,11 @@ def rms_ref(x: Any, w: Any) -> Any:
 
 
 OPS: dict[str, tuple[Callable[[], Callable[[Any, Any], Any]], Callable[[Any, Any], Any], tuple[Any, Any]]] = {
-    "kepler": (lambda: lambda m, e: xr.kepler(m, e)[0] * 2 + xr.kepler(m, e)[1], lambda m, e: kepler_jnp(m, e)[0] * 2 + kepler_jnp(m, e)[1], (M, E)),
+    "kepler": (
+        lambda: lambda m, e: xr.kepler(m, e)[0] * 2 + xr.kepler(m, e)[1],
+        lambda m, e: kepler_jnp(m, e)[0] * 2 + kepler_jnp(m, e)[1],
+        (M, E),
+    ),
     "rms_norm": (lambda: xr.rms_norm, rms_ref, (X, W)),
     "rms_norm_inplace": (lambda: xr.rms_norm_inplace, rms_ref, (X, W)),
     "python_op": (lambda: lambda x, w: sin_op(x) * w, lambda x, w: jnp.sin(x) * w, (X, W)),
