@@ -195,6 +195,17 @@ def weakly_typed(x: jax.Array) -> jax.Array:
     return cast(jax.Array, _convert_element_type(x, weak_type=True))
 
 
+def strongly_typed(x: jax.Array, dtype: Any) -> jax.Array:
+    """``x`` converted to ``dtype``, strongly typed, as jnp's own dtype promotion
+    converts a weakly typed operand (``jnp.multiply`` of a Python float): the
+    transpose of that conversion gives the cotangent back weakly typed.
+    (``jax._src.lax.lax._convert_element_type(x, dtype, weak_type=False)``;
+    ``astype`` skips the conversion when the dtype is already ``dtype``.)"""
+    from jax._src.lax.lax import _convert_element_type
+
+    return cast(jax.Array, _convert_element_type(x, dtype, weak_type=False))
+
+
 def literal_value(tracer: Any) -> Any:
     """The value of ``tracer`` where tracing made it a literal scalar (a constant
     written in the program), else None."""

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xla_ffi_rs import _native
-from xla_ffi_rs._compat import Tracer, weakly_typed
+from xla_ffi_rs._compat import Tracer, strongly_typed, weakly_typed
 
 #: The floats the functions compute with (float16 and bfloat16 in float32); float8_e5m2,
 #: the one float8 of NumPy kind "f", is refused like the others.
@@ -156,14 +156,17 @@ def check_eps_fits(fn: str, eps: float, x_dtype: Any, weight_dtype: Any) -> None
 
 
 def promote_weak(*arrays: jax.Array) -> tuple[jax.Array, ...]:
-    """``arrays`` with the weakly typed ones (from Python scalars) cast to
-    ``jnp.result_type(*arrays)`` when that is a float dtype, so that a kernel that
-    promotes by dtype alone gives JAX's result dtype: ``x`` float16 with a weight
-    ``1.0`` is float16, under x64 on or off, as ``x * 1.0`` is."""
+    """``arrays`` with the weakly typed ones (from Python scalars) converted to
+    ``jnp.result_type(*arrays)``, strongly typed, when that is a float dtype, so that
+    a kernel that promotes by dtype alone gives JAX's result dtype: ``x`` float16
+    with a weight ``1.0`` is float16, under x64 on or off, as ``x * 1.0`` is. The
+    conversion is made even where the dtype is already right: its transpose gives
+    the cotangent back weakly typed, so ``jax.grad`` with respect to a Python float
+    is weakly typed, as jnp's is (the kernels' results are not)."""
     dtype = jnp.result_type(*arrays)
     if not jnp.issubdtype(dtype, jnp.floating):
         return arrays
-    return tuple(a.astype(dtype) if jax.typeof(a).weak_type and a.dtype != dtype else a for a in arrays)
+    return tuple(strongly_typed(a, dtype) if jax.typeof(a).weak_type else a for a in arrays)
 
 
 def is_weak(value: Any) -> bool:

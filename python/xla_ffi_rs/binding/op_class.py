@@ -322,7 +322,14 @@ class Op:
                 jitted = jax.jit(_binder(self.primitive, params))
             self._eager[key] = jitted
         try:
-            outs: Sequence[Any] = jitted(*operands)
+            if jax.config.jax_disable_jit:
+                # Under `jax.disable_jit()` the jitted bind would call the bind again,
+                # which calls this impl: run it jitted, as JAX's own eager primitives
+                # are (`dispatch.apply_primitive` turns jit back on around the call).
+                with jax.disable_jit(False):
+                    outs: Sequence[Any] = jitted(*operands)
+            else:
+                outs = jitted(*operands)
         finally:
             with self._eager_lock:
                 busy.discard(depth)
