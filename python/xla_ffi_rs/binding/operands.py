@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from xla_ffi_rs._compat import Tracer
+from xla_ffi_rs._validation import MASKED
 
 __all__ = ["check_operands"]
 
@@ -59,10 +60,7 @@ def check_operands(label: str, names: Sequence[str], operands: Sequence[Any]) ->
         which = f"operand {i} ({names[i]})" if i < len(names) else f"operand {i}"
         if isinstance(x, np.ma.MaskedArray):
             # JAX refuses it with words that name no op (and a 0-d one it reads, dropping the mask).
-            raise TypeError(
-                f"{label}: {which}: expected {EXPECTED}, got a NumPy masked array, which JAX does not take "
-                "(its mask would be lost): pass x.filled(fill) (NaN, say) or np.asarray(x)"
-            )
+            raise TypeError(f"{label}: {which}: expected {EXPECTED}, got {MASKED}")
         if isinstance(x, jax.ShapeDtypeStruct):
             # jax.typeof reads it, so JAX's own refusal came later, naming no op.
             shape = ",".join(str(d) for d in x.shape)
