@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from jax.core import ShapedArray
 
-from helpers import KEPLER, RMS_FWD, count_calls, lowered, rms_norm_np
 import xla_ffi_rs
+from helpers import KEPLER, RMS_FWD, count_calls, lowered, rms_norm_np
 from xla_ffi_rs import binding
 from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input, same_as_operands
 from xla_ffi_rs.ops.kepler import kepler_jnp, kepler_op
