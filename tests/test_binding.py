@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from jax.core import ShapedArray
 
+import xla_ffi_rs
 from helpers import KEPLER, RMS_FWD, count_calls, lowered, rms_norm_np
 from xla_ffi_rs import binding
 from xla_ffi_rs.binding import Op, elementwise_batching, is_linear_input, same_as_operands
@@ -98,8 +99,36 @@ def test_targets_per_platform_and_jnp_fallback() -> None:
 def test_no_target_and_no_fallback_cannot_lower() -> None:
     op = Op("binding_test_cpu_only", abstract_eval=same_as_operands(2), targets={"cpu": KEPLER})
     m = np.ones(2)
-    with pytest.raises(NotImplementedError, match="binding_test_cpu_only"):
+    with pytest.raises(NotImplementedError, match="binding_test_cpu_only") as info:
         _export_text(lambda m: op(m, m), "cuda", m)
+    # JAX's own words named only the primitive: the platform, the target and the fix too.
+    for words in ("platform 'cuda'", KEPLER, "'cpu' only", "register_targets", "first"):
+        assert words in str(info.value), (words, str(info.value))
+
+
+def test_a_plugins_cuda_twin_lowers_when_registered_before_the_op_is_built() -> None:
+    """docs/gpu.md's flow for a plugin's CUDA twin, without a GPU: the CPU and CUDA
+    capsules go through `register_targets`, then `binding.op` builds the op, which
+    lowers to the same target for both platforms. Built before the CUDA
+    registration, the op names the platform, the target and that order."""
+    name = "binding_test.cuda_twin"
+    decl = {**xla_ffi_rs.declarations()[KEPLER], "target": name}
+    capsule = xla_ffi_rs.handlers("cpu")[KEPLER]  # queued for CUDA only: never runs here
+    xla_ffi_rs.register_targets({name: capsule}, "cpu")
+    early = binding.op(decl, name="binding_test_cuda_twin_early")
+    xla_ffi_rs.register_targets({name: capsule}, "cuda")
+    assert xla_ffi_rs.target_names(name) == {"cpu": name, "cuda": name}
+    late = binding.op(decl, name="binding_test_cuda_twin")
+    m, e = np.ones(3), np.full(3, 0.5)
+
+    def export(op, platform):
+        exported = jax.export.export(jax.jit(op), platforms=[platform], disabled_checks=xla_ffi_rs.export_checks())
+        return exported(m, e).mlir_module()
+
+    for platform in ("cpu", "cuda"):
+        assert count_calls(export(late, platform), name) == 1
+    with pytest.raises(NotImplementedError, match=r"no FFI target for platform 'cuda'.*register the handlers"):
+        export(early, "cuda")
 
 
 def test_package_ops_lower_for_cuda_as_registered() -> None:

@@ -50,6 +50,9 @@ DOCTEST = {"rust", "rust,no_run"}
 #: The crates whose lib.rs includes doc files as doc tests.
 DOCTEST_CRATES = ("xla-ffi", "xla-ffi-pjrt")
 NOT_RUN = {"bash", "text", "toml"}
+#: A CUDA kernel, preceded by `<!-- docs-test: file PATH -->`: the file must hold it.
+CUDA = {"cuda"}
+FILE_MARK = "<!-- docs-test: file "
 PLUGIN_MARK = "<!-- docs-test: plugin -->"
 PACKAGE_MARK = "<!-- docs-test: package -->"
 PLUGIN_LIB = ROOT / "examples" / "plugin" / "target" / "release" / "libxla_ffi_plugin_example.so"
@@ -128,9 +131,9 @@ def test_a_page_that_serializes_an_export_says_to_install_flatbuffers() -> None:
 
 
 def test_every_block_names_a_known_language() -> None:
-    unknown = [f"{b.name}: ```{b.lang}" for b in ALL if b.lang not in RUN | DOCTEST | NOT_RUN]
+    unknown = [f"{b.name}: ```{b.lang}" for b in ALL if b.lang not in RUN | DOCTEST | NOT_RUN | CUDA]
     assert not unknown, (
-        f"blocks with no or an unknown language (python, rust, rust,no_run, bash, text, toml): {unknown}"
+        f"blocks with no or an unknown language (python, rust, rust,no_run, bash, text, toml, cuda): {unknown}"
     )
 
 
@@ -145,6 +148,20 @@ def test_every_file_with_rust_blocks_is_a_doc_test() -> None:
     assert not missing, (
         f"Rust blocks not run by `cargo test --doc` of {DOCTEST_CRATES}: include {missing} in one's lib.rs"
     )
+
+
+def test_every_cuda_block_is_in_the_file_it_names() -> None:
+    """A kernel shown in the docs is one that compiles: the text of the file named
+    by the mark before the block (e.g. crates/xla-ffi/cuda/scale.cu, a doc test's)."""
+    cuda = [b for b in ALL if b.lang in CUDA]
+    assert cuda, "docs/gpu.md shows the kernel of its CUDA handler"
+    for b in cuda:
+        lines = b.path.read_text(encoding="utf-8").splitlines()[: b.line - 1]
+        mark = next((x.strip() for x in reversed(lines) if x.strip()), "")
+        assert mark.startswith(FILE_MARK) and mark.endswith("-->"), f"{b.name}: no `{FILE_MARK}PATH -->` before it"
+        path = ROOT / mark[len(FILE_MARK) : -3].strip()
+        assert path.is_file(), f"{b.name}: {path} does not exist"
+        assert b.code.strip() in path.read_text(encoding="utf-8"), f"{b.name}: not the text of {path.relative_to(ROOT)}"
 
 
 def test_a_failing_block_fails() -> None:

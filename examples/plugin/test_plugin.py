@@ -41,6 +41,8 @@ TARGETS = (
 SYMBOLS = {t: "xla_ffi_handler__" + t.replace(".", "_") for t in TARGETS}
 #: route -> op name -> binding.Op (filled by the `routes` fixture).
 OPS: dict[str, dict[str, binding.Op]] = {}
+#: the PyO3 module (filled by the `routes` fixture).
+NATIVE: list = []
 
 
 def _load_pyo3_module(tmp_dir):
@@ -72,9 +74,23 @@ def routes(tmp_path_factory):
     native = _load_pyo3_module(str(tmp_path_factory.mktemp("pyo3")))
     assert sorted(native.targets()) == sorted(TARGETS) == sorted(native.declarations())
     xla_ffi_rs.register_targets(native.targets())
+    NATIVE.append(native)
     OPS["pyo3"] = binding.ops(native.declarations())  # targets: where register_targets put them
     OPS["ctypes"] = binding.ops(native.declarations(), targets=lambda t: {"cpu": raw("ctypes", t)})
     return ("ctypes", "pyo3")
+
+
+def test_targets_take_the_platform_as_docs_gpu_md_calls_them(routes):
+    """docs/gpu.md registers a plugin's CUDA twins with
+    `xla_ffi_rs.register_targets(plugin_native.targets("cuda"), "cuda")`: the
+    template's `targets` takes the platform (the CPU handlers by default), and
+    gives no CPU handler for "cuda" (the template has no CUDA twin)."""
+    (native,) = NATIVE
+    assert sorted(native.targets("cpu")) == sorted(native.targets()) == sorted(TARGETS)
+    assert native.targets("cuda") == {}
+    xla_ffi_rs.register_targets(native.targets("cuda"), "cuda")  # nothing to register, no error
+    with pytest.raises(TypeError, match="platform"):
+        native.targets(1)
 
 
 @pytest.fixture(params=["ctypes", "pyo3"])

@@ -230,10 +230,14 @@ mod python {
     use pyo3::prelude::*;
     use pyo3::types::PyDict;
 
-    /// `{target: capsule}` for `jax.ffi.register_ffi_target(..., platform="cpu")`.
+    /// `{target: capsule}` of the handlers for `platform` (JAX's name: `"cpu"`, or
+    /// `"cuda"` for `platform = device` handlers), for
+    /// `xla_ffi_rs.register_targets(targets(platform), platform)`. A CUDA twin of an
+    /// op goes into `HANDLERS` beside its CPU handler (docs/gpu.md).
     #[pyfunction]
-    fn targets(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-        xla_ffi::python::targets(py, super::HANDLERS, "cpu")
+    #[pyo3(signature = (platform = "cpu"))]
+    fn targets<'py>(py: Python<'py>, platform: &str) -> PyResult<Bound<'py, PyDict>> {
+        xla_ffi::python::targets(py, super::HANDLERS, platform)
     }
 
     /// `{target: declaration}`: each op's operands, results, attributes and rules

@@ -29,6 +29,22 @@ def softplus_ref(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, np.asarray(x, np.float64))
 
 
+def test_import_registers_each_platforms_targets_before_the_ops_are_built() -> None:
+    """Every handler of `targets("cpu")` and `targets("cuda")` is registered for its
+    platform, and each op lowers to its target there (a CUDA twin added to HANDLERS
+    is then lowered for the GPU with no change to __init__.py)."""
+    from plugin_example import OPS, plugin_native
+
+    import xla_ffi_rs
+
+    for platform in ("cpu", "cuda"):
+        for target in plugin_native.targets(platform):
+            assert platform in xla_ffi_rs.target_names(target), (target, platform)
+            op = OPS[target.rsplit(".", 1)[-1]]
+            assert op.targets.get(platform) == target, (target, platform, op.targets)
+    assert plugin_native.targets("cpu"), "the template's CPU handlers"
+
+
 @pytest.mark.parametrize(
     ("dtype", "rtol"),
     [(np.float64, 1e-15), (np.float32, 1e-7), (np.float16, 1e-3), (ml_dtypes.bfloat16, 8e-3)],

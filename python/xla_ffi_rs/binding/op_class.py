@@ -340,6 +340,8 @@ class Op:
     def _register_lowerings(self) -> None:
         if self.jnp_impl is not None:
             mlir.register_lowering(self.primitive, _jnp_lowering(self.name, self.jnp_impl))
+        elif self.targets:
+            mlir.register_lowering(self.primitive, _no_target_lowering(self.name, self.targets))
         for platform, target in self.targets.items():
             try:
                 mlir.register_lowering(self.primitive, self._ffi_lowering(target, platform), platform=platform)
@@ -699,6 +701,25 @@ def _float_key(value: Any) -> Hashable:
 
 #: How many sets of params an op keeps a jitted bind for, for eager calls.
 _EAGER_CACHE_SIZE = 32
+
+
+def _no_target_lowering(name: str, targets: dict[str, str]) -> Callable[..., Any]:
+    """The lowering on a platform the op has no target for (and no ``jnp_impl``):
+    JAX's own error named only the primitive ("MLIR translation rule for primitive
+    ... not found"), not the target, the platforms it has, or that the targets are
+    taken when the op is built."""
+
+    def lowering(ctx: Any, *args: Any, **params: Any) -> Any:
+        missing = [p for p in ctx.module_context.platforms if p not in targets]
+        target = next(iter(targets.values()))
+        raise NotImplementedError(
+            f"{name}: no FFI target for platform {', '.join(map(repr, missing))} (the op lowers to {target} on "
+            f"{', '.join(map(repr, targets))} only). The op takes its targets when it is built: register the "
+            f"handlers for that platform first (xla_ffi_rs.register_targets(native.targets({missing[0]!r}), "
+            f"{missing[0]!r}), for a plugin's PyO3 module `native`), then build the op (binding.op / binding.ops)"
+        )
+
+    return lowering
 
 
 def _jnp_lowering(name: str, jnp_impl: Callable[..., Sequence[Any]]) -> Callable[..., Any]:

@@ -90,6 +90,13 @@ impl Kernel {
         Kernel { name: name.into(), params }
     }
 
+    /// Kernel `name` with the parameter list `params`, spelled out: for checking a
+    /// kernel's signature without a call frame ([`Source::check`](super::Source::check)).
+    /// A launch still compares its arguments with this list.
+    pub fn with_params(name: impl Into<String>, params: &[Param]) -> Self {
+        Kernel { name: name.into(), params: params.to_vec() }
+    }
+
     /// The name, with its template arguments.
     pub fn name(&self) -> &str {
         &self.name
@@ -104,7 +111,7 @@ impl Kernel {
     /// no parentheses, braces, quotes or operators, so no cast or other expression
     /// can ride in it. The `static_cast` of [`name_expression`](Self::name_expression)
     /// then fixes the launched function's signature to [`params`](Self::params).
-    fn is_plain_name(&self) -> bool {
+    pub(crate) fn is_plain_name(&self) -> bool {
         !self.name.trim().is_empty()
             && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '<' | '>' | ',' | ' '))
     }

@@ -5,6 +5,7 @@ use std::ffi::{CStr, CString};
 
 use cudarc::nvrtc::sys as nv;
 
+use super::launch::Kernel;
 use super::loader::nvrtc_ready;
 
 /// CUDA C++ source shipped with a crate, compiled at run time with NVRTC.
@@ -41,6 +42,40 @@ impl Source {
     #[doc(hidden)]
     pub const fn __embedded_in_crate(name: &'static str, code: &'static str) -> Self {
         Source { name, code }
+    }
+
+    /// Compiles this source with NVRTC for `arch` (`"sm_80"`, `"sm_90a"`, ...) with
+    /// the name expressions of `kernels`, exactly as
+    /// [`Device::module`](super::Device::module) does, and returns each kernel's
+    /// lowered name. Needs NVRTC only, no GPU and no driver: a plugin's test that its
+    /// kernels compile and have the signatures its launches pass.
+    ///
+    /// ```ignore
+    /// use xla_ffi::cuda::{Kernel, Param};
+    /// let scale = Kernel::with_params("scale<float>", &[Param::In, Param::U64, Param::Out, Param::U64, Param::U64]);
+    /// SCALE_CU.check(&[scale], "sm_80")?;
+    /// ```
+    ///
+    /// The error is a message: NVRTC not found (and what to install), a kernel name
+    /// that is not a plain C++ name, an `arch` that is not `sm_` and digits, or
+    /// NVRTC's log, whose lines name the source and line (`scale.cu(9): error: ...`).
+    pub fn check(&self, kernels: &[Kernel], arch: &str) -> Result<Vec<String>, String> {
+        if let Some(k) = kernels.iter().find(|k| !k.is_plain_name()) {
+            return Err(format!(
+                "{}: kernel name {:?}: expected a C++ name with template arguments",
+                self.name,
+                k.name()
+            ));
+        }
+        let digits = arch.strip_prefix("sm_").map(|a| a.strip_suffix('a').unwrap_or(a));
+        if !digits.is_some_and(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(format!(
+                "{}: arch {arch:?}: expected sm_ and the compute capability, such as \"sm_90\"",
+                self.name
+            ));
+        }
+        let exprs: Vec<String> = kernels.iter().map(Kernel::name_expression).collect();
+        compile(self, &options(arch), &exprs).map(|c| c.lowered)
     }
 
     /// The name.
@@ -145,8 +180,20 @@ pub(crate) fn compile(source: &Source, opts: &[String], exprs: &[String]) -> Res
                         String::from_utf8_lossy(&bytes).into_owned()
                     })
                     .unwrap_or_default();
+                // Errors at `__nv_name_map(N)` are in a name expression (the
+                // `#pragma nv_mangled_name` line the log shows), not in the source.
+                let hint = if log.contains("__nv_name_map(") {
+                    format!(
+                        "\n(an error at `__nv_name_map` is in a launch's name expression, the `#pragma \
+                         nv_mangled_name` line above: no kernel of that name in {}, or its C++ parameters are not \
+                         that list)",
+                        source.name
+                    )
+                } else {
+                    String::new()
+                };
                 Err(format!(
-                    "NVRTC {} failed to compile {} with {} for {}: {:?}\n{}",
+                    "NVRTC {} failed to compile {} with {} for {}: {:?}\n{}{hint}",
                     nvrtc_version(),
                     source.name,
                     opts.join(" "),
@@ -158,5 +205,79 @@ pub(crate) fn compile(source: &Source, opts: &[String], exprs: &[String]) -> Res
         });
         let _ = cudarc::nvrtc::result::destroy_program(prog);
         result
+    }
+}
+
+/// [`Source::check`] with real NVRTC: run by `.ci/cuda_emu.sh`, which sets
+/// `XLA_FFI_RS_NVRTC` (then a missing NVRTC fails); skipped where NVRTC is absent.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::launch::Param;
+
+    static SCALE_CU: Source = crate::trusted_cuda_source!("scale.cu", "../../cuda/scale.cu");
+    const SCALE: [Param; 5] = [Param::In, Param::U64, Param::Out, Param::U64, Param::U64];
+
+    fn nvrtc() -> bool {
+        match super::nvrtc_ready() {
+            Ok(()) => true,
+            Err(e) if std::env::var_os(crate::cuda::NVRTC_ENV).is_some() => panic!("NVRTC_ENV is set: {e}"),
+            Err(e) => {
+                eprintln!("skipped, no NVRTC: {e}");
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn check_gives_the_lowered_names_of_the_kernels() {
+        if !nvrtc() {
+            return;
+        }
+        let kernels = [Kernel::with_params("scale<float>", &SCALE), Kernel::with_params("scale<double>", &SCALE)];
+        let lowered = SCALE_CU.check(&kernels, "sm_80").unwrap();
+        assert_eq!(lowered, ["_Z5scaleIfEvPKvyPvyy", "_Z5scaleIdEvPKvyPvyy"]);
+    }
+
+    #[test]
+    fn check_reports_a_misspelt_kernel_and_a_wrong_parameter_list_with_nvrtcs_log() {
+        if !nvrtc() {
+            return;
+        }
+        let typo = SCALE_CU.check(&[Kernel::with_params("scal<float>", &SCALE)], "sm_80").unwrap_err();
+        assert!(typo.contains("scale.cu") && typo.contains("scal<float>") && typo.contains("error"), "{typo}");
+        let mut params = SCALE.to_vec();
+        params.push(Param::U32);
+        let wrong = SCALE_CU.check(&[Kernel::with_params("scale<float>", &params)], "sm_80").unwrap_err();
+        assert!(
+            wrong.contains("unsigned long long, unsigned int)>(scale<float>)") && wrong.contains("error"),
+            "{wrong}"
+        );
+        for e in [&typo, &wrong] {
+            assert!(e.contains("no kernel of that name in scale.cu, or its C++ parameters are not that list"), "{e}");
+        }
+    }
+
+    #[test]
+    fn check_shows_the_file_and_line_of_a_compile_error() {
+        if !nvrtc() {
+            return;
+        }
+        // SAFETY: never launched.
+        static BAD: Source =
+            unsafe { Source::new("bad.cu", "template <class T>\n__global__ void k(void* y) {\n  T x = ;\n}\n") };
+        let e = BAD.check(&[Kernel::with_params("k<float>", &[Param::Out])], "sm_90").unwrap_err();
+        assert!(e.contains("bad.cu(3): error") && !e.contains("nv_mangled_name"), "{e}");
+    }
+
+    #[test]
+    fn check_refuses_a_bad_name_or_architecture_before_nvrtc() {
+        let k = Kernel::with_params("scale<float>", &SCALE);
+        for arch in ["sm_", "90", "compute_90", "sm_90 -G", "sm_9x"] {
+            let e = SCALE_CU.check(std::slice::from_ref(&k), arch).unwrap_err();
+            assert!(e.contains("arch") && e.contains("sm_90"), "{arch}: {e}");
+        }
+        let e = SCALE_CU.check(&[Kernel::with_params("k)(", &[])], "sm_90").unwrap_err();
+        assert!(e.contains("kernel name"), "{e}");
     }
 }

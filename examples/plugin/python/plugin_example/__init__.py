@@ -34,8 +34,11 @@ from . import plugin_native
 
 __all__ = ["axpy", "moments", "scale", "softplus"]
 
-# The CPU targets, registered with JAX once, on import.
-xla_ffi_rs.register_targets(plugin_native.targets())
+# The targets, registered with JAX once, on import, before the ops are built (an op
+# takes the targets registered when it is built). "cuda" holds the `platform = device`
+# handlers of HANDLERS (none here; docs/gpu.md adds one); registering them needs no GPU.
+xla_ffi_rs.register_targets(plugin_native.targets("cpu"), "cpu")
+xla_ffi_rs.register_targets(plugin_native.targets("cuda"), "cuda")
 #: op name (the target's last dotted part) -> binding.Op, built from the declarations.
 OPS: dict[str, binding.Op] = binding.ops(plugin_native.declarations())
 _softplus, _softplus_jvp = OPS["softplus"], OPS["softplus_jvp"]
