@@ -188,7 +188,7 @@ class Unreadable:
         (lambda x: None, "result 0: expected float64[3], got None (did the function forget to return its result?)"),
         (lambda x: (x, x), "result 0: expected float64[3], got a tuple of 2 values, as an array float64[2,3]"),
         (lambda x: {"y": x}, "result 0: expected float64[3], got a dict, as an array object[]"),
-        (lambda x: "text", "result 0: expected float64[3], got a str, as an array str128[]"),
+        (lambda x: "text", "result 0: expected float64[3], got a str, as an array str[]"),
         # What NumPy cannot read as one array is the result's fault, not an exception of the function's.
         (
             lambda x: (x, 1.0),

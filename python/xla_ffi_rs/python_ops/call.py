@@ -18,6 +18,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from xla_ffi_rs._validation import dtype_word
+
 #: XLA error codes the Python side reports (absl status codes).
 UNKNOWN, INVALID_ARGUMENT = 2, 3
 #: Traceback frames (of the user's code) kept in an error message.
@@ -25,7 +27,7 @@ _TRACEBACK_FRAMES = 3
 
 
 def _describe(shape: Sequence[int], dtype: Any) -> str:
-    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+    return f"{dtype_word(np.dtype(dtype))}[{','.join(map(str, shape))}]"
 
 
 def settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
