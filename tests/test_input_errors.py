@@ -67,7 +67,9 @@ def test_kepler_array_arguments(value: Any, error: type[Exception], words: str, 
         (np.array([b"1.0"]), "an array of bytes"),
     ],
 )
-@pytest.mark.parametrize(("name", "fn"), [("kepler", lambda v: xr.kepler(v, 0.5)), ("rms_norm", lambda v: xr.rms_norm(v, W))])
+@pytest.mark.parametrize(
+    ("name", "fn"), [("kepler", lambda v: xr.kepler(v, 0.5)), ("rms_norm", lambda v: xr.rms_norm(v, W))]
+)
 def test_strings_are_named_str_or_bytes_not_by_numpys_bit_count(
     value: Any, got: str, name: str, fn: Callable[..., Any]
 ) -> None:

@@ -453,5 +453,7 @@ def test_eps_up_to_the_accumulator_maximum_is_accepted_and_exact() -> None:
 )
 def test_register_targets_says_what_is_wrong_with_the_dict(handlers: Any, got: str) -> None:
     # The whole value's repr (capsule addresses and all) said neither which key nor what was wrong.
-    with pytest.raises(TypeError, match=rf"^register_targets: handlers: expected a dict of target name .*, {re.escape(got)}$"):
+    with pytest.raises(
+        TypeError, match=rf"^register_targets: handlers: expected a dict of target name .*, {re.escape(got)}$"
+    ):
         xla_ffi_rs.register_targets(handlers)
