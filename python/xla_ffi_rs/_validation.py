@@ -49,6 +49,11 @@ def _element_types(array: np.ndarray) -> str:
     return dtype_word(array.dtype)
 
 
+def counted(n: int, noun: str) -> str:
+    """``"1 operand"``, ``"2 operands"``: a count with its noun, singular for one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def dtype_word(dtype: np.dtype) -> str:
     """``dtype``'s name as an error message says it: NumPy's, except for strings,
     whose names count bits of the longest one (``str1024``, ``bytes40``) and read as

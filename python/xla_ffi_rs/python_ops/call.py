@@ -18,7 +18,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from xla_ffi_rs._validation import dtype_word
+from xla_ffi_rs._validation import counted, dtype_word
 
 #: XLA error codes the Python side reports (absl status codes).
 UNKNOWN, INVALID_ARGUMENT = 2, 3
@@ -126,7 +126,7 @@ def checked(
     if not isinstance(values, (tuple, list)) or len(values) != len(specs):
         got = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
         return INVALID_ARGUMENT, _text(
-            f"op {name!r}: expected the function to return a tuple of {len(specs)} arrays, got {got}"
+            f"op {name!r}: expected the function to return a tuple of {counted(len(specs), 'array')}, got {got}"
         )
     arrays = []
     for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):
