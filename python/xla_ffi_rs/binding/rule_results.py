@@ -101,7 +101,9 @@ def checked_cotangents(name: str, result: Any, n_operands: int) -> list[Any]:
             f"got {type(result).__name__}{hint}"
         )
     if len(result) != n_operands:
-        raise TypeError(f"{name}: the transpose rule gave {counted(len(result), 'cotangent')} for the op's {counted(n_operands, 'operand')}")
+        raise TypeError(
+            f"{name}: the transpose rule gave {counted(len(result), 'cotangent')} for the op's {counted(n_operands, 'operand')}"
+        )
     return list(result)
 
 

@@ -92,7 +92,9 @@ class Role:
         if self.fixed_decl is None:
             return frozenset(range(params[_LEAD]))
         if any(i >= n for i in self.fixed_decl):
-            raise ValueError(f"{self.name}: fixed={self.fixed_decl!r} names an operand, but the op has {counted(n, 'operand')}")
+            raise ValueError(
+                f"{self.name}: fixed={self.fixed_decl!r} names an operand, but the op has {counted(n, 'operand')}"
+            )
         return frozenset(self.fixed_decl)
 
     def call(self, logical: Sequence[Any], avals: Sequence[Any], params: dict[str, Any]) -> list[Any]:

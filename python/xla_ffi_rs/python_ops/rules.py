@@ -105,7 +105,9 @@ def check_fixed(
     operands, or if one of the ``varying`` operands (a non-zero tangent, a linear
     input) is fixed; ``what`` is "differentiate" or "transpose"."""
     if fixed and max(fixed) >= n:
-        raise ValueError(f"{name}: fixed={tuple(fixed)!r} names operand {max(fixed)}, but the op has {counted(n, 'operand')}")
+        raise ValueError(
+            f"{name}: fixed={tuple(fixed)!r} names operand {max(fixed)}, but the op has {counted(n, 'operand')}"
+        )
     for i in varying:
         if i in fixed:
             raise ValueError(
@@ -202,7 +204,9 @@ def checked_cotangents(name: str, names: Sequence[str], out: Any, operands: Sequ
             f"{type(out).__name__}{hint}"
         )
     if len(out) != n:
-        raise TypeError(f"{name}: the transpose rule returned {counted(len(out), 'cotangent')} for {counted(n, 'operand')}")
+        raise TypeError(
+            f"{name}: the transpose rule returned {counted(len(out), 'cotangent')} for {counted(n, 'operand')}"
+        )
     for i, (c, x) in enumerate(zip(out, operands, strict=True)):
         if c is None or is_zero(c) or not ad.is_undefined_primal(x):
             continue
