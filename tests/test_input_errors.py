@@ -59,6 +59,28 @@ def test_kepler_array_arguments(value: Any, error: type[Exception], words: str, 
 
 @pytest.mark.parametrize(
     ("value", "got"),
+    [
+        (["a", "bc"], "a list of str"),
+        ([1.0, "a"], "a list of str"),
+        ([b"ab"], "a list of bytes"),
+        (np.array(["1.0"]), "an array of str"),
+        (np.array([b"1.0"]), "an array of bytes"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("name", "fn"), [("kepler", lambda v: xr.kepler(v, 0.5)), ("rms_norm", lambda v: xr.rms_norm(v, W))]
+)
+def test_strings_are_named_str_or_bytes_not_by_numpys_bit_count(
+    value: Any, got: str, name: str, fn: Callable[..., Any]
+) -> None:
+    # NumPy names a string dtype by its bits (str1024, bytes16), which reads as a type of its own.
+    arg = "mean_anomaly" if name == "kepler" else "x"
+    with pytest.raises(TypeError, match=rf"^{name}: {arg}: expected .*, got {re.escape(got)}$"):
+        fn(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
     [(True, "bool"), (np.array([True, False]), "bool"), (1j, "complex128"), (np.complex64(1), "complex64")],
 )
 @pytest.mark.parametrize("arg", ["mean_anomaly", "eccentricity"])

@@ -188,7 +188,7 @@ class Unreadable:
         (lambda x: None, "result 0: expected float64[3], got None (did the function forget to return its result?)"),
         (lambda x: (x, x), "result 0: expected float64[3], got a tuple of 2 values, as an array float64[2,3]"),
         (lambda x: {"y": x}, "result 0: expected float64[3], got a dict, as an array object[]"),
-        (lambda x: "text", "result 0: expected float64[3], got a str, as an array str128[]"),
+        (lambda x: "text", "result 0: expected float64[3], got a str, as an array str[]"),
         # What NumPy cannot read as one array is the result's fault, not an exception of the function's.
         (
             lambda x: (x, 1.0),
@@ -608,7 +608,7 @@ def test_a_call_abstract_eval_cannot_take_names_the_op_and_what_it_got() -> None
     with pytest.raises(TypeError, match=r"one_operand: abstract_eval cannot take this call \(2 operands\): "):
         one(jnp.ones(2), jnp.ones(2))
     with pytest.raises(
-        TypeError, match=r"one_operand: abstract_eval cannot take this call \(1 operands, parameters \['k'\]\): .*'k'"
+        TypeError, match=r"one_operand: abstract_eval cannot take this call \(1 operand, parameters \['k'\]\): .*'k'"
     ):
         one(jnp.ones(2), k=3)
     mv = xla_ffi_rs.linear_op(
@@ -619,7 +619,7 @@ def test_a_call_abstract_eval_cannot_take_names_the_op_and_what_it_got() -> None
         fixed=(0,),
         name="matvec",
     )
-    with pytest.raises(TypeError, match=r"matvec: abstract_eval cannot take this call \(1 operands\): "):
+    with pytest.raises(TypeError, match=r"matvec: abstract_eval cannot take this call \(1 operand\): "):
         jax.jit(lambda a: mv(a))(jnp.ones((2, 3)))
     errors = python_op(np.sin, abstract_eval=lambda x: x.no_such_attribute, name="inner_error")
     with pytest.raises(AttributeError, match="no_such_attribute"):  # an error inside abstract_eval is its own

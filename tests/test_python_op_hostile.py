@@ -687,7 +687,7 @@ def test_a_transpose_rule_that_does_not_return_a_tuple_per_operand_is_a_clear_ty
     ):
         jax.grad(lambda v: bare(v).sum())(x)
     two = cumsum_op("two_cts", lambda ct, x: (ct, ct))
-    with pytest.raises(TypeError, match=r"^two_cts: the transpose rule returned 2 cotangents for 1 operands"):
+    with pytest.raises(TypeError, match=r"^two_cts: the transpose rule returned 2 cotangents for 1 operand(?!s)"):
         jax.grad(lambda v: two(v).sum())(x)
     wrong = cumsum_op("wrong_ct", lambda ct, x: (ct[0],))
     with pytest.raises(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -439,3 +440,20 @@ def test_eps_up_to_the_accumulator_maximum_is_accepted_and_exact() -> None:
         want_dx = r * w * dy - r**3 * x / 2 * np.sum(dy * w * x)
         np.testing.assert_allclose(np.asarray(dx), want_dx.astype(xd), rtol=1e-6)
         np.testing.assert_allclose(np.asarray(dw), (dy * x * r)[0].astype(wd), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("handlers", "got"),
+    [
+        ([1], "got list"),
+        (None, "got NoneType"),
+        ({1: None}, "got the key 1 (int)"),
+        ({"a.ok": None, b"a.bytes": None}, "got the key b'a.bytes' (bytes)"),
+    ],
+)
+def test_register_targets_says_what_is_wrong_with_the_dict(handlers: Any, got: str) -> None:
+    # The whole value's repr (capsule addresses and all) said neither which key nor what was wrong.
+    with pytest.raises(
+        TypeError, match=rf"^register_targets: handlers: expected a dict of target name .*, {re.escape(got)}$"
+    ):
+        xla_ffi_rs.register_targets(handlers)

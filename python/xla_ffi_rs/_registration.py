@@ -161,8 +161,15 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
         >>> import xla_ffi_rs
         >>> xla_ffi_rs.register_targets({})  # e.g. plugin_native.targets()
     """
-    if not isinstance(handlers, Mapping) or not all(isinstance(k, str) for k in handlers):
-        raise TypeError(f"register_targets: handlers: expected a dict of target name -> capsule, got {handlers!r:.80}")
+    if not isinstance(handlers, Mapping):
+        raise TypeError(
+            f"register_targets: handlers: expected a dict of target name -> capsule, got {type(handlers).__name__}"
+        )
+    if bad_keys := [k for k in handlers if not isinstance(k, str)]:
+        raise TypeError(
+            f"register_targets: handlers: expected a dict of target name (str) -> capsule, got the key "
+            f"{bad_keys[0]!r:.80} ({type(bad_keys[0]).__name__})"
+        )
     if not isinstance(platform, str):
         raise TypeError(f"register_targets: platform: expected a str, got {type(platform).__name__}")
     if platform not in FFI_PLATFORMS:

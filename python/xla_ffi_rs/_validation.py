@@ -46,7 +46,19 @@ def _element_types(array: np.ndarray) -> str:
     names = sorted({type(v).__name__ for v in array.ravel()[:1000]}) if array.dtype.kind == "O" else []
     if names:
         return "objects (" + " or ".join(names) + ")"
-    return array.dtype.name
+    return dtype_word(array.dtype)
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 operand"``, ``"2 operands"``: a count with its noun, singular for one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def dtype_word(dtype: np.dtype) -> str:
+    """``dtype``'s name as an error message says it: NumPy's, except for strings,
+    whose names count bits of the longest one (``str1024``, ``bytes40``) and read as
+    if they were types of their own."""
+    return {"U": "str", "S": "bytes"}.get(dtype.kind, dtype.name)
 
 
 def _not_a_jax_dtype(dtype: np.dtype) -> bool:

@@ -317,6 +317,14 @@ def test_unreadable_input(tmp_path: Path) -> None:
     assert_error(done, "bad.npy", "not a .npy file")
 
 
+def test_inputs_given_before_the_model(tmp_path: Path) -> None:
+    # The first .npy file read as a malformed jax.export ("offset 1297436307 is past the end").
+    f = EXPORTS / "kepler_fwd"
+    done = run(f / "in0.npy", f / "model.jaxexport", "--out", tmp_path)
+    assert_error(done, "in0.npy: a .npy file, not a program", "MODEL file comes first")
+    assert "offset" not in done.stderr, done.stderr
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_an_endless_input_is_an_error_not_a_read_without_end(tmp_path: Path) -> None:
     """An input that never ends (/dev/zero, a pipe) is refused from its first bytes;

@@ -21,8 +21,16 @@ pub struct Model {
     pub kind: &'static str,
 }
 
+/// The magic of a NumPy `.npy` file (an input given where the program goes).
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+
 /// Reads a program from its file's bytes.
 pub fn parse(bytes: Vec<u8>) -> Result<Model, String> {
+    if bytes.starts_with(NPY_MAGIC) {
+        return Err("a .npy file, not a program: the MODEL file comes first, before the INPUT.npy files \
+                    (xla-ffi-run --plugin PLUGIN.so MODEL [INPUT.npy]... --out DIR)"
+            .into());
+    }
     if bytes.starts_with(MLIR_BYTECODE_MAGIC) {
         return Ok(raw(bytes, "StableHLO bytecode"));
     }
@@ -69,6 +77,14 @@ mod tests {
         assert_eq!(parse(b"module @jit_f {\n func.func public @main() {}}".to_vec()).unwrap().kind, "StableHLO text");
         let err = parse(b"\x01\x02garbage".to_vec()).unwrap_err();
         assert!(err.contains("not a jax.export serialization"), "{err}");
+    }
+
+    #[test]
+    fn an_npy_file_given_as_the_model_says_the_order() {
+        // It read as a malformed jax.export serialization: "offset 1297436307 is past the end".
+        let err = parse(b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', ...}".to_vec()).unwrap_err();
+        assert!(err.starts_with("a .npy file, not a program: the MODEL file comes first"), "{err}");
+        assert!(!err.contains("offset"), "{err}");
     }
 
     #[test]

@@ -93,17 +93,26 @@ fn result_index(name: &str) -> Option<usize> {
     (index.to_string() == digits).then_some(index)
 }
 
+/// `1 input`, `2 inputs`: a count with its noun, singular for one.
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// The inputs against `jax.export`'s `in_avals`: the count, then each one's
 /// element type and shape.
 fn check_inputs(args: &Args, avals: &[ArrayType], inputs: &[HostArray]) -> Result<(), String> {
     if avals.len() != inputs.len() {
         let list: Vec<String> = avals.iter().map(ArrayType::to_string).collect();
         return Err(format!(
-            "{} takes {} inputs ({}), got {} .npy files",
+            "{} takes {} ({}), got {}",
             args.model.display(),
-            avals.len(),
+            counted(avals.len(), "input"),
             list.join(", "),
-            inputs.len()
+            counted(inputs.len(), ".npy file")
         ));
     }
     for (i, ((aval, input), path)) in avals.iter().zip(inputs).zip(&args.inputs).enumerate() {
@@ -185,5 +194,13 @@ mod tests {
         for other in ["out01.npy", "out.npy", "out-1.npy", "out+1.npy", "outx.npy", "out1.npz", "xout1.npy"] {
             assert_eq!(result_index(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn counts_take_the_singular_for_one() {
+        use super::counted;
+        assert_eq!(counted(1, "input"), "1 input");
+        assert_eq!(counted(0, ".npy file"), "0 .npy files");
+        assert_eq!(counted(2, "input"), "2 inputs");
     }
 }

@@ -33,6 +33,7 @@ import numpy as np
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
+from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding import dict_attributes
 
 __all__ = ["Declaration"]
@@ -121,11 +122,11 @@ class Declaration:
         if not self.required <= len(avals) <= len(self.operands):
             names = ", ".join(o["name"] + ("?" if o.get("optional") else "") for o in self.operands)
             count = (
-                str(len(self.operands))
+                counted(len(self.operands), "operand")
                 if self.required == len(self.operands)
-                else f"{self.required} to {len(self.operands)}"
+                else f"{self.required} to {len(self.operands)} operands"
             )
-            raise TypeError(f"{self.target}: expected {count} operands ({names}), got {len(avals)}")
+            raise TypeError(f"{self.target}: expected {count} ({names}), got {len(avals)}")
         shapes: list[tuple[int, ...]] = []
         for i, a in enumerate(avals):
             if not all(isinstance(d, (int, np.integer)) for d in a.shape):  # jax.export's symbolic dimensions

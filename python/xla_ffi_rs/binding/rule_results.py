@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs._validation import counted
 
 __all__ = ["checked_avals", "checked_batch", "checked_cotangents", "checked_jvp"]
 
@@ -100,7 +101,9 @@ def checked_cotangents(name: str, result: Any, n_operands: int) -> list[Any]:
             f"got {type(result).__name__}{hint}"
         )
     if len(result) != n_operands:
-        raise TypeError(f"{name}: the transpose rule gave {len(result)} cotangents for the op's {n_operands} operands")
+        raise TypeError(
+            f"{name}: the transpose rule gave {counted(len(result), 'cotangent')} for the op's {counted(n_operands, 'operand')}"
+        )
     return list(result)
 
 

@@ -18,6 +18,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from xla_ffi_rs._validation import counted, dtype_word
+
 #: XLA error codes the Python side reports (absl status codes).
 UNKNOWN, INVALID_ARGUMENT = 2, 3
 #: Traceback frames (of the user's code) kept in an error message.
@@ -25,7 +27,7 @@ _TRACEBACK_FRAMES = 3
 
 
 def _describe(shape: Sequence[int], dtype: Any) -> str:
-    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+    return f"{dtype_word(np.dtype(dtype))}[{','.join(map(str, shape))}]"
 
 
 def settler(name: str, single: bool) -> Callable[[int, Any, Any], tuple[int, Any]]:
@@ -124,7 +126,7 @@ def checked(
     if not isinstance(values, (tuple, list)) or len(values) != len(specs):
         got = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
         return INVALID_ARGUMENT, _text(
-            f"op {name!r}: expected the function to return a tuple of {len(specs)} arrays, got {got}"
+            f"op {name!r}: expected the function to return a tuple of {counted(len(specs), 'array')}, got {got}"
         )
     arrays = []
     for i, (value, shape, (_, dtype)) in enumerate(zip(values, shapes, specs, strict=True)):

@@ -24,6 +24,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
+from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.binding.op_arguments import flags
 from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
@@ -180,7 +181,7 @@ class PythonOp(Op):
         if self.fixed and self.fixed[-1] >= len(operands):
             raise ValueError(
                 f"{self.name}: fixed={self.fixed!r} names operand {self.fixed[-1]}, "
-                f"but the op is called with {len(operands)} operands"
+                f"but the op is called with {counted(len(operands), 'operand')}"
             )
         if self._batched is not None and len(self._batched[0]) != len(operands):
             raise ValueError(

@@ -18,6 +18,7 @@ from typing import Any
 import jax
 
 from xla_ffi_rs._compat import ShapedArray, ad
+from xla_ffi_rs._validation import counted
 from xla_ffi_rs.python_ops.axes import BatchAxes, append_level, out_axes_of, unbatched
 from xla_ffi_rs.python_ops.op_class import PythonOp, user_params
 from xla_ffi_rs.python_ops.rules import as_list, call_abstract, describe_operand, is_zero, zero_like
@@ -91,7 +92,9 @@ class Role:
         if self.fixed_decl is None:
             return frozenset(range(params[_LEAD]))
         if any(i >= n for i in self.fixed_decl):
-            raise ValueError(f"{self.name}: fixed={self.fixed_decl!r} names an operand, but the op has {n} operands")
+            raise ValueError(
+                f"{self.name}: fixed={self.fixed_decl!r} names an operand, but the op has {counted(n, 'operand')}"
+            )
         return frozenset(self.fixed_decl)
 
     def call(self, logical: Sequence[Any], avals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -130,7 +133,7 @@ class Role:
         if self.fixed_decl and max(self.fixed_decl) >= len(logical):  # at every call, as python_op's fixed=
             raise ValueError(
                 f"{self.name}: fixed={self.fixed_decl!r} names operand {max(self.fixed_decl)}, "
-                f"but the op is called with {len(logical)} operands"
+                f"but the op is called with {counted(len(logical), 'operand')}"
             )
         if self.n_operands is not None and len(logical) != self.n_operands:
             raise ValueError(

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xla_ffi_rs._compat import ShapedArray, ad, eval_context
+from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding import is_linear_input
 
 
@@ -62,7 +63,7 @@ def call_abstract(name: str, fn: Callable[..., Any], avals: Sequence[Any], param
         try:
             signature.bind(*avals, **params)
         except TypeError as e:
-            call = f"{len(avals)} operands" + (f", parameters {sorted(params)}" if params else "")
+            call = counted(len(avals), "operand") + (f", parameters {sorted(params)}" if params else "")
             raise TypeError(f"{name}: abstract_eval cannot take this call ({call}): {e}") from None
     with eval_context():
         return fn(*avals, **params)
@@ -104,7 +105,9 @@ def check_fixed(
     operands, or if one of the ``varying`` operands (a non-zero tangent, a linear
     input) is fixed; ``what`` is "differentiate" or "transpose"."""
     if fixed and max(fixed) >= n:
-        raise ValueError(f"{name}: fixed={tuple(fixed)!r} names operand {max(fixed)}, but the op has {n} operands")
+        raise ValueError(
+            f"{name}: fixed={tuple(fixed)!r} names operand {max(fixed)}, but the op has {counted(n, 'operand')}"
+        )
     for i in varying:
         if i in fixed:
             raise ValueError(
@@ -201,7 +204,9 @@ def checked_cotangents(name: str, names: Sequence[str], out: Any, operands: Sequ
             f"{type(out).__name__}{hint}"
         )
     if len(out) != n:
-        raise TypeError(f"{name}: the transpose rule returned {len(out)} cotangents for {n} operands")
+        raise TypeError(
+            f"{name}: the transpose rule returned {counted(len(out), 'cotangent')} for {counted(n, 'operand')}"
+        )
     for i, (c, x) in enumerate(zip(out, operands, strict=True)):
         if c is None or is_zero(c) or not ad.is_undefined_primal(x):
             continue
