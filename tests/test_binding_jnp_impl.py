@@ -45,3 +45,14 @@ def test_a_jnp_impl_giving_its_result_bare_or_in_a_tuple_runs() -> None:
         op = Op("jnp_impl_test_ok", abstract_eval=same_as_operands(1), jnp_impl=impl)
         x = np.arange(3, dtype=np.float32)
         np.testing.assert_array_equal(np.asarray(jax.jit(op)(x)[0]), 2 * x)
+
+
+def test_a_jnp_impl_giving_one_result_of_two_says_one_result() -> None:
+    def two(x: Any) -> list[Any]:
+        return [x, x]
+
+    op = Op("jnp_impl_test_one_of_two", abstract_eval=two, jnp_impl=lambda x: (x,))
+    with pytest.raises(
+        ValueError, match=r"jnp_impl_test_one_of_two: jnp_impl returned 1 result, abstract_eval gives 2"
+    ):
+        jax.jit(op)(jnp.ones(3, jnp.float32))

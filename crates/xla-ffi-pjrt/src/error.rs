@@ -63,3 +63,12 @@ pub(crate) fn with_sources(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// `1 input`, `2 inputs`: a count with its noun, singular for one.
+pub(crate) fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

@@ -215,8 +215,8 @@ fn inputs_are_checked_against_the_compiled_parameters() {
     let square = HostArray::new(ElementType::F32, vec![2, 2], f32s(&[1.0; 4]).into_data()).unwrap();
     assert_eq!(exe.execute(&[square]).unwrap_err().to_string(), "input 0: expected float32[4], got float32[2,2]");
     let err = exe.execute(&[f32s(&[1.0; 4]), f32s(&[1.0; 4])]).unwrap_err();
-    assert_eq!(err.to_string(), "the program takes 1 inputs (float32[4]), got 2");
-    assert_eq!(exe.execute(&[]).unwrap_err().to_string(), "the program takes 1 inputs (float32[4]), got 0");
+    assert_eq!(err.to_string(), "the program takes 1 input (float32[4]), got 2");
+    assert_eq!(exe.execute(&[]).unwrap_err().to_string(), "the program takes 1 input (float32[4]), got 0");
 
     // Several parameters of several types, a scalar and a zero-sized one.
     let text = "module @m {\n  func.func public @main(%a: tensor<f64>, %b: tensor<2x0xbf16>, %c: tensor<3xi8>, \

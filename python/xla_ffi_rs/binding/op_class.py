@@ -36,6 +36,7 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
+from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding.batch_split import split_batch_alike
 from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
@@ -750,7 +751,9 @@ def _check_jnp_results(name: str, results: Any, avals_out: Sequence[Any]) -> Non
     if not isinstance(results, (tuple, list)):
         return
     if len(results) != len(avals_out):
-        raise ValueError(f"{name}: jnp_impl returned {len(results)} results, abstract_eval gives {len(avals_out)}")
+        raise ValueError(
+            f"{name}: jnp_impl returned {counted(len(results), 'result')}, abstract_eval gives {len(avals_out)}"
+        )
     for i, (r, a) in enumerate(zip(results, avals_out, strict=True)):
         if not all(hasattr(v, "shape") and hasattr(v, "dtype") for v in (r, a)):
             continue

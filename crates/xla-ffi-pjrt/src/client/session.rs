@@ -373,7 +373,12 @@ impl Executable<'_> {
         let list = || parameters.iter().map(ArrayType::to_string).collect::<Vec<_>>().join(", ");
         if parameters.len() != inputs.len() {
             return Err(ClientError::Input {
-                message: format!("the program takes {} inputs ({}), got {}", parameters.len(), list(), inputs.len()),
+                message: format!(
+                    "the program takes {} ({}), got {}",
+                    crate::error::counted(parameters.len(), "input"),
+                    list(),
+                    inputs.len()
+                ),
             });
         }
         for (i, (expected, input)) in parameters.iter().zip(inputs).enumerate() {

@@ -208,8 +208,8 @@ impl Exported {
             let list: Vec<String> = self.in_types.iter().map(ArrayType::to_string).collect();
             return Err(ClientError::Input {
                 message: format!(
-                    "the exported function takes {} inputs ({}), got {}",
-                    self.in_types.len(),
+                    "the exported function takes {} ({}), got {}",
+                    crate::error::counted(self.in_types.len(), "input"),
                     list.join(", "),
                     inputs.len()
                 ),
