@@ -115,8 +115,13 @@ pub fn read(r: &mut impl std::io::Read) -> Result<HostArray, String> {
     let d = header_value(header, "descr").ok_or("the .npy header has no 'descr'")?;
     let d = d.trim_matches(|c| c == '\'' || c == '"');
     let element_type = from_descr(d).ok_or_else(|| unsupported(d))?;
-    if header_value(header, "fortran_order") != Some("False") {
-        return Err("Fortran-order arrays are not supported: save a C-order array (np.ascontiguousarray)".into());
+    match header_value(header, "fortran_order") {
+        Some("False") => {}
+        Some("True") => {
+            return Err("Fortran-order arrays are not supported: save a C-order array (np.ascontiguousarray)".into());
+        }
+        Some(other) => return Err(format!("the .npy header's 'fortran_order' must be True or False, got {other}")),
+        None => return Err("the .npy header has no 'fortran_order'".into()),
     }
     let shape = header_value(header, "shape").ok_or("the .npy header has no 'shape'")?;
     let dims = shape
@@ -226,6 +231,24 @@ mod tests {
         // A 3-byte descr whose byte 1 is inside a character.
         let err = parse(&with_descr("'\u{e9}x'")).unwrap_err();
         assert!(err.contains("unsupported dtype '\u{e9}x'"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_or_odd_fortran_order_is_not_called_fortran_order() {
+        let header = |h: &str| {
+            let h = format!("{h}\n");
+            let mut b = b"\x93NUMPY\x01\x00".to_vec();
+            b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+            b.extend_from_slice(h.as_bytes());
+            b.extend_from_slice(&[0; 8]);
+            b
+        };
+        let err = parse(&header("{'descr': '<f8', 'shape': (1,)}")).unwrap_err();
+        assert_eq!(err, "the .npy header has no 'fortran_order'");
+        let err = parse(&header("{'descr': '<f8', 'fortran_order': 0, 'shape': (1,)}")).unwrap_err();
+        assert_eq!(err, "the .npy header's 'fortran_order' must be True or False, got 0");
+        let err = parse(&header("{'descr': '<f8', 'fortran_order': True, 'shape': (1,)}")).unwrap_err();
+        assert!(err.starts_with("Fortran-order arrays are not supported"), "{err}");
     }
 
     #[test]
