@@ -402,6 +402,7 @@ def test_usage_errors_exit_2_and_help_documents_every_error() -> None:
         "newer than the plugin",
         "as_text()",
         "element type or shape",
+        "by sorted key",
         "other platforms than the plugin's",
         "symbolic shapes",
         "EXIT STATUS",
