@@ -23,6 +23,9 @@ pub struct Model {
 
 /// Reads a program from its file's bytes.
 pub fn parse(bytes: Vec<u8>) -> Result<Model, String> {
+    if bytes.is_empty() {
+        return Err("the file is empty (0 bytes); expected a jax.export serialization or StableHLO".into());
+    }
     if bytes.starts_with(MLIR_BYTECODE_MAGIC) {
         return Ok(raw(bytes, "StableHLO bytecode"));
     }
@@ -69,6 +72,12 @@ mod tests {
         assert_eq!(parse(b"module @jit_f {\n func.func public @main() {}}".to_vec()).unwrap().kind, "StableHLO text");
         let err = parse(b"\x01\x02garbage".to_vec()).unwrap_err();
         assert!(err.contains("not a jax.export serialization"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_file_is_called_empty() {
+        let err = parse(Vec::new()).unwrap_err();
+        assert!(err.starts_with("the file is empty (0 bytes); expected a jax.export"), "{err}");
     }
 
     #[test]
