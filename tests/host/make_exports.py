@@ -85,15 +85,43 @@ def vmapped_rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
     return jax.vmap(lambda x: xr.rms_norm(x, w, eps=EPS))(x)
 
 
+def pytree(d: dict[str, jax.Array], t: tuple[jax.Array, tuple[jax.Array]]) -> tuple[dict[str, Any], jax.Array]:
+    """Dict and nested-tuple inputs and outputs: the runner takes and writes them
+    flattened in `jax.tree.leaves` order (a dict's by sorted key: "e" before "m",
+    not the order they were written in)."""
+    sin_e, cos_e = xr.kepler(d["m"], d["e"])
+    return {"sin": sin_e, "pair": (cos_e, t[1][0] * 2)}, t[0]
+
+
+def side_effect(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The Kepler target called with has_side_effect=True (not dropped by XLA)."""
+    out = (jax.ShapeDtypeStruct(x.shape, x.dtype),) * 2
+    sin_e, cos_e = jax.ffi.ffi_call("xla_ffi_rs.kepler", out, has_side_effect=True)(x, x * 0 + 0.5)
+    return sin_e, cos_e
+
+
+def many_inputs(*xs: jax.Array) -> jax.Array:
+    """More inputs than a few (24)."""
+    return sum((xr.kepler(x, x * 0 + 0.5)[0] for x in xs), jnp.zeros_like(xs[0]))
+
+
+def exported_of(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    extra_checks: Sequence[str] = (),
+    platforms: Sequence[str] | None = None,
+) -> jax.export.Exported:
+    checks = xr.export_checks() + [jax.export.DisabledSafetyCheck.custom_call(n) for n in extra_checks]
+    return jax.export.export(jax.jit(fn), disabled_checks=checks, platforms=platforms)(*args)
+
+
 def export(
     fn: Callable[..., Any],
-    args: Sequence[np.ndarray],
+    args: Sequence[Any],
     extra_checks: Sequence[str] = (),
     platforms: Sequence[str] | None = None,
 ) -> bytes:
-    checks = xr.export_checks() + [jax.export.DisabledSafetyCheck.custom_call(n) for n in extra_checks]
-    exported = jax.export.export(jax.jit(fn), disabled_checks=checks, platforms=platforms)(*args)
-    return bytes(exported.serialize())
+    return bytes(exported_of(fn, args, extra_checks, platforms).serialize())
 
 
 def golden_model(m: jax.Array, e: jax.Array, x: jax.Array, w: jax.Array) -> tuple[jax.Array, ...]:
@@ -178,6 +206,19 @@ def main(out: Path) -> None:
             "expected": [],
             "platforms": ("cuda",),
         },
+        "pytree": {
+            "fn": pytree,
+            "args": [{"m": m, "e": e}, (x32, (w32,))],
+            "compare": "exact",
+            "handlers": ["ops"],
+        },
+        "side_effect": {"fn": side_effect, "args": [m], "compare": "exact", "handlers": ["ops"]},
+        "many_inputs": {
+            "fn": many_inputs,
+            "args": [rng.uniform(-3.0, 3.0, 4) for _ in range(24)],
+            "compare": "ulp2",
+            "handlers": ["ops"],
+        },
         "plugin_scale": {
             "fn": plugin_scale,
             "args": [x64],
@@ -200,7 +241,9 @@ def main(out: Path) -> None:
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "model.jaxexport").write_bytes(export(p["fn"], p["args"], p.get("checks", ()), p.get("platforms")))
-        for i, a in enumerate(p["args"]):
+        # One .npy per leaf of the arguments, in jax.tree.leaves order.
+        leaves = jax.tree.leaves(p["args"])
+        for i, a in enumerate(leaves):
             np.save(folder / f"in{i}.npy", a)
         expected = p.get("expected")
         if expected is None:
@@ -208,11 +251,29 @@ def main(out: Path) -> None:
         for i, r in enumerate(expected):
             np.save(folder / f"expected{i}.npy", np.asarray(r))
         manifest["programs"][name] = {
-            "inputs": len(p["args"]),
+            "inputs": len(leaves),
             "outputs": len(expected),
             "compare": p["compare"],
             "handlers": p["handlers"],
         }
+    # exported.vjp(): the backward pass of an export, itself exported; its inputs
+    # are the primal inputs, then one cotangent per output.
+    vjp = exported_of(kepler_fwd, [m, e]).vjp()
+    vjp_args = [m, e, rng.standard_normal(16), rng.standard_normal(16)]
+    folder = out / "kepler_vjp"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.jaxexport").write_bytes(bytes(vjp.serialize()))
+    for i, a in enumerate(vjp_args):
+        np.save(folder / f"in{i}.npy", a)
+    vjp_results = jax.tree.leaves(vjp.call(*vjp_args))
+    for i, r in enumerate(vjp_results):
+        np.save(folder / f"expected{i}.npy", np.asarray(r))
+    manifest["programs"]["kepler_vjp"] = {
+        "inputs": len(vjp_args),
+        "outputs": len(vjp_results),
+        "compare": "ulp2",
+        "handlers": ["ops"],
+    }
     # The text form of one program, for the runner's StableHLO-text path.
     text = jax.jit(rms_norm_fwd).lower(x32, w32).as_text()
     (out / "rms_norm_fwd" / "model.mlir").write_text(text)

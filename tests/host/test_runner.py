@@ -310,6 +310,16 @@ def test_a_truncated_or_corrupt_program_is_not_blamed_on_its_version(tmp_path: P
     assert_error(done, "cut.jaxexport", "not a jax.export serialization", "past the end")
 
 
+def test_out_naming_a_file_is_refused_before_running(tmp_path: Path) -> None:
+    folder = EXPORTS / "kepler_fwd"
+    taken = tmp_path / "out.npy"
+    taken.write_bytes(b"kept")
+    done = run_program(folder, taken)
+    assert done.returncode == 1
+    assert f"--out {taken}: not a folder (a file of that name exists)" in done.stderr, done.stderr
+    assert taken.read_bytes() == b"kept"
+
+
 def test_unreadable_input(tmp_path: Path) -> None:
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
     f = EXPORTS / "kepler_fwd"
@@ -410,6 +420,7 @@ def test_usage_errors_exit_2_and_help_documents_every_error() -> None:
         "newer than the plugin",
         "as_text()",
         "element type or shape",
+        "by sorted key",
         "other platforms than the plugin's",
         "symbolic shapes",
         "EXIT STATUS",

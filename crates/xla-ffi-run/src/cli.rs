@@ -14,8 +14,9 @@ ARGUMENTS:
     MODEL             The program: the bytes that jax.export's Exported.serialize() wrote,
                       or StableHLO as MLIR bytecode or text (jax.jit(f).lower(...).as_text()).
     INPUT.npy         One .npy file per input, in the order of the function's flattened
-                      arguments. Each is checked (element type and shape) against the
-                      exported input of a jax.export file, or the argument of main in
+                      arguments (jax.tree.leaves: a dict's values by sorted key, not in
+                      the order written). Each is checked (element type and shape)
+                      against the exported input of a jax.export file, or the argument of main in
                       StableHLO text; for bytecode, against the compiled program's
                       parameters as the plugin reports them (PJRT's optimized program).
 
@@ -25,7 +26,8 @@ OPTIONS:
     --handlers PATH   A Python-free library of xla-ffi handlers (a cdylib exporting the
                       handler registry); its targets are registered into the plugin before
                       compiling. Repeatable.
-    --out DIR         Where the results go: DIR/out0.npy, DIR/out1.npy, ... (made if absent).
+    --out DIR         Where the results go: DIR/out0.npy, DIR/out1.npy, ... (made if absent),
+                      the outputs flattened the same way.
                       After a run, DIR holds this run's results only: an outK.npy of an
                       earlier run with more results is removed (other files are kept).
                       On an error, DIR is not changed.

@@ -26,6 +26,9 @@ const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
 /// Reads a program from its file's bytes.
 pub fn parse(bytes: Vec<u8>) -> Result<Model, String> {
+    if bytes.is_empty() {
+        return Err("the file is empty (0 bytes); expected a jax.export serialization or StableHLO".into());
+    }
     if bytes.starts_with(NPY_MAGIC) {
         return Err("a .npy file, not a program: the MODEL file comes first, before the INPUT.npy files \
                     (xla-ffi-run --plugin PLUGIN.so MODEL [INPUT.npy]... --out DIR)"
@@ -85,6 +88,12 @@ mod tests {
         let err = parse(b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', ...}".to_vec()).unwrap_err();
         assert!(err.starts_with("a .npy file, not a program: the MODEL file comes first"), "{err}");
         assert!(!err.contains("offset"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_file_is_called_empty() {
+        let err = parse(Vec::new()).unwrap_err();
+        assert!(err.starts_with("the file is empty (0 bytes); expected a jax.export"), "{err}");
     }
 
     #[test]

@@ -31,12 +31,25 @@ fn descr(t: ElementType) -> &'static str {
 }
 
 /// The element type of a `descr`; `|V2` (a 2-byte void) reads as `bfloat16`.
+/// Compares bytes: a `descr` need not be ASCII.
 fn from_descr(d: &str) -> Option<ElementType> {
     let d = d.replace('=', "<");
+    let d = d.as_bytes();
     ElementType::ALL.into_iter().find(|&t| {
-        let own = descr(t);
-        own == d || (own.starts_with('|') && d.len() == own.len() && d[1..] == own[1..])
+        let own = descr(t).as_bytes();
+        own == d || (own[0] == b'|' && d.len() == own.len() && d[1..] == own[1..])
     })
+}
+
+/// Why a `descr` is refused: a big-endian one says how to save it little-endian.
+fn unsupported(d: &str) -> String {
+    match d.strip_prefix('>').map(|rest| format!("<{rest}")).filter(|le| from_descr(le).is_some()) {
+        Some(le) => format!(
+            "unsupported dtype '{d}': big-endian arrays are not supported; save a little-endian one \
+             (a.astype('{le}'))"
+        ),
+        None => format!("unsupported dtype '{d}' (big-endian or not a number)"),
+    }
 }
 
 /// The value of `'key': value` in the header's dict, up to the next `,` or `}`
@@ -47,8 +60,8 @@ fn header_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     let mut depth = 0;
     for (i, c) in rest.char_indices() {
         match c {
-            '(' => depth += 1,
-            ')' => {
+            '(' | '[' => depth += 1,
+            ')' | ']' => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(&rest[..=i]);
@@ -101,9 +114,14 @@ pub fn read(r: &mut impl std::io::Read) -> Result<HostArray, String> {
     let header = std::str::from_utf8(&header).map_err(|_| "the .npy header is not text")?;
     let d = header_value(header, "descr").ok_or("the .npy header has no 'descr'")?;
     let d = d.trim_matches(|c| c == '\'' || c == '"');
-    let element_type = from_descr(d).ok_or_else(|| format!("unsupported dtype '{d}' (big-endian or not a number)"))?;
-    if header_value(header, "fortran_order") != Some("False") {
-        return Err("Fortran-order arrays are not supported: save a C-order array (np.ascontiguousarray)".into());
+    let element_type = from_descr(d).ok_or_else(|| unsupported(d))?;
+    match header_value(header, "fortran_order") {
+        Some("False") => {}
+        Some("True") => {
+            return Err("Fortran-order arrays are not supported: save a C-order array (np.ascontiguousarray)".into());
+        }
+        Some(other) => return Err(format!("the .npy header's 'fortran_order' must be True or False, got {other}")),
+        None => return Err("the .npy header has no 'fortran_order'".into()),
     }
     let shape = header_value(header, "shape").ok_or("the .npy header has no 'shape'")?;
     let dims = shape
@@ -194,7 +212,50 @@ mod tests {
         let mut text = serialize(&HostArray::new(ElementType::F32, vec![1], vec![0; 4]).unwrap());
         let at = text.windows(3).position(|w| w == b"<f4").unwrap();
         text[at] = b'>';
-        assert!(parse(&text).unwrap_err().contains("unsupported dtype '>f4'"));
+        let err = parse(&text).unwrap_err();
+        assert!(err.contains("unsupported dtype '>f4': big-endian") && err.contains("a.astype('<f4')"), "{err}");
+    }
+
+    /// The header of a `.npy` file whose `descr` is `descr` (a vector of 8 elements).
+    fn with_descr(descr: &str) -> Vec<u8> {
+        let header = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (8,), }}\n");
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        b.extend_from_slice(&[0; 64]);
+        b
+    }
+
+    #[test]
+    fn a_descr_that_is_not_ascii_is_refused_not_a_panic() {
+        // A 3-byte descr whose byte 1 is inside a character.
+        let err = parse(&with_descr("'\u{e9}x'")).unwrap_err();
+        assert!(err.contains("unsupported dtype '\u{e9}x'"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_or_odd_fortran_order_is_not_called_fortran_order() {
+        let header = |h: &str| {
+            let h = format!("{h}\n");
+            let mut b = b"\x93NUMPY\x01\x00".to_vec();
+            b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+            b.extend_from_slice(h.as_bytes());
+            b.extend_from_slice(&[0; 8]);
+            b
+        };
+        let err = parse(&header("{'descr': '<f8', 'shape': (1,)}")).unwrap_err();
+        assert_eq!(err, "the .npy header has no 'fortran_order'");
+        let err = parse(&header("{'descr': '<f8', 'fortran_order': 0, 'shape': (1,)}")).unwrap_err();
+        assert_eq!(err, "the .npy header's 'fortran_order' must be True or False, got 0");
+        let err = parse(&header("{'descr': '<f8', 'fortran_order': True, 'shape': (1,)}")).unwrap_err();
+        assert!(err.starts_with("Fortran-order arrays are not supported"), "{err}");
+    }
+
+    #[test]
+    fn a_structured_dtype_is_named_whole() {
+        // np.save of np.zeros(8, dtype=[('a', '<f8')]).
+        let err = parse(&with_descr("[('a', '<f8')]")).unwrap_err();
+        assert!(err.contains("unsupported dtype '[('a', '<f8')]' (big-endian or not a number)"), "{err}");
     }
 
     #[test]

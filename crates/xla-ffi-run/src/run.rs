@@ -19,6 +19,10 @@ fn version(v: &[i64]) -> String {
 
 /// Runs the program as the arguments say.
 pub fn run(args: &Args) -> Result<(), String> {
+    // Before any work: --out naming a file would fail only after the run.
+    if args.out.exists() && !args.out.is_dir() {
+        return Err(format!("--out {}: not a folder (a file of that name exists)", args.out.display()));
+    }
     // SAFETY: the PJRT plugin the user named with --plugin: running it is what the
     // runner is for (`load`'s contract).
     #[allow(unsafe_code)]
