@@ -362,7 +362,7 @@ def twice(x: Any) -> tuple[jax.Array]:
     [
         (lambda ct, x: None, "must return a tuple of one cotangent (or None) per operand (1), got NoneType"),
         (lambda ct, x: ct[0], "must return a tuple of one cotangent (or None) per operand (1), got ArrayImpl"),
-        (lambda ct, x: [], "gave 0 cotangents for the op's 1 operand"),
+        (lambda ct, x: [], "returned 0 cotangents for 1 operand"),
     ],
     ids=["None", "bare", "none_given"],
 )

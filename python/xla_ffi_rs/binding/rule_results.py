@@ -102,7 +102,8 @@ def checked_cotangents(name: str, result: Any, n_operands: int) -> list[Any]:
         )
     if len(result) != n_operands:
         raise TypeError(
-            f"{name}: the transpose rule gave {counted(len(result), 'cotangent')} for the op's {counted(n_operands, 'operand')}"
+            f"{name}: the transpose rule returned {counted(len(result), 'cotangent')} for "
+            f"{counted(n_operands, 'operand')}"
         )
     return list(result)
 

@@ -27,6 +27,7 @@ import numpy as np
 from xla_ffi_rs._compat import ShapedArray, ad, eval_context
 from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding import is_linear_input
+from xla_ffi_rs.binding.rule_results import checked_cotangents as checked_cotangent_list
 
 
 def is_zero(t: Any) -> bool:
@@ -196,17 +197,7 @@ def checked_cotangents(name: str, names: Sequence[str], out: Any, operands: Sequ
     """A transpose rule's result as a list of one cotangent (or None) per operand,
     else TypeError naming the op: a bare array (not a tuple), the wrong count, or a
     cotangent whose shape is not its linear operand's."""
-    n = len(operands)
-    if not isinstance(out, (tuple, list)):
-        hint = " (return (ct,) for a one-operand op)" if n == 1 else ""
-        raise TypeError(
-            f"{name}: the transpose rule must return a tuple of one cotangent (or None) per operand ({n}), got "
-            f"{type(out).__name__}{hint}"
-        )
-    if len(out) != n:
-        raise TypeError(
-            f"{name}: the transpose rule returned {counted(len(out), 'cotangent')} for {counted(n, 'operand')}"
-        )
+    out = checked_cotangent_list(name, out, len(operands))
     for i, (c, x) in enumerate(zip(out, operands, strict=True)):
         if c is None or is_zero(c) or not ad.is_undefined_primal(x):
             continue
