@@ -659,7 +659,7 @@ def test_a_jvp_rule_whose_tangent_is_not_the_results_type_is_a_clear_type_error(
     op = python_op(np.cos, abstract_eval=like, name="bad_tangent")
     op.def_jvp_rule(lambda primals, tangents: (op(*primals), tangent(primals, tangents)))
     x = jnp.linspace(0.0, 1.0, 6, dtype=jnp.float32)
-    words = rf"^bad_tangent: the jvp rule's tangent for result 0: expected float32\[6\] .*got {re.escape(got)}"
+    words = rf"^bad_tangent: the JVP rule's tangent for result 0: expected float32\[6\] .*got {re.escape(got)}"
     with pytest.raises(TypeError, match=words):
         jax.jvp(op, (x,), (jnp.ones_like(x),))
     with pytest.raises(TypeError, match=words):

@@ -77,16 +77,24 @@ def checked_jvp(name: str, result: Any) -> tuple[list[Any], list[Any]]:
     if len(outs) != len(tangents):
         raise TypeError(f"{name}: the JVP rule gave {len(outs)} outputs but {len(tangents)} tangents")
     for i, (out, tangent) in enumerate(zip(outs, tangents, strict=True)):
-        if type(tangent) is ad.Zero:
-            continue
-        want, got_aval = jax.typeof(out).to_tangent_aval(), jax.typeof(tangent)
-        inexact = jnp.issubdtype(want.dtype, jnp.inexact)
-        if tuple(got_aval.shape) != tuple(want.shape) or (inexact and got_aval.dtype != want.dtype):
-            raise TypeError(
-                f"{name}: the JVP rule's tangent for result {i}: expected {want.str_short()} (the output's shape "
-                f"and dtype), got {got_aval.str_short()}"
-            )
+        check_tangent(name, i, out, tangent)
     return outs, tangents
+
+
+def check_tangent(name: str, i: int, out: Any, tangent: Any) -> None:
+    """TypeError naming the op and result ``i`` unless the JVP rule's ``tangent`` (a
+    symbolic zero passes) has the tangent shape of its output ``out``, and its dtype
+    where the output is inexact: as ``jax.custom_jvp`` requires (a wrong one would
+    otherwise flow on into wrong derivatives, or fail far from the rule)."""
+    if type(tangent) is ad.Zero:
+        return
+    want, got = jax.typeof(out).to_tangent_aval(), jax.typeof(tangent)
+    inexact = jnp.issubdtype(want.dtype, jnp.inexact)
+    if tuple(got.shape) != tuple(want.shape) or (inexact and got.dtype != want.dtype):
+        raise TypeError(
+            f"{name}: the JVP rule's tangent for result {i}: expected {want.str_short()} (the output's shape "
+            f"and dtype), got {got.str_short()}"
+        )
 
 
 def checked_cotangents(name: str, result: Any, n_operands: int) -> list[Any]:

@@ -27,6 +27,7 @@ import numpy as np
 from xla_ffi_rs._compat import ShapedArray, ad, eval_context
 from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding import is_linear_input
+from xla_ffi_rs.binding.rule_results import check_tangent as check_output_tangent
 from xla_ffi_rs.binding.rule_results import checked_cotangents as checked_cotangent_list
 
 
@@ -178,19 +179,10 @@ def jvp_rule(
 
 
 def check_tangent(name: str, i: int, out: Any, tangent: Any) -> None:
-    """TypeError naming the op and result ``i`` unless the jvp rule's ``tangent``
-    (None or a symbolic zero pass) has the shape of its primal result ``out``, and
-    its dtype where the result is inexact: as ``jax.custom_jvp`` requires (a wrong
-    one would otherwise flow on into wrong derivatives, or fail far from the rule)."""
-    if tangent is None or is_zero(tangent):
-        return
-    want, got = jax.typeof(out).to_tangent_aval(), jax.typeof(tangent)
-    inexact = jnp.issubdtype(want.dtype, jnp.inexact)
-    if tuple(got.shape) != tuple(want.shape) or (inexact and got.dtype != want.dtype):
-        raise TypeError(
-            f"{name}: the jvp rule's tangent for result {i}: expected {want.str_short()} (the primal result's "
-            f"shape and dtype), got {got.str_short()}"
-        )
+    """binding's check of a JVP rule's tangent (``rule_results.check_tangent``), where
+    None also passes (a python op's rule may give None for a zero tangent)."""
+    if tangent is not None:
+        check_output_tangent(name, i, out, tangent)
 
 
 def checked_cotangents(name: str, names: Sequence[str], out: Any, operands: Sequence[Any]) -> list[Any]:
