@@ -10,6 +10,8 @@ left automatic (``axis_names``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -88,10 +90,6 @@ def test_batch_partitioned_kernels_on_uneven_rows(partitioner: str, devices: int
     np.testing.assert_array_equal(y, 3 * xf)
 
 
-def shard_map():
-    return getattr(jax, "shard_map", None) or pytest.skip("this jax has no jax.shard_map")
-
-
 @pytest.mark.parametrize("check_vma", [True, False])
 @pytest.mark.parametrize("manual", [("data", "model"), ("data",), ("model",)])
 def test_shard_map_check_vma_and_partial_auto(check_vma: bool, manual: tuple[str, ...]) -> None:
@@ -101,9 +99,9 @@ def test_shard_map_check_vma_and_partial_auto(check_vma: bool, manual: tuple[str
     rng = np.random.default_rng(len(manual))
     x, w, dy = rng.standard_normal((16, 8)), rng.standard_normal(8), rng.standard_normal((16, 8))
     spec = P(manual if len(manual) > 1 else manual[0])
-    kw = {"mesh": mesh, "check_vma": check_vma, "axis_names": set(manual)}
+    kw: dict[str, Any] = {"mesh": mesh, "check_vma": check_vma, "axis_names": set(manual)}
 
-    norm = shard_map()(lambda x, w: xla_ffi_rs.rms_norm(x, w, eps=EPS), in_specs=(spec, P()), out_specs=spec, **kw)
+    norm = jax.shard_map(lambda x, w: xla_ffi_rs.rms_norm(x, w, eps=EPS), in_specs=(spec, P()), out_specs=spec, **kw)
     np.testing.assert_allclose(jax.jit(norm)(x, w), rms_norm_np(x, w, EPS)[0], rtol=1e-12, atol=1e-12)
     dx, dw = jax.jit(jax.grad(lambda x, w: jnp.sum(norm(x, w) * dy), (0, 1)))(x, w)
     ref_dx, ref_dw = rms_norm_bwd_np(dy, x, w, EPS)
@@ -111,6 +109,6 @@ def test_shard_map_check_vma_and_partial_auto(check_vma: bool, manual: tuple[str
     np.testing.assert_allclose(dw, ref_dw, rtol=1e-12, atol=1e-12)
 
     m, e = rng.uniform(-3.0, 3.0, 16), rng.uniform(0.0, 0.9, 16)
-    solve = shard_map()(xla_ffi_rs.kepler, in_specs=(spec, spec), out_specs=(spec, spec), **kw)
+    solve = jax.shard_map(xla_ffi_rs.kepler, in_specs=(spec, spec), out_specs=(spec, spec), **kw)
     sin_e, _ = jax.jit(solve)(m, e)
     np.testing.assert_allclose(sin_e, np.sin(kepler_solve_np(m, e)), rtol=1e-10, atol=1e-12)
