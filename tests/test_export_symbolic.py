@@ -32,7 +32,10 @@ def _cases() -> list[Any]:
     return [
         pytest.param(jax.vmap(xr.kepler), (spec(b, 3), spec(b, 3)), "xla_ffi_rs.kepler: operand 0", id="kepler"),
         pytest.param(
-            jax.vmap(xr.kepler, in_axes=(1, None)), (spec(3, b), spec(3)), "xla_ffi_rs.kepler: operand 0", id="kepler-axis1"
+            jax.vmap(xr.kepler, in_axes=(1, None)),
+            (spec(3, b), spec(3)),
+            "xla_ffi_rs.kepler: operand 0",
+            id="kepler-axis1",
         ),
         pytest.param(
             jax.vmap(jax.grad(lambda m, e: xr.kepler(m, e)[0].sum())),
@@ -40,7 +43,9 @@ def _cases() -> list[Any]:
             "xla_ffi_rs.kepler: operand 0",
             id="kepler-grad",
         ),
-        pytest.param(jax.vmap(xr.rms_norm), (spec(b, 2, 8), spec(b, 8)), "xla_ffi_rs.rms_norm_fwd: operand 0", id="rms_norm"),
+        pytest.param(
+            jax.vmap(xr.rms_norm), (spec(b, 2, 8), spec(b, 8)), "xla_ffi_rs.rms_norm_fwd: operand 0", id="rms_norm"
+        ),
         pytest.param(
             jax.vmap(xr.rms_norm, in_axes=(0, None)),
             (spec(b, 2, 8), spec(8)),
@@ -54,7 +59,10 @@ def _cases() -> list[Any]:
             id="rms_norm_inplace",
         ),
         pytest.param(
-            jax.vmap(lambda x: scale(x, factor=2.0)[0]), (spec(b, 4),), "xla_ffi_rs.examples.scale: operand 0", id="binding"
+            jax.vmap(lambda x: scale(x, factor=2.0)[0]),
+            (spec(b, 4),),
+            "xla_ffi_rs.examples.scale: operand 0",
+            id="binding",
         ),
     ]
 
