@@ -136,6 +136,25 @@ def test_an_export_for_another_platform_is_refused(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_shape_polymorphic_export_is_refused_naming_the_dimension(tmp_path: Path) -> None:
+    """docs/outside-python.md: a ``jax.export`` file with symbolic dimensions (the
+    package's ops refuse them when exporting; a jnp-only program has them) is
+    refused naming the dimension, ``4*k`` as written, before any input is read."""
+    import jax  # only this test exports: the others run files make_exports.py wrote
+    import jax.numpy as jnp
+
+    for spec, shape in (("b, 4", (3, 4)), ("2, 4*k", (2, 8))):
+        dims = jax.export.symbolic_shape(spec)
+        exported = jax.export.export(jax.jit(lambda x: jnp.sin(x) * 2))(jax.ShapeDtypeStruct(dims, jnp.float32))
+        model = tmp_path / "poly.jaxexport"
+        model.write_bytes(bytes(exported.serialize()))
+        np.save(tmp_path / "in0.npy", np.ones(shape, np.float32))
+        done = run(model, tmp_path / "in0.npy", "--out", tmp_path / "out", handlers=("ops",))
+        name = spec.split(", ")[0 if spec.startswith("b") else 1]
+        assert_error(done, f"dimension '{name}' is symbolic", "shape-polymorphic exports are not supported")
+        assert not (tmp_path / "out").exists()
+
+
 def test_the_committed_export_still_runs_to_its_results(tmp_path: Path) -> None:
     """Exports outlive releases: the program that tests/host/golden holds (made
     with an earlier release, see its README) runs to the same results."""

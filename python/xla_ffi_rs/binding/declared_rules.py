@@ -48,7 +48,9 @@ BatchDim = int | None
 
 
 def _size(operands: Sequence[Any], dims: Sequence[BatchDim]) -> int:
-    return next(int(jnp.shape(x)[d]) for x, d in zip(operands, dims, strict=True) if d is not NOT_MAPPED)
+    """The vmapped size; a symbolic dimension (jax.export) is kept as it is, so that
+    the op's own check refuses it naming the target and operand."""
+    return next(jnp.shape(x)[d] for x, d in zip(operands, dims, strict=True) if d is not NOT_MAPPED)
 
 
 def batching_rule(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[BatchDim]]]:

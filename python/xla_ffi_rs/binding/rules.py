@@ -72,10 +72,14 @@ def move_batch_axis_to_front(x: Any, dim: BatchDim, size: int) -> jax.Array:
 
 
 def batch_size(operands: Sequence[Any], dims: Sequence[BatchDim]) -> int:
-    """The size of the vmapped axis, read from the first batched operand."""
+    """The size of the vmapped axis, read from the first batched operand: an int, or
+    under ``jax.export`` with symbolic shapes the symbolic dimension as it is (not
+    forced to an int, which would raise JAX's ``InconclusiveDimensionOperation``
+    before the op's own check can name the target and operand)."""
     for x, d in zip(operands, dims, strict=True):
         if d is not NOT_MAPPED:
-            return int(jnp.shape(x)[d])
+            size: int = jnp.shape(x)[d]
+            return size
     raise ValueError("batching rule called with no batched operand")
 
 
