@@ -33,6 +33,8 @@ from xla_ffi_rs._validation import (
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op, tensor_parallel_or_none
 
+__all__ = ["rms_norm_inplace", "rms_norm_inplace_op"]
+
 #: The forward target's op (its declaration), with y written into x's buffer.
 assert rms_norm_fwd_op.declaration is not None
 rms_norm_inplace_op = binding.op(
