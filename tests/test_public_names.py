@@ -2,6 +2,7 @@
 
 * ``xla_ffi_rs.__all__`` is what the ``xla_ffi_rs`` row of docs/python-api.md's
   Modules table lists, and ``dir(xla_ffi_rs)`` shows no other public name.
+* Each function of the package has an example in its docstring (help() shows it).
 * Each module of that table has an ``__all__``, whose functions and classes name
   a public module as their ``__module__`` (help() and Sphinx show where users find
   them) and have real signatures.
@@ -84,6 +85,18 @@ def test_each_documented_module_names_its_public_api(module: str) -> None:
                 if kinds == {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}:
                     bad.append(f"{module}.{name} has the signature (*args, **kwargs)")
     assert not bad, "\n".join(bad)
+
+
+def test_each_package_function_shows_an_example_in_help() -> None:
+    """help(xla_ffi_rs.f) shows a docstring with an example (test_docstrings.py runs them)."""
+    functions = [
+        n
+        for n in xla_ffi_rs.__all__
+        if callable(getattr(xla_ffi_rs, n)) and not inspect.ismodule(getattr(xla_ffi_rs, n))
+    ]
+    assert "kepler" in functions and "python_op" in functions, functions
+    missing = [n for n in functions if ">>> " not in (getattr(xla_ffi_rs, n).__doc__ or "")]
+    assert not missing, f"no example in the docstring of: {missing}"
 
 
 def test_version_is_the_installed_distribution_version() -> None:
