@@ -115,6 +115,48 @@ def test_binding_op_types() -> None:
     assert moved.shape == (3, 2)
 
 
+def test_binding_op_rules_keep_their_types() -> None:
+    """def_jvp, def_transpose and def_batching return the rule as it is, so a
+    decorated rule keeps its own signature (not the rule alias, which is all Any)."""
+    double = Op("types_double", abstract_eval=same_as_operands(1), jnp_impl=lambda x: (2 * x,))
+
+    @double.def_jvp
+    def double_jvp(
+        primals: tuple[jax.Array, ...], tangents: tuple[jax.Array, ...]
+    ) -> tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]:
+        return double(*primals), double(*tangents)
+
+    @double.def_transpose
+    def double_transpose(cts: tuple[jax.Array, ...], x: object) -> tuple[jax.Array]:
+        return (2 * cts[0],)
+
+    @double.def_batching
+    def double_batching(
+        operands: tuple[jax.Array, ...], dims: tuple[int | None, ...]
+    ) -> tuple[tuple[jax.Array, ...], tuple[int | None]]:
+        return double(*operands), (dims[0],)
+
+    one = jnp.ones(2)
+    assert_type(double_jvp((one,), (one,)), tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]])
+    assert_type(double_transpose((one,), None), tuple[jax.Array])
+    assert_type(double_batching((one,), (0,)), tuple[tuple[jax.Array, ...], tuple[int | None]])
+    np.testing.assert_array_equal(np.asarray(jax.grad(lambda x: double(x)[0].sum())(one)), [2.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda x: double(x)[0])(jnp.ones((3, 2)))), np.full((3, 2), 2.0))
+
+
+def test_modules_are_attributes_of_the_package() -> None:
+    """After ``import xla_ffi_rs`` alone, its public modules are attributes, for type
+    checkers as at runtime (mypy: 'Module has no attribute' otherwise)."""
+    s, c = assert_type(xr.ops.kepler.kepler_jnp(jnp.zeros(2), jnp.zeros(2)), tuple[jax.Array, jax.Array])
+    np.testing.assert_allclose(np.asarray(s), [0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(np.asarray(c), [1.0, 1.0])
+    assert_type(xr.ops.rms_norm.bwd_workspace_rows(4), int)
+    assert_type(xr.ops.rms_norm_inplace.rms_norm_inplace(np.ones(2), np.ones(2)), jax.Array)
+    assert isinstance(assert_type(xr.sharding.shardy_partitions(), bool), bool)
+    assert assert_type(xr.dtypes.result_dtype(np.float16, np.float32), np.dtype) == np.float32
+    assert assert_type(xr.python_ops.core_axes(3, (0,)), list[int]) == [1, 2]
+
+
 def test_package_level_names_types() -> None:
     """The names the package gives for what only its private native module had."""
     from xla_ffi_rs import dtypes, examples, python_ops

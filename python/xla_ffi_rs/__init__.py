@@ -31,15 +31,17 @@ for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
 :func:`xla_ffi_rs.binding.op` builds an op from.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: it would leave a public-looking
+# ``xla_ffi_rs.annotations`` in ``dir(xla_ffi_rs)``; the annotations below run as they are.
 from xla_ffi_rs import _native, _registration, _versions
 from xla_ffi_rs._registration import declarations, handlers, register_targets, runtime_ffi_api, target_names
 
 _versions.warn_if_unsupported()
 _registration.register_all()
 
-from xla_ffi_rs import binding  # noqa: E402
+# The public modules by name, so that ``xla_ffi_rs.ops.kepler``, ``xla_ffi_rs.sharding``
+# and the others are attributes for type checkers too (they are imported anyway).
+from xla_ffi_rs import binding, dtypes, ops, python_ops, sharding  # noqa: E402
 from xla_ffi_rs._export import export_checks  # noqa: E402
 from xla_ffi_rs.ops.kepler import kepler  # noqa: E402
 from xla_ffi_rs.ops.rms_norm import rms_norm  # noqa: E402
@@ -47,6 +49,12 @@ from xla_ffi_rs.ops.rms_norm_inplace import rms_norm_inplace  # noqa: E402
 from xla_ffi_rs.python_ops import linear_op, multilinear_op, nonlinear_op, python_op  # noqa: E402
 
 __version__: str = _native.__version__
+
+# The functions defined in private modules are documented (help(), IDEs, Sphinx) as
+# the package's own: their __module__ names where users find them.
+for _function in (declarations, export_checks, handlers, register_targets, runtime_ffi_api, target_names):
+    _function.__module__ = __name__
+del _function
 
 #: Whether the native module was built with the CUDA handlers (feature ``cuda``).
 has_cuda: bool = bool(_native.has_cuda)
@@ -68,6 +76,7 @@ __all__ = [
     "__version__",
     "binding",
     "declarations",
+    "dtypes",
     "export_checks",
     "handlers",
     "has_cuda",
@@ -76,10 +85,13 @@ __all__ = [
     "min_api_version",
     "multilinear_op",
     "nonlinear_op",
+    "ops",
     "python_op",
+    "python_ops",
     "register_targets",
     "rms_norm",
     "rms_norm_inplace",
     "runtime_ffi_api",
+    "sharding",
     "target_names",
 ]

@@ -39,6 +39,14 @@ def export_checks() -> list[DisabledSafetyCheck]:
     registered with :func:`~xla_ffi_rs.register_targets`. The serialized artifact calls the
     targets by name, so the process that deserializes and runs it must have
     imported ``xla_ffi_rs`` (of a version with the same targets and attributes).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import xla_ffi_rs as xr
+        >>> x, w = jnp.ones((2, 4)), jnp.ones(4)
+        >>> exported = jax.export.export(jax.jit(xr.rms_norm), disabled_checks=xr.export_checks())(x, w)
+        >>> exported.call(x, w).shape
+        (2, 4)
     """
     names = sorted(_registration.registered_names() - _NOT_EXPORTABLE)
     return [DisabledSafetyCheck.custom_call(name) for name in names]

@@ -2,6 +2,28 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+__all__ = [
+    "__version__",
+    "active_calls",
+    "async_demo_targets",
+    "bwd_workspace_rows",
+    "close",
+    "declarations",
+    "eps_problem",
+    "example_targets",
+    "has_cuda",
+    "infer",
+    "kernel_floats",
+    "min_api_version",
+    "promotion_table",
+    "register",
+    "registered",
+    "state_types",
+    "targets",
+    "targets_registered",
+    "unregister",
+]
+
 __version__: str
 has_cuda: bool
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from xla_ffi_rs import _native, _registration
 
+__all__ = ["handlers", "register", "register_async"]
+
 
 def handlers(platform: str) -> dict[str, object]:
     """The native handlers of the example targets for ``platform`` (see

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -80,6 +80,12 @@ JvpRule = Callable[..., tuple[Sequence[Any], Sequence[Any]]]
 TransposeRule = Callable[..., Sequence[Any]]
 #: ``(operands, batch_dims, **params) -> (results, result_batch_dims)``.
 BatchRule = Callable[..., tuple[Sequence[Any], Sequence[BatchDim]]]
+
+# A rule given to def_jvp, def_transpose or def_batching is returned as it is, with
+# its own type, so that a decorated function keeps its signature for type checkers.
+_JvpRuleT = TypeVar("_JvpRuleT", bound=JvpRule)
+_TransposeRuleT = TypeVar("_TransposeRuleT", bound=TransposeRule)
+_BatchRuleT = TypeVar("_BatchRuleT", bound=BatchRule)
 
 
 class Op:
@@ -427,7 +433,7 @@ class Op:
 
     # -- transformation rules ---------------------------------------------
 
-    def def_jvp(self, rule: JvpRule) -> JvpRule:
+    def def_jvp(self, rule: _JvpRuleT) -> _JvpRuleT:
         """Register the JVP rule (usable as a decorator). It is called as
         ``rule(primals, tangents, **params)``, with the call's attributes."""
         self._check_rule(rule, "JVP")
@@ -440,7 +446,7 @@ class Op:
         self._rule_defined()
         return rule
 
-    def def_transpose(self, rule: TransposeRule) -> TransposeRule:
+    def def_transpose(self, rule: _TransposeRuleT) -> _TransposeRuleT:
         """Register the transpose rule of an op linear in some operands. It is called
         as ``rule(cotangents, *operands, **params)``, with the call's attributes."""
         self._check_rule(rule, "transpose")
@@ -467,7 +473,7 @@ class Op:
         if forget is not None:
             forget(self)
 
-    def def_batching(self, rule: BatchRule) -> BatchRule:
+    def def_batching(self, rule: _BatchRuleT) -> _BatchRuleT:
         """Register the batching (vmap) rule."""
 
         ref, name = self._ref, self.name

@@ -5,7 +5,7 @@ Each module holds its op's JAX primitives (``*_op``), their rules, its jnp
 reference formulas (``*_jnp``, what platforms without the target lower) and the
 public function, which the package re-exports: ``xla_ffi_rs.kepler``,
 ``xla_ffi_rs.rms_norm``, ``xla_ffi_rs.rms_norm_inplace``. This package itself
-defines no names, so ``xla_ffi_rs.ops.kepler`` is always the module.
+defines no names but its modules, so ``xla_ffi_rs.ops.kepler`` is always the module.
 :mod:`xla_ffi_rs.ops.rms_norm_tp` holds rms_norm's tensor-parallel path (x split
 along its normalized axes), which ``xla_ffi_rs.rms_norm`` takes by itself.
 
@@ -15,6 +15,8 @@ Example:
     'kepler'
 """
 
-from __future__ import annotations
+# The op modules by name (and no other names), so that ``xla_ffi_rs.ops.kepler``
+# is the module for type checkers too, after ``import xla_ffi_rs`` alone.
+from xla_ffi_rs.ops import kepler, rms_norm, rms_norm_inplace, rms_norm_tp
 
-__all__: list[str] = []
+__all__ = ["kepler", "rms_norm", "rms_norm_inplace", "rms_norm_tp"]

@@ -33,6 +33,8 @@ from xla_ffi_rs._validation import (
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op, tensor_parallel_or_none
 
+__all__ = ["rms_norm_inplace", "rms_norm_inplace_op"]
+
 #: The forward target's op (its declaration), with y written into x's buffer.
 assert rms_norm_fwd_op.declaration is not None
 rms_norm_inplace_op = binding.op(
@@ -94,6 +96,13 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
       ValueError: if ``weight.shape`` is not a suffix of ``x.shape``, or ``eps`` is
         negative, not finite, or beyond the largest value of the type the rows
         accumulate in (float32, float64 for float64 rows).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import xla_ffi_rs as xr
+        >>> f = jax.jit(lambda x, w: xr.rms_norm_inplace(x, w, eps=0.0), donate_argnums=0)
+        >>> f(jnp.full((2, 2), 3.0), jnp.full(2, 2.0)).tolist()
+        [[2.0, 2.0], [2.0, 2.0]]
     """
     x = jnp.asarray(array_like("rms_norm_inplace", "x", x, "a float array"))
     weight = jnp.asarray(array_like("rms_norm_inplace", "weight", weight, "a float array"))

@@ -98,6 +98,15 @@ def linear_op(
         it once per element.
       name: the op's name (default ``linear_op[<f's qualified name>]``); its
         transpose is ``<name>.T``.
+
+    Example, a cumulative sum, whose transpose sums from the end:
+
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> from xla_ffi_rs import linear_op
+        >>> cumsum = linear_op(np.cumsum, lambda ct: np.cumsum(ct[::-1])[::-1],
+        ...                    abstract_eval=lambda x: x, abstract_eval_T=lambda ct: ct)
+        >>> jax.grad(lambda x: (cumsum(x) * jnp.arange(3.0)).sum())(jnp.ones(3)).tolist()
+        [3.0, 3.0, 2.0]
     """
     fixed_ = _check_common(
         "linear_op",
@@ -144,6 +153,18 @@ def multilinear_op(
     computed with. The transposes are linear in the cotangents (second order in
     the cotangents works; in the other operands, they are fixed). Other arguments
     as for :func:`linear_op`.
+
+    Example, the elementwise product, linear in ``x`` and in ``y``:
+
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> from xla_ffi_rs import multilinear_op
+        >>> mul = multilinear_op(np.multiply, [lambda y, ct: ct * y, lambda x, ct: ct * x],
+        ...                      abstract_eval=lambda x, y: x,
+        ...                      abstract_eval_T=[lambda y, ct: y, lambda x, ct: x])
+        >>> x, y = jnp.array([1.0, 2.0]), jnp.array([3.0, 4.0])
+        >>> dx, dy = jax.grad(lambda x, y: mul(x, y).sum(), (0, 1))(x, y)
+        >>> dx.tolist(), dy.tolist()
+        ([3.0, 4.0], [1.0, 2.0])
     """
     for arg, value in (("transposes", transposes), ("abstract_eval_T", abstract_eval_T)):
         if callable(value) or not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
@@ -202,6 +223,16 @@ def nonlinear_op(
     look like the non-fixed operands. ``jvp``, ``vjp``, ``grad`` and ``vmap`` work;
     a second derivative with respect to the operands raises ``ValueError`` (the
     JVP is linear in the tangents only). Other arguments as for :func:`linear_op`.
+
+    Example:
+
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> from xla_ffi_rs import nonlinear_op
+        >>> sin = nonlinear_op(np.sin, lambda x, t: np.cos(x) * t, lambda x, ct: np.cos(x) * ct,
+        ...                    abstract_eval=lambda x: x)
+        >>> x = jnp.array([0.0, 0.5])
+        >>> bool(jnp.allclose(jax.grad(lambda x: sin(x).sum())(x), jnp.cos(x)))
+        True
     """
     fixed_ = _check_common(
         "nonlinear_op",

@@ -73,6 +73,7 @@ itself for an elementwise function)."""
 #: A rule given to :meth:`PythonOp.def_jvp_rule` or :meth:`PythonOp.def_transpose_rule`,
 #: returned as it is (so the decorated function keeps its type).
 _Rule = TypeVar("_Rule", bound=Callable[..., Any])
+_BatchRuleT = TypeVar("_BatchRuleT", bound=BatchRule)
 
 
 class PythonOp(Op):
@@ -430,7 +431,7 @@ class PythonOp(Op):
         )
         return rule
 
-    def def_batching(self, rule: BatchRule) -> BatchRule:
+    def def_batching(self, rule: _BatchRuleT) -> _BatchRuleT:
         """Register a batching rule of your own: ``rule(operands, dims, **params)`` with
         the op's static parameters, returning ``(results, result_dims)``."""
         self._callable_rule("batching", rule)
