@@ -62,8 +62,11 @@ def test_the_package_all_is_the_documented_list() -> None:
 
 def test_dir_of_the_package_shows_no_other_public_name() -> None:
     shown = {n for n in dir(xla_ffi_rs) if not n.startswith("_")}
-    assert shown <= set(xla_ffi_rs.__all__), (
-        f"public-looking names not in __all__: {sorted(shown - set(xla_ffi_rs.__all__))}"
+    # A documented module outside __all__ (``xla_ffi_rs.examples``) becomes an
+    # attribute once anything imports it: that is Python's doing, and it is public.
+    modules = {m.split(".")[1] for m in modules_table() if m.count(".") == 1}
+    assert shown <= set(xla_ffi_rs.__all__) | modules, (
+        f"public-looking names not in __all__: {sorted(shown - set(xla_ffi_rs.__all__) - modules)}"
     )
 
 
