@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import kepler_residual, rms_norm_bwd_np, rms_norm_np
 
 import xla_ffi_rs as xr
+from helpers import kepler_residual, rms_norm_bwd_np, rms_norm_np
 from xla_ffi_rs import binding
 
 RS = np.random.RandomState(0)
@@ -39,8 +39,10 @@ def strict() -> Iterator[None]:
 # -- strict dtype promotion, rank promotion "raise" -----------------------------
 
 
-@pytest.mark.parametrize("x_dtype, w_dtype", [(jnp.float32, jnp.bfloat16), (jnp.bfloat16, jnp.float32),
-                                              (jnp.float16, jnp.float32), (jnp.float32, jnp.float64)])
+@pytest.mark.parametrize(
+    "x_dtype, w_dtype",
+    [(jnp.float32, jnp.bfloat16), (jnp.bfloat16, jnp.float32), (jnp.float16, jnp.float32), (jnp.float32, jnp.float64)],
+)
 def test_rms_norm_mixed_weight_dtype_under_strict(x_dtype: Any, w_dtype: Any) -> None:
     x, w = jnp.asarray(X, x_dtype), jnp.asarray(W, w_dtype)
     with strict():
@@ -105,7 +107,10 @@ def test_kepler_under_strict(dtype: Any) -> None:
 def test_kepler_mixed_strong_dtypes_under_strict_name_kepler() -> None:
     """kepler promotes its two arguments as jnp's binary functions do (jnp.arctan2):
     under "strict" two different strong dtypes are refused, naming kepler."""
-    with strict(), pytest.raises(jax.dtypes.TypePromotionError, match=r"^kepler: mean_anomaly and eccentricity: .*strict"):
+    with (
+        strict(),
+        pytest.raises(jax.dtypes.TypePromotionError, match=r"^kepler: mean_anomaly and eccentricity: .*strict"),
+    ):
         xr.kepler(jnp.asarray(M, jnp.float16), jnp.float32(0.3))
 
 
