@@ -207,7 +207,7 @@ def mark_primitive_callable(fun: Callable[..., Any], name: str) -> None:
     re-ran the function "de-optimized", whose bind ran this jitted function again:
     a RecursionError. JAX has no public spelling (``fun._apply_primitive``)."""
     fun.__name__ = fun.__qualname__ = name
-    fun._apply_primitive = True
+    fun._apply_primitive = True  # type: ignore[attr-defined]
 
 
 def weakly_typed(x: jax.Array) -> jax.Array:

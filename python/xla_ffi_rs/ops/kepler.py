@@ -511,8 +511,8 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
     check_real_or_integer("kepler", "eccentricity", jnp.result_type(eccentricity))
     try:
         dtype = jnp.result_type(mean_anomaly, eccentricity)
-    except jax.dtypes.TypePromotionError as e:  # jax_numpy_dtype_promotion="strict": as jnp's own functions
-        raise jax.dtypes.TypePromotionError(f"kepler: mean_anomaly and eccentricity: {e}") from None
+    except jax.dtypes.TypePromotionError as err:  # jax_numpy_dtype_promotion="strict": as jnp's own functions
+        raise jax.dtypes.TypePromotionError(f"kepler: mean_anomaly and eccentricity: {err}") from None
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
     compute = dtype if dtype in _KERNEL_DTYPES else jnp.dtype(jnp.float32)
