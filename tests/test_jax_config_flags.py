@@ -76,12 +76,15 @@ def test_rms_norm_derivatives_under_rank_promotion_raise() -> None:
     with strict():
         _, dy = jax.jvp(lambda x, w: xr.rms_norm(x, w, eps=1e-6), (x, w), (tx, tw))
         _, dy_inplace = jax.jvp(lambda x, w: xr.rms_norm_inplace(x, w, eps=1e-6), (x, w), (tx, tw))
+        # jitted: the formulas are lowered after the trace, outside the call of the op
+        _, dy_jit = jax.jit(lambda p, t: jax.jvp(lambda x, w: xr.rms_norm(x, w, eps=1e-6), p, t))((x, w), (tx, tw))
         hess = jax.hessian(lambda x: xr.rms_norm(x, w, eps=1e-6).sum())(x[0, 0])
         vmapped = jax.vmap(lambda w: xr.rms_norm(x, w, eps=1e-6))(jnp.stack([w, 2 * w]))
     h = 1e-6  # central difference of the float64 formula
     ref = (rms_norm_np(x + h * tx, w + h * tw, 1e-6)[0] - rms_norm_np(x - h * tx, w - h * tw, 1e-6)[0]) / (2 * h)
     np.testing.assert_allclose(dy, ref, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(dy_inplace, ref, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dy_jit, ref, rtol=1e-6, atol=1e-7)
     ref_h = jax.hessian(lambda x: (x * jax.lax.rsqrt(jnp.mean(x * x) + 1e-6) * w).sum())(x[0, 0])
     np.testing.assert_allclose(hess, ref_h, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(vmapped[1], rms_norm_np(x, 2 * w, 1e-6)[0], rtol=1e-12)
