@@ -23,8 +23,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any, cast
 
@@ -186,6 +186,30 @@ def eval_context() -> AbstractContextManager[None]:
     return cast(AbstractContextManager[None], context())
 
 
+@contextmanager
+def standard_numpy() -> Iterator[None]:
+    """JAX's default NumPy promotion rules (``jax_numpy_dtype_promotion="standard"``,
+    ``jax_numpy_rank_promotion="allow"``), whatever the user set, for this
+    package's own jnp code (reference formulas, rules) which mixes dtypes and ranks
+    on purpose: a user's ``"strict"`` or ``"raise"`` is for the user's code, and
+    made a valid call of an op fail inside it (``TypePromotionError``, "could not be
+    broadcast together"). A context manager, or a decorator:
+    ``@standard_numpy()``."""
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def mark_primitive_callable(fun: Callable[..., Any], name: str) -> None:
+    """Mark ``fun`` (one primitive's bind, about to be jitted for an eager call) as
+    JAX marks its own (``dispatch.xla_primitive_callable``): under ``jax_debug_nans``
+    or ``jax_debug_infs``, a NaN or inf in its output is then a FloatingPointError
+    naming the primitive ("invalid value (nan) encountered in NAME"). Unmarked, JAX
+    re-ran the function "de-optimized", whose bind ran this jitted function again:
+    a RecursionError. JAX has no public spelling (``fun._apply_primitive``)."""
+    fun.__name__ = fun.__qualname__ = name
+    fun._apply_primitive = True  # type: ignore[attr-defined]
+
+
 def weakly_typed(x: jax.Array) -> jax.Array:
     """``x`` weakly typed (as a result computed from Python scalars is), same dtype
     and values. JAX has no public spelling of this conversion
@@ -241,9 +265,11 @@ __all__ = [
     "forget_primitive",
     "linearize_with",
     "literal_value",
+    "mark_primitive_callable",
     "mlir",
     "ordered_effect",
     "pe",
     "sdy_sharding_rule",
     "set_batching_rule",
+    "standard_numpy",
 ]

@@ -174,7 +174,12 @@ def promote_weak(*arrays: jax.Array) -> tuple[jax.Array, ...]:
     with a weight ``1.0`` is float16, under x64 on or off, as ``x * 1.0`` is. The
     conversion is made even where the dtype is already right: its transpose gives
     the cotangent back weakly typed, so ``jax.grad`` with respect to a Python float
-    is weakly typed, as jnp's is (the kernels' results are not)."""
+    is weakly typed, as jnp's is (the kernels' results are not). Without a weakly
+    typed one nothing is promoted here (the op's dtype rule decides), so a
+    bfloat16 weight with a float32 ``x`` is valid under
+    ``jax_numpy_dtype_promotion="strict"`` too."""
+    if not any(jax.typeof(a).weak_type for a in arrays):
+        return arrays
     dtype = jnp.result_type(*arrays)
     if not jnp.issubdtype(dtype, jnp.floating):
         return arrays

@@ -31,6 +31,7 @@ from xla_ffi_rs._compat import (
     batching,
     eval_context,
     forget_primitive,
+    mark_primitive_callable,
     mlir,
     ordered_effect,
     ordered_effect_sharding,
@@ -782,8 +783,9 @@ def _binder(primitive: Primitive, params: Params) -> Callable[..., Any]:
         return primitive.bind(*operands, **params)
 
     # JAX's errors about the call's arguments (operands committed to different
-    # devices, say) name the function jitted: the op, not `_binder.<locals>.bind`.
-    bind.__name__ = bind.__qualname__ = primitive.name
+    # devices, say) name the function jitted: the op, not `_binder.<locals>.bind`;
+    # and a NaN under jax_debug_nans is an error naming it, as for JAX's primitives.
+    mark_primitive_callable(bind, primitive.name)
     return bind
 
 

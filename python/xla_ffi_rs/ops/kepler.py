@@ -70,6 +70,7 @@ from xla_ffi_rs._compat import (
     literal_value,
     pe,
     set_batching_rule,
+    standard_numpy,
 )
 from xla_ffi_rs._validation import array_like, check_real_or_integer, weak_if_all_weak
 from xla_ffi_rs.binding.op_class import explicit_spec
@@ -95,6 +96,7 @@ __all__ = [
 _KEPLER_STEPS = 8
 
 
+@standard_numpy()
 def kepler_jnp(mean_anomaly: jax.Array, eccentricity: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The jnp reference of the ``kepler`` target: ``(sin E, cos E)`` with
     ``E - e sin E = M`` (M reduced modulo the real 2 pi as the kernels reduce it);
@@ -130,6 +132,7 @@ def _over_one_minus_e_cos(num: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e:
     return num * scale / den
 
 
+@standard_numpy()
 def kepler_tangent_jnp(
     d_mean_anomaly: jax.Array, d_eccentricity: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
@@ -139,6 +142,7 @@ def kepler_tangent_jnp(
     return cos_e * t, -(sin_e * t)
 
 
+@standard_numpy()
 def kepler_cotangent_jnp(
     ct_sin_e: jax.Array, ct_cos_e: jax.Array, e: jax.Array, sin_e: jax.Array, cos_e: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
@@ -149,6 +153,7 @@ def kepler_cotangent_jnp(
     return t, sin_e * t
 
 
+@standard_numpy()
 def kepler_jvp_jnp(
     mean_anomaly: jax.Array, eccentricity: jax.Array, d_mean_anomaly: jax.Array, d_eccentricity: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
@@ -504,7 +509,10 @@ def kepler(mean_anomaly: ArrayLike, eccentricity: ArrayLike) -> tuple[jax.Array,
     eccentricity = array_like("kepler", "eccentricity", eccentricity, expected)
     check_real_or_integer("kepler", "mean_anomaly", jnp.result_type(mean_anomaly))
     check_real_or_integer("kepler", "eccentricity", jnp.result_type(eccentricity))
-    dtype = jnp.result_type(mean_anomaly, eccentricity)
+    try:
+        dtype = jnp.result_type(mean_anomaly, eccentricity)
+    except jax.dtypes.TypePromotionError as err:  # jax_numpy_dtype_promotion="strict": as jnp's own functions
+        raise jax.dtypes.TypePromotionError(f"kepler: mean_anomaly and eccentricity: {err}") from None
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
     compute = dtype if dtype in _KERNEL_DTYPES else jnp.dtype(jnp.float32)

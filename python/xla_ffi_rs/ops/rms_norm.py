@@ -49,7 +49,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
 from xla_ffi_rs import sharding as _sharding
-from xla_ffi_rs._compat import ShapedArray, mlir
+from xla_ffi_rs._compat import ShapedArray, mlir, standard_numpy
 from xla_ffi_rs._validation import (
     array_like,
     check_eps_fits,
@@ -95,6 +95,7 @@ def _expand(r: jax.Array, weight_ndim: int) -> jax.Array:
     return r.reshape(r.shape + (1,) * weight_ndim)
 
 
+@standard_numpy()
 def rms_norm_inv_rms_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Array:
     """inv_rms = 1 / sqrt(mean(x**2) + eps) over the trailing ``weight.ndim`` axes,
     in the accumulation dtype (one fused reduction). Rows of no elements
@@ -106,6 +107,7 @@ def rms_norm_inv_rms_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> jax.
     return jax.lax.rsqrt(mean + jnp.asarray(eps, acc))
 
 
+@standard_numpy()
 def rms_norm_fwd_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[jax.Array, jax.Array]:
     """The jnp reference of the ``rms_norm_fwd`` target: ``(y, inv_rms)`` in the
     kernels' accumulation dtype (platforms without the target lower this).
@@ -121,6 +123,7 @@ def rms_norm_fwd_jnp(x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[ja
     return y.astype(result_dtype(x.dtype, weight.dtype)), inv
 
 
+@standard_numpy()
 def rms_norm_bwd_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, *, eps: float) -> tuple[jax.Array, jax.Array]:
     """The jnp reference of the ``rms_norm_bwd`` target: ``(dx, dweight)``, with
     ``inv_rms`` recomputed from ``x`` as the target does."""
@@ -136,6 +139,7 @@ def rms_norm_bwd_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, *, eps: flo
     return dx.astype(x.dtype), _dweight(dy, x, weight, inv_rms)
 
 
+@standard_numpy()
 def rms_norm_dweight_jnp(dy: jax.Array, x: jax.Array, weight: jax.Array, *, eps: float) -> jax.Array:
     """dweight = sum over the leading axes of dy * x * inv_rms (one fused reduction,
     ``inv_rms`` recomputed from ``x``).
@@ -154,6 +158,7 @@ def _dweight(dy: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array)
     return dw.astype(weight.dtype)
 
 
+@standard_numpy()
 def rms_norm_tangent_jnp(
     dx: jax.Array, dweight: jax.Array, x: jax.Array, weight: jax.Array, inv_rms: jax.Array, *, eps: float = 0.0
 ) -> tuple[jax.Array]:
@@ -283,6 +288,7 @@ Arrays = tuple[jax.Array, ...]
 
 
 @rms_norm_fwd_op.def_jvp
+@standard_numpy()
 def _fwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
     """Forward mode: y' from the linear tangent op, inv_rms' in jnp, both from
     the forward kernel's inv_rms.
@@ -320,6 +326,7 @@ def _tangent_transpose(
 
 
 @rms_norm_tangent_op.def_jvp
+@standard_numpy()
 def _tangent_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
     """Second order through forward mode: differentiate the jnp formula."""
     outs = rms_norm_tangent_op(*primals, eps=eps)
@@ -328,6 +335,7 @@ def _tangent_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arra
 
 
 @rms_norm_bwd_op.def_jvp
+@standard_numpy()
 def _bwd_jvp(primals: Arrays, tangents: Arrays, *, eps: float) -> tuple[Arrays, Arrays]:
     """Second order through reverse mode: kernel for values, jnp for tangents."""
     outs = rms_norm_bwd_op(*primals, eps=eps)
@@ -344,6 +352,7 @@ def _broadcast_core(w: jax.Array, ndim: int) -> jax.Array:
 
 
 @rms_norm_fwd_op.def_batching
+@standard_numpy()
 def _fwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> tuple[Arrays, tuple[int, int]]:
     """One kernel call; a batched weight is applied after a call with unit weight."""
     size = batch_size(operands, dims)
@@ -357,6 +366,7 @@ def _fwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> t
 
 
 @rms_norm_bwd_op.def_batching
+@standard_numpy()
 def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> tuple[Arrays, tuple[int, int]]:
     """One kernel call for dx; dweight per batch element by a jnp reduction.
 
@@ -396,6 +406,7 @@ def tensor_parallel_or_none(x: jax.Array, weight: jax.Array, eps: float) -> jax.
     return rms_norm_tensor_parallel(x, weight, eps=eps)
 
 
+@standard_numpy()
 def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """Root-mean-square normalization over the trailing ``weight.ndim`` axes.
 

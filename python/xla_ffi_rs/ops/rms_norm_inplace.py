@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import binding
+from xla_ffi_rs._compat import standard_numpy
 from xla_ffi_rs._validation import (
     array_like,
     check_eps_fits,
@@ -31,6 +32,7 @@ from xla_ffi_rs._validation import (
     weak_if_all_weak,
 )
 from xla_ffi_rs.binding import BatchDim, batch_size, move_batch_axis_to_front
+from xla_ffi_rs.dtypes import result_dtype
 from xla_ffi_rs.ops.rms_norm import kernel_or_formula, rms_norm_fwd_jnp, rms_norm_fwd_op, tensor_parallel_or_none
 
 __all__ = ["rms_norm_inplace", "rms_norm_inplace_op"]
@@ -49,12 +51,14 @@ kernel_or_formula(rms_norm_inplace_op, 0)
 
 
 @rms_norm_inplace_op.def_jvp
+@standard_numpy()
 def _jvp(primals: tuple[jax.Array, ...], tangents: tuple[jax.Array, ...], *, eps: float) -> Any:
     """Differentiation sees the functional op: the same rules as ``rms_norm``."""
     return jax.jvp(lambda x, w: rms_norm_fwd_op(x, w, eps=eps), primals, tangents)
 
 
 @rms_norm_inplace_op.def_batching
+@standard_numpy()
 def _batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> Any:
     """One in-place call when only ``x`` is batched; else the out-of-place op's rule."""
     (x, weight), (x_dim, w_dim) = operands, dims
@@ -64,6 +68,7 @@ def _batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> Any:
     return rms_norm_inplace_op(x, weight, eps=eps), (0, 0)
 
 
+@standard_numpy()
 def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
     """:func:`xla_ffi_rs.rms_norm`, with the result written into ``x``'s buffer.
 
@@ -111,7 +116,7 @@ def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.
     given = (x, weight)
     x, weight = promote_weak(x, weight)  # a Python float weight takes x's dtype, as in jnp
     floats = all(jnp.issubdtype(a.dtype, jnp.floating) for a in (x, weight))  # others: the op's dtype checks
-    if floats and (y_dtype := jnp.result_type(x, weight)) != x.dtype:
+    if floats and (y_dtype := result_dtype(x.dtype, weight.dtype)) != x.dtype:
         raise TypeError(
             f"rms_norm_inplace: weight: a {weight.dtype} weight makes y {y_dtype}, which cannot be written into "
             f"x of {x.dtype}; pass weight.astype(x.dtype), or use rms_norm"

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from xla_ffi_rs._compat import standard_numpy
 from xla_ffi_rs.dtypes import accumulation_dtype, result_dtype
 
 __all__ = ["rms_norm_tensor_parallel", "tensor_parallel_axes"]
@@ -117,6 +118,7 @@ def like_normalized_axes(x: Any, w: jax.Array) -> jax.Array:
     return _lay_out(w, NamedSharding(jax.typeof(x).sharding.mesh, P(*w_spec)))
 
 
+@standard_numpy()
 def _local_rms_norm(x: jax.Array, w: jax.Array, *, eps: float, axes: tuple[str, ...], size: int) -> jax.Array:
     """One shard: partial sums of squares, one psum per row, local normalization."""
     acc = accumulation_dtype(x.dtype, w.dtype)
