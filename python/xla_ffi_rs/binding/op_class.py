@@ -27,6 +27,7 @@ from xla_ffi_rs._compat import (
     ShapedArray,
     Tracer,
     abstract_token,
+    constrain_to_type,
     ad,
     batching,
     eval_context,
@@ -379,6 +380,13 @@ class Op:
         ref, name = self._ref, self.name
 
         def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
+            results = call(ctx, *operands, **params)
+            # Each result held to the sharding its type names, as jax's own
+            # primitives are (on a mesh mixing explicit and auto axes nothing else
+            # holds it there).
+            return [constrain_to_type(ctx, r, a) for r, a in zip(results, ctx.avals_out, strict=True)]
+
+        def call(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
             op = _live(ref, name)
             attributes = _checked_attributes(target, _wide_u64(op._attributes(params)))
             keep = op._lowering_keepalive(params)

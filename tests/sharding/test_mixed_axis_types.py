@@ -1,0 +1,84 @@
+"""The ops on a mesh that mixes explicit and auto axes (``axis_types=(Explicit,
+Auto)``), under ``jax.set_mesh``: each result is typed as jnp types the same
+formula on the same operands, and the compiled program lays it out as its type
+says (jax constrains its own primitives' results so; there the ``jit``'s results
+carry no sharding of their own)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import xla_ffi_rs
+import xla_ffi_rs as xr
+from helpers import kepler_solve_np
+from sharding_checks import MOVES_DATA
+from xla_ffi_rs import binding, examples, python_op
+
+examples.register()
+SCALE = binding.ops(xla_ffi_rs.declarations(), scale={})["scale"]
+SIN = python_op(np.sin, abstract_eval=lambda x: x, num_batch_dims=1, vectorized=True, name="mixed_axes_sin")
+RNG = np.random.default_rng(7)
+M = RNG.uniform(-4.0, 9.0, (16, 8))
+E_ROW = RNG.uniform(0.0, 0.9, 8)
+
+
+def mixed_mesh(explicit: str) -> jax.sharding.Mesh:
+    """A 4 x 2 mesh ("data", "model") whose ``explicit`` axis is explicit, the other auto."""
+    types = tuple(AxisType.Explicit if name == explicit else AxisType.Auto for name in ("data", "model"))
+    return jax.make_mesh((4, 2), ("data", "model"), axis_types=types)
+
+
+def spec(a: jax.Array) -> P:
+    return jax.typeof(a).sharding.spec
+
+
+@pytest.mark.parametrize("e", [0.3, E_ROW], ids=["scalar_e", "row_of_e"])
+def test_kepler_keeps_m_split_over_the_explicit_axis(e) -> None:
+    """The split of M over the explicit axis was taken from ``jax.eval_shape``, which
+    drops the sharding on such a mesh: kepler gathered M and returned whole rows,
+    typed unlike ``M + e``."""
+    mesh = mixed_mesh("data")
+    m = jax.device_put(M, NamedSharding(mesh, P("data", None)))
+    with jax.set_mesh(mesh):
+        ecc = jnp.asarray(e)
+        f = jax.jit(xr.kepler)
+        s, c = f(m, ecc)
+        assert spec(s) == spec(c) == spec(m + ecc) == P("data", None)
+        hlo = f.lower(m, ecc).compile().as_text()
+        dm, de = jax.jit(jax.grad(lambda m, e: jnp.sum(xr.kepler(m, e)[0]), (0, 1)))(m, ecc)
+    assert not [c for c in MOVES_DATA if f"{c}(" in hlo or f"{c}-start(" in hlo], "kepler moved M"
+    big_e = kepler_solve_np(M, np.broadcast_to(np.asarray(e), M.shape))
+    np.testing.assert_allclose(np.asarray(s), np.sin(big_e), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(np.asarray(c), np.cos(big_e), rtol=1e-12, atol=1e-13)
+    assert spec(dm) == P("data", None) and jax.typeof(de).shape == np.shape(e)
+    np.testing.assert_allclose(np.asarray(dm), np.cos(big_e) / (1 - np.asarray(e) * np.cos(big_e)), rtol=1e-10)
+
+
+OPS = {
+    "python_op": (SIN, np.sin, jnp.sin, np.float64),
+    "kepler": (lambda x: xr.kepler(x, 0.25)[0], lambda x: np.sin(kepler_solve_np(x, 0.25)), None, np.float64),
+    "binding": (lambda x: SCALE(x, factor=3.0)[0], lambda x: 3.0 * x, lambda x: 3.0 * x, np.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("explicit", ["data", "model"])
+def test_results_are_laid_out_as_their_types_say(name: str, explicit: str) -> None:
+    """x split over both axes, only one of them explicit. The result's type named
+    the explicit split, but the custom call's result was left unconstrained: on the
+    ("data" auto, "model" explicit) mesh XLA returned it split over "data" only, and
+    ``jax.typeof`` of the returned array dropped "model"."""
+    op, reference, like, dtype = OPS[name]
+    mesh = mixed_mesh(explicit)
+    x = jax.device_put(M.astype(dtype), NamedSharding(mesh, P("data", "model")))
+    with jax.set_mesh(mesh):
+        y = jax.jit(op)(x)
+        want = spec(jax.jit(like)(x)) if like is not None else spec(jnp.sin(x))
+    np.testing.assert_allclose(np.asarray(y), reference(M.astype(dtype)), rtol=1e-12, atol=1e-13)
+    assert spec(y) == want == P(*[a if a == explicit else None for a in ("data", "model")]), (spec(y), want)
+    assert y.sharding.spec[1 if explicit == "model" else 0] == explicit, y.sharding
