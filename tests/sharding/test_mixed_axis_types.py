@@ -81,4 +81,32 @@ def test_results_are_laid_out_as_their_types_say(name: str, explicit: str) -> No
         want = spec(jax.jit(like)(x)) if like is not None else spec(jnp.sin(x))
     np.testing.assert_allclose(np.asarray(y), reference(M.astype(dtype)), rtol=1e-12, atol=1e-13)
     assert spec(y) == want == P(*[a if a == explicit else None for a in ("data", "model")]), (spec(y), want)
-    assert y.sharding.spec[1 if explicit == "model" else 0] == explicit, y.sharding
+    assert (*y.sharding.spec, None, None)[1 if explicit == "model" else 0] == explicit, y.sharding
+
+
+def rms_norm_jnp(x: jax.Array, w: jax.Array) -> jax.Array:
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+
+
+@pytest.mark.parametrize("x_spec", [P(None, None), P("data", None)], ids=["x_whole", "x_rows_split"])
+def test_rms_norm_gradient_is_typed_and_laid_out_like_its_operand(x_spec: P) -> None:
+    """On a mesh with "data" auto and "model" explicit, with the weight split over
+    "model" and x not split over it, the formula the op lowers to there gave dx the
+    weight's split: ``jax.typeof(dx)`` read ``float64[16,8@model]`` for an x of type
+    ``float64[16,8]`` (the update ``x - lr * dx`` moved x onto another layout)."""
+    mesh = mixed_mesh("model")
+    x = jax.device_put(M, NamedSharding(mesh, x_spec))
+    w = jax.device_put(E_ROW + 0.5, NamedSharding(mesh, P("model")))
+    with jax.set_mesh(mesh):
+        loss = lambda f: lambda x, w: jnp.sum(jnp.sin(f(x, w)))  # noqa: E731
+        value, (dx, dw) = jax.jit(jax.value_and_grad(loss(xr.rms_norm), (0, 1)))(x, w)
+        want_value, (want_dx, want_dw) = jax.jit(jax.value_and_grad(loss(rms_norm_jnp), (0, 1)))(x, w)
+        y = jax.jit(xr.rms_norm)(x, w)
+    assert (jax.typeof(dx), jax.typeof(dw)) == (jax.typeof(x), jax.typeof(w)) == (jax.typeof(want_dx), jax.typeof(want_dw))
+    hidden = (*dx.sharding.spec, None, None)[1]  # what the compiled program returned
+    assert hidden is None and dw.sharding.spec == P("model"), (dx.sharding, dw.sharding)
+    ref = M / np.sqrt(np.mean(M**2, axis=-1, keepdims=True) + 1e-5) * (E_ROW + 0.5)
+    np.testing.assert_allclose(np.asarray(y), ref, rtol=1e-12)
+    np.testing.assert_allclose(float(value), np.sum(np.sin(ref)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(dx), np.asarray(want_dx), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(dw), np.asarray(want_dw), rtol=1e-10, atol=1e-12)

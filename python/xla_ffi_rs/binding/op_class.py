@@ -746,7 +746,8 @@ def _jnp_lowering(name: str, jnp_impl: Callable[..., Sequence[Any]]) -> Callable
             _check_jnp_results(name, results, avals_out)
             return results
 
-        return mlir.lower_fun(checked, multiple_results=True)(ctx, *args, **params)
+        outs = mlir.lower_fun(checked, multiple_results=True)(ctx, *args, **params)
+        return [constrain_to_type(ctx, o, a) for o, a in zip(outs, avals_out, strict=True)]
 
     return lowering
 
