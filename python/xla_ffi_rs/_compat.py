@@ -89,6 +89,22 @@ def set_sharding(module_context: Any, op: Any, sharding: Any) -> None:
     set_(module_context, op, sharding)
 
 
+def constrain_to_type(ctx: Any, op: Any, aval: Any) -> Any:
+    """``op`` (a result lowered for ``aval``) constrained to the sharding in
+    ``aval``'s type, as jax constrains the results of its own primitives: on a mesh
+    that mixes explicit and auto axes, the ``jit``'s results carry no sharding of
+    their own, so without this XLA was free to gather a result that its type says
+    is split. A no-op for a value on no mesh or on auto or manual axes only
+    (``jax._src.interpreters.mlir.lower_with_sharding_in_types``, in jax 0.10 and
+    0.12)."""
+    mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
+    if mesh is None or mesh.empty:
+        return op
+    from jax._src.interpreters.mlir import lower_with_sharding_in_types
+
+    return lower_with_sharding_in_types(ctx, op, aval)
+
+
 def abstract_token() -> Any:
     """The abstract value of a token: ``jax.ffi.abstract_token`` (jax 0.12); jax
     0.10 has it only as the deprecated ``jax.core.abstract_token``, read here from
@@ -260,6 +276,7 @@ __all__ = [
     "batching",
     "batching_rule",
     "closed_call_p",
+    "constrain_to_type",
     "defining_equation",
     "eval_context",
     "forget_primitive",

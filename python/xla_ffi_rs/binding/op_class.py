@@ -29,6 +29,7 @@ from xla_ffi_rs._compat import (
     abstract_token,
     ad,
     batching,
+    constrain_to_type,
     eval_context,
     forget_primitive,
     mark_primitive_callable,
@@ -386,6 +387,13 @@ class Op:
         ref, name = self._ref, self.name
 
         def lowering(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
+            results = call(ctx, *operands, **params)
+            # Each result held to the sharding its type names, as jax's own
+            # primitives are (on a mesh mixing explicit and auto axes nothing else
+            # holds it there).
+            return [constrain_to_type(ctx, r, a) for r, a in zip(results, ctx.avals_out, strict=True)]
+
+        def call(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
             op = _live(ref, name)
             attributes = _checked_attributes(target, _wide_u64(op._attributes(params)))
             keep = op._lowering_keepalive(params)
@@ -745,7 +753,8 @@ def _jnp_lowering(name: str, jnp_impl: Callable[..., Sequence[Any]]) -> Callable
             _check_jnp_results(name, results, avals_out)
             return results
 
-        return mlir.lower_fun(checked, multiple_results=True)(ctx, *args, **params)
+        outs = mlir.lower_fun(checked, multiple_results=True)(ctx, *args, **params)
+        return [constrain_to_type(ctx, o, a) for o, a in zip(outs, avals_out, strict=True)]
 
     return lowering
 

@@ -429,6 +429,13 @@ kepler_tangent_op.def_jvp(_jvp_of(kepler_tangent_op, kepler_tangent_jnp))
 kepler_cotangent_op.def_jvp(_jvp_of(kepler_cotangent_op, kepler_cotangent_jnp))
 
 
+def _result_type(fn: Any, *args: jax.Array) -> Any:
+    """The type (with its sharding) of ``fn(*args)``, computed without running it.
+    ``jax.eval_shape`` drops the sharding on a mesh that mixes explicit and auto
+    axes, which made ``kepler`` gather a split ``M`` there."""
+    return jax.make_jaxpr(fn)(*args).out_avals[0]
+
+
 def _broadcast_alike(m: jax.Array, e: jax.Array, shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
     """``m`` and ``e`` broadcast to ``shape`` and, on a mesh with explicit axes, split
     alike: as jax splits ``m + e`` (``m``'s split where the two conflict). The
@@ -442,9 +449,9 @@ def _broadcast_alike(m: jax.Array, e: jax.Array, shape: tuple[int, ...]) -> tupl
     if specs == [None, None]:
         return jnp.broadcast_to(m, shape), jnp.broadcast_to(e, shape)
     try:
-        spec = explicit_spec(jax.eval_shape(jnp.add, m, e))
+        spec = explicit_spec(_result_type(jnp.add, m, e))
     except Exception:  # splits jax cannot combine: m's
-        spec = explicit_spec(jax.eval_shape(lambda m: jnp.broadcast_to(m, shape), m))
+        spec = explicit_spec(_result_type(lambda m: jnp.broadcast_to(m, shape), m))
     mesh = jax.typeof(m if specs[0] is not None else e).sharding.mesh
     sharding = NamedSharding(mesh, P(*(spec or ())))
 

@@ -49,7 +49,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
 from xla_ffi_rs import sharding as _sharding
-from xla_ffi_rs._compat import ShapedArray, mlir, standard_numpy
+from xla_ffi_rs._compat import ShapedArray, constrain_to_type, mlir, standard_numpy
 from xla_ffi_rs._validation import (
     array_like,
     check_eps_fits,
@@ -235,7 +235,10 @@ def kernel_or_formula(op: Op, x_index: int) -> None:
             x, weight = ctx.avals_in[x_index], ctx.avals_in[x_index + 1]
             if _sharding.known_unsplit(ctx, x, range(x.ndim - weight.ndim, x.ndim)):
                 return _kernel(ctx, *operands, **params)
-            return formula(ctx, *operands, **params)
+            # The formula's results typed as the op's are (its own types follow jnp's
+            # rules: dx would take a split weight's split, unlike x).
+            outs = formula(ctx, *operands, **params)
+            return [constrain_to_type(ctx, o, a) for o, a in zip(outs, ctx.avals_out, strict=True)]
 
         op.def_lowering(platform, lowering)
 
