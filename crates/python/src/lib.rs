@@ -166,6 +166,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(python_call::registered, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::active_calls, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::close, m)?)?;
+    m.add_function(wrap_pyfunction!(python_call::forked, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("has_cuda", cfg!(feature = "cuda"))?;
     Ok(())

@@ -358,6 +358,16 @@ pub fn close(py: Python<'_>) -> PyResult<()> {
     }
 }
 
+/// `forked()`: called in the child process after `os.fork()` (the Python side
+/// registers it with `os.register_at_fork`). Only the forking thread lives on in
+/// the child, so of the calls running in the parent just this thread's own are
+/// running here: `ACTIVE` is set to them. A child forked while a call ran on
+/// another thread kept it counted, and its `close()` at exit waited for it forever.
+#[pyfunction]
+pub fn forked() {
+    ACTIVE.store(HERE.with(Cell::get), Ordering::SeqCst);
+}
+
 /// `active_calls() -> (int, int)`: how many calls of the handler are running now, on
 /// any thread and on the calling thread.
 #[pyfunction]

@@ -153,3 +153,35 @@ fn an_export_for_another_platform_is_refused() {
     assert!(matches!(err, ClientError::Input { .. }), "{err}");
     assert!(err.to_string().starts_with("the program was exported for cuda, not for cpu"), "{err}");
 }
+
+/// A service that reloads its model: the export parsed, compiled, run and dropped
+/// again and again, every other executable dropped on another thread than the one
+/// that compiled it, each run with JAX's results (1000 rounds kept the process's
+/// memory flat when measured; this checks that nothing fails or changes).
+#[test]
+fn executables_compiled_and_dropped_in_a_loop_and_on_other_threads() {
+    let Some((plugin, exports)) = setup() else { return };
+    let folder = exports.join("kepler_fwd");
+    let bytes = std::fs::read(folder.join("model.jaxexport")).unwrap();
+    let inputs = arrays(&folder, "in", 2);
+    let expected = arrays(&folder, "expected", 2);
+    let client = Client::new(&plugin).unwrap();
+    for round in 0..40 {
+        let exported = Exported::parse(&bytes).unwrap();
+        let exe = client.compile(exported.module(), "mlir").unwrap();
+        assert_eq!(exported.execute(&exe, &inputs).unwrap(), expected, "round {round}");
+        if round % 2 == 0 {
+            std::thread::scope(|s| {
+                s.spawn(move || drop(exe));
+            });
+        }
+    }
+    for _ in 0..4 {
+        let client = Client::new(&plugin).unwrap();
+        let exported = Exported::parse(&bytes).unwrap();
+        let exe = client.compile(exported.module(), "mlir").unwrap();
+        assert_eq!(exported.execute(&exe, &inputs).unwrap(), expected);
+        drop(exe);
+        std::thread::spawn(move || drop(client)).join().unwrap();
+    }
+}

@@ -108,7 +108,8 @@ op while it lives. JAX's tables of rules hold ops weakly; a function that refers
 to its own op (a recursive one) keeps it, and itself, alive for the process.
 At exit, the interpreter waits for the python op calls still running (of a
 program the caller never waited for); calls that start after that fail with
-``UNAVAILABLE`` without calling Python.
+``UNAVAILABLE`` without calling Python. A child made by ``os.fork()`` waits only
+for its own calls: those running on the parent's other threads do not run in it.
 
 Export: a python op cannot be serialized: ``jax.export`` refuses
 ``xla_ffi_rs.python_call`` (:func:`xla_ffi_rs.export_checks` leaves it out), and

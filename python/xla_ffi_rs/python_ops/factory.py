@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
@@ -32,6 +33,10 @@ _ops: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValue
 # finish first (a thread entering Python while it finalized aborted the process).
 # Registered after jax's own exit handlers, so it runs before them.
 atexit.register(_native.close)
+# In a child made by `os.fork()` only the forking thread runs: the calls running on
+# the parent's other threads are not running there, and must not be waited for at exit.
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_native.forked)
 
 
 @overload
