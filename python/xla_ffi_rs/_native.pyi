@@ -11,6 +11,7 @@ __all__ = [
     "declarations",
     "eps_problem",
     "example_targets",
+    "forked",
     "has_cuda",
     "infer",
     "kernel_floats",
