@@ -45,6 +45,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
@@ -410,7 +411,9 @@ def tensor_parallel_or_none(x: jax.Array, weight: jax.Array, eps: float) -> jax.
 
 
 @standard_numpy()
-def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
+def rms_norm(
+    x: ArrayLike, weight: ArrayLike, eps: float | np.floating[Any] | np.ndarray[Any, Any] | jax.Array = 1e-5
+) -> jax.Array:
     """Root-mean-square normalization over the trailing ``weight.ndim`` axes.
 
     ``y = x / sqrt(mean(x**2) + eps) * weight``

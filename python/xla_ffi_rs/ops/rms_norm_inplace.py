@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import binding
@@ -69,7 +70,9 @@ def _batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> Any:
 
 
 @standard_numpy()
-def rms_norm_inplace(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> jax.Array:
+def rms_norm_inplace(
+    x: ArrayLike, weight: ArrayLike, eps: float | np.floating[Any] | np.ndarray[Any, Any] | jax.Array = 1e-5
+) -> jax.Array:
     """:func:`xla_ffi_rs.rms_norm`, with the result written into ``x``'s buffer.
 
     Use it when ``x`` is not needed afterwards and is donated, as in

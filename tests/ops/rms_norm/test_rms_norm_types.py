@@ -27,6 +27,16 @@ def test_rms_norm_types() -> None:
     assert isinstance(y, jax.Array)
 
 
+def test_eps_may_be_a_numpy_scalar_or_a_concrete_0d_array() -> None:
+    # As the docstring says: typed so that mypy accepts them, read as their value.
+    reference = np.asarray(xr.rms_norm(X, W, eps=0.5))
+    for eps in (np.float32(0.5), np.float64(0.5), np.asarray(0.5), jnp.asarray(0.5)):
+        y = assert_type(xr.rms_norm(X, W, eps=eps), jax.Array)
+        np.testing.assert_array_equal(np.asarray(y), reference)
+        y = assert_type(xr.rms_norm_inplace(X, W, eps=eps), jax.Array)
+        np.testing.assert_array_equal(np.asarray(y), reference)
+
+
 def test_rms_norm_rejects_what_is_not_an_array_or_a_float() -> None:
     with pytest.raises(TypeError, match=r"^rms_norm: x: expected a float array, got NoneType$"):
         xr.rms_norm(None, W)  # type: ignore[arg-type]
