@@ -22,7 +22,6 @@ def test_a_child_forked_while_a_python_op_runs_on_another_thread_exits() -> None
         import os, sys, threading, time, warnings
         import numpy as np
         import xla_ffi_rs
-        from xla_ffi_rs import _native
 
         started, release = threading.Event(), threading.Event()
 
@@ -36,12 +35,11 @@ def test_a_child_forked_while_a_python_op_runs_on_another_thread_exits() -> None
         t = threading.Thread(target=lambda: out.append(op(np.ones(2, np.float32))))
         t.start()
         started.wait(30)
-        print("parent", _native.active_calls(), flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "os.fork() ... multithreaded ... deadlock"
             pid = os.fork()
         if pid == 0:
-            print("child", _native.active_calls(), flush=True)
+            print("child", flush=True)
             sys.exit(7)  # a normal exit: atexit handlers run
         release.set()
         t.join()
@@ -61,4 +59,4 @@ def test_a_child_forked_while_a_python_op_runs_on_another_thread_exits() -> None
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = sorted(done.stdout.split("\n"))
-    assert lines == ["", "child (0, 0)", "exit 7", "parent (1, 0)"], done.stdout
+    assert lines == ["", "child", "exit 7"], done.stdout
