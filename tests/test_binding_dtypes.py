@@ -1,0 +1,68 @@
+"""A declared op (``binding.op``) given an operand of a dtype the declarations'
+notation has no name for (float8, float4, int4, ...): a TypeError before lowering
+in the handler's own words, naming the target, the operand, the dtypes it takes
+and the one got, as for any other dtype it does not take."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xla_ffi_rs
+from xla_ffi_rs import binding, examples
+
+DECLS = xla_ffi_rs.declarations()
+examples.register()
+OPS = binding.ops(DECLS, rms_norm_fwd={}, kepler={}, scale={})
+F32 = np.ones(4, np.float32)
+
+#: (target, operand as the message names it, dtypes taken, call with the value there)
+CALLS: list[tuple[str, str, str, Callable[[Any], Any]]] = [
+    (
+        "xla_ffi_rs.rms_norm_fwd",
+        "operand 0 (x)",
+        "float16, bfloat16, float32 or float64",
+        lambda v: OPS["rms_norm_fwd"](v, F32, eps=1e-5),
+    ),
+    (
+        "xla_ffi_rs.rms_norm_fwd",
+        "operand 1 (weight)",
+        "float16, bfloat16, float32 or float64",
+        lambda v: OPS["rms_norm_fwd"](np.ones((2, 4), np.float32), v, eps=1e-5),
+    ),
+    ("xla_ffi_rs.kepler", "operand 1 (eccentricity)", "float32 or float64", lambda v: OPS["kepler"](F32, v)),
+    ("xla_ffi_rs.examples.scale", "operand 0 (x)", "float32", lambda v: OPS["scale"](v, factor=2.0)),
+]
+
+
+# Was "operand 0 (x): unknown dtype 'float8_e4m3fn'": no dtype taken named.
+@pytest.mark.parametrize("dtype", [jnp.float8_e4m3fn, jnp.float8_e5m2, jnp.float4_e2m1fn, jnp.int4, jnp.uint4])
+@pytest.mark.parametrize(("target", "operand", "taken", "call"), CALLS, ids=[c[0] + "-" + c[1] for c in CALLS])
+def test_dtypes_without_a_name_in_the_notation_are_refused_naming_the_dtypes_taken(
+    dtype: Any, target: str, operand: str, taken: str, call: Callable[[Any], Any]
+) -> None:
+    got = jnp.dtype(dtype).name
+    pattern = rf"^{re.escape(target)}: {re.escape(operand)}: expected dtype {re.escape(taken)}, got {got}(\n|$)"
+    value = jnp.ones(4, dtype)
+    for f in (call, jax.jit(call)):
+        with pytest.raises(TypeError, match=pattern):
+            f(value)
+    if jax.dtypes.itemsize_bits(dtype) >= 8:  # a NumPy array holds it (ml_dtypes)
+        with pytest.raises(TypeError, match=pattern):
+            call(np.ones(4, dtype))
+
+
+def test_the_same_words_as_the_native_check_for_a_dtype_with_a_name() -> None:
+    for value, got in ((np.ones(4, np.int8), "int8"), (np.ones(4, np.complex64), "complex64")):
+        with pytest.raises(
+            TypeError,
+            match=rf"^xla_ffi_rs.kepler: operand 1 \(eccentricity\): expected dtype "
+            rf"float32 or float64, got {got}(\n|$)",
+        ):
+            OPS["kepler"](F32, value)
