@@ -66,3 +66,22 @@ def test_the_same_words_as_the_native_check_for_a_dtype_with_a_name() -> None:
             rf"float32 or float64, got {got}(\n|$)",
         ):
             OPS["kepler"](F32, value)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_a_python_number_is_an_array_of_the_default_dtype_as_in_lax(x64: bool) -> None:
+    # docs/binding.md: not weakly typed, so the declared rule promotes a float16 x with it.
+    x = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float16)
+    default = np.float64 if x64 else np.float32
+    with jax.enable_x64(x64):
+        y, inv = OPS["rms_norm_fwd"](x, 2.0, eps=1e-5)
+        assert y.dtype == default and inv.dtype == default
+        xf = x.astype(np.float64)
+        ref = xf / np.sqrt(xf**2 + 1e-5) * 2.0  # a scalar weight normalizes each element by itself
+        np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=2e-3, atol=2e-3)
+        m = np.ones((), np.float32)
+        if not x64:  # 0.3 is float32, as m is
+            assert OPS["kepler"](m, 0.3)[0].dtype == np.float32
+            return
+        with pytest.raises(TypeError, match=r"^xla_ffi_rs.kepler: operand 1 \(eccentricity\): .*got float64"):
+            OPS["kepler"](m, 0.3)
