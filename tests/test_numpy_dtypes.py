@@ -65,6 +65,24 @@ def test_numpy_arrays_in_non_native_byte_order(dtype: str, name: str, arg: str, 
         call(np.ones((2, 4), dtype))
 
 
+LIST_CALLS: list[tuple[str, str, Callable[[Any], Any]]] = [
+    ("kepler", "mean_anomaly", lambda v: xr.kepler(v, 0.5)),
+    ("kepler", "eccentricity", lambda v: xr.kepler(1.0, v)),
+    ("rms_norm", "x", lambda v: xr.rms_norm(v, W)),
+    ("rms_norm", "weight", lambda v: xr.rms_norm(np.ones((1, 4), np.float32), v)),
+    ("rms_norm_inplace", "x", lambda v: xr.rms_norm_inplace(v, W)),
+    ("rms_norm_inplace", "weight", lambda v: xr.rms_norm_inplace(np.ones((1, 4), np.float32), v)),
+]
+
+
+# np.asarray keeps the byte order of a list of one array (of two it converts).
+@pytest.mark.parametrize(("name", "arg", "call"), LIST_CALLS, ids=IDS)
+def test_a_list_of_an_array_in_non_native_byte_order(name: str, arg: str, call: Callable[[Any], Any]) -> None:
+    pattern = rf"^{name}: {arg}: expected .*, got a list of float32 in non-native byte order \(>f4\)"
+    with pytest.raises(TypeError, match=pattern):
+        call([np.ones(4, ">f4")])
+
+
 def test_the_suggested_conversion_gives_the_native_result() -> None:
     x = np.random.default_rng(0).normal(size=(3, 4))
     swapped = x.astype(">f8")

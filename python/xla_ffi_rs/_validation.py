@@ -114,10 +114,7 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
         if not value.dtype.isnative:
             # A FITS file's arrays, say: JAX refuses them naming no function (and a
             # jitted function's fast path has read their bytes as native ones).
-            raise TypeError(
-                f"{fn}: {arg}: expected {expected}, got an array of {value.dtype.name} in non-native byte order "
-                f"({value.dtype.str}), which JAX does not read (pass x.astype(x.dtype.newbyteorder('=')))"
-            )
+            raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_non_native(value.dtype)}")
         if value.dtype.kind not in "biufc" and not _is_ml_dtype(value.dtype):
             raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_element_types(np.asarray(value))}")
         if _not_a_jax_dtype(value.dtype):
@@ -152,7 +149,16 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     if array.dtype.kind not in "biufc" or _not_a_jax_dtype(array.dtype):
         what = f"a {type(value).__name__} of {_element_types(array)}" if array.ndim else type(value).__name__
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {what}")
+    if not array.dtype.isnative:  # a list of such arrays: the same words as for one
+        raise TypeError(f"{fn}: {arg}: expected {expected}, got a {type(value).__name__} of {_non_native(array.dtype)}")
     return array
+
+
+def _non_native(dtype: np.dtype) -> str:
+    return (
+        f"{dtype.name} in non-native byte order ({dtype.str}), which JAX does not read "
+        "(pass x.astype(x.dtype.newbyteorder('=')))"
+    )
 
 
 #: The floating dtypes a normalization (and its kernels) computes in: the float
