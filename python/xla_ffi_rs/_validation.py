@@ -67,6 +67,16 @@ def _not_a_jax_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in "fc" and dtype.itemsize > (8 if dtype.kind == "f" else 16)
 
 
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one of JAX's numeric dtypes from ml_dtypes (bfloat16, the
+    float8 and float4 families, int4, ...), NumPy kind "V": the callers' own dtype
+    checks then name it as the float or integer it is."""
+    try:
+        return bool(jnp.issubdtype(dtype, np.number)) and jnp.dtype(dtype) == dtype
+    except TypeError:
+        return False
+
+
 #: What a NumPy masked array is called where one is refused: JAX refuses it (under
 #: ``jit`` too), and reading its data alone would drop the mask without a word.
 MASKED = (
@@ -101,7 +111,11 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {MASKED}")
     if isinstance(value, (np.ndarray, np.generic)):
-        if value.dtype.kind not in "biufc" and value.dtype != jnp.bfloat16:
+        if not value.dtype.isnative:
+            # A FITS file's arrays, say: JAX refuses them naming no function (and a
+            # jitted function's fast path has read their bytes as native ones).
+            raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_non_native(value.dtype)}")
+        if value.dtype.kind not in "biufc" and not _is_ml_dtype(value.dtype):
             raise TypeError(f"{fn}: {arg}: expected {expected}, got an array of {_element_types(np.asarray(value))}")
         if _not_a_jax_dtype(value.dtype):
             raise TypeError(
@@ -135,7 +149,16 @@ def array_like(fn: str, arg: str, value: Any, expected: str) -> Any:
     if array.dtype.kind not in "biufc" or _not_a_jax_dtype(array.dtype):
         what = f"a {type(value).__name__} of {_element_types(array)}" if array.ndim else type(value).__name__
         raise TypeError(f"{fn}: {arg}: expected {expected}, got {what}")
+    if not array.dtype.isnative:  # a list of such arrays: the same words as for one
+        raise TypeError(f"{fn}: {arg}: expected {expected}, got a {type(value).__name__} of {_non_native(array.dtype)}")
     return array
+
+
+def _non_native(dtype: np.dtype) -> str:
+    return (
+        f"{dtype.name} in non-native byte order ({dtype.str}), which JAX does not read "
+        "(pass x.astype(x.dtype.newbyteorder('=')))"
+    )
 
 
 #: The floating dtypes a normalization (and its kernels) computes in: the float

@@ -48,8 +48,21 @@ fn unsupported(d: &str) -> String {
             "unsupported dtype '{d}': big-endian arrays are not supported; save a little-endian one \
              (a.astype('{le}'))"
         ),
-        None => format!("unsupported dtype '{d}' (big-endian or not a number)"),
+        // np.save writes ml_dtypes' float8 and int4 arrays as 1-byte voids, naming no dtype.
+        None if d.len() == 3 && d.ends_with("V1") => format!(
+            "unsupported dtype '{d}': a 1-byte void, as np.save writes a float8 or int4 array (ml_dtypes), \
+             whose element type the file does not record; expected one of {}: save it converted \
+             (a.astype(np.float32))",
+            taken()
+        ),
+        None => format!("unsupported dtype '{d}' (big-endian or not a number); expected one of {}", taken()),
     }
+}
+
+/// The element types read, with their `descr`: `float32 ('<f4')`, ...
+fn taken() -> String {
+    let names: Vec<String> = ElementType::ALL.iter().map(|&t| format!("{t} ('{}')", descr(t))).collect();
+    names.join(", ")
 }
 
 /// The value of `'key': value` in the header's dict, up to the next `,` or `}`
@@ -249,6 +262,16 @@ mod tests {
         assert_eq!(err, "the .npy header's 'fortran_order' must be True or False, got 0");
         let err = parse(&header("{'descr': '<f8', 'fortran_order': True, 'shape': (1,)}")).unwrap_err();
         assert!(err.starts_with("Fortran-order arrays are not supported"), "{err}");
+    }
+
+    #[test]
+    fn a_float8_or_int4_file_says_what_it_is_and_what_is_read() {
+        // np.save of np.zeros(8, ml_dtypes.float8_e4m3fn) (or int4): a 1-byte void.
+        for d in ["'<V1'", "'|V1'"] {
+            let err = parse(&with_descr(d)).unwrap_err();
+            assert!(err.contains("a float8 or int4 array") && err.contains("float32 ('<f4')"), "{err}");
+            assert!(err.contains("bfloat16 ('|V2')") && err.contains("a.astype(np.float32)"), "{err}");
+        }
     }
 
     #[test]
