@@ -74,6 +74,7 @@
 //! the same launches happen on every call with the same shapes, so handlers built on
 //! this are command-buffer (CUDA graph) compatible.
 
+pub mod kernel;
 pub mod launch;
 pub mod loader;
 pub mod nvrtc;

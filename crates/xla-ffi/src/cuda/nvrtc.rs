@@ -5,7 +5,7 @@ use std::ffi::{CStr, CString};
 
 use cudarc::nvrtc::sys as nv;
 
-use super::launch::Kernel;
+use super::kernel::Kernel;
 use super::loader::nvrtc_ready;
 
 /// CUDA C++ source shipped with a crate, compiled at run time with NVRTC.
@@ -213,7 +213,7 @@ pub(crate) fn compile(source: &Source, opts: &[String], exprs: &[String]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::launch::Param;
+    use crate::cuda::kernel::Param;
 
     static SCALE_CU: Source = crate::trusted_cuda_source!("scale.cu", "../../cuda/scale.cu");
     const SCALE: [Param; 5] = [Param::In, Param::U64, Param::Out, Param::U64, Param::U64];
