@@ -119,15 +119,17 @@ mod tests {
     /// source's bytes, and not one byte outside the destination range.
     #[test]
     fn streaming_copy_matches_the_source_at_every_alignment() {
-        // (Fewer lengths under Miri, which runs each byte slowly.)
-        let lens: Vec<usize> = if cfg!(miri) {
-            (0..=70).chain([127, 128, 129, 200, 257]).collect()
+        // (Fewer lengths and source offsets under Miri, which runs each byte slowly:
+        // the loads from the source are unaligned ones whatever its offset, while the
+        // destination offset decides the head, the body and the tail.)
+        let (lens, source_offsets): (Vec<usize>, Vec<usize>) = if cfg!(miri) {
+            ((0..=70).chain([127, 128, 129, 200, 257]).collect(), vec![0, 1, 8, 15])
         } else {
-            (0..=200).chain([255, 256, 257, 1000, 4096 + 7]).collect()
+            ((0..=200).chain([255, 256, 257, 1000, 4096 + 7]).collect(), (0..16).collect())
         };
         let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
         for &n in &lens {
-            for so in 0..16 {
+            for &so in &source_offsets {
                 for dof in [0, 1, 7, 8, 15] {
                     let mut dst = vec![0xAAu8; n + 64];
                     // SAFETY: `src` holds `so + n` bytes and `dst` `dof + n` (both
