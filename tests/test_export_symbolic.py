@@ -153,6 +153,10 @@ def test_vmap_over_a_symbolic_batch_exports_and_runs(fn: Any, shapes: Any, calls
         (("b, n", (8,)), ("operand 1 (weight)", "expected shape [n]", "got [8]", "`n` is a symbolic dimension")),
         (("b, n, m", "n"), ("operand 1 (weight)", "expected shape [m]", "got [n]", "`m`, `n` are symbolic")),
         (("b, 4*k", "k"), ("expected shape [4*k]", "got [k]", "`4*k`, `k` are symbolic")),
+        (
+            ("b, n", "b, n, n"),
+            ("operand 0 (x): expected rank at least 3", "(shape [b, n])", "symbolic dimensions of jax.export)"),
+        ),
     ],
 )
 def test_a_mismatch_names_the_symbolic_dimensions(shapes: Any, words: Any) -> None:

@@ -19,8 +19,8 @@ Example:
     True
     >>> dims.restore(dims.shapes[0])
     (b, n)
-    >>> dims.message(f"expected [{dims.shapes[0][1]}], got [8]")
-    'expected [n], got [8] (`n` is a symbolic dimension of jax.export, equal only to the same expression)'
+    >>> dims.message(f"expected shape [{dims.shapes[0][1]}], got [8]")
+    'expected shape [n], got [8] (`n` is a symbolic dimension of jax.export, equal only to the same expression)'
 """
 
 from __future__ import annotations
@@ -96,4 +96,6 @@ class SymbolicDims:
             return text
         which = ", ".join(f"`{n}`" for n in named)
         is_are = "is a symbolic dimension" if len(named) == 1 else "are symbolic dimensions"
-        return f"{text} ({which} {is_are} of jax.export, equal only to the same expression)"
+        # A size the rule needs equal to another: a symbolic one equals only itself.
+        equal = ", equal only to the same expression" if "expected shape" in text else ""
+        return f"{text} ({which} {is_are} of jax.export{equal})"
