@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SymbolicDims", "is_concrete", "symbolic_in"]
+__all__ = ["SymbolicDims", "is_concrete"]
 
 #: The first stand-in: far above any size a buffer has, and below int64's max.
 _BASE = 9_000_000_000_000_001
@@ -40,11 +40,6 @@ _BASE = 9_000_000_000_000_001
 def is_concrete(d: Any) -> bool:
     """Whether ``d`` is a known size (an int), not a symbolic dimension."""
     return isinstance(d, (int, np.integer))
-
-
-def symbolic_in(shapes: Sequence[Sequence[Any]]) -> bool:
-    """Whether any dimension of ``shapes`` is symbolic."""
-    return any(not is_concrete(d) for s in shapes for d in s)
 
 
 class SymbolicDims:
