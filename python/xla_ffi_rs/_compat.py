@@ -105,6 +105,15 @@ def constrain_to_type(ctx: Any, op: Any, aval: Any) -> Any:
     return lower_with_sharding_in_types(ctx, op, aval)
 
 
+def min_dim(a: Any, b: Any) -> Any:
+    """The smaller of two dimensions, either symbolic (``jax.export``'s
+    ``core.min_dim``, private, read on first use): Python's ``min`` cannot compare
+    a symbolic dimension with a size it may be above or below."""
+    from jax._src.core import min_dim as min_
+
+    return min_(a, b)
+
+
 def abstract_token() -> Any:
     """The abstract value of a token: ``jax.ffi.abstract_token`` (jax 0.12); jax
     0.10 has it only as the deprecated ``jax.core.abstract_token``, read here from

@@ -35,6 +35,7 @@ from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
 from xla_ffi_rs._validation import counted
 from xla_ffi_rs.binding import dict_attributes
+from xla_ffi_rs.binding.symbolic_dims import SymbolicDims
 
 __all__ = ["Declaration"]
 
@@ -127,15 +128,10 @@ class Declaration:
                 else f"{self.required} to {len(self.operands)} operands"
             )
             raise TypeError(f"{self.target}: expected {count} ({names}), got {len(avals)}")
-        shapes: list[tuple[int, ...]] = []
-        for i, a in enumerate(avals):
-            if not all(isinstance(d, (int, np.integer)) for d in a.shape):  # jax.export's symbolic dimensions
-                name = self.operands[i]["name"] if i < len(self.operands) else "?"
-                raise ValueError(
-                    f"{self.target}: operand {i} ({name}): expected a shape of known dimensions, got {a.shape} "
-                    "(symbolic dimensions, shape polymorphism, are not supported: export with concrete shapes)"
-                )
-            shapes.append(tuple(int(d) for d in a.shape))
+        # jax.export's symbolic dimensions stand in the checker as integers of their own
+        # (binding.symbolic_dims): the rule copies dimensions, it computes none.
+        dims = SymbolicDims([a.shape for a in avals], self.raw.get("shapes"))
+        shapes = list(dims.shapes)
         dtypes = [np.dtype(a.dtype).name for a in avals]
         for i, d in enumerate(dtypes):
             accepts = list(self.operands[i].get("dtypes") or [])
@@ -150,10 +146,16 @@ class Declaration:
         if self.tokens is not None:
             shapes.insert(self.tokens[0], ())
             dtypes.insert(self.tokens[0], "token")
-        results, batch = _native.infer(self.raw, shapes, dtypes)
+        try:
+            results, batch = _native.infer(self.raw, shapes, dtypes)
+        except (TypeError, ValueError) as e:
+            words = dims.message(str(e))
+            if words == str(e):
+                raise
+            raise type(e)(words) from None
         if self.tokens is not None:
             del results[self.tokens[1]]
-        return [ShapedArray(tuple(s), np.dtype(_dtype(d))) for s, d in results], int(batch)
+        return [ShapedArray(dims.restore(s), np.dtype(_dtype(d))) for s, d in results], int(batch)
 
     # -- attributes -----------------------------------------------------------
 

@@ -45,6 +45,7 @@ from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
 from xla_ffi_rs.binding.operands import check_operands
 from xla_ffi_rs.binding.rule_params import check_rule_takes_attributes
 from xla_ffi_rs.binding.rule_results import checked_avals, checked_batch, checked_cotangents, checked_jvp
+from xla_ffi_rs.binding.symbolic_dims import is_concrete
 
 __all__ = [
     "AbstractEval",
@@ -410,6 +411,7 @@ class Op:
                 return _token_call(call_ctx, ctx, target, op.tokens, operands, attributes, lowering_args)[:n_out]
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
                 return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
+            _refuse_symbolic_partitioned(target, op, ctx.avals_in)
             batched_in, batched_out = op.batched(len(ctx.avals_in), n_out, **params)
             results = _sharding.batch_partitioned_call(
                 call_ctx,
@@ -615,6 +617,21 @@ def _token_call(
     token: Any = outs.pop(at_out)
     ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
     return outs
+
+
+def _refuse_symbolic_partitioned(target: str, op: Any, avals: Sequence[ShapedArray]) -> None:
+    """ValueError for a call partitioned over several devices with a symbolic
+    dimension (jax.export): the partitioned call is planned on known shapes."""
+    for i, a in enumerate(avals):
+        dims = [d for d in a.shape if not is_concrete(d)]
+        if dims:
+            names = [o["name"] for o in op.declaration.operands] if op.declaration is not None else op._operand_names
+            name = names[i] if i < len(names) else "?"
+            raise ValueError(
+                f"{target}: operand {i} ({name}): dimension `{dims[0]}` is symbolic (jax.export), and a call "
+                f"partitioned over several devices needs known shapes, got {tuple(a.shape)}: export it for one "
+                "device, or with concrete shapes"
+            )
 
 
 def _no_results(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:

@@ -50,7 +50,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
 from xla_ffi_rs import sharding as _sharding
-from xla_ffi_rs._compat import ShapedArray, constrain_to_type, mlir, standard_numpy
+from xla_ffi_rs._compat import ShapedArray, constrain_to_type, min_dim, mlir, standard_numpy
 from xla_ffi_rs._validation import (
     array_like,
     check_eps_fits,
@@ -196,7 +196,13 @@ def bwd_workspace_aval(x: ShapedArray, weight: ShapedArray) -> ShapedArray:
     GPU in a fixed order (no atomics), so dweight is the same on every run; shape
     ``(bwd_workspace_rows(rows), weight.size)`` in the accumulation dtype."""
     rows = math.prod(x.shape[: x.ndim - weight.ndim])
-    return ShapedArray((bwd_workspace_rows(rows), math.prod(weight.shape)), accumulation_dtype(x.dtype, weight.dtype))
+    if isinstance(rows, (int, np.integer)):
+        blocks = bwd_workspace_rows(int(rows))
+    else:
+        # A symbolic row count (jax.export): the Rust rule, rows.div_ceil(16).clamp(1, 1024),
+        # as jax.export's dimension arithmetic; tests/test_export_symbolic.py checks the two agree.
+        blocks = min_dim((rows + 15) // 16, 1024)  # at least 1: a symbolic dimension is >= 1
+    return ShapedArray((blocks, math.prod(weight.shape)), accumulation_dtype(x.dtype, weight.dtype))
 
 
 # Operands, dtypes, shapes, attributes, vmap and sharding: from the handlers'
