@@ -17,6 +17,7 @@ mod rules;
 mod types;
 
 pub(crate) use check::check_call;
+pub use crate::dtype::describe as describe_dtypes;
 pub use dtypes::{accumulator, dtype_by_name, known_dtypes, promote, NOTATION_DTYPES};
 pub use infer::{infer, BufferSig, Inferred, Signature};
 pub use rules::{ProblemKind, RuleError, Rules};
