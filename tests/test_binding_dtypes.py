@@ -99,7 +99,10 @@ def test_binding_infer_names_each_xla_ffi_dtype(name: str) -> None:
     for dtype in (name, jnp.dtype(name)):
         with pytest.raises(TypeError) as e:
             binding.infer(kepler, [(3,), (3,)], [dtype, dtype])
-        assert str(e.value) == f"xla_ffi_rs.kepler: operand 0 (mean_anomaly): expected dtype float32 or float64, got {name}"
+        assert (
+            str(e.value)
+            == f"xla_ffi_rs.kepler: operand 0 (mean_anomaly): expected dtype float32 or float64, got {name}"
+        )
     with pytest.raises(TypeError) as e:
         binding.infer(kepler, [(3,), (3,)], ["float32", name])
     assert str(e.value) == f"xla_ffi_rs.kepler: operand 1 (eccentricity): expected dtype float32 or float64, got {name}"
@@ -125,7 +128,9 @@ def test_the_native_checker_knows_each_xla_ffi_dtype_by_its_jax_name() -> None:
         results, batch = binding.infer(_any_dtype(names), [(2, 3)], [name])
         assert results == [((2, 3), name)] and batch == 2
     # A declaration naming a dtype the checker does not know is refused as such.
-    with pytest.raises(ValueError, match=r"^demo.any: declaration: operands\[0\] accepts unknown dtype 'float6_e2m3fn'"):
+    with pytest.raises(
+        ValueError, match=r"^demo.any: declaration: operands\[0\] accepts unknown dtype 'float6_e2m3fn'"
+    ):
         binding.infer(_any_dtype(["float32", "float6_e2m3fn"]), [(2,)], ["float32"])
 
 

@@ -72,15 +72,8 @@ pub(crate) const ML_DTYPES: [DataType; 9] = [
 /// The element types XLA packs below one byte per element (`int4`, `float4_e2m1fn`,
 /// ...): `ml_dtypes` has them, one element per byte, so a NumPy array cannot be a view
 /// of such a buffer.
-pub(crate) const SUB_BYTE: [DataType; 7] = [
-    DataType::S4,
-    DataType::U4,
-    DataType::S2,
-    DataType::U2,
-    DataType::S1,
-    DataType::U1,
-    DataType::F4E2M1FN,
-];
+pub(crate) const SUB_BYTE: [DataType; 7] =
+    [DataType::S4, DataType::U4, DataType::S2, DataType::U2, DataType::S1, DataType::U1, DataType::F4E2M1FN];
 
 /// How many dtypes of `xla_ffi_rules::DTYPES` are not NumPy's own: `token` and
 /// `ml_dtypes`' ones.

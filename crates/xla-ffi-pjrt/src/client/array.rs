@@ -220,8 +220,21 @@ mod tests {
         assert_eq!(
             names,
             [
-                "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-                "float64", "bfloat16", "complex64", "complex128"
+                "bool",
+                "int8",
+                "int16",
+                "int32",
+                "int64",
+                "uint8",
+                "uint16",
+                "uint32",
+                "uint64",
+                "float16",
+                "float32",
+                "float64",
+                "bfloat16",
+                "complex64",
+                "complex128"
             ]
         );
         for (i, t) in ElementType::ALL.iter().enumerate() {

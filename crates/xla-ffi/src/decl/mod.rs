@@ -16,8 +16,8 @@ mod infer;
 mod rules;
 mod types;
 
-pub(crate) use check::check_call;
 pub use crate::dtype::describe as describe_dtypes;
+pub(crate) use check::check_call;
 pub use dtypes::{accumulator, dtype_by_name, known_dtypes, promote, NOTATION_DTYPES};
 pub use infer::{infer, BufferSig, Inferred, Signature};
 pub use rules::{ProblemKind, RuleError, Rules};
