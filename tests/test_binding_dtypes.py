@@ -1,7 +1,9 @@
-"""A declared op (``binding.op``) given an operand of a dtype the declarations'
-notation has no name for (float8, float4, int4, ...): a TypeError before lowering
-in the handler's own words, naming the target, the operand, the dtypes it takes
-and the one got, as for any other dtype it does not take."""
+"""Dtypes at the native checker: it names every dtype XLA FFI has by its NumPy,
+``ml_dtypes`` and ``jax.numpy`` name (float8, float4, int4, ...), and a declared op
+(``binding.op``) or ``binding.infer`` given one an operand does not take raises a
+TypeError before lowering in the handler's own words, naming the target, the
+operand, the dtypes it takes and the one got; a dtype JAX has and XLA FFI has not
+(float6) is refused naming it too."""
 
 from __future__ import annotations
 
@@ -41,18 +43,46 @@ CALLS: list[tuple[str, str, str, Callable[[Any], Any]]] = [
 ]
 
 
+#: XLA FFI's types beyond NumPy's own (``XLA_FFI_DataType`` in ``c_api.h``, the same
+#: in API 0.3 and 0.5), by their ``ml_dtypes``/``jax.numpy`` names.
+ML_DTYPES_IN_XLA_FFI = [
+    "bfloat16",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "float8_e4m3b11fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3fnuz",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "int4",
+    "uint4",
+    "int2",
+    "uint2",
+    "int1",
+    "uint1",
+]
+NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+NUMPY_DTYPES += ["float16", "float32", "float64", "complex64", "complex128"]
+#: Those the ops here take no operand of (bfloat16 is a float they take).
+NOT_TAKEN = [n for n in ML_DTYPES_IN_XLA_FFI if n != "bfloat16" and hasattr(jnp, n)]
+#: JAX's dtypes that XLA FFI has no type for.
+NOT_IN_XLA_FFI = [n for n in ("float6_e2m3fn", "float6_e3m2fn") if hasattr(jnp, n)]
+
+
 # Was "operand 0 (x): unknown dtype 'float8_e4m3fn'": no dtype taken named.
-@pytest.mark.parametrize(
-    "dtype",
-    [getattr(jnp, n) for n in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "int4", "uint4") if hasattr(jnp, n)],
-    ids=lambda d: jnp.dtype(d).name,
-)
+@pytest.mark.parametrize("dtype", [getattr(jnp, n) for n in NOT_TAKEN], ids=NOT_TAKEN)
 @pytest.mark.parametrize(("target", "operand", "taken", "call"), CALLS, ids=[c[0] + "-" + c[1] for c in CALLS])
-def test_dtypes_without_a_name_in_the_notation_are_refused_naming_the_dtypes_taken(
+def test_dtypes_of_ml_dtypes_are_refused_naming_the_dtypes_taken(
     dtype: Any, target: str, operand: str, taken: str, call: Callable[[Any], Any]
 ) -> None:
     got = jnp.dtype(dtype).name
     pattern = rf"^{re.escape(target)}: {re.escape(operand)}: expected dtype {re.escape(taken)}, got {got}(\n|$)"
+    with pytest.raises(TypeError, match=pattern):
+        jax.eval_shape(call, jax.ShapeDtypeStruct((4,), dtype))
+    if got == "uint1":
+        return  # JAX makes no uint1 array (StableHLO's broadcast_in_dim takes no ui1)
     value = jnp.ones(4, dtype)
     for f in (call, jax.jit(call)):
         with pytest.raises(TypeError, match=pattern):
@@ -60,6 +90,66 @@ def test_dtypes_without_a_name_in_the_notation_are_refused_naming_the_dtypes_tak
     if jax.dtypes.itemsize_bits(dtype) >= 8:  # a NumPy array holds it (ml_dtypes)
         with pytest.raises(TypeError, match=pattern):
             call(np.ones(4, dtype))
+
+
+@pytest.mark.parametrize("name", NOT_TAKEN)
+def test_binding_infer_names_each_xla_ffi_dtype(name: str) -> None:
+    # The native checker itself, with no Python check before it (was "unknown dtype").
+    kepler = DECLS["xla_ffi_rs.kepler"]
+    for dtype in (name, jnp.dtype(name)):
+        with pytest.raises(TypeError) as e:
+            binding.infer(kepler, [(3,), (3,)], [dtype, dtype])
+        assert (
+            str(e.value)
+            == f"xla_ffi_rs.kepler: operand 0 (mean_anomaly): expected dtype float32 or float64, got {name}"
+        )
+    with pytest.raises(TypeError) as e:
+        binding.infer(kepler, [(3,), (3,)], ["float32", name])
+    assert str(e.value) == f"xla_ffi_rs.kepler: operand 1 (eccentricity): expected dtype float32 or float64, got {name}"
+
+
+def _any_dtype(names: list[str]) -> dict[str, Any]:
+    """A declaration whose operand takes ``names`` and whose result is of its dtype."""
+    return {
+        "target": "demo.any",
+        "shapes": "...b -> ...b",
+        "dtypes": "T -> T",
+        "operands": [{"name": "x", "dtypes": names, "dims": ["...b"], "dtype": "T"}],
+        "results": [{"name": "y", "dtypes": names, "dims": ["...b"], "dtype": "T"}],
+        "attributes": [],
+    }
+
+
+def test_the_native_checker_knows_each_xla_ffi_dtype_by_its_jax_name() -> None:
+    names = NUMPY_DTYPES + ML_DTYPES_IN_XLA_FFI
+    for name in names:
+        if hasattr(jnp, name) or name in NUMPY_DTYPES:
+            assert jnp.dtype(name).name == name  # the names are NumPy's and ml_dtypes'
+        results, batch = binding.infer(_any_dtype(names), [(2, 3)], [name])
+        assert results == [((2, 3), name)] and batch == 2
+    # A declaration naming a dtype the checker does not know is refused as such.
+    with pytest.raises(
+        ValueError, match=r"^demo.any: declaration: operands\[0\] accepts unknown dtype 'float6_e2m3fn'"
+    ):
+        binding.infer(_any_dtype(["float32", "float6_e2m3fn"]), [(2,)], ["float32"])
+
+
+@pytest.mark.skipif(not NOT_IN_XLA_FFI, reason="this jax has no dtype XLA FFI lacks")
+@pytest.mark.parametrize("name", NOT_IN_XLA_FFI)
+def test_a_dtype_jax_has_and_xla_ffi_has_not_is_refused_naming_it(name: str) -> None:
+    words = f"got {name}, which XLA FFI has no type for"
+    with pytest.raises(TypeError) as e:
+        binding.infer(DECLS["xla_ffi_rs.kepler"], [(3,), (3,)], ["float32", name])
+    assert str(e.value) == f"xla_ffi_rs.kepler: operand 1 (eccentricity): expected dtype float32 or float64, {words}"
+    # An operand that takes every dtype XLA FFI has does not take it either.
+    with pytest.raises(TypeError, match=rf"^demo.any: operand 0 \(x\): expected dtype bool, int8, .*, {words}$"):
+        binding.infer(_any_dtype(NUMPY_DTYPES + ML_DTYPES_IN_XLA_FFI), [(2,)], [name])
+    value = jnp.ones(4, getattr(jnp, name))
+    for target, operand, taken, call in CALLS:
+        pattern = rf"^{re.escape(target)}: {re.escape(operand)}: expected dtype {re.escape(taken)}, {words}(\n|$)"
+        for f in (call, jax.jit(call)):
+            with pytest.raises(TypeError, match=pattern):
+                f(value)
 
 
 def test_the_same_words_as_the_native_check_for_a_dtype_with_a_name() -> None:

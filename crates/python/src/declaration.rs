@@ -4,7 +4,7 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use xla_ffi::decl::{dtype_by_name, infer as infer_rule, BufferSig, ProblemKind, Signature};
+use xla_ffi::decl::{describe_dtypes, dtype_by_name, infer as infer_rule, BufferSig, ProblemKind, Signature};
 use xla_ffi::HandlerDescriptor;
 use xla_ffi_rs_ops::{cpu_handlers, cuda_handlers, EXAMPLE_CPU_HANDLERS};
 
@@ -101,10 +101,19 @@ pub fn infer<'py>(
     let dtype_rule = opt_str(decl, "dtypes", &what)?;
     let mut types = Vec::new();
     for (i, n) in names.iter().enumerate() {
-        let op = operands.get(i).map_or("?", |b| b.name.as_str());
-        match dtype_by_name(n) {
-            Some(d) => types.push(d),
-            None => return Err(PyTypeError::new_err(format!("{target}: operand {i} ({op}): unknown dtype '{n}'"))),
+        match (dtype_by_name(n), operands.get(i)) {
+            (Some(d), _) => types.push(d),
+            // A name with no XLA FFI type (JAX's float6_e2m3fn, say): the operand's
+            // words for a dtype it does not take, and why no operand takes it.
+            (None, Some(b)) => {
+                return Err(PyTypeError::new_err(format!(
+                    "{target}: operand {i} ({}): expected dtype {}, got {n}, which XLA FFI has no type for",
+                    b.name,
+                    describe_dtypes(&b.accepts)
+                )))
+            }
+            // An operand beyond the declared ones: the count's error, from `infer_rule`.
+            (None, None) => types.push(xla_ffi::DataType::INVALID),
         }
     }
     fn sig(b: &Buf) -> BufferSig<'_> {

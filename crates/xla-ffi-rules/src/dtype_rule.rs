@@ -1,8 +1,9 @@
 //! The dtype notation of a declaration, parsed and validated: `"X, W -> promote(X, W), acc(X, W)"`.
 //!
 //! A rule is `exprs -> exprs`, one per operand, then one per result.
-//! `expr := VAR | dtype | promote(expr, ...) | acc(expr, ...)`; a dtype is a NumPy
-//! name (`float32`, `bfloat16`, `int64`, ...), any other identifier is a variable,
+//! `expr := VAR | dtype | promote(expr, ...) | acc(expr, ...)`; a dtype is a name of
+//! [`DTYPES`](crate::DTYPES) (`float32`, `bfloat16`, `int64`, `float8_e4m3fn`, `int4`,
+//! ...), any other identifier is a variable,
 //! except another spelling of a dtype (`f32`, `Float32`, `double`), which is refused.
 //! The first operand (left to right) whose expression is a bare variable binds it to
 //! its dtype; every other operand must have the dtype of its expression, so

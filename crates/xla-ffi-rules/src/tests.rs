@@ -99,3 +99,38 @@ fn other_spellings_of_a_dtype_are_refused_not_made_variables() {
     assert_eq!(DtypeRule::parse("F, T32 -> F").unwrap().vars, ["F", "T32"]);
     assert!(DtypeRule::parse("float32 -> float32").unwrap().vars.is_empty());
 }
+
+#[test]
+fn the_float8_float4_and_sub_byte_names_are_dtypes_not_variables() {
+    // Before they were listed, `float8_e4m3fn` in a rule was a variable any dtype binds.
+    let r = DtypeRule::parse("float8_e4m3fn, int4 -> float4_e2m1fn").unwrap();
+    assert!(r.vars.is_empty());
+    assert_eq!(r.expr_text(&r.operands[0]), "float8_e4m3fn");
+    assert_eq!(r.expr_text(&r.results[0]), "float4_e2m1fn");
+    // XLA FFI's codes (c_api.h), by the ml_dtypes names.
+    for (name, code) in [
+        ("float8_e5m2", 19),
+        ("float8_e4m3fn", 20),
+        ("int4", 21),
+        ("uint4", 22),
+        ("float8_e4m3b11fnuz", 23),
+        ("float8_e5m2fnuz", 24),
+        ("float8_e4m3fnuz", 25),
+        ("int2", 26),
+        ("uint2", 27),
+        ("float8_e4m3", 28),
+        ("float8_e3m4", 29),
+        ("int1", 30),
+        ("uint1", 31),
+        ("float4_e2m1fn", 32),
+        ("float8_e8m0fnu", 33),
+    ] {
+        assert_eq!(dtype_code(name), Some(code), "{name}");
+    }
+    // Every code of XLA FFI's enum but INVALID (0) has a name: 1 to 33, but for
+    // xla::PrimitiveType's TUPLE (13) and OPAQUE_TYPE (14), which it has not.
+    let mut codes: Vec<u32> = DTYPES.iter().map(|&(_, c)| c).collect();
+    codes.sort_unstable();
+    assert_eq!(codes, (1..=33).filter(|c| *c != 13 && *c != 14).collect::<Vec<_>>());
+    assert_eq!(dtype_code("float6_e2m3fn"), None);
+}

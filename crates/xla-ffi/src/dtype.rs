@@ -21,7 +21,8 @@ pub struct DataType(pub u32);
 
 /// The constants of the codes XLA's header names. A name is the one of
 /// `xla_ffi_rules::DTYPES`, the list the `#[handler]` macro's dtype rules also read,
-/// checked at compile time (`invalid` is not a dtype of the notation).
+/// checked at compile time (`invalid` is not a dtype of the notation), and that list
+/// has no code without a constant here.
 macro_rules! dtypes {
     ($($name:ident = $sys:ident, $text:literal;)*) => {
         impl DataType {
@@ -29,7 +30,10 @@ macro_rules! dtypes {
                 #[doc = concat!("`", $text, "`")]
                 pub const $name: DataType = DataType(sys::$sys as u32);
             )*
-            /// The short lower-case name jax uses (`f32`, `bf16`, `s64` → `int64`...).
+            /// The name NumPy, `ml_dtypes` and `jax.numpy` give the type (`float32`,
+            /// `bfloat16`, `float8_e4m3fn`, `int4`, ...): `xla_ffi_rules::DTYPES`'s;
+            /// `invalid` for [`INVALID`](Self::INVALID), `unknown` for a code XLA's
+            /// header does not name.
             pub fn name(self) -> &'static str {
                 if self == Self::INVALID {
                     return "invalid";
@@ -44,6 +48,11 @@ macro_rules! dtypes {
             str_eq($text, "invalid") || listed($text, DataType::$name.0),
             concat!("`", $text, "` is not xla_ffi_rules::DTYPES's name of its code"),
         );)*
+        // Each constant but INVALID is listed, by a code of its own: as many as listed.
+        const _: () = assert!(
+            [$($text),*].len() - 1 == xla_ffi_rules::DTYPES.len(),
+            "xla_ffi_rules::DTYPES lists a code without a DataType constant",
+        );
     };
 }
 
@@ -93,40 +102,21 @@ dtypes! {
     C64 = XLA_FFI_DataType_C64, "complex64";
     C128 = XLA_FFI_DataType_C128, "complex128";
     TOKEN = XLA_FFI_DataType_TOKEN, "token";
-}
-
-impl DataType {
-    /// `float8_e5m2`. The FP8/FP4 and sub-byte codes are spelled out (not taken
-    /// from the header) because older headers lack some of them.
-    pub const F8E5M2: DataType = DataType(19);
-    /// `float8_e4m3fn`
-    pub const F8E4M3FN: DataType = DataType(20);
-    /// `int4`
-    pub const S4: DataType = DataType(21);
-    /// `uint4`
-    pub const U4: DataType = DataType(22);
-    /// `float8_e4m3b11fnuz`
-    pub const F8E4M3B11FNUZ: DataType = DataType(23);
-    /// `float8_e5m2fnuz`
-    pub const F8E5M2FNUZ: DataType = DataType(24);
-    /// `float8_e4m3fnuz`
-    pub const F8E4M3FNUZ: DataType = DataType(25);
-    /// `int2`
-    pub const S2: DataType = DataType(26);
-    /// `uint2`
-    pub const U2: DataType = DataType(27);
-    /// `float8_e4m3`
-    pub const F8E4M3: DataType = DataType(28);
-    /// `float8_e3m4`
-    pub const F8E3M4: DataType = DataType(29);
-    /// `int1`
-    pub const S1: DataType = DataType(30);
-    /// `uint1`
-    pub const U1: DataType = DataType(31);
-    /// `float4_e2m1fn`
-    pub const F4E2M1FN: DataType = DataType(32);
-    /// `float8_e8m0fnu`
-    pub const F8E8M0FNU: DataType = DataType(33);
+    F8E5M2 = XLA_FFI_DataType_F8E5M2, "float8_e5m2";
+    F8E4M3FN = XLA_FFI_DataType_F8E4M3FN, "float8_e4m3fn";
+    S4 = XLA_FFI_DataType_S4, "int4";
+    U4 = XLA_FFI_DataType_U4, "uint4";
+    F8E4M3B11FNUZ = XLA_FFI_DataType_F8E4M3B11FNUZ, "float8_e4m3b11fnuz";
+    F8E5M2FNUZ = XLA_FFI_DataType_F8E5M2FNUZ, "float8_e5m2fnuz";
+    F8E4M3FNUZ = XLA_FFI_DataType_F8E4M3FNUZ, "float8_e4m3fnuz";
+    S2 = XLA_FFI_DataType_S2, "int2";
+    U2 = XLA_FFI_DataType_U2, "uint2";
+    F8E4M3 = XLA_FFI_DataType_F8E4M3, "float8_e4m3";
+    F8E3M4 = XLA_FFI_DataType_F8E3M4, "float8_e3m4";
+    S1 = XLA_FFI_DataType_S1, "int1";
+    U1 = XLA_FFI_DataType_U1, "uint1";
+    F4E2M1FN = XLA_FFI_DataType_F4E2M1FN, "float4_e2m1fn";
+    F8E8M0FNU = XLA_FFI_DataType_F8E8M0FNU, "float8_e8m0fnu";
 }
 
 impl DataType {
@@ -170,8 +160,14 @@ impl DataType {
 }
 
 /// `dtypes` for a message, as [`ElementSpec::describe`](crate::ElementSpec::describe)
-/// says them: "float16, bfloat16, float32 or float64", "complex64", "nothing".
-pub(crate) fn describe(dtypes: &[DataType]) -> String {
+/// and the handlers' checks say them: "float16, bfloat16, float32 or float64",
+/// "complex64", "nothing".
+///
+/// ```
+/// use xla_ffi::{decl::describe_dtypes, DataType};
+/// assert_eq!(describe_dtypes(&[DataType::F32, DataType::F8E4M3FN]), "float32 or float8_e4m3fn");
+/// ```
+pub fn describe(dtypes: &[DataType]) -> String {
     let names: Vec<&str> = dtypes.iter().map(|d| d.name()).collect();
     match names.split_last() {
         None => "nothing".into(),

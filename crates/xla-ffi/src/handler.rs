@@ -181,8 +181,9 @@
 /// `return Err(x.error(format!("expected rows of length >= 1, got shape {:?}", x.dims())))`.
 ///
 /// **Dtypes**: `exprs -> exprs`, one per operand, then one per result, each
-/// `VAR | dtype | promote(expr, ...) | acc(expr, ...)`. A dtype is a NumPy name
-/// (`float32`, `bfloat16`, `int64`, ...), any other identifier a variable (but Rust's
+/// `VAR | dtype | promote(expr, ...) | acc(expr, ...)`. A dtype is a NumPy,
+/// `ml_dtypes` or `jax.numpy` name of an XLA FFI type (`float32`, `bfloat16`, `int64`,
+/// `float8_e4m3fn`, `int4`, ...), any other identifier a variable (but Rust's
 /// and other spellings of a dtype, `f32`, `Float32`, `double`, are errors, not variables). An
 /// operand whose expression is a bare variable binds it (the first such operand);
 /// every other operand must have its expression's dtype. `promote` is JAX's

@@ -181,6 +181,26 @@ fn any_float_rejects_int32() {
     );
 }
 
+/// Was "got dtype(20)": the handler's check names XLA FFI's float8, float4 and
+/// sub-byte types as ml_dtypes and jax.numpy do.
+#[test]
+fn any_float_rejects_float8_float4_and_int4_by_name() {
+    for (d, name) in [
+        (DataType::F8E4M3FN, "float8_e4m3fn"),
+        (DataType::F8E8M0FNU, "float8_e8m0fnu"),
+        (DataType::F4E2M1FN, "float4_e2m1fn"),
+        (DataType::S4, "int4"),
+        (DataType::U2, "uint2"),
+    ] {
+        let mut call = CallBuilder::new().arg(Arg::raw(d, &[2], 1)).ret(Arg::zeros::<f32>(&[2]));
+        expect_err(
+            call.run(DEC_SCALE),
+            ErrorCode::InvalidArgument,
+            &["dec.scale", "operand 0 (x)", &format!("float32 or float64, got {name}")],
+        );
+    }
+}
+
 #[test]
 fn any_float_mismatched_result_dtype_is_reported_by_expect_dtype() {
     let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32, 2.0], &[2])).ret(Arg::zeros::<f64>(&[2]));
@@ -472,6 +492,31 @@ fn dtype_constants_print_like_jax() {
     assert_eq!(DataType::F32.to_string(), "float32");
     assert_eq!(DataType::BF16.to_string(), "bfloat16");
     assert_eq!(DataType(99).to_string(), "dtype(99)");
+    assert_eq!(DataType(13).to_string(), "dtype(13)"); // xla::PrimitiveType's TUPLE: no XLA FFI type
+    assert_eq!(DataType::INVALID.to_string(), "invalid");
+    // Every type of XLA FFI's header, by its ml_dtypes/jax.numpy name.
+    use xla_ffi::sys;
+    for (code, name) in [
+        (sys::XLA_FFI_DataType_F8E5M2, "float8_e5m2"),
+        (sys::XLA_FFI_DataType_F8E4M3FN, "float8_e4m3fn"),
+        (sys::XLA_FFI_DataType_F8E4M3B11FNUZ, "float8_e4m3b11fnuz"),
+        (sys::XLA_FFI_DataType_F8E5M2FNUZ, "float8_e5m2fnuz"),
+        (sys::XLA_FFI_DataType_F8E4M3FNUZ, "float8_e4m3fnuz"),
+        (sys::XLA_FFI_DataType_F8E4M3, "float8_e4m3"),
+        (sys::XLA_FFI_DataType_F8E3M4, "float8_e3m4"),
+        (sys::XLA_FFI_DataType_F8E8M0FNU, "float8_e8m0fnu"),
+        (sys::XLA_FFI_DataType_F4E2M1FN, "float4_e2m1fn"),
+        (sys::XLA_FFI_DataType_S4, "int4"),
+        (sys::XLA_FFI_DataType_U4, "uint4"),
+        (sys::XLA_FFI_DataType_S2, "int2"),
+        (sys::XLA_FFI_DataType_U2, "uint2"),
+        (sys::XLA_FFI_DataType_S1, "int1"),
+        (sys::XLA_FFI_DataType_U1, "uint1"),
+        (sys::XLA_FFI_DataType_TOKEN, "token"),
+    ] {
+        assert_eq!(DataType(code).to_string(), name);
+        assert_eq!(xla_ffi::decl::dtype_by_name(name), Some(DataType(code)));
+    }
 }
 
 #[test]

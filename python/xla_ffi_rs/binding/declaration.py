@@ -132,17 +132,9 @@ class Declaration:
         # (binding.symbolic_dims): the rule copies dimensions, it computes none.
         dims = SymbolicDims([a.shape for a in avals], self.raw.get("shapes"))
         shapes = list(dims.shapes)
+        # The native checker names every dtype XLA FFI has (float8, int4, ...) and
+        # refuses one an operand does not take, or one XLA FFI has not, in its words.
         dtypes = [np.dtype(a.dtype).name for a in avals]
-        for i, d in enumerate(dtypes):
-            accepts = list(self.operands[i].get("dtypes") or [])
-            if accepts and d not in accepts:
-                # The native checker's words, for the dtypes it has no name for too
-                # (float8, int4, ...), which it called "unknown dtype" naming no dtype taken.
-                taken = accepts[0] if len(accepts) == 1 else f"{', '.join(accepts[:-1])} or {accepts[-1]}"
-                at = i + 1 if self.tokens is not None and self.tokens[0] <= i else i  # the call's index
-                raise TypeError(
-                    f"{self.target}: operand {at} ({self.operands[i]['name']}): expected dtype {taken}, got {d}"
-                )
         if self.tokens is not None:
             shapes.insert(self.tokens[0], ())
             dtypes.insert(self.tokens[0], "token")

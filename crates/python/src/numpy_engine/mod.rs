@@ -36,30 +36,53 @@ use xla_ffi::DataType;
 
 /// The element types NumPy has as built-in numeric dtypes (no object, string or
 /// user-defined dtype), each of the name [`DataType::name`] gives it: every dtype of
-/// `xla_ffi_rules::DTYPES` but `bfloat16` (`ml_dtypes`') and `token`, in its order.
-/// Derived from that list, so a dtype added there is a NumPy one unless excluded here.
-pub(crate) const NUMPY_DTYPES: [DataType; xla_ffi_rules::DTYPES.len() - NOT_NUMPY.len()] = {
-    let mut out = [DataType::INVALID; xla_ffi_rules::DTYPES.len() - NOT_NUMPY.len()];
+/// `xla_ffi_rules::DTYPES` but `ml_dtypes`' ([`ML_DTYPES`], [`SUB_BYTE`]) and
+/// `token`, in its order. Derived from that list, so a dtype added there is a NumPy
+/// one unless listed as not one here.
+pub(crate) const NUMPY_DTYPES: [DataType; xla_ffi_rules::DTYPES.len() - NOT_NUMPY] = {
+    let mut out = [DataType::INVALID; xla_ffi_rules::DTYPES.len() - NOT_NUMPY];
     let (mut i, mut n) = (0, 0);
     while i < xla_ffi_rules::DTYPES.len() {
         let code = xla_ffi_rules::DTYPES[i].1;
-        if !not_numpy(code) {
+        if !(code == DataType::TOKEN.0 || has(&ML_DTYPES, code) || has(&SUB_BYTE, code)) {
             out[n] = DataType(code);
             n += 1;
         }
         i += 1;
     }
-    assert!(n == out.len(), "NOT_NUMPY names a dtype that xla_ffi_rules::DTYPES lacks");
+    assert!(n == out.len(), "ML_DTYPES or SUB_BYTE names a dtype twice, or one xla_ffi_rules::DTYPES lacks");
     out
 };
 
-/// The dtypes of `xla_ffi_rules::DTYPES` that NumPy does not have itself.
-const NOT_NUMPY: [DataType; 2] = [DataType::BF16, DataType::TOKEN];
+/// The element types of `ml_dtypes` (a dependency of jax) one byte wide or more, which
+/// a NumPy array holds one element per byte as XLA's buffers do; each of the name
+/// [`DataType::name`] gives it, `ml_dtypes`' own.
+pub(crate) const ML_DTYPES: [DataType; 9] = [
+    DataType::BF16,
+    DataType::F8E5M2,
+    DataType::F8E4M3FN,
+    DataType::F8E4M3B11FNUZ,
+    DataType::F8E5M2FNUZ,
+    DataType::F8E4M3FNUZ,
+    DataType::F8E4M3,
+    DataType::F8E3M4,
+    DataType::F8E8M0FNU,
+];
 
-const fn not_numpy(code: u32) -> bool {
+/// The element types XLA packs below one byte per element (`int4`, `float4_e2m1fn`,
+/// ...): `ml_dtypes` has them, one element per byte, so a NumPy array cannot be a view
+/// of such a buffer.
+pub(crate) const SUB_BYTE: [DataType; 7] =
+    [DataType::S4, DataType::U4, DataType::S2, DataType::U2, DataType::S1, DataType::U1, DataType::F4E2M1FN];
+
+/// How many dtypes of `xla_ffi_rules::DTYPES` are not NumPy's own: `token` and
+/// `ml_dtypes`' ones.
+const NOT_NUMPY: usize = 1 + ML_DTYPES.len() + SUB_BYTE.len();
+
+const fn has(list: &[DataType], code: u32) -> bool {
     let mut i = 0;
-    while i < NOT_NUMPY.len() {
-        if NOT_NUMPY[i].0 == code {
+    while i < list.len() {
+        if list[i].0 == code {
             return true;
         }
         i += 1;

@@ -89,42 +89,6 @@ pub(super) struct NumPy {
 
 pub(super) static NUMPY: PyOnceLock<NumPy> = PyOnceLock::new();
 
-/// The one-byte (or wider) element types of `ml_dtypes` (a dependency of jax), by
-/// their `ml_dtypes` names. Sub-byte types (int4, float4) are not here: their
-/// packing in XLA's buffers is not NumPy's one element per byte.
-pub(super) const ML_DTYPES: [(DataType, &str); 9] = [
-    (DataType::BF16, "bfloat16"),
-    (DataType::F8E5M2, "float8_e5m2"),
-    (DataType::F8E4M3FN, "float8_e4m3fn"),
-    (DataType::F8E4M3B11FNUZ, "float8_e4m3b11fnuz"),
-    (DataType::F8E5M2FNUZ, "float8_e5m2fnuz"),
-    (DataType::F8E4M3FNUZ, "float8_e4m3fnuz"),
-    (DataType::F8E4M3, "float8_e4m3"),
-    (DataType::F8E3M4, "float8_e3m4"),
-    (DataType::F8E8M0FNU, "float8_e8m0fnu"),
-];
-
-// Every dtype of the notation but `token` has a NumPy dtype: NumPy's own, or `ml_dtypes`'.
-const _: () = {
-    let mut i = 0;
-    while i < xla_ffi_rules::DTYPES.len() {
-        let code = xla_ffi_rules::DTYPES[i].1;
-        let mut found = code == DataType::TOKEN.0;
-        let mut j = 0;
-        while j < numpy_engine::NUMPY_DTYPES.len() {
-            found |= numpy_engine::NUMPY_DTYPES[j].0 == code;
-            j += 1;
-        }
-        j = 0;
-        while j < ML_DTYPES.len() {
-            found |= ML_DTYPES[j].0 .0 == code;
-            j += 1;
-        }
-        assert!(found, "a dtype of xla_ffi_rules::DTYPES has no NumPy dtype here");
-        i += 1;
-    }
-};
-
 pub(super) fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
     NUMPY.get_or_try_init(py, || {
         let np = py.import("numpy")?;
@@ -135,8 +99,8 @@ pub(super) fn numpy(py: Python<'_>) -> PyResult<&NumPy> {
         }
         // An older ml_dtypes may lack some types: those stay unsupported.
         let ml = py.import("ml_dtypes")?;
-        for (t, name) in ML_DTYPES {
-            if let Ok(d) = ml.getattr(name).and_then(|d| dtype.call1((d,))) {
+        for t in numpy_engine::ML_DTYPES {
+            if let Ok(d) = ml.getattr(t.name()).and_then(|d| dtype.call1((d,))) {
                 dtypes.push((t, d.unbind()));
             }
         }

@@ -69,24 +69,32 @@ impl ElementType {
         }
     }
 
-    /// The NumPy/JAX name (`float32`, `bfloat16`, `bool`).
+    /// The NumPy/JAX name (`float32`, `bfloat16`, `bool`): XLA FFI's name of the same
+    /// type ([`xla_ffi::DataType::name`]), the one list of dtype names.
     pub fn name(self) -> &'static str {
+        self.data_type().name()
+    }
+
+    /// The XLA FFI element type of the same XLA type (`PJRT_Buffer_Type` and
+    /// `XLA_FFI_DataType` number them differently).
+    pub fn data_type(self) -> xla_ffi::DataType {
+        use xla_ffi::DataType as D;
         match self {
-            Self::Pred => "bool",
-            Self::S8 => "int8",
-            Self::S16 => "int16",
-            Self::S32 => "int32",
-            Self::S64 => "int64",
-            Self::U8 => "uint8",
-            Self::U16 => "uint16",
-            Self::U32 => "uint32",
-            Self::U64 => "uint64",
-            Self::F16 => "float16",
-            Self::F32 => "float32",
-            Self::F64 => "float64",
-            Self::BF16 => "bfloat16",
-            Self::C64 => "complex64",
-            Self::C128 => "complex128",
+            Self::Pred => D::PRED,
+            Self::S8 => D::S8,
+            Self::S16 => D::S16,
+            Self::S32 => D::S32,
+            Self::S64 => D::S64,
+            Self::U8 => D::U8,
+            Self::U16 => D::U16,
+            Self::U32 => D::U32,
+            Self::U64 => D::U64,
+            Self::F16 => D::F16,
+            Self::F32 => D::F32,
+            Self::F64 => D::F64,
+            Self::BF16 => D::BF16,
+            Self::C64 => D::C64,
+            Self::C128 => D::C128,
         }
     }
 
@@ -204,6 +212,35 @@ mod tests {
         }
         assert_eq!(ElementType::from_pjrt(0), None);
         assert_eq!(ElementType::from_name("float8"), None);
+    }
+
+    #[test]
+    fn each_element_type_is_its_xla_ffi_type_by_name_and_width() {
+        let names: Vec<&str> = ElementType::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "bool",
+                "int8",
+                "int16",
+                "int32",
+                "int64",
+                "uint8",
+                "uint16",
+                "uint32",
+                "uint64",
+                "float16",
+                "float32",
+                "float64",
+                "bfloat16",
+                "complex64",
+                "complex128"
+            ]
+        );
+        for (i, t) in ElementType::ALL.iter().enumerate() {
+            assert_eq!(t.data_type().byte_width(), Some(t.size()), "{t}");
+            assert!(ElementType::ALL[i + 1..].iter().all(|u| u.data_type() != t.data_type()), "{t}");
+        }
     }
 
     #[test]

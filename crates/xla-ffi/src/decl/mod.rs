@@ -16,6 +16,7 @@ mod infer;
 mod rules;
 mod types;
 
+pub use crate::dtype::describe as describe_dtypes;
 pub(crate) use check::check_call;
 pub use dtypes::{accumulator, dtype_by_name, known_dtypes, promote, NOTATION_DTYPES};
 pub use infer::{infer, BufferSig, Inferred, Signature};
