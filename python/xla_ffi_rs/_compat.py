@@ -11,8 +11,9 @@ JAX): Shardy's sharding-rule builder (:func:`sdy_sharding_rule`), the table of
 linearization rules (:func:`linearize_with`) and the table of batching rules that
 take the axis data (:func:`batching_rule`, :func:`set_batching_rule`), the
 context of JAX's evaluation trace (:func:`eval_context`), the sharding of an
-ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`), and the
-conversion that marks an array weakly typed (:func:`weakly_typed`). This is
+ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`), the
+conversion that marks an array weakly typed (:func:`weakly_typed`), and the list of
+files whose frames traceback filtering hides (:func:`hide_frames`). This is
 the only module of the package that imports from ``jax._src``.
 
 Example:
@@ -23,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
@@ -246,6 +248,27 @@ def strongly_typed(x: jax.Array, dtype: Any) -> jax.Array:
     return cast(jax.Array, _convert_element_type(x, dtype, weak_type=False))
 
 
+def hide_frames(directory: str) -> None:
+    """Treat the frames of files under ``directory`` as JAX treats its own: not the
+    user's. The source location XLA records for an op (its HLO metadata, which
+    profilers show, and the MLIR ``loc``) is then the user's line that called it, as
+    for a ``jnp`` op, not a line inside the package
+    (``jax.extend.source_info_util.register_exclusion``); and JAX's traceback
+    filtering (``jax_traceback_filtering``, ``"off"`` shows them) drops them from a
+    traceback as it drops its own (``jax._src.traceback_util.register_exclusion``,
+    private: a JAX without it only keeps the frames)."""
+    directory = os.path.abspath(directory)
+    from jax.extend import source_info_util
+
+    source_info_util.register_exclusion(directory + os.sep)
+    try:
+        from jax._src import traceback_util
+
+        traceback_util.register_exclusion(directory)
+    except (ImportError, AttributeError):
+        pass
+
+
 def literal_value(tracer: Any) -> Any:
     """The value of ``tracer`` where tracing made it a literal scalar (a constant
     written in the program), else None."""
@@ -280,6 +303,7 @@ __all__ = [
     "defining_equation",
     "eval_context",
     "forget_primitive",
+    "hide_frames",
     "linearize_with",
     "literal_value",
     "mark_primitive_callable",

@@ -1,0 +1,150 @@
+"""What a user debugging or profiling a program with these ops sees: the source
+location XLA records for each op (the HLO metadata a profiler shows, the MLIR
+``loc``) is the user's line that called it, as JAX gives it for a ``jnp`` op, not a
+line inside ``xla_ffi_rs``; the op's name and the user's ``named_scope`` in the
+metadata; and a traceback that JAX filters ends at the user's line, the package's
+own frames hidden as JAX hides its own (``jax_traceback_filtering="off"`` shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xla_ffi_rs as xr
+from xla_ffi_rs import binding, examples
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(xr.__file__))
+HERE = os.path.abspath(__file__)
+
+_LOC_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)$")
+_FILE_LOC = re.compile(r'^"([^"]*)":(\d+):\d+')
+
+
+def _loc_table(text: str) -> dict[str, str]:
+    return {m[1]: m[2] for line in text.splitlines() if (m := _LOC_DEF.match(line))}
+
+
+def _leaf_frame(loc: str, table: dict[str, str]) -> tuple[str, int] | None:
+    """The innermost frame (file, line) of an MLIR location: what XLA records as the
+    top of the op's stack (``source_file``/``source_line`` of its metadata)."""
+    for _ in range(100):
+        if m := _FILE_LOC.match(loc):
+            return m[1], int(m[2])
+        if m := re.match(r"^callsite\((#loc\d*) at (#loc\d*)\)$", loc):
+            loc = table[m[1]]  # the callee, inside the caller
+        elif m := re.match(r'^"[^"]*"\((#loc\d*)\)$', loc):
+            loc = table[m[1]]  # a name (op or function) around a location
+        elif re.match(r"^#loc\d*$", loc):
+            loc = table[loc]
+        else:
+            return None
+    return None
+
+
+def _custom_call_frames(text: str) -> dict[str, list[tuple[str, int] | None]]:
+    """The innermost frame of the location of each custom call, by target."""
+    table = _loc_table(text)
+    frames: dict[str, list[tuple[str, int] | None]] = {}
+    for line in text.splitlines():
+        m = re.search(r"stablehlo\.custom_call @([\w.]+)\(.*loc\((#loc\d*)\)\s*$", line)
+        if m:
+            frames.setdefault(m[1], []).append(_leaf_frame(table[m[2]], table))
+    return frames
+
+
+def _line_of(fn: Callable[..., object], marker: str) -> int:
+    """The line of ``fn``'s source holding ``marker`` (a comment on the call)."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    (offset,) = [i for i, text in enumerate(lines) if text.rstrip().endswith(marker)]
+    return start + offset
+
+
+def _scale_op() -> binding.Op:
+    examples.register()
+    return binding.op(xr.declarations()["xla_ffi_rs.examples.scale"])
+
+
+def _program(x: jax.Array, w: jax.Array) -> jax.Array:
+    scale_op = _scale_op()
+    sine = xr.python_op(np.sin, abstract_eval=lambda x: x, name="user_sine")
+    with jax.named_scope("user_scope"):
+        a, _ = xr.kepler(x, 0.1)  # call: kepler
+        b = xr.rms_norm(x, w)  # call: rms_norm
+        c = xr.rms_norm_inplace(x, w)  # call: rms_norm_inplace
+        (d,) = scale_op(x, factor=2.0)  # call: scale
+        e = sine(x)  # call: python_op
+        f = jnp.sin(x)  # call: jnp
+    return a + b + c + d + e + f
+
+
+#: Each target and the calls that lower to it (rms_norm_inplace is rms_norm's target).
+CALLS = {
+    "xla_ffi_rs.kepler": ["call: kepler"],
+    "xla_ffi_rs.rms_norm_fwd": ["call: rms_norm", "call: rms_norm_inplace"],
+    "xla_ffi_rs.examples.scale": ["call: scale"],
+    "xla_ffi_rs.python_call": ["call: python_op"],
+}
+
+
+def _lowered_text() -> str:
+    x, w = jnp.linspace(0.1, 1.0, 8, dtype=jnp.float32).reshape(2, 4), jnp.ones(4, jnp.float32)
+    return jax.jit(_program).lower(x, w).as_text(debug_info=True)
+
+
+def test_the_hlo_location_of_each_op_is_the_users_line() -> None:
+    text = _lowered_text()
+    frames = _custom_call_frames(text)
+    for target, markers in CALLS.items():
+        expected = sorted((HERE, _line_of(_program, m)) for m in markers)
+        assert sorted(frames.get(target, []), key=str) == expected, (target, frames.get(target))
+    # As for a jnp op: no frame of the package in any location.
+    assert PACKAGE_DIR + os.sep not in text
+
+
+def test_the_op_names_and_named_scope_in_the_hlo_metadata() -> None:
+    text = _lowered_text()
+    for name in ("kepler", "rms_norm_fwd", "scale", "user_sine", "sin"):
+        assert f'"jit(_program)/user_scope/{name}"' in text, name
+
+
+def _raising_program(x: jax.Array) -> jax.Array:
+    return _scale_op()(x, factor=2.0)[0]  # call: bad dtype
+
+
+@pytest.mark.parametrize("mode", ["remove_frames", "off"])
+def test_a_filtered_traceback_ends_at_the_users_line(mode: str) -> None:
+    x = jnp.ones(3, jnp.int32)
+    with _flag(mode):
+        with pytest.raises(TypeError, match=r"xla_ffi_rs\.examples\.scale: operand 0 \(x\).*float32.*int32") as info:
+            jax.jit(_raising_program)(x)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    files = [f.filename for f in frames]
+    assert (HERE, _line_of(_raising_program, "call: bad dtype")) in [(f.filename, f.lineno) for f in frames]
+    ours = [f for f in files if f.startswith(PACKAGE_DIR + os.sep)]
+    if mode == "off":
+        assert ours  # the package's frames are there, unfiltered
+    else:
+        assert ours == [], ours
+
+
+class _flag:
+    """``jax_traceback_filtering`` set for a block (jax has no context manager for it)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode, self.old = mode, jax.config.jax_traceback_filtering
+
+    def __enter__(self) -> None:
+        jax.config.update("jax_traceback_filtering", self.mode)
+
+    def __exit__(self, *exc: object) -> None:
+        jax.config.update("jax_traceback_filtering", self.old)
