@@ -148,3 +148,25 @@ class _flag:
 
     def __exit__(self, *exc: object) -> None:
         jax.config.update("jax_traceback_filtering", self.old)
+
+
+def _failing_fft(x: np.ndarray, *, batch_axes: object) -> np.ndarray:
+    raise ValueError("the user's fft failed")  # raise: fft
+
+
+@pytest.mark.parametrize("mode", ["remove_frames", "off"])
+def test_a_python_op_error_shows_the_users_frames_not_the_packages(mode: str) -> None:
+    # linear_op runs the function inside a wrapper of the package (roles.py): the
+    # frames in the message are the user's, the wrapper's only with filtering off.
+    op = xr.linear_op(
+        _failing_fft,
+        _failing_fft,
+        abstract_eval=lambda x, **_: x,
+        abstract_eval_T=lambda x, **_: x,
+        batch_axes=True,
+    )
+    with _flag(mode), pytest.raises(Exception, match=r"op 'linear_op\[_failing_fft\]' raised ValueError") as info:
+        jax.block_until_ready(jax.jit(op)(jnp.ones((3, 4), jnp.complex64)))
+    message = str(info.value)
+    assert f'File "{HERE}", line {_line_of(_failing_fft, "raise: fft")}, in _failing_fft' in message
+    assert (PACKAGE_DIR + os.sep in message) == (mode == "off"), message
