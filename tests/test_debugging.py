@@ -8,10 +8,12 @@ own frames hidden as JAX hides its own (``jax_traceback_filtering="off"`` shows 
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import jax
 import jax.numpy as jnp
@@ -60,10 +62,19 @@ def _custom_call_frames(text: str) -> dict[str, list[tuple[str, int] | None]]:
     return frames
 
 
-def _line_of(fn: Callable[..., object], marker: str) -> int:
-    """The line of ``fn``'s source holding ``marker`` (a comment on the call)."""
-    import inspect
+@contextmanager
+def _flag(mode: str) -> Iterator[None]:
+    """``jax_traceback_filtering`` set to ``mode`` for a block."""
+    old = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", mode)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_traceback_filtering", old)
 
+
+def _line_of(fn: Callable[..., object], marker: str) -> int:
+    """The line of ``fn``'s source ending with ``marker`` (a comment on the call)."""
     lines, start = inspect.getsourcelines(fn)
     (offset,) = [i for i, text in enumerate(lines) if text.rstrip().endswith(marker)]
     return start + offset
@@ -124,9 +135,9 @@ def _raising_program(x: jax.Array) -> jax.Array:
 @pytest.mark.parametrize("mode", ["remove_frames", "off"])
 def test_a_filtered_traceback_ends_at_the_users_line(mode: str) -> None:
     x = jnp.ones(3, jnp.int32)
-    with _flag(mode):
-        with pytest.raises(TypeError, match=r"xla_ffi_rs\.examples\.scale: operand 0 \(x\).*float32.*int32") as info:
-            jax.jit(_raising_program)(x)
+    message = r"xla_ffi_rs\.examples\.scale: operand 0 \(x\).*float32.*int32"
+    with _flag(mode), pytest.raises(TypeError, match=message) as info:
+        jax.jit(_raising_program)(x)
     frames = traceback.extract_tb(info.value.__traceback__)
     files = [f.filename for f in frames]
     assert (HERE, _line_of(_raising_program, "call: bad dtype")) in [(f.filename, f.lineno) for f in frames]
@@ -135,19 +146,6 @@ def test_a_filtered_traceback_ends_at_the_users_line(mode: str) -> None:
         assert ours  # the package's frames are there, unfiltered
     else:
         assert ours == [], ours
-
-
-class _flag:
-    """``jax_traceback_filtering`` set for a block (jax has no context manager for it)."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode, self.old = mode, jax.config.jax_traceback_filtering
-
-    def __enter__(self) -> None:
-        jax.config.update("jax_traceback_filtering", self.mode)
-
-    def __exit__(self, *exc: object) -> None:
-        jax.config.update("jax_traceback_filtering", self.old)
 
 
 def _failing_fft(x: np.ndarray, *, batch_axes: object) -> np.ndarray:
@@ -165,7 +163,10 @@ def test_a_python_op_error_shows_the_users_frames_not_the_packages(mode: str) ->
         abstract_eval_T=lambda x, **_: x,
         batch_axes=True,
     )
-    with _flag(mode), pytest.raises(Exception, match=r"op 'linear_op\[_failing_fft\]' raised ValueError") as info:
+    with (
+        _flag(mode),
+        pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'linear_op\[_failing_fft\]' raised ValueError") as info,
+    ):
         jax.block_until_ready(jax.jit(op)(jnp.ones((3, 4), jnp.complex64)))
     message = str(info.value)
     assert f'File "{HERE}", line {_line_of(_failing_fft, "raise: fft")}, in _failing_fft' in message
