@@ -171,3 +171,17 @@ def test_a_python_op_error_shows_the_users_frames_not_the_packages(mode: str) ->
     message = str(info.value)
     assert f'File "{HERE}", line {_line_of(_failing_fft, "raise: fft")}, in _failing_fft' in message
     assert (PACKAGE_DIR + os.sep in message) == (mode == "off"), message
+
+
+def _bad_shape_program(x: jax.Array) -> jax.Array:
+    return xr.rms_norm(x, jnp.ones(3))  # call: bad shape
+
+
+def test_a_filtered_traceback_of_an_ops_function_holds_the_users_frames_only() -> None:
+    # rms_norm and kepler are plain functions (their jnp promotion rules set by a
+    # decorator of the package): no frame of a wrapper between the user's and the error.
+    with _flag("remove_frames"), pytest.raises(ValueError, match=r"rms_norm_fwd: operand 1 \(weight\)") as info:
+        jax.jit(_bad_shape_program)(jnp.ones((2, 4)))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert {f.filename for f in frames} == {HERE}, [(f.filename, f.name) for f in frames]
+    assert frames[-1].lineno == _line_of(_bad_shape_program, "call: bad shape")

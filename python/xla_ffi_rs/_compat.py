@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from functools import partial
-from typing import Any, cast
+from functools import partial, wraps
+from typing import Any, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -205,16 +205,39 @@ def eval_context() -> AbstractContextManager[None]:
 
 
 @contextmanager
-def standard_numpy() -> Iterator[None]:
+def _standard_rules() -> Iterator[None]:
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class standard_numpy:
     """JAX's default NumPy promotion rules (``jax_numpy_dtype_promotion="standard"``,
     ``jax_numpy_rank_promotion="allow"``), whatever the user set, for this
     package's own jnp code (reference formulas, rules) which mixes dtypes and ranks
     on purpose: a user's ``"strict"`` or ``"raise"`` is for the user's code, and
     made a valid call of an op fail inside it (``TypePromotionError``, "could not be
     broadcast together"). A context manager, or a decorator:
-    ``@standard_numpy()``."""
-    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
-        yield
+    ``@standard_numpy()``. As a decorator its wrapper is a function of this package,
+    so JAX's traceback filtering hides it (``contextlib``'s would stay, a frame
+    between the user's call and the error)."""
+
+    def __call__(self, fn: _F) -> _F:
+        @wraps(fn)
+        def with_standard_rules(*args: Any, **kwargs: Any) -> Any:
+            with _standard_rules():
+                return fn(*args, **kwargs)
+
+        return cast(_F, with_standard_rules)
+
+    def __enter__(self) -> None:
+        self._rules = _standard_rules()
+        self._rules.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._rules.__exit__(*exc)
 
 
 def mark_primitive_callable(fun: Callable[..., Any], name: str) -> None:
