@@ -33,9 +33,12 @@ for these targets; ``xla_ffi_rs.target_names(name)`` the ``targets=`` of a
 
 # No ``from __future__ import annotations`` here: it would leave a public-looking
 # ``xla_ffi_rs.annotations`` in ``dir(xla_ffi_rs)``; the annotations below run as they are.
-from xla_ffi_rs import _native, _registration, _versions
+from xla_ffi_rs import _compat, _native, _registration, _versions
 from xla_ffi_rs._registration import declarations, handlers, register_targets, runtime_ffi_api, target_names
 
+# The package's frames are not the user's: an op's source location in the HLO is the
+# user's line, and a filtered traceback ends there (docs/python-api.md, "Debugging").
+_compat.hide_frames(__path__[0])
 _versions.warn_if_unsupported()
 _registration.register_all()
 

@@ -11,8 +11,9 @@ JAX): Shardy's sharding-rule builder (:func:`sdy_sharding_rule`), the table of
 linearization rules (:func:`linearize_with`) and the table of batching rules that
 take the axis data (:func:`batching_rule`, :func:`set_batching_rule`), the
 context of JAX's evaluation trace (:func:`eval_context`), the sharding of an
-ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`), and the
-conversion that marks an array weakly typed (:func:`weakly_typed`). This is
+ordered callback (:func:`ordered_effect_sharding`, :func:`set_sharding`), the
+conversion that marks an array weakly typed (:func:`weakly_typed`), and the list of
+files whose frames traceback filtering hides (:func:`hide_frames`). This is
 the only module of the package that imports from ``jax._src``.
 
 Example:
@@ -23,10 +24,11 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from functools import partial
-from typing import Any, cast
+from functools import partial, wraps
+from typing import Any, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -212,16 +214,39 @@ def eval_context() -> AbstractContextManager[None]:
 
 
 @contextmanager
-def standard_numpy() -> Iterator[None]:
+def _standard_rules() -> Iterator[None]:
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class standard_numpy:
     """JAX's default NumPy promotion rules (``jax_numpy_dtype_promotion="standard"``,
     ``jax_numpy_rank_promotion="allow"``), whatever the user set, for this
     package's own jnp code (reference formulas, rules) which mixes dtypes and ranks
     on purpose: a user's ``"strict"`` or ``"raise"`` is for the user's code, and
     made a valid call of an op fail inside it (``TypePromotionError``, "could not be
     broadcast together"). A context manager, or a decorator:
-    ``@standard_numpy()``."""
-    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
-        yield
+    ``@standard_numpy()``. As a decorator its wrapper is a function of this package,
+    so JAX's traceback filtering hides it (``contextlib``'s would stay, a frame
+    between the user's call and the error)."""
+
+    def __call__(self, fn: _F) -> _F:
+        @wraps(fn)
+        def with_standard_rules(*args: Any, **kwargs: Any) -> Any:
+            with _standard_rules():
+                return fn(*args, **kwargs)
+
+        return cast(_F, with_standard_rules)
+
+    def __enter__(self) -> None:
+        self._rules = _standard_rules()
+        self._rules.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._rules.__exit__(*exc)
 
 
 def mark_primitive_callable(fun: Callable[..., Any], name: str) -> None:
@@ -253,6 +278,27 @@ def strongly_typed(x: jax.Array, dtype: Any) -> jax.Array:
     from jax._src.lax.lax import _convert_element_type
 
     return cast(jax.Array, _convert_element_type(x, dtype, weak_type=False))
+
+
+def hide_frames(directory: str) -> None:
+    """Treat the frames of files under ``directory`` as JAX treats its own: not the
+    user's. The source location XLA records for an op (its HLO metadata, which
+    profilers show, and the MLIR ``loc``) is then the user's line that called it, as
+    for a ``jnp`` op, not a line inside the package
+    (``jax.extend.source_info_util.register_exclusion``); and JAX's traceback
+    filtering (``jax_traceback_filtering``, ``"off"`` shows them) drops them from a
+    traceback as it drops its own (``jax._src.traceback_util.register_exclusion``,
+    private: a JAX without it only keeps the frames)."""
+    directory = os.path.abspath(directory)
+    from jax.extend import source_info_util
+
+    source_info_util.register_exclusion(directory + os.sep)
+    try:
+        from jax._src import traceback_util
+
+        traceback_util.register_exclusion(directory)
+    except (ImportError, AttributeError):
+        pass
 
 
 def literal_value(tracer: Any) -> Any:
@@ -289,6 +335,7 @@ __all__ = [
     "defining_equation",
     "eval_context",
     "forget_primitive",
+    "hide_frames",
     "linearize_with",
     "literal_value",
     "mark_primitive_callable",

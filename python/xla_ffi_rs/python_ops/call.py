@@ -11,10 +11,12 @@ it, by the Rust handler, never by users; it holds no state.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -244,13 +246,28 @@ def _type_name(x: Any) -> str:
         return "<unnamed type>"
 
 
+#: The package's own files: their frames are not the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _users(frames: list[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
+    """The user's ``frames``: without the package's own (the wrappers of
+    :mod:`~xla_ffi_rs.python_ops.roles` around a ``linear_op``'s functions), as
+    JAX's traceback filtering hides them; all of them under
+    ``jax_traceback_filtering="off"``, or when none is the user's (an error of the
+    package itself)."""
+    if jax.config.jax_traceback_filtering == "off":
+        return frames
+    return [f for f in frames if not f.filename.startswith(_PACKAGE_DIR)] or frames
+
+
 def exception_message(name: str, e: BaseException, skip: int = 1) -> str:
-    """``op 'name' raised Kind: text`` and the last traceback frames (of the user's
-    code, after the ``skip`` frames of our own), whatever the exception's
+    """``op 'name' raised Kind: text`` and the last traceback frames of the user's
+    code (after the ``skip`` frames of our own, without the package's), whatever the exception's
     ``__str__`` or class does."""
     text = _str(e)
     try:
-        frames = traceback.extract_tb(e.__traceback__)[skip:]  # drop invoke's own frame
+        frames = _users(traceback.extract_tb(e.__traceback__)[skip:])  # drop invoke's own frame
         tail = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
     except BaseException:
         frames, tail = [], ""
