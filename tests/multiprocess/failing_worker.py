@@ -60,12 +60,12 @@ elif CASE == "not_imported":
     path = os.path.join(OUT, "model.jaxexport")
     if PID == 0:
         model = jax.jit(lambda x: jnp.sum(xr.rms_norm(x, jnp.ones(16, x.dtype)) * xr.kepler(x, 0.5)[0]))
-        with open(path + ".tmp", "wb") as f:
-            f.write(jax.export.export(model, disabled_checks=xr.export_checks())(xs).serialize())
+        with open(path + ".tmp", "wb") as out:
+            out.write(jax.export.export(model, disabled_checks=xr.export_checks())(xs).serialize())
         os.replace(path + ".tmp", path)
     multihost_utils.sync_global_devices("exported")
-    with open(path, "rb") as f:
-        y = jax.export.deserialize(bytearray(f.read())).call(xs)
+    with open(path, "rb") as src:
+        y = jax.export.deserialize(bytearray(src.read())).call(xs)
 else:
     raise SystemExit(f"unknown case {CASE}")
 print("RESULT=", float(y.addressable_data(0)), flush=True)  # waits for the program
