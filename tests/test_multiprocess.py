@@ -6,23 +6,14 @@ runtime with its gloo CPU collectives. Bounded in time, loopback only.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
+
+from process_group import describe, run_workers
 
 WORKER = Path(__file__).parent / "multiprocess" / "worker.py"
 TIMEOUT_S = 240
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reference() -> dict[str, np.ndarray]:
@@ -64,29 +55,8 @@ def rms_norm_and_grad(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def test_two_processes_match_single_process(tmp_path: Path) -> None:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), str(pid), str(port), str(tmp_path)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for pid in (0, 1)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=TIMEOUT_S)
-            logs.append(out)
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        pytest.fail(f"the two-process run did not finish in {TIMEOUT_S} s")
-    for pid, (p, log) in enumerate(zip(procs, logs, strict=False)):
-        assert p.returncode == 0, f"process {pid} failed:\n{log[-4000:]}"
+    done = run_workers(WORKER, 2, str(tmp_path), timeout_s=TIMEOUT_S, local_devices=4)
+    assert [f.returncode for f in done] == [0, 0], describe(done)
     ref = reference()
     for pid in (0, 1):
         got = np.load(tmp_path / f"proc{pid}.npz")

@@ -1,4 +1,4 @@
-"""One process of the two-process test: `python worker.py PROCESS_ID PORT OUT_DIR`.
+"""One process of the two-process test: `python worker.py PROCESS_ID 2 PORT OUT_DIR`.
 
 Runs sharded xr.kepler and xr.rms_norm (forward and grad, for x of shape
 (tokens, hidden) and (batch, seq, hidden) with a 1-D weight) on a global 2x4 mesh that
@@ -31,7 +31,7 @@ def global_array(data: np.ndarray, sharding: NamedSharding) -> jax.Array:
 
 
 def main() -> None:
-    pid, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    pid, port, out = int(sys.argv[1]), int(sys.argv[3]), sys.argv[4]
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.config.update("jax_enable_x64", True)
     jax.distributed.initialize(
