@@ -49,8 +49,10 @@ def test_shardy_refuses_it_naming_the_op_and_the_target(use: Any, use_partitione
         jax.jit(use(op)).lower(sharded_x())
     message = str(info.value)
     for words in (
-        "effect_shardy (xla_ffi_rs.python_call): an op with has_side_effect=True is not supported in a program "
-        "partitioned over several devices (8) under the Shardy partitioner",
+        (
+            "effect_shardy (xla_ffi_rs.python_call): an op with has_side_effect=True is not supported in a program "
+            "partitioned over several devices (8) under the Shardy partitioner"
+        ),
         "jax.device_put(x, jax.devices()[0])",
         "inside a shard_map over every mesh axis",
     ):
@@ -77,7 +79,8 @@ def test_inside_shard_map_and_with_batch_dims_each_device_calls_it(
     use_partitioner(partitioner)
     x = sharded_x()
     calls, op = recording_op(f"map_{partitioner}")
-    mapped = jax.shard_map(UNUSED(op), mesh=x.sharding.mesh, in_specs=P("b"), out_specs=P("b"))
+    mesh = jax.make_mesh((8,), ("b",))
+    mapped = jax.shard_map(UNUSED(op), mesh=mesh, in_specs=P("b"), out_specs=P("b"))
     np.testing.assert_array_equal(np.asarray(jax.jit(mapped)(x)), np.asarray(x) + 1)
     jax.effects_barrier()
     assert calls == [(2, 4)] * 8  # kept although unused

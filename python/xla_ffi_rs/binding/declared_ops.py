@@ -221,9 +221,7 @@ def op(
     found = op_memo.lookup(k)
     if found is not None:
         return found
-    result = _build(
-        decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases, has_side_effect
-    )
+    result = _build(decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases, has_side_effect)
     if decl.transpose is not None:
         if transpose is None and decl.transpose == decl.target:
             transpose = result

@@ -413,8 +413,10 @@ class Op:
             if op.tokens is not None:
                 return _token_call(call_ctx, ctx, target, op.tokens, operands, attributes, lowering_args)[:n_out]
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
-                sharding = _side_effect_sharding(ctx, op, target, len(call_ctx.avals_out)) if op.has_side_effect else None
-                outs = list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))
+                sharding = (
+                    _side_effect_sharding(ctx, op, target, len(call_ctx.avals_out)) if op.has_side_effect else None
+                )
+                outs: list[Any] = list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))
                 if sharding is not None:  # every result is one of the call's
                     set_sharding(ctx.module_context, outs[0].owner, sharding)
                 return outs[:n_out]

@@ -31,7 +31,6 @@ __all__ = ["python_op", "registered_functions"]
 _ops: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
 
 
-
 def _close_at_exit() -> None:
     """At exit, before the interpreter finalizes: first wait for the programs with
     side effects still running (``has_side_effect=True`` ops, ``io_callback``), as
