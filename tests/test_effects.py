@@ -97,6 +97,11 @@ def test_calls_per_transformation(transform: str, make: Any, pure_calls: int, ef
     twin = make(jnp.sin)
     for op, n in ((pure, pure_calls), (effect, effect_calls)):
         f = make(op)
+        if op.has_side_effect and "checkpoint" in transform and jax.__version_info__ < (0, 12):
+            # JAX's: jax 0.10 has no remat of FFI effects (jax.ffi.ffi_call's either).
+            with pytest.raises(NotImplementedError, match="Effects not supported in partial-eval of `checkpoint`"):
+                f(xs)
+            continue
         assert run_count(calls, f, xs) == n, (transform, op.has_side_effect)
         for got, want in zip(jax.tree.leaves(f(xs)), jax.tree.leaves(twin(xs)), strict=True):
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
