@@ -125,6 +125,7 @@ def op(
     reductions: Mapping[int, Callable[..., Any]] | None = None,
     extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
     input_output_aliases: Mapping[int, int] | None = None,
+    has_side_effect: bool = False,
     transpose: Op | None = None,
 ) -> Op:
     """An :class:`Op` built from a handler's declaration (``#[handler(shapes = ...,
@@ -183,6 +184,13 @@ def op(
       jnp_impl, extra_results, input_output_aliases: as for :class:`Op`; an
         aliased result must have its operand's shape and dtype (TypeError
         while tracing otherwise).
+      has_side_effect: as for :class:`Op` (``jax.ffi.ffi_call``'s argument of the
+        same name): the handler has effects beyond its results (it counts, logs,
+        writes a file), so XLA keeps every call, also one whose results are
+        unused, and does not merge two identical calls into one. Without it the
+        call is pure to JAX and XLA: an unused call is dropped and
+        ``op(x)[0] + op(x)[0]`` may run once. (For calls in program order, declare
+        a ``Token`` operand and ``ResultToken`` result instead.)
       reductions: result index -> jnp formula of each result without the batch
         ellipsis (see :class:`Op`); also what vmap computes such a result with.
       transpose: the op of the declaration's transpose target.
@@ -207,11 +215,13 @@ def op(
     [3.0, 3.0, 3.0]
     """
     decl = declaration if isinstance(declaration, Declaration) else Declaration(declaration)
-    k = _memo_key(decl, targets, name, jnp_impl, reductions, extra_results, input_output_aliases, transpose)
+    k = _memo_key(
+        decl, targets, name, jnp_impl, reductions, extra_results, input_output_aliases, has_side_effect, transpose
+    )
     found = op_memo.lookup(k)
     if found is not None:
         return found
-    result = _build(decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases)
+    result = _build(decl, name, targets, jnp_impl, reductions, extra_results, input_output_aliases, has_side_effect)
     if decl.transpose is not None:
         if transpose is None and decl.transpose == decl.target:
             transpose = result
@@ -242,6 +252,7 @@ def _build(
     reductions: Mapping[int, Callable[..., Any]] | None = None,
     extra_results: Mapping[str, Callable[..., Sequence[ShapedArray]]] | None = None,
     input_output_aliases: Mapping[int, int] | None = None,
+    has_side_effect: bool = False,
 ) -> Op:
     """:func:`op` but for the transpose rule."""
     for arg, value, what in (
@@ -290,6 +301,7 @@ def _build(
         reductions=reductions,
         extra_results=extra_results,
         input_output_aliases=aliases,
+        has_side_effect=has_side_effect,
         tokens=decl.tokens,
     )
     result.declaration = decl
@@ -313,6 +325,12 @@ def _link_transpose(result: Op, transpose: Op | None) -> None:
         raise ValueError(f"binding.op: {decl.target}: transpose: expected the op of {decl.transpose}, got {got}")
     declared_rules.transpose_plan(decl, other)  # ValueError when the two do not fit
     result.def_transpose(declared_rules.transpose_rule(result, transpose))
+
+
+#: The keyword arguments of :func:`op` that :func:`ops` takes per op.
+_OPS_OPTIONS = frozenset(
+    {"targets", "jnp_impl", "reductions", "extra_results", "input_output_aliases", "has_side_effect"}
+)
 
 
 def ops(
@@ -368,7 +386,7 @@ def ops(
     built: dict[str, Op] = {}
     for n, decl in decls.items():
         kwargs = dict(options.get(n) or {})
-        bad = sorted(set(kwargs) - {"targets", "jnp_impl", "reductions", "extra_results", "input_output_aliases"})
+        bad = sorted(set(kwargs) - _OPS_OPTIONS)
         if bad:
             raise TypeError(f"binding.ops: {n}: unknown option(s) {bad}")
         if "targets" not in kwargs:

@@ -130,7 +130,11 @@ class Op:
         first, so the op stays functional either way; the handler must accept
         an output that aliases an input (``xla_ffi``'s in-place buffers).
       has_side_effect: the call has effects beyond its results, so XLA keeps
-        it even when its results are unused.
+        it even when its results are unused, and does not merge two identical
+        calls. In a program partitioned over several devices (outside
+        ``shard_map``, without ``num_batch_dims``) the call runs once, on one
+        device, under GSPMD; Shardy drops that sharding, so there it raises
+        ValueError naming the op and the target while lowering.
       tokens: ``(operand index, result index)`` of the target's token operand
         and token result (``Token``/``ResultToken`` in Rust), which the op's
         callers do not see: the op has JAX's ordered effect (that of
@@ -410,7 +414,13 @@ class Op:
             if op.tokens is not None:
                 return _token_call(call_ctx, ctx, target, op.tokens, operands, attributes, lowering_args)[:n_out]
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
-                return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
+                sharding = (
+                    _side_effect_sharding(ctx, op, target, len(call_ctx.avals_out)) if op.has_side_effect else None
+                )
+                outs: list[Any] = list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))
+                if sharding is not None:  # every result is one of the call's
+                    set_sharding(ctx.module_context, outs[0].owner, sharding)
+                return outs[:n_out]
             _refuse_symbolic_partitioned(target, op, ctx.avals_in)
             batched_in, batched_out = op.batched(len(ctx.avals_in), n_out, **params)
             results = _sharding.batch_partitioned_call(
@@ -632,6 +642,34 @@ def _refuse_symbolic_partitioned(target: str, op: Any, avals: Sequence[ShapedArr
                 f"partitioned over several devices needs known shapes, got {tuple(a.shape)}: export it for one "
                 "device, or with concrete shapes"
             )
+
+
+def _side_effect_sharding(ctx: Any, op: Op, target: str, n_results: int) -> Any:
+    """The sharding of an op with ``has_side_effect`` (and no batch axes) in a
+    program partitioned over several devices (outside ``shard_map``), None
+    elsewhere. XLA's partitioner refuses a side effect it would replicate
+    (``UNIMPLEMENTED: Side-effect ops cannot be replicated``, or an ``INTERNAL:
+    RET_CHECK`` when the result is unused): under GSPMD the call runs once, on one
+    device, on the whole operands, as an unordered ``io_callback`` does; Shardy
+    drops that sharding on the call, so there it is refused, naming the op and
+    the target."""
+    axis_context = ctx.module_context.axis_context
+    if not (isinstance(axis_context, mlir.ShardingContext) and axis_context.num_devices > 1):
+        return None
+    if _sharding.shardy_partitions():
+        ways = [
+            "outside the sharded jit on a value on one device (jax.device_put(x, jax.devices()[0]))",
+            "inside a shard_map over every mesh axis (one call per device)",
+            "with num_batch_dims (one call per device, on its shard; XLA drops it when its results are unused)",
+        ]
+        if _sharding.gspmd_available():
+            ways.append("with jax_use_shardy_partitioner off (one call, on one device, as an io_callback)")
+        raise ValueError(
+            f"{op.name} ({target}): an op with has_side_effect=True is not supported in a program partitioned over several "
+            f"devices ({axis_context.num_devices}) under the Shardy partitioner, which drops the one-device "
+            "sharding XLA requires of the call: call it " + ", ".join(ways[:-1]) + f", or {ways[-1]}"
+        )
+    return ordered_effect_sharding(axis_context, n_results)
 
 
 def _no_results(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:

@@ -19,8 +19,9 @@ binding) becomes a JAX operation that works under ``jit``, ``grad``, ``jvp``,
     -0.2...
 
 How it runs: one Rust FFI target, ``xla_ffi_rs.python_call`` (CPU), serves
-every op (on other platforms, GPUs, the op is lowered to ``jax.pure_callback``
-around the same call instead, with its host transfers). The op's lowering puts an
+every op (on other platforms, GPUs, the op is lowered to ``jax.pure_callback``,
+or ``io_callback`` with ``has_side_effect=True``, around the same call instead,
+with its host transfers). The op's lowering puts an
 integer key into the custom call's ``callback`` attribute; the handler takes the
 GIL, looks the key up in a process-wide registry and calls the function with
 **read-only NumPy copies** of the operands. The function returns its results,

@@ -16,6 +16,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
 
+import jax
+
 from xla_ffi_rs import _native
 from xla_ffi_rs.binding import BatchRule, Op
 from xla_ffi_rs.binding.op_arguments import check_name, flags
@@ -28,11 +30,25 @@ __all__ = ["python_op", "registered_functions"]
 #: python_op's arguments -> the op made from them, while it lives.
 _ops: weakref.WeakValueDictionary[tuple[Any, ...], PythonOp] = weakref.WeakValueDictionary()
 
-# At exit, before the interpreter finalizes: later calls fail without calling Python,
-# and the running ones (of programs on other devices the caller never waited for)
-# finish first (a thread entering Python while it finalized aborted the process).
+
+def _close_at_exit() -> None:
+    """At exit, before the interpreter finalizes: first wait for the programs with
+    side effects still running (``has_side_effect=True`` ops, ``io_callback``), as
+    JAX's own exit handler does, so that their calls run; then later calls fail
+    without calling Python, and the running ones (of programs on other devices the
+    caller never waited for) finish first (a thread entering Python while it
+    finalized aborted the process). Closing first made a pending effectful call
+    fail with ``UNAVAILABLE`` (its function never ran), reported at exit by JAX's
+    handler. An effect that failed is raised here (and printed by ``atexit``), as
+    JAX's handler does."""
+    try:
+        jax.effects_barrier()
+    finally:
+        _native.close()
+
+
 # Registered after jax's own exit handlers, so it runs before them.
-atexit.register(_native.close)
+atexit.register(_close_at_exit)
 # In a child made by `os.fork()` only the forking thread runs: the calls running on
 # the parent's other threads are not running there, and must not be waited for at exit.
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -53,6 +69,7 @@ def python_op(
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
     fixed: rules.FixedIndices = (),
     name: str | None = None,
+    has_side_effect: bool = False,
 ) -> PythonOp: ...
 
 
@@ -70,6 +87,7 @@ def python_op(
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
     fixed: rules.FixedIndices = (),
     name: str | None = None,
+    has_side_effect: bool = False,
 ) -> Callable[[Callable[..., Any]], PythonOp]: ...
 
 
@@ -86,6 +104,7 @@ def python_op(
     batched: tuple[Sequence[bool], Sequence[bool]] | None = None,
     fixed: rules.FixedIndices = (),
     name: str | None = None,
+    has_side_effect: bool = False,
 ) -> PythonOp | Callable[[Callable[..., Any]], PythonOp]:
     """Make a JAX operation that runs the Python function ``fn`` on CPU.
 
@@ -122,6 +141,13 @@ def python_op(
         one, raises ``ValueError`` naming the op and the operand (the rules never
         see a tangent for it: it is ``None``).
       name: the primitive's name (default ``python_op[<fn's qualified name>]``).
+      has_side_effect: ``fn`` has effects beyond its results (it counts, logs,
+        writes a file), as ``jax.ffi.ffi_call``'s argument of the same name and
+        ``jax.experimental.io_callback`` (unordered) say: under ``jit`` every
+        call runs, also one whose results are unused, and two identical calls
+        are not merged into one. Without it ``fn`` is taken to be pure (see
+        "A pure function" in ``docs/python_op.md``). It does not order the
+        calls (use ``io_callback(..., ordered=True)`` for that).
 
     Calling ``python_op`` again with the same arguments returns the same op (while
     it lives: see "Lifetime" in :mod:`xla_ffi_rs.python_ops`).
@@ -152,6 +178,7 @@ def python_op(
             batched=batched,
             fixed=fixed,
             name=name,
+            has_side_effect=has_side_effect,
         )
         return cast("Callable[[Callable[..., Any]], PythonOp]", decorator)
     if name is not None and not isinstance(name, str):
@@ -175,6 +202,7 @@ def python_op(
         frozen_batched,
         fixed_,
         name,
+        has_side_effect,
     )
     memoize = True
     try:
@@ -192,6 +220,7 @@ def python_op(
         num_batch_dims=num_batch_dims,
         batched=frozen_batched,
         fixed=fixed_,
+        has_side_effect=has_side_effect,
     )
     if jvp is not None:
         op.def_jvp_rule(jvp)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import io_callback
 from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native
@@ -101,6 +102,7 @@ class PythonOp(Op):
         num_batch_dims: int | None,
         batched: tuple[Sequence[bool], Sequence[bool]] | None,
         fixed: tuple[int, ...] = (),
+        has_side_effect: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"python_op: fn must be callable, got {type(fn).__name__}")
@@ -114,7 +116,11 @@ class PythonOp(Op):
             if num_batch_dims < 0:
                 raise ValueError(f"python_op: num_batch_dims must be a non-negative int, got {num_batch_dims!r}")
             num_batch_dims = int(num_batch_dims)
-        for flag, value in (("vectorized", vectorized), ("takes_outputs", takes_outputs)):
+        for flag, value in (
+            ("vectorized", vectorized),
+            ("takes_outputs", takes_outputs),
+            ("has_side_effect", has_side_effect),
+        ):
             if not isinstance(value, (bool, np.bool_)):
                 raise TypeError(f"python_op: {flag} must be a bool, got {type(value).__name__}")
         vectorized, takes_outputs = bool(vectorized), bool(takes_outputs)
@@ -144,6 +150,7 @@ class PythonOp(Op):
             if num_batch_dims is None
             else (lambda *avals, **params: _batch_layout(num_batch_dims, batched, _vmap_levels(params))[0] or 0),
             batched=batched,
+            has_side_effect=bool(has_side_effect),
         )
         super().def_batching(weak_method(ref, name, "_sequential_or_vectorized"))
         # Without a JVP rule: integer and bool results have zero tangents, a float
@@ -281,8 +288,9 @@ class PythonOp(Op):
         return [ShapedArray((*batch, *s), d) for s, d in results]
 
     def _callback_impl(self, *operands: Any, **params: Any) -> Sequence[Any]:
-        """The lowering on platforms without the target (GPUs): ``jax.pure_callback``,
-        which copies operands to the host and results back, around the same call."""
+        """The lowering on platforms without the target (GPUs): ``jax.pure_callback``
+        (``io_callback`` for an op with ``has_side_effect``), which copies operands to
+        the host and results back, around the same call."""
         avals = self._abstract_eval(*[jax.typeof(x) for x in operands], **params)
         specs = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in avals)
         invoke = self._invoker(user_params(params), None)
@@ -296,6 +304,9 @@ class PythonOp(Op):
             return tuple(np.asarray(v).reshape(s) for v, (s, _) in zip(payload, specs, strict=True))
 
         shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals]
+        if self.has_side_effect:  # kept and not merged, as the FFI call is
+            effectful: Sequence[Any] = io_callback(host, shapes, *operands)
+            return effectful
         outs: Sequence[Any] = jax.pure_callback(host, shapes, *operands)
         return outs
 
