@@ -191,6 +191,20 @@ fn any_float_mismatched_result_dtype_is_reported_by_expect_dtype() {
     );
 }
 
+#[test]
+fn expect_dims_refuses_a_shape_of_another_rank_with_the_same_leading_dims() {
+    // y's shape starts with x's ([2, 3] and [2, 3, 1]; and the other way round): still
+    // another shape, refused by name, not compared over the shorter of the two.
+    for (x_dims, y_dims) in [(&[2i64, 3][..], &[2i64, 3, 1][..]), (&[2, 3, 1][..], &[2, 3][..])] {
+        let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32; 6], x_dims)).ret(Arg::zeros::<f32>(y_dims));
+        expect_err(
+            call.run(DEC_SCALE),
+            ErrorCode::InvalidArgument,
+            &["dec.scale", "result 0 (y)", &format!("expected shape {x_dims:?} (the shape of x), got {y_dims:?}")],
+        );
+    }
+}
+
 // ---- declared rank ----
 
 #[handler(target = "dec.rank2")]
