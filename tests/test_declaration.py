@@ -146,7 +146,13 @@ def test_infer_says_what_the_handler_says() -> None:
             ValueError,
             r"t: shape rule `a -> b`: result 0 uses `b`, which no operand spec binds",
         ),
-        (None, "not a list", ["float32", "float32"], TypeError, r"rms_norm_fwd: shapes must be a list of tuples of ints, got str"),
+        (
+            None,
+            "not a list",
+            ["float32", "float32"],
+            TypeError,
+            r"rms_norm_fwd: shapes must be a list of tuples of ints, got str",
+        ),
         (None, [(2, 3), (3,)], "float32", TypeError, r"rms_norm_fwd: dtypes must be a list of dtype names, got str"),
     ],
 )
