@@ -327,6 +327,34 @@ fn negative_dim_is_rejected() {
     );
 }
 
+/// A shape whose element count fits in `usize` but whose size in bytes does not fit
+/// in `isize` (2^61 float32s: 2^63 bytes) is an invalid shape, said as such (not a
+/// data pointer that runs past the address space).
+#[test]
+fn shape_of_more_bytes_than_isize_is_an_invalid_shape() {
+    use xla_ffi::testing::raw::{Data, RawBuffer, RawCall};
+    let buffer = |dtype: xla_ffi::DataType, dims: Vec<i64>, data: Data| RawBuffer {
+        kind: 1,
+        null_entry: false,
+        struct_size: xla_ffi::sys::XLA_FFI_Buffer_STRUCT_SIZE as usize,
+        dtype: dtype.0,
+        dims,
+        rank_override: None,
+        data,
+        fill: 0,
+    };
+    let mut call = RawCall::new();
+    call.args.push(buffer(xla_ffi::DataType::F32, vec![1 << 61], Data::Address(0x1000)));
+    call.rets.push(buffer(xla_ffi::DataType::S64, vec![6], Data::Own { misalign: 0 }));
+    let out = call.run(&xla_ffi::testing::FakeApi::new(5), 1, DEC_DESCRIBE.into());
+    let msg = expect_err(
+        out.result,
+        ErrorCode::InvalidArgument,
+        &["dec.describe", "operand 0 (x)", "invalid shape [2305843009213693952]"],
+    );
+    assert!(!msg.contains("address space") && !msg.contains("dtype"), "{msg}");
+}
+
 // ---- alignment ----
 
 #[test]
