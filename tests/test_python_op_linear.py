@@ -253,6 +253,13 @@ def test_multilinear_op_bad_arguments() -> None:
         multilinear_op(np.multiply, one, abstract_eval=lambda x, y: x, abstract_eval_T=[id, id])
     with pytest.raises(TypeError, match=r"^multilinear_op: abstract_eval_T must be a sequence .* got function"):
         multilinear_op(np.multiply, [np.multiply, np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=one)
+    # A fixed index beyond the operands one transpose per non-fixed operand implies
+    # (2 here: 1 fixed + 1 transpose) is refused when the op is made, not at its call.
+    with pytest.raises(
+        ValueError,
+        match=r"^multilinear_op: give one transpose .* got 1 transposes, 1 abstract_eval_T and fixed=\(5,\)$",
+    ):
+        multilinear_op(np.multiply, [np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=[id], fixed=(5,))
 
 
 def test_fixed_index_beyond_the_operands_is_an_error() -> None:
