@@ -183,8 +183,10 @@ def test_jnp_fallbacks_match_references() -> None:
     x, w, dy = (
         jnp.asarray(a) for a in (rng.normal(size=(3, 2, 5)), rng.uniform(0.5, 1.5, (2, 5)), rng.normal(size=(3, 2, 5)))
     )
-    y, _ = rms_norm_fwd_jnp(x, w, eps=1e-3)
-    np.testing.assert_allclose(y, rms_norm_np(x, w, 1e-3)[0], rtol=1e-13)
+    y, inv = rms_norm_fwd_jnp(x, w, eps=1e-3)
+    want_y, want_inv = rms_norm_np(x, w, 1e-3)
+    np.testing.assert_allclose(y, want_y, rtol=1e-13)
+    np.testing.assert_allclose(inv, want_inv, rtol=1e-13)
     dx, dw = rms_norm_bwd_jnp(dy, x, w, eps=1e-3)
     rdx, rdw = rms_norm_bwd_np(dy, x, w, 1e-3)
     np.testing.assert_allclose(dx, rdx, rtol=1e-12, atol=1e-14)

@@ -128,6 +128,24 @@ def test_a_float_result_without_jvp_rule_names_the_op() -> None:
         jax.grad(lambda x: op(x).sum())(X)
 
 
+def test_a_float_result_beside_an_integer_one_still_needs_a_jvp_rule() -> None:
+    """Only an op whose results are all integer or bool gets zero tangents without a
+    rule: one float result among them still says there is no JVP rule (not a silent
+    zero derivative for it)."""
+    op = xr.python_op(
+        lambda x: (np.sin(x), np.floor(x).astype(np.int32)),
+        abstract_eval=lambda x: (x, jax.ShapeDtypeStruct(x.shape, jnp.int32)),
+        name="sine_and_floor",
+    )
+    y, k = op(X)
+    np.testing.assert_allclose(np.asarray(y), np.sin(X), rtol=1e-15)
+    np.testing.assert_array_equal(np.asarray(k), np.floor(X))
+    with pytest.raises(NotImplementedError, match=r"sine_and_floor.*no JVP rule"):
+        jax.jvp(op, (X,), (jnp.ones_like(X),))
+    with pytest.raises(NotImplementedError, match=r"sine_and_floor.*no JVP rule"):
+        jax.grad(lambda x: op(x)[0].sum())(X)
+
+
 def kf(m: Any, e: Any) -> Any:
     s, c = xr.kepler(m, e)
     return (s * c + s).sum()

@@ -119,25 +119,50 @@ def test_infer_says_what_the_handler_says() -> None:
     with pytest.raises(ValueError) as inferred:
         binding.infer(decl(RMS_FWD), [x.shape, w.shape], ["float32", "float32"])
     out = (jax.ShapeDtypeStruct((2, 4), np.float32), jax.ShapeDtypeStruct((2,), np.float32))
-    with pytest.raises(Exception) as raw:
+    with pytest.raises(jax.errors.JaxRuntimeError) as raw:
         jax.ffi.ffi_call(RMS_FWD, out)(x, w, eps=1e-6)
     assert str(inferred.value) in str(raw.value)
 
 
 @pytest.mark.parametrize(
-    ("declaration", "shapes", "dtypes", "error"),
+    ("declaration", "shapes", "dtypes", "error", "words"),
     [
-        ("not a dict", [], [], TypeError),
-        ({"target": "t"}, [], [], TypeError),
-        ({"target": "t", "operands": [{"name": "x"}], "results": []}, [(1,)], ["float32"], TypeError),
-        ({"target": "t", "operands": [], "results": [], "shapes": 3}, [], [], TypeError),
-        ({"target": "t", "operands": [], "results": [], "shapes": "a -> b"}, [], [], ValueError),
-        (None, "not a list", ["float32", "float32"], TypeError),
-        (None, [(2, 3), (3,)], "float32", TypeError),
+        ("not a dict", [], [], TypeError, r"infer: the declaration must be a dict, got str"),
+        ({"target": "t"}, [], [], TypeError, r"t: declaration: missing key \"operands\""),
+        (
+            {"target": "t", "operands": [{"name": "x"}], "results": []},
+            [(1,)],
+            ["float32"],
+            TypeError,
+            r"t: declaration: missing key \"dtypes\"",
+        ),
+        (
+            {"target": "t", "operands": [], "results": [], "shapes": 3},
+            [],
+            [],
+            TypeError,
+            r"t: declaration: \"shapes\" must be a str or None, got int",
+        ),
+        (
+            {"target": "t", "operands": [], "results": [], "shapes": "a -> b"},
+            [],
+            [],
+            ValueError,
+            r"t: shape rule `a -> b`: result 0 uses `b`, which no operand spec binds",
+        ),
+        (
+            None,
+            "not a list",
+            ["float32", "float32"],
+            TypeError,
+            r"rms_norm_fwd: shapes must be a list of tuples of ints, got str",
+        ),
+        (None, [(2, 3), (3,)], "float32", TypeError, r"rms_norm_fwd: dtypes must be a list of dtype names, got str"),
     ],
 )
-def test_infer_refuses_malformed_input(declaration: Any, shapes: Any, dtypes: Any, error: type) -> None:
-    with pytest.raises(error):
+def test_infer_refuses_malformed_input(declaration: Any, shapes: Any, dtypes: Any, error: type, words: str) -> None:
+    """Each malformed input is refused with the words that name what is wrong (not any error of the type)."""
+    with pytest.raises(error, match=words):
         binding.infer(decl(RMS_FWD) if declaration is None else declaration, shapes, dtypes)
 
 

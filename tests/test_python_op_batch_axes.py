@@ -44,6 +44,11 @@ def test_vmap_calls_once_with_the_axes_where_they_are() -> None:
     want = np.transpose(np.fft.fft(np.asarray(x), axis=1), (2, 1, 0))
     np.testing.assert_allclose(np.asarray(g(x)), want, rtol=1e-12)
     assert seen.pop() == ((3, 4, 5), ((2, 0),))
+    # Both levels map axis 0: the outer level inserts its axis at the inner one's
+    # position, which moves the inner one up (to original axis 1).
+    h = jax.vmap(jax.vmap(op))
+    np.testing.assert_allclose(np.asarray(h(x)), np.fft.fft(np.asarray(x), axis=2), rtol=1e-12)
+    assert seen.pop() == ((3, 4, 5), ((1, 0),))
 
 
 def test_vmap_of_derivatives_with_batch_axes() -> None:

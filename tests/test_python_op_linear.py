@@ -213,6 +213,29 @@ def test_multilinear_op_fixed_operand() -> None:
         jax.grad(lambda a: op(a, x, y).sum())(s)
 
 
+def test_multilinear_op_fixed_operand_after_the_linear_ones() -> None:
+    """(x, y, s) -> x * y * s with s fixed: each transpose takes the other operands,
+    in which s moves down one (index 1 of (y, s, ct)); second order differentiates the
+    transposes in their cotangent, which is not fixed."""
+    op = multilinear_op(
+        lambda x, y, s: x * y * s,
+        [lambda y, s, c: s * y * c, lambda x, s, c: s * x * c],
+        abstract_eval=lambda x, y, s: x,
+        abstract_eval_T=[lambda y, s, c: y, lambda x, s, c: x],
+        fixed=(2,),
+    )
+    x, y, s = jnp.arange(1.0, 4.0), jnp.arange(4.0, 7.0), jnp.array([2.0, -1.0, 0.5])
+    xn, yn, sn = np.asarray(x), np.asarray(y), np.asarray(s)
+    gx, gy = jax.grad(lambda a, b: op(a, b, s).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(gx), sn * yn, rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(gy), sn * xn, rtol=1e-15)
+    hxy = jax.hessian(lambda a, b: op(a, b, s).sum(), argnums=(0, 1))(x, y)[0][1]
+    np.testing.assert_allclose(np.asarray(hxy), np.diag(sn), rtol=1e-15)
+    check_grads(lambda a, b: op(a, b, s), (x, y), order=2, modes=("fwd", "rev"))
+    with pytest.raises(ValueError, match=r"operand 2 \(s\).*fixed"):
+        jax.grad(lambda v: op(x, y, v).sum())(s)
+
+
 def test_multilinear_op_called_with_the_wrong_number_of_operands() -> None:
     op = product_op()
     with pytest.raises(ValueError, match=r"multilinear_op\[.*<lambda>\]: takes 2 operands .* called with 3"):
@@ -230,6 +253,13 @@ def test_multilinear_op_bad_arguments() -> None:
         multilinear_op(np.multiply, one, abstract_eval=lambda x, y: x, abstract_eval_T=[id, id])
     with pytest.raises(TypeError, match=r"^multilinear_op: abstract_eval_T must be a sequence .* got function"):
         multilinear_op(np.multiply, [np.multiply, np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=one)
+    # A fixed index beyond the operands one transpose per non-fixed operand implies
+    # (2 here: 1 fixed + 1 transpose) is refused when the op is made, not at its call.
+    with pytest.raises(
+        ValueError,
+        match=r"^multilinear_op: give one transpose .* got 1 transposes, 1 abstract_eval_T and fixed=\(5,\)$",
+    ):
+        multilinear_op(np.multiply, [np.multiply], abstract_eval=lambda x, y: x, abstract_eval_T=[id], fixed=(5,))
 
 
 def test_fixed_index_beyond_the_operands_is_an_error() -> None:

@@ -947,3 +947,38 @@ fn whole_dictionary_in_an_async_handler() {
     expect_ok(call.run(ATTR_WHOLE_DICT_ASYNC));
     assert_eq!(call.ret_as::<i32>(0), vec![3]);
 }
+
+/// Element `i` of the first attribute, an array, for `i` up to one past its end: `out`
+/// holds one more element than the array, and `Array::number` must give `None`
+/// (written as NaN) there, never read past the array.
+#[handler(target = "attr.array_number")]
+fn attr_array_number(attrs: Attrs<Dict>, mut out: ResultBuffer<f64, 1>) -> Result<()> {
+    let Some(xla_ffi::AttrValue::Array(a)) = attrs.value_at(0) else {
+        return Err(Error::invalid_argument("expected an array attribute"));
+    };
+    for (i, o) in out.as_uninit()?.iter_mut().enumerate() {
+        o.write(match a.number(i) {
+            Some(xla_ffi::Number::Int(v)) => v as f64,
+            Some(xla_ffi::Number::Float(v)) => v,
+            Some(xla_ffi::Number::Bool(b)) => f64::from(u8::from(b)),
+            None => f64::NAN,
+        });
+    }
+    Ok(())
+}
+
+#[test]
+fn array_number_is_none_past_the_end() {
+    for (arr, want) in [
+        (AttrArg::array(&[7i64, -2, 5]), vec![7.0, -2.0, 5.0]),
+        (AttrArg::array(&[1.5f32]), vec![1.5]),
+        (AttrArg::array::<i32>(&[]), vec![]),
+    ] {
+        let n = want.len() as i64 + 1;
+        let mut call = CallBuilder::new().ret(Arg::zeros::<f64>(&[n])).attr("v", arr);
+        expect_ok(call.run(ATTR_ARRAY_NUMBER));
+        let got = call.ret_as::<f64>(0);
+        assert_eq!(&got[..want.len()], &want[..]);
+        assert!(got[want.len()].is_nan(), "element {} of {want:?}: {got:?}", want.len());
+    }
+}

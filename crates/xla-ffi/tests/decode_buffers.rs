@@ -211,6 +211,20 @@ fn any_float_mismatched_result_dtype_is_reported_by_expect_dtype() {
     );
 }
 
+#[test]
+fn expect_dims_refuses_a_shape_of_another_rank_with_the_same_leading_dims() {
+    // y's shape starts with x's ([2, 3] and [2, 3, 1]; and the other way round): still
+    // another shape, refused by name, not compared over the shorter of the two.
+    for (x_dims, y_dims) in [(&[2i64, 3][..], &[2i64, 3, 1][..]), (&[2, 3, 1][..], &[2, 3][..])] {
+        let mut call = CallBuilder::new().arg(Arg::from_slice(&[1.0f32; 6], x_dims)).ret(Arg::zeros::<f32>(y_dims));
+        expect_err(
+            call.run(DEC_SCALE),
+            ErrorCode::InvalidArgument,
+            &["dec.scale", "result 0 (y)", &format!("expected shape {x_dims:?} (the shape of x), got {y_dims:?}")],
+        );
+    }
+}
+
 // ---- declared rank ----
 
 #[handler(target = "dec.rank2")]
@@ -331,6 +345,34 @@ fn negative_dim_is_rejected() {
         ErrorCode::InvalidArgument,
         &["dec.describe", "operand 0 (x)", "invalid shape [-1]"],
     );
+}
+
+/// A shape whose element count fits in `usize` but whose size in bytes does not fit
+/// in `isize` (2^61 float32s: 2^63 bytes) is an invalid shape, said as such (not a
+/// data pointer that runs past the address space).
+#[test]
+fn shape_of_more_bytes_than_isize_is_an_invalid_shape() {
+    use xla_ffi::testing::raw::{Data, RawBuffer, RawCall};
+    let buffer = |dtype: xla_ffi::DataType, dims: Vec<i64>, data: Data| RawBuffer {
+        kind: 1,
+        null_entry: false,
+        struct_size: xla_ffi::sys::XLA_FFI_Buffer_STRUCT_SIZE as usize,
+        dtype: dtype.0,
+        dims,
+        rank_override: None,
+        data,
+        fill: 0,
+    };
+    let mut call = RawCall::new();
+    call.args.push(buffer(xla_ffi::DataType::F32, vec![1 << 61], Data::Address(0x1000)));
+    call.rets.push(buffer(xla_ffi::DataType::S64, vec![6], Data::Own { misalign: 0 }));
+    let out = call.run(&xla_ffi::testing::FakeApi::new(5), 1, DEC_DESCRIBE.into());
+    let msg = expect_err(
+        out.result,
+        ErrorCode::InvalidArgument,
+        &["dec.describe", "operand 0 (x)", "invalid shape [2305843009213693952]"],
+    );
+    assert!(!msg.contains("address space") && !msg.contains("dtype"), "{msg}");
 }
 
 // ---- alignment ----

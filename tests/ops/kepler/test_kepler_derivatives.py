@@ -276,3 +276,25 @@ def test_vmap_of_hessian_is_one_call_per_kernel() -> None:
     close(h[0][0], -s * e_m**2 + c * (-e * s * e_m**3), 1e-9)
     assert d["s_m"].shape == h[0][0].shape
     assert "while" not in lowered(f, m, e)
+
+
+def test_jvp_of_the_derivative_ops_runs_their_kernel_for_the_values() -> None:
+    """Second order: a derivative op's JVP computes its values with its own kernel
+    (one call), its tangents with the formula's JVP; values against NumPy float64."""
+    rng = np.random.default_rng(5)
+    big_e = rng.uniform(-3, 3, 6)
+    a, b, e = rng.uniform(-1, 1, 6), rng.uniform(-1, 1, 6), rng.uniform(0, 0.8, 6)
+    s, c = np.sin(big_e), np.cos(big_e)
+    ones = tuple(np.ones(6) for _ in range(5))
+    t_tan = (a + s * b) / (1 - e * c)
+    t_cot = (c * a - s * b) / (1 - e * c)
+    for op, target, want in (
+        (kepler_tangent_op, TANGENT, (c * t_tan, -s * t_tan)),
+        (kepler_cotangent_op, COTANGENT, (t_cot, s * t_cot)),
+    ):
+        f = lambda *o, op=op: jax.jvp(op, o, ones)  # noqa: E731
+        text = lowered(f, a, b, e, s, c)
+        assert count_calls(text, target) == 1, target
+        outs, _ = f(a, b, e, s, c)
+        for got, ref in zip(outs, want, strict=True):
+            np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-14)

@@ -414,3 +414,22 @@ def test_vmap_of_hessian_vector_product() -> None:
     batched = jax.jit(jax.vmap(hvp_x))(x, v)
     for i in range(3):
         np.testing.assert_allclose(batched[i], hvp_x(x[i], v[i]), rtol=1e-11, atol=1e-12)
+
+
+def test_jvp_of_the_forward_op_gives_both_tangents() -> None:
+    """The forward op's JVP rule gives y's tangent and inv_rms's, each against float64
+    finite differences of the NumPy reference (rms_norm itself returns only y, so a
+    wrong inv_rms tangent, its sign say, shows only here)."""
+    from xla_ffi_rs.ops.rms_norm import rms_norm_fwd_op
+
+    x, w = data((3, 8), (8,))
+    dx, dw = data((3, 8), (8,), seed=2)
+    eps = 1e-2
+    (y, inv), (dy, dinv) = jax.jvp(lambda x, w: rms_norm_fwd_op(x, w, eps=eps), (x, w), (dx, dw))
+    want_y, want_inv = rms_norm_np(x, w, eps)
+    np.testing.assert_allclose(y, want_y, rtol=1e-13)
+    np.testing.assert_allclose(inv, want_inv, rtol=1e-13)
+    h = 1e-6
+    plus, minus = rms_norm_np(x + h * dx, w + h * dw, eps), rms_norm_np(x - h * dx, w - h * dw, eps)
+    np.testing.assert_allclose(dy, (plus[0] - minus[0]) / (2 * h), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(dinv, (plus[1] - minus[1]) / (2 * h), rtol=1e-7, atol=1e-8)

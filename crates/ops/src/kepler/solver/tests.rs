@@ -172,6 +172,26 @@ fn e_zero_gives_m() {
     }
 }
 
+/// At `M = +0` the solution is `E = +0`: `sin E` is `+0`, as `sin(+0)` is (and as the
+/// jnp reference gives), not `-0` (a sign test `m <= 0` instead of `m < 0` flipped it).
+#[test]
+fn m_zero_gives_positive_zero() {
+    for &e in &[0.0, 0.3, 0.99] {
+        let (s, c) = solve_one_f64(0.0, e);
+        assert!(s == 0.0 && s.is_sign_positive() && c == 1.0, "e = {e}: ({s:?}, {c:?})");
+        let ea = eccentric_anomaly_f64(0.0, e);
+        assert!(ea == 0.0 && ea.is_sign_positive(), "e = {e}: E = {ea:?}");
+        let (s, c) = solve_one_f32(0.0, e as f32);
+        assert!(s == 0.0 && s.is_sign_positive() && c == 1.0, "f32, e = {e}: ({s:?}, {c:?})");
+        // The block path too (a slice of one block and more).
+        let n = 2 * BLOCK64 + 1;
+        let (m, es) = (vec![0.0; n], vec![e; n]);
+        let (mut so, mut co) = (vec![f64::NAN; n], vec![f64::NAN; n]);
+        solve_dispatch::<f64, f64, BLOCK64>(&m, &es, &mut so, &mut co);
+        assert!(so.iter().all(|v| *v == 0.0 && v.is_sign_positive()), "slice, e = {e}: {so:?}");
+    }
+}
+
 #[test]
 fn large_and_negative_m() {
     for &e in &[0.0, 0.2, 0.7, 0.99] {
