@@ -9,6 +9,7 @@ formula) in float64."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -95,19 +96,35 @@ def loss(f: Callable[..., Any]) -> Callable[..., Any]:
 SCANS = {"plain": {}, "unroll2_reverse": {"unroll": 2, "reverse": True}}
 
 
+@functools.cache
+def scan_reference(name: str, reverse: bool, what: str) -> Any:
+    """The jnp formula's scan (``unroll`` changes no value, so the reference has
+    none): its value, vmapped value, gradient or JVP, computed once for the
+    parametrizations that compare with it."""
+    g = scanned(OPS[name][1], reverse=reverse)
+    if what == "value":
+        return g(H0, XS)
+    if what == "vmap":
+        return jax.vmap(g, (None, 0))(H0, jnp.stack([XS, -XS]))
+    if what == "grad":
+        return jax.grad(loss(g), (0, 1))(H0, XS)
+    return jax.jvp(g, (H0, XS), (H0, XS))
+
+
 @pytest.mark.parametrize("kw", sorted(SCANS))
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_scan_unroll_reverse_jit_eager_grad_vmap(name: str, kw: str) -> None:
-    op, ref, tol = OPS[name]
-    f, g = scanned(op, **SCANS[kw]), scanned(ref, **SCANS[kw])
-    close(jax.jit(f)(H0, XS), g(H0, XS), tol)
-    close(f(H0, XS), g(H0, XS), tol)
-    close(jax.vmap(f, (None, 0))(H0, jnp.stack([XS, -XS])), jax.vmap(g, (None, 0))(H0, jnp.stack([XS, -XS])), tol)
+    op, _, tol = OPS[name]
+    f = scanned(op, **SCANS[kw])
+    reverse = bool(SCANS[kw].get("reverse"))
+    close(jax.jit(f)(H0, XS), scan_reference(name, reverse, "value"), tol)
+    close(f(H0, XS), scan_reference(name, reverse, "value"), tol)
+    close(jax.vmap(f, (None, 0))(H0, jnp.stack([XS, -XS])), scan_reference(name, reverse, "vmap"), tol)
     if name == "kepler" and kw != "plain":
         return  # kepler_jnp's differentiated solver takes XLA tens of seconds to compile unrolled
     if name != "nonlinear_op":  # reverse mode of a nonlinear_op: its f_vjp, covered in its own tests
-        close(jax.jit(jax.grad(loss(f), (0, 1)))(H0, XS), jax.grad(loss(g), (0, 1))(H0, XS), tol * 100)
-    close(jax.jvp(f, (H0, XS), (H0, XS)), jax.jvp(g, (H0, XS), (H0, XS)), tol * 100)
+        close(jax.jit(jax.grad(loss(f), (0, 1)))(H0, XS), scan_reference(name, reverse, "grad"), tol * 100)
+    close(jax.jvp(f, (H0, XS), (H0, XS)), scan_reference(name, reverse, "jvp"), tol * 100)
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -204,23 +221,32 @@ def layer_stack(norm: Callable[..., Any], policy: Any, remat: bool) -> Callable[
     return lambda x, ws, gs: lax.scan(body, x, (ws, gs))[0]
 
 
+def squared(f: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *a: (f(*a) ** 2).sum()
+
+
+@functools.cache
+def layer_stack_reference() -> tuple[Any, Any, Any]:
+    """The jnp stack without remat: value, gradient of its square's sum, and that
+    gradient vmapped over (H0, -H0); once for every norm and policy."""
+    ref = layer_stack(rms_ref, None, False)
+    grads = jax.grad(squared(ref), (0, 1, 2))(H0, WS, GS)
+    vmapped = jax.vmap(jax.grad(squared(ref)), (0, None, None))(jnp.stack([H0, -H0]), WS, GS)
+    return ref(H0, WS, GS), grads, vmapped
+
+
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("norm", ["rms_norm", "rms_norm_inplace"])
 def test_remat_of_a_scanned_layer_stack(norm: str, policy: str) -> None:
     op = {"rms_norm": xr.rms_norm, "rms_norm_inplace": xr.rms_norm_inplace}[norm]
     ours = layer_stack(op, POLICIES[policy], True)
-    ref = layer_stack(rms_ref, None, False)
-
-    def sq(f: Callable[..., Any]) -> Callable[..., Any]:
-        return lambda *a: (f(*a) ** 2).sum()
-
-    close(jax.jit(ours)(H0, WS, GS), ref(H0, WS, GS))
-    close(jax.jit(jax.grad(sq(ours), (0, 1, 2)))(H0, WS, GS), jax.grad(sq(ref), (0, 1, 2))(H0, WS, GS), 1e-8)
-    hs = jnp.stack([H0, -H0])
-    got = jax.vmap(jax.grad(sq(ours)), (0, None, None))(hs, WS, GS)
-    close(got, jax.vmap(jax.grad(sq(ref)), (0, None, None))(hs, WS, GS), 1e-8)
+    value, grads, vmapped_grads = layer_stack_reference()
+    close(jax.jit(ours)(H0, WS, GS), value)
+    close(jax.jit(jax.grad(squared(ours), (0, 1, 2)))(H0, WS, GS), grads, 1e-8)
+    got = jax.vmap(jax.grad(squared(ours)), (0, None, None))(jnp.stack([H0, -H0]), WS, GS)
+    close(got, vmapped_grads, 1e-8)
     # one norm per layer body, forward; the backward has the one backward kernel
-    text = str(jax.make_jaxpr(jax.grad(sq(ours), (0, 1, 2)))(H0, WS, GS))
+    text = str(jax.make_jaxpr(jax.grad(squared(ours), (0, 1, 2)))(H0, WS, GS))
     assert text.count("rms_norm_bwd") == 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,10 @@ def test_bound_scale_op_has_every_transformation() -> None:
     assert text.count("xla_ffi_rs.examples.scale") == 1 and "while" not in text
 
 
+@functools.cache
 def _fitted_demo() -> tuple[Any, jax.Array, jax.Array, dict[str, jax.Array]]:
-    """The demo module, 80 noisy velocities of its true orbit (seed 7) and the fit."""
+    """The demo module, 80 noisy velocities of its true orbit (seed 7) and the fit
+    (once: two tests read it, and neither changes it)."""
     demo = load_example("rv_fit")
     rng = np.random.default_rng(7)
     t = jnp.asarray(np.sort(rng.uniform(0.0, 60.0, 80)))
