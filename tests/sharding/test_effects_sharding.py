@@ -1,8 +1,9 @@
 """An op with ``has_side_effect=True`` in a program partitioned over 8 devices: XLA's
-partitioner refuses a side effect it would replicate, so under GSPMD the call runs
-once, on one device, on the whole operands (as an unordered ``io_callback``), and
-under Shardy (which drops that sharding) it is a ``ValueError`` naming the op and the
-target while lowering, not XLA's ``UNIMPLEMENTED``/``INTERNAL: RET_CHECK``. Inside
+partitioner refuses a side effect it would replicate, so under either partitioner
+it is a ``ValueError`` naming the op and the target while lowering, not XLA's
+``UNIMPLEMENTED``/``INTERNAL: RET_CHECK`` (a one-device sharding on the call is no
+way out: Shardy drops it, and GSPMD's batch partitioner runs the call on every
+device once any op has registered the shared target). Inside
 ``shard_map`` each device calls it on its block; with ``num_batch_dims`` on its
 shard."""
 
@@ -41,35 +42,32 @@ USED: Callable[[Any], Callable[[Any], Any]] = lambda op: lambda x: op(x)  # noqa
 UNUSED: Callable[[Any], Callable[[Any], Any]] = lambda op: lambda x: (op(x), x + 1)[1]  # noqa: E731
 
 
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"] if gspmd_available() else ["shardy"])
 @pytest.mark.parametrize("use", [USED, UNUSED], ids=["used", "unused"])
-def test_shardy_refuses_it_naming_the_op_and_the_target(use: Any, use_partitioner: Callable[[str], None]) -> None:
-    use_partitioner("shardy")
-    calls, op = recording_op("shardy")
-    with pytest.raises(ValueError) as info:
-        jax.jit(use(op)).lower(sharded_x())
-    message = str(info.value)
-    for words in (
-        (
-            "effect_shardy (xla_ffi_rs.python_call): an op with has_side_effect=True is not supported in a program "
-            "partitioned over several devices (8) under the Shardy partitioner"
-        ),
-        "jax.device_put(x, jax.devices()[0])",
-        "inside a shard_map over every mesh axis",
-    ):
-        assert words in message, message
-    assert not calls
-
-
-@pytest.mark.skipif(not gspmd_available(), reason="this jax has no GSPMD")
-@pytest.mark.parametrize("use", [USED, UNUSED], ids=["used", "unused"])
-def test_gspmd_runs_it_once_on_the_whole_operands(use: Any, use_partitioner: Callable[[str], None]) -> None:
-    use_partitioner("gspmd")
-    calls, op = recording_op("gspmd")
-    x = sharded_x()
-    y = jax.block_until_ready(jax.jit(use(op))(x))
-    jax.effects_barrier()
-    assert calls == [(16, 4)]
-    np.testing.assert_array_equal(np.asarray(y), np.asarray(use(lambda v: 2 * v)(np.asarray(x))))
+def test_a_partitioned_program_refuses_it_naming_the_op_and_the_target(
+    use: Any, partitioner: str, use_partitioner: Callable[[str], None]
+) -> None:
+    """Under GSPMD too, and whether or not an op with batch axes (which registers the
+    shared python_call target with XLA's batch partitioner) was made first."""
+    use_partitioner(partitioner)
+    for first in (False, True):
+        if first:
+            recording_op(f"batched_first_{partitioner}", num_batch_dims=1)
+        calls, op = recording_op(f"refused_{partitioner}_{first}")
+        with pytest.raises(ValueError) as info:
+            jax.jit(use(op)).lower(sharded_x())
+        message = str(info.value)
+        for words in (
+            (
+                f"effect_refused_{partitioner}_{first} (xla_ffi_rs.python_call): an op with has_side_effect=True is "
+                "not supported in a program partitioned over several devices (8)"
+            ),
+            "jax.device_put(x, jax.devices()[0])",
+            "inside a shard_map over every mesh axis",
+            "or with num_batch_dims",
+        ):
+            assert words in message, message
+        assert not calls
 
 
 @pytest.mark.parametrize("partitioner", ["shardy", "gspmd"] if gspmd_available() else ["shardy"])

@@ -414,13 +414,9 @@ class Op:
             if op.tokens is not None:
                 return _token_call(call_ctx, ctx, target, op.tokens, operands, attributes, lowering_args)[:n_out]
             if op._num_batch_dims is None or not _sharding.in_spmd(ctx):
-                sharding = (
-                    _side_effect_sharding(ctx, op, target, len(call_ctx.avals_out)) if op.has_side_effect else None
-                )
-                outs: list[Any] = list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))
-                if sharding is not None:  # every result is one of the call's
-                    set_sharding(ctx.module_context, outs[0].owner, sharding)
-                return outs[:n_out]
+                if op.has_side_effect:
+                    _refuse_side_effect_partitioned(ctx, op, target)
+                return list(jax.ffi.ffi_lowering(target, **lowering_args)(call_ctx, *operands, **attributes))[:n_out]
             _refuse_symbolic_partitioned(target, op, ctx.avals_in)
             batched_in, batched_out = op.batched(len(ctx.avals_in), n_out, **params)
             results = _sharding.batch_partitioned_call(
@@ -644,32 +640,28 @@ def _refuse_symbolic_partitioned(target: str, op: Any, avals: Sequence[ShapedArr
             )
 
 
-def _side_effect_sharding(ctx: Any, op: Op, target: str, n_results: int) -> Any:
-    """The sharding of an op with ``has_side_effect`` (and no batch axes) in a
-    program partitioned over several devices (outside ``shard_map``), None
-    elsewhere. XLA's partitioner refuses a side effect it would replicate
-    (``UNIMPLEMENTED: Side-effect ops cannot be replicated``, or an ``INTERNAL:
-    RET_CHECK`` when the result is unused): under GSPMD the call runs once, on one
-    device, on the whole operands, as an unordered ``io_callback`` does; Shardy
-    drops that sharding on the call, so there it is refused, naming the op and
-    the target."""
+def _refuse_side_effect_partitioned(ctx: Any, op: Op, target: str) -> None:
+    """ValueError for an op with ``has_side_effect`` (and no batch axes) in a program
+    partitioned over several devices (outside ``shard_map``), naming the op, the
+    target and the ways that work. XLA's partitioner refuses a side effect it would
+    replicate (``UNIMPLEMENTED: Side-effect ops cannot be replicated``, or an
+    ``INTERNAL: RET_CHECK`` when the result is unused). A one-device sharding on the
+    call is no way out: Shardy drops it, and under GSPMD XLA's batch partitioner,
+    once any op has registered the call's target (every ``python_op`` shares one),
+    runs the call on every device on the whole operands."""
     axis_context = ctx.module_context.axis_context
     if not (isinstance(axis_context, mlir.ShardingContext) and axis_context.num_devices > 1):
-        return None
-    if _sharding.shardy_partitions():
-        ways = [
-            "outside the sharded jit on a value on one device (jax.device_put(x, jax.devices()[0]))",
-            "inside a shard_map over every mesh axis (one call per device)",
-            "with num_batch_dims (one call per device, on its shard; XLA drops it when its results are unused)",
-        ]
-        if _sharding.gspmd_available():
-            ways.append("with jax_use_shardy_partitioner off (one call, on one device, as an io_callback)")
-        raise ValueError(
-            f"{op.name} ({target}): an op with has_side_effect=True is not supported in a program partitioned over several "
-            f"devices ({axis_context.num_devices}) under the Shardy partitioner, which drops the one-device "
-            "sharding XLA requires of the call: call it " + ", ".join(ways[:-1]) + f", or {ways[-1]}"
-        )
-    return ordered_effect_sharding(axis_context, n_results)
+        return
+    ways = [
+        "outside the sharded jit on a value on one device (jax.device_put(x, jax.devices()[0]))",
+        "inside a shard_map over every mesh axis (one call per device)",
+        "or with num_batch_dims (one call per device, on its shard; XLA drops it when its results are unused)",
+    ]
+    raise ValueError(
+        f"{op.name} ({target}): an op with has_side_effect=True is not supported in a program partitioned over several "
+        f"devices ({axis_context.num_devices}): XLA would run the effect on every device or refuse it: call it "
+        + ", ".join(ways)
+    )
 
 
 def _no_results(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
