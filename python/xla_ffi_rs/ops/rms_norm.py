@@ -364,15 +364,22 @@ def _broadcast_core(w: jax.Array, ndim: int) -> jax.Array:
 @rms_norm_fwd_op.def_batching
 @standard_numpy()
 def _fwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> tuple[Arrays, tuple[int, int]]:
-    """One kernel call; a batched weight is applied after a call with unit weight."""
+    """One kernel call; a batched weight is applied after a call with unit weight.
+
+    The unit weight is in the accumulation dtype, so that call returns ``x * inv_rms``
+    unrounded, and ``y`` is rounded once, after the weight: the kernel's
+    ``(x * inv_rms) * w``, bit for bit a call per example (a unit weight of a 16-bit
+    dtype rounded ``y`` twice)."""
     size = batch_size(operands, dims)
     (x, weight), (x_dim, w_dim) = operands, dims
     x = move_batch_axis_to_front(x, x_dim, size)
     if w_dim is None:
         return rms_norm_fwd_op(x, weight, eps=eps), (0, 0)
     weight = move_batch_axis_to_front(weight, w_dim, size)
-    y, inv_rms = rms_norm_fwd_op(x, jnp.ones(weight.shape[1:], weight.dtype), eps=eps)
-    return ((y * _broadcast_core(weight, y.ndim)).astype(y.dtype), inv_rms), (0, 0)
+    acc = accumulation_dtype(x.dtype, weight.dtype)
+    y, inv_rms = rms_norm_fwd_op(x, jnp.ones(weight.shape[1:], acc), eps=eps)
+    y = y * _broadcast_core(weight, y.ndim).astype(acc)
+    return (y.astype(result_dtype(x.dtype, weight.dtype)), inv_rms), (0, 0)
 
 
 @rms_norm_bwd_op.def_batching
@@ -382,19 +389,23 @@ def _bwd_batching(operands: Any, dims: tuple[BatchDim, ...], *, eps: float) -> t
 
     The kernel sums dweight over all leading axes, batch included, so under
     vmap the per-example dweight = sum(dy * x * inv_rms) is reduced in jnp.
+    A batched weight scales ``dy`` in the accumulation dtype before a call with a
+    unit weight of that dtype: the product the kernel forms, unrounded, so ``dx``
+    is bit for bit a call per example's.
     """
     size = batch_size(operands, dims)
     dy, x, weight = operands
     dy_dim, x_dim, w_dim = dims
     dy, x = (move_batch_axis_to_front(a, d, size) for a, d in ((dy, dy_dim), (x, x_dim)))
-    dy_scaled = dy
     if w_dim is None:
+        dx, _ = rms_norm_bwd_op(dy, x, weight, eps=eps)
         core = weight
     else:
         weight = move_batch_axis_to_front(weight, w_dim, size)
-        dy_scaled = (dy * _broadcast_core(weight, dy.ndim)).astype(dy.dtype)
+        acc = accumulation_dtype(x.dtype, weight.dtype)
+        dy_scaled = dy.astype(acc) * _broadcast_core(weight, dy.ndim).astype(acc)
+        dx, _ = rms_norm_bwd_op(dy_scaled, x, jnp.ones(weight.shape[1:], acc), eps=eps)
         core = jnp.ones(weight.shape[1:], weight.dtype)
-    dx, _ = rms_norm_bwd_op(dy_scaled, x, core, eps=eps)
     dweight = jax.vmap(lambda dy, x: rms_norm_dweight_jnp(dy, x, core, eps=eps))(dy, x)
     return (dx, dweight), (0, 0)
 

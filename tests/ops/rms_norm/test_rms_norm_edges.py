@@ -90,3 +90,29 @@ def test_a_rows_result_is_independent_of_its_neighbours_and_the_batch(dtype: Any
             assert np.array_equal(np.asarray(bwd(batch[sl], dy[sl]))[pos], dx_all[k]), (k, sl)
     y_vmap = np.asarray(jax.jit(jax.vmap(lambda r: rms_norm(r, w)))(batch))
     assert np.array_equal(y_vmap, y_all)
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_vmap_over_a_batched_weight_gives_the_bits_of_a_loop(dtype: Any) -> None:
+    """vmap over (x, weight) pairs runs one call with a unit weight and applies the
+    weights after it: y and dx must still be rounded once, as a call per pair
+    rounds them (16-bit results were rounded twice), for rms_norm and
+    rms_norm_inplace alike (float32 and float64 round once either way)."""
+    rng = np.random.default_rng(4)
+    x = jnp.asarray(rng.standard_normal((3, 4, 37)), dtype)
+    w, dy = jnp.asarray(rng.uniform(0.5, 1.5, (3, 37)), dtype), jnp.asarray(rng.standard_normal(x.shape), dtype)
+    batched, one = jax.jit(jax.vmap(y_and_dx)), jax.jit(y_and_dx)
+    got = [np.asarray(a) for a in batched(x, w, dy)]
+    for i in range(3):
+        want = [np.asarray(a) for a in one(x[i], w[i], dy[i])]
+        for name, g, v in zip(("y", "dx", "y inplace", "dx inplace"), got, want, strict=True):
+            assert np.array_equal(g[i], v), (name, i)
+
+
+def y_and_dx(x: jax.Array, w: jax.Array, dy: jax.Array) -> list[jax.Array]:
+    """y and the vjp's dx of rms_norm and of rms_norm_inplace."""
+    out = []
+    for op in (rms_norm, rms_norm_inplace):
+        y, vjp = jax.vjp(lambda x, op=op: op(x, w), x)
+        out += [y, vjp(dy)[0]]
+    return out
