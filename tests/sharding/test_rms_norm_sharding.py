@@ -139,3 +139,27 @@ def test_a_jax_exported_sharded_program_keeps_its_partitioning(use_partitioner: 
         close(got, want, what)
     hlo = str(jax.jit(exported.call).lower(*args).compile().as_text())
     assert_local_and_still(hlo, RMS_BWD, 16 * 12 // 8, [(12,)])
+
+
+def test_a_batch_split_on_explicit_axes_gives_the_unsharded_bits_and_dweight_within_its_bound() -> None:
+    """docs/python-api.md, "Reproducibility": over several devices of an explicit
+    mesh that splits the rows (2 and 8 here), y and dx are the one-device kernel's bits, and
+    dweight (a jnp reduction completed by an all-reduce there) is within
+    2 * 2**-24 * sum(|dy * x * inv_rms|) of it, the same bits on a second run."""
+    rng = np.random.default_rng(7)
+    x, dy = (rng.standard_normal((64, 96)).astype(np.float32) for _ in range(2))
+    w = rng.uniform(0.5, 1.5, 96).astype(np.float32)
+    f = jax.jit(lambda x, w, dy: (xr.rms_norm(x, w), *jax.vjp(xr.rms_norm, x, w)[1](dy)))
+    want = [np.asarray(a) for a in f(x, w, dy)]
+    x64 = x.astype(np.float64)
+    terms = np.abs(dy * x64 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + 1e-5))
+    bound = 2 * 2.0**-24 * terms.sum(axis=0)
+    for k in (2, 8):
+        m = jax.make_mesh((k,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,), devices=jax.devices()[:k])
+        xs, dys = (jax.device_put(a, NamedSharding(m, P("d", None))) for a in (x, dy))
+        with jax.set_mesh(m):
+            runs = [[np.asarray(a) for a in f(xs, jax.device_put(w, NamedSharding(m, P())), dys)] for _ in range(2)]
+        y, dx, dw = runs[0]
+        assert np.array_equal(y, want[0]) and np.array_equal(dx, want[1]), k
+        assert np.all(np.abs(dw.astype(np.float64) - want[2]) <= bound), (k, np.max(np.abs(dw - want[2]) / bound))
+        assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[1], strict=True)), k
