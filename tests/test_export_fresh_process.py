@@ -74,6 +74,11 @@ def test_a_fresh_process_calls_and_differentiates_a_two_platform_export(tmp_path
     want = [np.cos(big_e) / denom, np.cos(big_e) * np.sin(big_e) / denom, dx + y, dw]
     for i, g in enumerate(want):
         np.testing.assert_allclose(np.load(tmp_path / f"grad{i}.npy"), g, rtol=1e-9, atol=1e-12, err_msg=f"grad {i}")
+    # The same bits as this process gets from the same export (docs/python-api.md, "Reproducibility").
+    exported = jax.export.deserialize(bytearray((tmp_path / "model.jaxexport").read_bytes()))
+    here = [exported.call(m, e, x, w), *jax.grad(exported.call, argnums=(0, 1, 2, 3))(m, e, x, w)]
+    for name, got in zip(["value", "grad0", "grad1", "grad2", "grad3"], here, strict=True):
+        assert np.array_equal(np.load(tmp_path / f"{name}.npy"), np.asarray(got)), name
 
 
 def test_a_process_that_never_imported_the_package_gets_the_documented_words(tmp_path: Path) -> None:
