@@ -167,6 +167,7 @@ def test_package_level_names_types() -> None:
     assert isinstance(assert_type(xr.handlers("cpu"), dict[str, object]), dict)
     assert isinstance(assert_type(examples.handlers("cpu"), dict[str, object]), dict)
     assert isinstance(assert_type(python_ops.registered_functions(), int), int)
+    assert isinstance(assert_type(python_ops.pooled_bytes(), int), int)
     assert isinstance(assert_type(dtypes.result_dtype(np.float16, np.float32), np.dtype), np.dtype)
     with pytest.raises(TypeError, match=r"^handlers: platform: expected a platform name \(str\), got int$"):
         xr.handlers(0)  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""What a freed python op leaves behind in JAX: nothing, its primitive included."""
+"""What a freed python op leaves behind: nothing, in JAX (its primitive included)
+or in the handler's pool of large copies."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import jax
 import numpy as np
 
 from xla_ffi_rs import nonlinear_op, python_op
+from xla_ffi_rs.python_ops import pooled_bytes
 
 
 def make_and_call(k: float) -> tuple[weakref.ref[object], ...]:
@@ -30,3 +32,27 @@ def test_a_freed_ops_primitive_leaves_jaxs_rule_tables() -> None:
     jax.clear_caches()
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
+
+
+def test_a_freed_ops_pooled_copies_are_released() -> None:
+    # Copies of operands and outputs of 128 KiB or more come from a pool shared by
+    # all ops (up to 256 MiB), for the next call to reuse. It was never emptied: a
+    # process that ran and dropped ops on large arrays kept that memory for good.
+    # An odd size no other test pools, so the pool's other arrays are left alone.
+    x = np.arange((1 << 18) + 17, dtype=np.float32)
+    before = pooled_bytes()
+    ops = [
+        python_op(lambda x: x * 2, abstract_eval=lambda x: x),  # the operand's copy
+        python_op(
+            lambda x, out: np.negative(x, out=out), abstract_eval=lambda x: x, takes_outputs=True
+        ),  # and an output
+    ]
+    np.testing.assert_array_equal(ops[0](x), x * 2)
+    np.testing.assert_array_equal(jax.jit(ops[1])(x), -x)
+    assert pooled_bytes() >= before + 2 * x.nbytes
+    refs = [weakref.ref(op) for op in ops]
+    del ops
+    jax.clear_caches()
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert pooled_bytes() <= before

@@ -168,6 +168,24 @@ def test_register_targets_refuses_what_is_not_a_handler_and_the_backend_survives
     assert proc.stdout.strip() == "ok"
 
 
+def test_register_targets_again_after_a_stateful_target_ran() -> None:
+    """A notebook cell that registers a plugin's targets, run again after its ops
+    ran: XLA had filled in the stateful handler's state type since, and refused the
+    same handler again (``JaxRuntimeError: Duplicate FFI handler registration ...
+    with different metadata``). The same handler again does nothing."""
+    examples.register()
+    sds = jax.ShapeDtypeStruct((3,), jnp.float32)
+    scale = jax.jit(lambda x: jax.ffi.ffi_call("xla_ffi_rs.examples.scale", sds)(x, factor=np.float32(2.0)))
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(scale(x), 2 * x)
+    np.testing.assert_allclose(xla_ffi_rs.kepler(np.array([0.5]), 0.0)[0], [np.sin(0.5)], rtol=1e-6)
+    for _ in range(2):
+        xla_ffi_rs.register_targets(examples.handlers("cpu"))
+        xla_ffi_rs.register_targets(xla_ffi_rs.handlers("cpu"))
+        examples.register()
+    np.testing.assert_array_equal(jax.jit(lambda x: scale(x) + 0)(x), 2 * x)
+
+
 def test_register_targets_refuses_another_handler_for_a_registered_name_and_the_backend_survives() -> None:
     """XLA takes one handler per name and platform: a second, other handler for a
     registered name was queued and then failed the CPU backend's start (``Duplicate

@@ -196,6 +196,11 @@ def register_targets(handlers: Mapping[str, Any], platform: str = "cpu") -> None
                     f"one handler per name and platform; register this one under another name)"
                 )
         for name, handler in handlers.items():
+            if _addresses.get((platform, name)) == addresses[name]:
+                # Registered already. Not again: once a stateful handler has run, XLA
+                # has filled in its state type and refused the same handler as a
+                # "Duplicate FFI handler registration ... with different metadata".
+                continue
             jax.ffi.register_ffi_target(name, handler, platform=xla_platform(platform))
             _addresses[(platform, name)] = addresses[name]
         _registered[platform] = _registered.get(platform, frozenset()) | frozenset(handlers)

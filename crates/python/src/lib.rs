@@ -164,6 +164,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(python_call::register, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::unregister, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::registered, m)?)?;
+    m.add_function(wrap_pyfunction!(python_call::pooled_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::active_calls, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::close, m)?)?;
     m.add_function(wrap_pyfunction!(python_call::forked, m)?)?;

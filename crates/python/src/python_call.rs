@@ -45,7 +45,8 @@
 //! out of the registry: the Python op does it when it is garbage collected. A
 //! compiled program keeps its entries (so a computation still running on other
 //! devices completes), and they are dropped with its executable; compiling a
-//! program whose key is gone fails with `NOT_FOUND`.
+//! program whose key is gone fails with `NOT_FOUND`. The pooled copies that an
+//! unregistered function's calls gave back are dropped with it.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -72,6 +73,10 @@ pub const TARGET: &str = "xla_ffi_rs.python_call";
 struct Entry {
     callable: Py<PyAny>,
     name: Arc<str>,
+    /// The key it is registered under, and whether it still is (its pooled copies
+    /// are dropped when it is unregistered, and its calls pool none after that).
+    key: i64,
+    registered: AtomicBool,
     /// Whether the callable takes output arrays (`takes_outputs=True`).
     outputs: bool,
     /// Output arrays are given only when the first result has at least this many
@@ -251,6 +256,8 @@ pub fn register(
             Arc::new(Entry {
                 callable,
                 name,
+                key,
+                registered: AtomicBool::new(true),
                 outputs,
                 outputs_min_elements,
                 direct,
@@ -262,13 +269,24 @@ pub fn register(
     })
 }
 
-/// `unregister(keys)`: drops the functions under `keys` (unknown keys are ignored).
+/// `unregister(keys)`: drops the functions under `keys` (unknown keys are ignored)
+/// and the pooled copies their calls gave back.
 #[pyfunction]
 pub fn unregister(keys: Vec<i64>) {
     // Drop the callables after the lock is released: dropping one may run Python
     // code (a `__del__`) that calls an op, which takes the lock again.
     let removed: Vec<Arc<Entry>> = with_registry(|reg| keys.iter().filter_map(|k| reg.entries.remove(k)).collect());
+    for entry in &removed {
+        entry.registered.store(false, Ordering::SeqCst);
+    }
+    arrays::release(&keys);
     drop(removed);
+}
+
+/// `pooled_bytes() -> int`: how many bytes the pool of large copies holds (for leak checks).
+#[pyfunction]
+pub fn pooled_bytes(py: Python<'_>) -> usize {
+    arrays::pooled_bytes(py)
 }
 
 /// `registered() -> int`: how many callables the registry holds.

@@ -132,7 +132,7 @@ batched) and :mod:`~xla_ffi_rs.python_ops.axes` (their ``batch_axes``).
 from __future__ import annotations
 
 from xla_ffi_rs.python_ops.axes import core_axes
-from xla_ffi_rs.python_ops.factory import python_op, registered_functions
+from xla_ffi_rs.python_ops.factory import pooled_bytes, python_op, registered_functions
 from xla_ffi_rs.python_ops.linear import linear_op, multilinear_op, nonlinear_op
 from xla_ffi_rs.python_ops.op_class import TARGET, AbstractEvalFn, PythonOp
 
@@ -144,6 +144,7 @@ __all__ = [
     "linear_op",
     "multilinear_op",
     "nonlinear_op",
+    "pooled_bytes",
     "python_op",
     "registered_functions",
 ]

@@ -24,7 +24,7 @@ from xla_ffi_rs.binding.op_arguments import check_name, flags
 from xla_ffi_rs.python_ops import rules
 from xla_ffi_rs.python_ops.op_class import AbstractEvalFn, PythonOp
 
-__all__ = ["python_op", "registered_functions"]
+__all__ = ["pooled_bytes", "python_op", "registered_functions"]
 
 
 #: python_op's arguments -> the op made from them, while it lives.
@@ -250,3 +250,15 @@ def registered_functions() -> int:
     True
     """
     return _native.registered()
+
+
+def pooled_bytes() -> int:
+    """How many bytes the ``xla_ffi_rs.python_call`` handler keeps for reuse now: the
+    copies of operands and outputs of 128 KiB or more that calls gave back (at most
+    256 MiB in all), dropped with the op whose call made them. Leak checks compare
+    it before and after.
+
+    >>> pooled_bytes() >= 0
+    True
+    """
+    return _native.pooled_bytes()

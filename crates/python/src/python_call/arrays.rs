@@ -22,10 +22,14 @@ pub(super) const POOLED_MIN_BYTES: usize = 128 << 10;
 pub(super) const POOL_MAX_BYTES: usize = 256 << 20;
 
 /// Flat `uint8` arrays of the copies of large buffers, free for reuse when only
-/// the pool refers to them. Touched with the GIL held.
-pub(super) static POOL: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
+/// the pool refers to them, each with the registry key of the function whose call
+/// gave it back: they are dropped when that function is unregistered (its op was
+/// freed, [`release`]), so the pool holds memory only for ops that live (a process
+/// that made and dropped ops kept up to `POOL_MAX_BYTES` of their copies for good).
+/// Any call may take any array. Touched with the GIL held.
+pub(super) static POOL: Mutex<Vec<(Py<PyAny>, i64)>> = Mutex::new(Vec::new());
 
-pub(super) fn pool() -> std::sync::MutexGuard<'static, Vec<Py<PyAny>>> {
+pub(super) fn pool() -> std::sync::MutexGuard<'static, Vec<(Py<PyAny>, i64)>> {
     POOL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -33,12 +37,12 @@ pub(super) fn pool() -> std::sync::MutexGuard<'static, Vec<Py<PyAny>>> {
 pub(super) fn flat_array<'py>(py: Python<'py>, np: &NumPy, n: usize) -> PyResult<Bound<'py, PyAny>> {
     if n >= POOLED_MIN_BYTES {
         let mut pool = pool();
-        let found = pool.iter().position(|a| {
+        let found = pool.iter().position(|(a, _)| {
             let a = a.bind(py);
             numpy_engine::refcount(a) == 1 && a.len().ok() == Some(n)
         });
         if let Some(i) = found {
-            return Ok(pool.swap_remove(i).into_bound(py));
+            return Ok(pool.swap_remove(i).0.into_bound(py));
         }
     }
     np.empty.bind(py).call1((n, np.uint8.bind(py)))
@@ -61,22 +65,42 @@ pub(super) fn typed_view<'py>(
     view.call_method1(pyo3::intern!(py, "reshape"), (PyTuple::new(py, dims)?,))
 }
 
-/// Gives `flat` back to the pool if nothing but this reference holds it.
-pub(super) fn recycle(py: Python<'_>, flat: Bound<'_, PyAny>) {
+/// Gives `flat` back to the pool, as the array of the function registered under
+/// `owner`, if nothing but this reference holds it and `owner` is still registered
+/// (`registered`; a program can outlive its op, and its calls then keep nothing).
+pub(super) fn recycle(py: Python<'_>, flat: Bound<'_, PyAny>, owner: i64, registered: bool) {
     let n = flat.len().unwrap_or(0);
-    if n < POOLED_MIN_BYTES || numpy_engine::refcount(&flat) != 1 {
+    if n < POOLED_MIN_BYTES || numpy_engine::refcount(&flat) != 1 || !registered {
         return;
     }
     let mut pool = pool();
-    let mut total: usize = pool.iter().map(|a| a.bind(py).len().unwrap_or(0)).sum::<usize>() + n;
+    let mut total: usize = pool.iter().map(|(a, _)| a.bind(py).len().unwrap_or(0)).sum::<usize>() + n;
     while total > POOL_MAX_BYTES && !pool.is_empty() {
-        total -= pool[0].bind(py).len().unwrap_or(0);
+        total -= pool[0].0.bind(py).len().unwrap_or(0);
         // Dropping a plain uint8 array runs no Python code.
         pool.remove(0);
     }
     if total <= POOL_MAX_BYTES {
-        pool.push(flat.unbind());
+        pool.push((flat.unbind(), owner));
     }
+}
+
+/// Drops the pooled arrays given back by the functions under `keys` (unregistered:
+/// their ops were freed). Called with the GIL held; dropping a plain `uint8` array
+/// runs no Python code, and they are dropped after the lock is released all the same.
+pub(super) fn release(keys: &[i64]) {
+    let dropped: Vec<(Py<PyAny>, i64)> = {
+        let mut pool = pool();
+        let (gone, kept) = std::mem::take(&mut *pool).into_iter().partition(|(_, k)| keys.contains(k));
+        *pool = kept;
+        gone
+    };
+    drop(dropped);
+}
+
+/// How many bytes the pool holds now (for leak checks).
+pub(super) fn pooled_bytes(py: Python<'_>) -> usize {
+    pool().iter().map(|(a, _)| a.bind(py).len().unwrap_or(0)).sum()
 }
 
 /// `numpy.ndarray`, `numpy.uint8` and the NumPy dtype of each XLA element type, looked up once.

@@ -112,8 +112,9 @@ pub(super) fn call_attached(
     };
     // The calls consumed our references to the arrays (and `store` consumes what
     // was returned): what still refers to a flat array now is what the function kept.
+    let registered = entry.registered.load(Ordering::SeqCst);
     for flat in flats {
-        recycle(py, flat);
+        recycle(py, flat, entry.key, registered);
     }
     // What the function kept stays its own (the next call makes a new copy).
     for c in copies.iter_mut() {
