@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
+from typing import Any
 
 import jax
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 
 import xla_ffi_rs
 from xla_ffi_rs import binding, examples
+from xla_ffi_rs.binding.declaration import Declaration
 
 examples.register()
 DECLS = xla_ffi_rs.declarations()
@@ -253,3 +256,121 @@ def test_a_0d_array_attribute_is_checked_as_its_value(value, error, words) -> No
     with pytest.raises(error, match=r"^xla_ffi_rs\.examples\.scale: attribute 'factor': ") as info:
         SCALE(np.ones(2, np.float32), factor=value)
     assert words in str(info.value)
+
+
+# -- long array attributes: whole-array checks, the element checks' results ------
+
+_F32_MAX = float(np.finfo(np.float32).max)
+#: Values of array attributes, each form with at most one kind of element a type refuses.
+_FORMS: dict[str, Any] = {
+    "floats": [0.0, -0.0, 1.5, float("nan"), float("inf"), -_F32_MAX, 1e-45],
+    "floats_f32_rounds_to_0": [0.5, 1e-46],
+    "floats_beyond_f32": [0.5, 3.5e38],
+    "ints": [0, -1, 127, -128],
+    "ints_beyond_i8": [1, -129],
+    "ints_beyond_u8": [255, 256],
+    "ints_f32_holds": [2**24, -(2**24), 3],
+    "ints_f32_rounds": [2, 2**24 + 1],
+    "ints_f64_rounds": [2, 2**53 + 1],
+    "ints_i64_edges": [2**63 - 1, -(2**63)],
+    "ints_beyond_i64": [2**64 - 1],
+    "bools": (True, False),
+    "f16": np.array([0.0, -0.0, 65504.0, np.inf], np.float16),
+    "f32": np.array([1e-45, -0.0, np.nan, _F32_MAX], np.float32),
+    "f64": np.array([0.5, -0.0, np.nan, -np.inf, 1e300]),
+    "f64_f32_rounds_to_0": np.array([0.5, 1e-46]),
+    "f64_beyond_f32": np.array([3.5e38]),
+    "i8": np.array([-128, 127], np.int8),
+    "i64": np.array([2**24, -(2**24), 255, -1]),
+    "i64_f32_rounds": np.array([2**24 + 1]),
+    "i64_f64_rounds": np.array([2**53 + 1, 0]),
+    "i64_beyond_i32": np.array([2**31]),
+    "u64": np.array([0, 2**64 - 1], np.uint64),
+    "bool": np.array([True, False]),
+}
+
+
+_FLOAT_IO = [{"name": "x", "dims": ["n"], "dtype": None, "dtypes": ["float32"], "optional": False}]
+
+
+def _declared(kind: str) -> dict[str, Any]:
+    """A declaration of ``x -> y`` (float32 vectors) with one attribute ``a`` of type ``kind``."""
+    attributes = [{"name": "a", "type": kind, "optional": False, "enum": None}]
+    return {"target": "t", "operands": _FLOAT_IO, "results": _FLOAT_IO, "attributes": attributes, "shapes": "n -> n"}
+
+
+def _outcome(call: Any) -> Any:
+    """``call()``'s values as (type, repr) pairs, or its error as (type, message)."""
+    try:
+        return [(type(v), repr(v)) for v in call()]
+    except (TypeError, ValueError) as e:
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize("inner", ["f32", "f64", "i8", "u8", "i32", "i64", "u64", "bool"])
+def test_an_array_attribute_is_checked_as_its_elements_would_be_one_by_one(inner) -> None:
+    """Each element of an ``array<inner>`` attribute (up to the first it refuses) is
+    what it is as a scalar ``inner`` attribute: the same Python value, or the same
+    error, named as that element; whether the array is checked whole or not."""
+    for form, value in _FORMS.items():
+        _check_as_elements(inner, form, value)
+
+
+def _check_as_elements(inner: str, form: str, value: Any) -> None:
+    array, scalar = Declaration(_declared(f"array<{inner}>")), Declaration(_declared(inner))
+    want: list[Any] = []
+    refused = None  # (index, error type, message) of the first element refused
+    for i, v in enumerate(np.asarray(value).tolist() if isinstance(value, np.ndarray) else value):
+        one = _outcome(lambda v=v: [scalar.params({"a": v})["a"]])
+        if not isinstance(one, list):
+            refused = (i, *one)
+            break
+        want += one
+    got = _outcome(lambda: array.params({"a": value})["a"])
+    if refused is None:
+        assert got == want, form
+        return
+    assert not isinstance(got, list), (form, got, refused)
+    i, error, message = refused
+    # Refused whole (a bool among numbers, floats for an integer type), or at that element.
+    whole = got[1].startswith("t: attribute 'a': expected a 1-D sequence of")
+    at_element = got[1] == message.replace("t: attribute 'a': ", f"t: attribute 'a' element {i}: ")
+    assert got[0] is error and (whole or at_element), (form, got, refused)
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [
+        ("array<f32>", lambda n: np.linspace(-1.0, 1.0, n, dtype=np.float32)),
+        ("array<f64>", lambda n: [float(i) for i in range(n)]),
+        ("array<i64>", lambda n: tuple(range(n))),
+    ],
+    ids=["f32_ndarray", "f64_list", "i64_tuple"],
+)
+def test_a_long_array_attribute_costs_no_python_call_per_element(kind, values) -> None:
+    """A table of 20,000 values as an attribute: each call checks and keys it with
+    whole-array operations (per element, some ten Python calls made a 10^5-value
+    table cost seconds per eager call), so a call makes as many Python calls as with
+    ten values."""
+    op = binding.op(
+        _declared(kind),
+        jnp_impl=lambda x, *, a: (x + np.float32(len(a)),),
+        targets={},
+    )
+    x = np.ones(2, np.float32)
+    counts = []
+    for n in (10, 20_000):
+        a = values(n)
+        np.testing.assert_array_equal(op(x, a=a)[0], x + n)  # compiles this set of params
+        calls = [0]
+
+        def count(frame: Any, event: str, arg: Any, calls: list[int] = calls) -> None:
+            calls[0] += event == "call"
+
+        sys.setprofile(count)
+        try:
+            op(x, a=a)
+        finally:
+            sys.setprofile(None)
+        counts.append(calls[0])
+    assert counts[1] <= counts[0] + 10, counts

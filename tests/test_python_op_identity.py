@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import struct
 from typing import Any
 
 import jax
@@ -66,7 +67,13 @@ def test_static_parameters_zero_and_negative_zero_are_two_parameters() -> None:
 
     op = python_op(f, abstract_eval=lambda x, *, p: x, name="signed_zero")
     x = np.zeros(2, np.float32)
-    for values in [(0.0, -0.0, 0.0), (np.float32(-0.0), np.float32(0.0)), ((-0.0,), (0.0,)), (complex(0, -0.0), 0j)]:
+    for values in [
+        (0.0, -0.0, 0.0),
+        (np.float32(-0.0), np.float32(0.0)),
+        ((-0.0,), (0.0,)),
+        ((1.0, -0.0), (1.0, 0.0), (1, 0), (True, False)),
+        (complex(0, -0.0), 0j),
+    ]:
         for p in values:
             for call in (lambda p=p: op(x, p=p), lambda p=p: jax.jit(lambda x: op(x, p=p))(x)):
                 seen.clear()
@@ -90,10 +97,14 @@ def test_a_numpy_nan_parameter_makes_one_registered_function() -> None:
     x = np.zeros(2, np.float32)
     op(x, p=np.float32("nan"))
     before = registered_functions()
+    # A NaN of another payload (tuples of floats are keyed as whole arrays).
+    other_nan = struct.unpack("d", struct.pack("Q", 0x7FF8_0000_0000_0001))[0]
     for _ in range(10):
         op(x, p=np.float32("nan"))
         op(x, p=(complex(np.nan, 1.0),))
-    assert registered_functions() - before <= 1
+        op(x, p=(float("nan"), 1.0))
+        op(x, p=(other_nan, 1.0))
+    assert registered_functions() - before <= 2
 
 
 def _sin(x: np.ndarray) -> np.ndarray:

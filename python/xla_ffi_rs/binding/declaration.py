@@ -34,7 +34,7 @@ import numpy as np
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
 from xla_ffi_rs._validation import counted
-from xla_ffi_rs.binding import dict_attributes
+from xla_ffi_rs.binding import array_attributes, dict_attributes
 from xla_ffi_rs.binding.symbolic_dims import SymbolicDims
 
 __all__ = ["Declaration"]
@@ -218,13 +218,17 @@ def _convert(target: str, name: str, kind: str, value: Any, where: str | None = 
     if is_array:
         inner = kind[6:-1]
         if isinstance(value, (list, tuple)):
-            return _convert_sequence(target, name, inner, value)
+            fast = array_attributes.passed(inner, value)
+            return fast if fast is not None else _convert_sequence(target, name, inner, value)
         try:
             items = np.asarray(value)
         except (TypeError, ValueError):
             raise TypeError(f"{where}: expected a sequence of {inner}, got {_what(value)}") from None
         if items.ndim != 1 or items.dtype.kind not in "biuf" or (items.dtype.kind == "b" and inner != "bool"):
             raise TypeError(f"{where}: expected a 1-D sequence of {inner}, got {_what(value)} {items.dtype.name}")
+        fast = array_attributes.passed(inner, items)
+        if fast is not None:
+            return fast
         return tuple(_convert(target, name, inner, v.item(), where=f"{where} element {i}") for i, v in enumerate(items))
     is_bool = isinstance(value, (bool, np.bool_))
     if kind == "bool":

@@ -751,8 +751,27 @@ def _typed(value: Hashable) -> Hashable:
     if isinstance(value, (complex, np.complexfloating)):
         return (type(value), _float_key(value.real), _float_key(value.imag))
     if isinstance(value, tuple):
-        return (tuple, tuple(_typed(v) for v in value))
+        return _uniform_tuple_key(value) or (tuple, tuple(_typed(v) for v in value))
     return (type(value), value)
+
+
+def _uniform_tuple_key(value: tuple[Any, ...]) -> Hashable | None:
+    """:func:`_typed`'s key of a tuple whose elements are all of one of Python's
+    ``float``, ``int``, ``bool`` or ``str`` (a long array attribute: 10^5 values), made
+    with whole-array operations, not element by element: the values' bits with every
+    NaN made one, or the values themselves. None for any other tuple. No key of
+    :func:`_typed` has this key's form, ``(tuple, type, values)``."""
+    kinds = set(map(type, value))
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    if kind is float:
+        bits = np.array(value, np.float64)
+        bits[np.isnan(bits)] = np.nan
+        return (tuple, float, bits.tobytes())
+    if kind in (int, bool, str):
+        return (tuple, kind, value)
+    return None
 
 
 def _float_key(value: Any) -> Hashable:
