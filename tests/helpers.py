@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 import threading
@@ -19,6 +20,12 @@ KEPLER = "xla_ffi_rs.kepler"
 RMS_FWD = "xla_ffi_rs.rms_norm_fwd"
 RMS_BWD = "xla_ffi_rs.rms_norm_bwd"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+#: Tests of arrays past 2**31 elements or bytes: some 8.6 GiB of memory and up to a
+#: minute each, so they run only with ``XFR_BIG_TESTS=1``, one process at a time.
+big_arrays = pytest.mark.skipif(
+    os.environ.get("XFR_BIG_TESTS") != "1", reason="arrays past 2**31 elements or bytes: set XFR_BIG_TESTS=1"
+)
 
 
 def lowered(fn: Callable[..., Any], *args: Any) -> str:

@@ -3,16 +3,20 @@ exactly for every finite M, float32 and float64.
 
 The reference is NumPy's float64 sin/cos of M (which reduce exactly): for e = 0,
 sin E and cos E are sin M and cos M; for e > 0, E - e sin E is M on the circle,
-compared through sin and cos so that no reduction of M is needed here.
+compared through sin and cos so that no reduction of M is needed here. With
+``XFR_BIG_TESTS=1``, also the far end of arrays past 2**31 bytes.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import big_arrays, kepler_solve_np
 from xla_ffi_rs import kepler
 
 LARGE_M = [1e15, 1e16, 1e17, 1e20, 1e300, -1e300, float(np.finfo(np.float64).max), 2.0**27, -(2.0**60) - 0.5e3]
@@ -133,3 +137,25 @@ def test_jnp_fallback_reduces_large_m_too(dtype: type) -> None:
     # The real 2 pi, not the float64 one, as the kernel: M = 2*np.pi is solved as M = -2.4e-16.
     s, _ = kepler_jnp(jnp.float64(2 * np.pi), jnp.float64(0.0))
     assert float(s) == pytest.approx(-2.4492935982947064e-16, rel=1e-12)
+
+
+@big_arrays
+def test_arrays_past_2_31_bytes_are_solved_at_their_far_end() -> None:
+    """2**29 + 1000 float32 mean anomalies (past 2**31 bytes an array; four such
+    arrays, 8 GiB), made in the program: the first and last elements against
+    NumPy's float64 solution."""
+    size, e = 2**29 + 1000, 0.7
+
+    def anomalies(start: int, stop: int, xp: Any) -> Any:
+        i = xp.arange(start, stop, dtype=xp.int32)
+        return ((i % 4001).astype(xp.float32) - xp.float32(2000)) / xp.float32(300)
+
+    sin_e, cos_e = jax.jit(lambda: kepler(anomalies(0, size, jnp), jnp.full(size, e, jnp.float32)))()
+    ends = {
+        start: (np.asarray(sin_e[start : start + 5]), np.asarray(cos_e[start : start + 5])) for start in (0, size - 5)
+    }
+    del sin_e, cos_e
+    for start, (s, c) in ends.items():
+        big_e = kepler_solve_np(anomalies(start, start + 5, np), e)
+        np.testing.assert_allclose(s, np.sin(big_e), atol=2e-6, err_msg=f"elements {start}..{start + 5}")
+        np.testing.assert_allclose(c, np.cos(big_e), atol=2e-6, err_msg=f"elements {start}..{start + 5}")

@@ -12,7 +12,7 @@ import pytest
 from jax.test_util import check_grads
 
 from helpers import RMS_BWD, RMS_FWD, count_calls, lowered, rms_norm_bwd_np, rms_norm_np
-from xla_ffi_rs import rms_norm
+from xla_ffi_rs import rms_norm, rms_norm_inplace
 
 TOL: dict[Any, float] = {jnp.float16: 2e-3, jnp.bfloat16: 1.6e-2, jnp.float32: 2e-6, jnp.float64: 1e-13}
 
@@ -80,11 +80,34 @@ def test_a_python_scalar_weight_takes_xs_dtype(x64: str) -> None:
     assert done.returncode == 0 and done.stdout.strip().endswith("OK"), done.stderr[-3000:]
 
 
-@pytest.mark.parametrize(("x_shape", "w_shape"), [((5,), (5,)), ((2, 3, 4), (3, 4)), ((6, 7), (7,)), ((0, 4), (4,))])
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape"),
+    [
+        ((5,), (5,)),
+        ((2, 3, 4), (3, 4)),
+        ((6, 7), (7,)),
+        ((0, 4), (4,)),
+        ((2, 4097), (4097,)),
+        ((1,) * 9, (1, 1)),
+        ((2, 1, 3, 1, 2, 1, 1, 2, 3), (2, 3)),
+        ((2, 1, 0, 1, 3), (1, 3)),
+        ((2, 3, 0), (3, 0)),
+    ],
+    ids=lambda s: "x".join(map(str, s)) or "scalar",
+)
 def test_weight_rank_and_shapes(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
+    """Rows of 4097 elements, rank 9, dims of 1 and of 0 anywhere: the
+    forward, its in-place form and the gradient against float64 NumPy."""
     x, w = data(x_shape, w_shape)
     y = rms_norm(x, w, eps=0.1)
-    np.testing.assert_allclose(y, rms_norm_np(x, w, 0.1)[0], rtol=1e-13, atol=1e-13)
+    want = rms_norm_np(x, w, 0.1)[0] if w.size else x  # y of a row of no elements is empty
+    np.testing.assert_allclose(y, want, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(rms_norm_inplace(x, w, eps=0.1), y)
+    if x.size:
+        dy = data(x_shape, w_shape, seed=1)[0]
+        got = jax.vjp(lambda x, w: rms_norm(x, w, eps=0.1), x, w)[1](dy)
+        for g, r in zip(got, rms_norm_bwd_np(dy, x, w, 0.1), strict=True):
+            np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
 
 
 def test_eps_matters_and_default() -> None:

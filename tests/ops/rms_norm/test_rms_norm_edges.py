@@ -1,7 +1,8 @@
 """rms_norm at the edges of the floating-point range: rows of small norm with
 ``eps=0`` (their gradients must not overflow where they are finite), non-finite
 elements (they must not spread to other rows), and a row's result independent of
-its neighbours and of the batch size, bit for bit."""
+its neighbours and of the batch size, bit for bit; with ``XFR_BIG_TESTS=1``, the far
+end of a batch past 2**31 elements."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import rms_norm_bwd_np, rms_norm_np
+from helpers import big_arrays, rms_norm_bwd_np, rms_norm_np
 from xla_ffi_rs import rms_norm, rms_norm_inplace
-from xla_ffi_rs.ops.rms_norm import rms_norm_bwd_jnp
+from xla_ffi_rs.ops.rms_norm import rms_norm_bwd_jnp, rms_norm_bwd_op
 
 
 def tiny_row(dtype: Any) -> tuple[np.ndarray, float]:
@@ -116,3 +117,36 @@ def y_and_dx(x: jax.Array, w: jax.Array, dy: jax.Array) -> list[jax.Array]:
         y, vjp = jax.vjp(lambda x, op=op: op(x, w), x)
         out += [y, vjp(dy)[0]]
     return out
+
+
+def _pattern_rows(r0: int, r1: int, n: int, xp: Any) -> Any:
+    """Rows ``r0:r1`` of a pattern exact in bfloat16 (multiples of 1/8 in [-4, 4)),
+    with ``xp`` = ``jnp`` (in the program, no host copy) or ``np``."""
+    i = xp.arange(r0, r1, dtype=xp.int32)[:, None]
+    j = xp.arange(n, dtype=xp.int32)[None, :]
+    return ((i * 7 + j * 13) % 64 - 32).astype(xp.float32) / 8
+
+
+@big_arrays
+@pytest.mark.parametrize("which", ["rms_norm", "rms_norm_inplace", "rms_norm_bwd"])
+def test_a_batch_past_2_31_elements_is_right_at_its_far_end(which: str) -> None:
+    """x of (2**21 + 1, 1024) bfloat16, 2**31 + 1024 elements (4 GiB), made in the
+    program: its first and last rows against float64 NumPy, forward, in place and
+    backward (which takes x as its dy too: two such arrays live, not three)."""
+    rows, n = 2**21 + 1, 1024
+    w = jnp.asarray(np.linspace(0.5, 1.5, n), jnp.bfloat16)
+
+    def run(w: jax.Array) -> jax.Array:
+        x = _pattern_rows(0, rows, n, jnp).astype(jnp.bfloat16)
+        if which == "rms_norm_bwd":
+            return rms_norm_bwd_op(x, x, w, eps=1e-5)[0]
+        return (rms_norm if which == "rms_norm" else rms_norm_inplace)(x, w, eps=1e-5)
+
+    y = jax.jit(run)(w)
+    ends = {0: np.asarray(y[:3], np.float64), rows - 3: np.asarray(y[-3:], np.float64)}
+    del y
+    w64 = np.asarray(w, np.float64)
+    for r0, got in ends.items():
+        x = _pattern_rows(r0, r0 + 3, n, np).astype(np.float64)
+        want = rms_norm_bwd_np(x, x, w64, 1e-5)[0] if which == "rms_norm_bwd" else rms_norm_np(x, w64, 1e-5)[0]
+        np.testing.assert_allclose(got, want, rtol=1.6e-2, atol=1.6e-2, err_msg=f"rows {r0}..{r0 + 3}")
