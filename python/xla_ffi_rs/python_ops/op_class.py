@@ -25,7 +25,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
-from xla_ffi_rs._validation import counted
+from xla_ffi_rs._validation import STATIC_UNDER_PMAP, counted
 from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.binding.op_arguments import flags
 from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
@@ -178,7 +178,8 @@ class PythonOp(Op):
                 raise TypeError(
                     f"{self.name}: static parameter {key!r} is traced ({type(value).__name__}), but it must be a "
                     f"Python value known when tracing; under jax.jit pass it as a static argument "
-                    f"(static_argnames='{key}') or close over it; pass an array as an operand instead"
+                    f"(static_argnames='{key}'; {STATIC_UNDER_PMAP}) or close over it; pass an array as an "
+                    "operand instead"
                 )
             try:
                 hash(value)
