@@ -208,9 +208,14 @@ def test_an_undeclared_op_names_the_target_and_a_traced_attribute() -> None:
     x = np.ones(2, np.float32)
     with pytest.raises(
         TypeError,
-        match=r"^xla_ffi_rs\.examples\.scale: attribute .factor. is traced .*a static argument under jax\.jit",
+        match=r"^xla_ffi_rs\.examples\.scale: attribute .factor. is traced .*a static argument under jax\.jit; "
+        r"under jax\.pmap, pass it positionally with static_broadcasted_argnums\), or close over it",
     ):
         jax.jit(lambda x, f: op(x, factor=f)[0])(x, np.float32(2.0))
+    with pytest.raises(TypeError, match=r"attribute .factor. is traced .*static_broadcasted_argnums"):
+        jax.pmap(lambda x, f: op(x, factor=f)[0], in_axes=(0, None))(x[None], np.float32(2.0))
+    pmapped = jax.pmap(lambda x, f: op(x, factor=f)[0], in_axes=(0, None), static_broadcasted_argnums=1)
+    assert np.array_equal(pmapped(x[None], np.float32(2.0))[0], 2 * x)  # the spelling the message gives
     assert np.array_equal(op(x, factor=np.float32(2.0))[0], 2 * x)
 
 

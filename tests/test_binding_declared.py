@@ -342,6 +342,8 @@ def test_scale_factor_out_of_f32_range_and_traced() -> None:
     SCALE(x, factor=1e-40)[0].block_until_ready()  # a float32 subnormal: accepted
     with pytest.raises(TypeError, match=r"attribute 'factor' \(f32\) is traced"):
         jax.jit(lambda x, f: SCALE(x, factor=f))(x, 2.0)
+    with pytest.raises(TypeError, match=r"attribute 'factor' \(f32\) is traced .*static_broadcasted_argnums"):
+        jax.pmap(lambda x, f: SCALE(x, factor=f), in_axes=(0, None))(x[None], 2.0)
 
 
 def test_wrong_operand_count() -> None:

@@ -256,12 +256,18 @@ def test_errors_come_before_lowering() -> None:
 
 @pytest.mark.parametrize(("name", "fn"), RMS_FUNCTIONS)
 def test_traced_eps_says_how_to_make_it_static(name: str, fn: Callable[..., Any]) -> None:
-    for call in (lambda: jax.jit(fn)(X, W, 1e-5), lambda: jax.jit(fn)(X, W, eps=1e-5)):
+    pmapped = jax.pmap(fn, in_axes=(0, None, None))  # pmap has no static_argnames: its own spelling
+    for call in (
+        lambda: jax.jit(fn)(X, W, 1e-5),
+        lambda: jax.jit(fn)(X, W, eps=1e-5),
+        lambda: pmapped(X[None], W, 1e-5),
+    ):
         with pytest.raises(TypeError) as info:
             call()
         msg = str(info.value)
         assert msg.startswith(f"{name}: eps is traced (")
         assert f"jax.jit(xr.{name}, static_argnames='eps')" in msg and "static_argnums=2" in msg
+        assert f"jax.pmap(xr.{name}, static_broadcasted_argnums=2)" in msg
     # Under grad or vmap with respect to eps, the same message.
     with pytest.raises(TypeError, match=rf"^{name}: eps is traced .*static_argnames='eps'"):
         jax.grad(lambda eps: fn(X, W, eps).sum())(1e-5)
@@ -277,6 +283,8 @@ def test_the_suggested_static_spellings_work(name: str, fn: Callable[..., Any]) 
     by_number = eval(f"jax.jit(xr.{name}, static_argnums=2)", xr_ns)
     for got in (by_name(X, W, eps=1e-3), by_name(X, W, 1e-3), by_number(X, W, 1e-3)):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+    pmapped = eval(f"jax.pmap(xr.{name}, static_broadcasted_argnums=2)", xr_ns)
+    np.testing.assert_allclose(pmapped(X[None], W[None], 1e-3)[0], want, rtol=1e-6)
     eps = 1e-3
     closed = eval(f"jax.jit(lambda *a: xr.{name}(*a, eps=eps))", {**xr_ns, "eps": eps})
     np.testing.assert_allclose(closed(X, W), want, rtol=1e-6)

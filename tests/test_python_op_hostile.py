@@ -788,6 +788,7 @@ def test_bad_calls_name_the_op_and_parameter() -> None:
         lambda: jax.jit(lambda x, k: op(x, k=k))(ones, ones),
         lambda: jax.vmap(lambda x, k: op(x, k=k))(ones, ones),
         lambda: jax.grad(lambda k: op(1.0, k=k))(1.0),
+        lambda: jax.pmap(lambda x, k: op(x, k=k), in_axes=(0, None))(ones[None], ones),
     ]
     for call in traced:
         with pytest.raises(TypeError) as info:  # not "must be hashable", which a traced value did read
@@ -795,6 +796,7 @@ def test_bad_calls_name_the_op_and_parameter() -> None:
         assert "unhashable: static parameter 'k' is traced (" in str(info.value)
         assert "but it must be a Python value known when tracing" in str(info.value)
         assert "static_argnames='k'" in str(info.value)
+        assert "under jax.pmap, pass it positionally with static_broadcasted_argnums" in str(info.value)
     two = python_op(np.add, abstract_eval=lambda a, b: a, batched=([True, False], [True]), name="flags")
     with pytest.raises(ValueError, match="flags: batched gives flags for 2 operands, called with 1"):
         two(jnp.ones(2))

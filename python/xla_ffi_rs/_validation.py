@@ -226,6 +226,12 @@ def weak_if_all_weak(inputs: tuple[Any, ...], results: tuple[jax.Array, ...]) ->
     return results
 
 
+#: How to make a traced keyword parameter static, for the TypeErrors of the ops
+#: (rms_norm's eps, a binding op's attribute, a python_op's parameter): jax.pmap
+#: has no static_argnames, only positional static_broadcasted_argnums.
+STATIC_UNDER_PMAP = "under jax.pmap, pass it positionally with static_broadcasted_argnums"
+
+
 def check_static(fn: str, arg: str, value: Any, position: int) -> None:
     """Raise TypeError if ``value`` is traced (a ``jax.jit`` argument, or under
     ``grad``/``vmap``), saying how to pass it as a static argument: ``fn`` is
@@ -235,7 +241,8 @@ def check_static(fn: str, arg: str, value: Any, position: int) -> None:
         raise TypeError(
             f"{fn}: {arg} is traced ({type(value).__name__}), but it must be a Python float known when the "
             f"function is traced; under jax.jit pass it as a static argument: "
-            f"jax.jit(xr.{fn}, static_argnames='{arg}') (or static_argnums={position}), or close over it: "
+            f"jax.jit(xr.{fn}, static_argnames='{arg}') (or static_argnums={position}); {STATIC_UNDER_PMAP}: "
+            f"jax.pmap(xr.{fn}, static_broadcasted_argnums={position}); or close over it: "
             f"jax.jit(lambda *a: xr.{fn}(*a, {arg}={arg})); in a flax or equinox module, hold it as a Python "
             f"float (equinox's filter_jit and filter_grad trace NumPy scalars and arrays, and flax's nnx.jit "
             f"traces array attributes); derivatives with respect to {arg} are not supported"

@@ -120,3 +120,23 @@ def test_a_result_summed_over_the_batch_is_completed_by_one_all_reduce(
     moved = [line for line in hlo.splitlines() if MOVES_DATA.search(line)]
     assert all("all-reduce" in line for line in moved), moved
     assert local_sizes(calls(hlo, bwd.targets["cpu"])) <= {4 * 6}
+
+
+@pytest.mark.parametrize("spmd_axis_name", [None, "a"])
+def test_vmap_with_a_weight_per_example_over_an_explicitly_split_batch(spmd_axis_name: str | None) -> None:
+    """A weight per example cannot enter the batch ellipsis, so vmap loops with
+    ``lax.map``, which refused a batch split over explicit mesh axes with JAX's
+    "0th dimension of all xs should be replicated" (naming no op). The batch is
+    gathered for the loop and the results are split like it again, as jnp's are."""
+    bwd = OPS["rms_norm_bwd"]
+    mesh = mesh_2d()
+    rng = np.random.default_rng(5)
+    dy, x, w = rng.normal(size=(8, 3, 6)), rng.normal(size=(8, 3, 6)), rng.uniform(0.5, 1.5, (8, 6))
+    split = [jax.device_put(a, NamedSharding(mesh, P("a"))) for a in (dy, x, w)]
+    f = jax.jit(jax.vmap(lambda dy, x, w: bwd(dy, x, w, eps=1e-5), spmd_axis_name=spmd_axis_name))
+    dx, dw = f(*split)
+    for i in range(8):
+        want_dx, want_dw = rms_norm_bwd_np(dy[i], x[i], w[i], 1e-5)
+        np.testing.assert_allclose(np.asarray(dx)[i], want_dx, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(dw)[i], want_dw, rtol=1e-12)
+    assert jax.typeof(dx).sharding.spec == P("a", None, None) and jax.typeof(dw).sharding.spec == P("a", None)

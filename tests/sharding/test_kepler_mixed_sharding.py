@@ -6,6 +6,7 @@ comes back typed like that operand, and matches float64 numpy references."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 
 import jax
@@ -94,3 +95,28 @@ def test_vmap_over_split_mean_anomaly_with_one_eccentricity() -> None:
     close(g_m, u, "d/dM (grad of vmap)")
     close(g_e, _sum_to(s * u, e.shape), "d/de (grad of vmap)")
     assert g_m.sharding.is_equivalent_to(args[0].sharding, 2), g_m.sharding
+
+
+@pytest.mark.parametrize("call", ["jit", "jit_spmd_axis_name", "grad", "eager"])
+def test_vmap_over_split_mean_anomaly_with_an_eccentricity_off_the_mesh(call: str) -> None:
+    """The same with e a constant of the function (a Python float or a host array,
+    typed on no mesh) and no ``jax.set_mesh``: broadcasting e along the split batch
+    axis took the mesh of e's type, the empty one, and raised JAX's "Resource axis:
+    a ... is not found in mesh: ()" (naming no op) where jnp's vmap works; it takes
+    M's mesh now."""
+    m = np.random.default_rng(6).uniform(-7, 7, (8, 6))
+    m_split = jax.device_put(m, NamedSharding(mesh("1d"), P("a")))
+    big_e = kepler_solve_np(m, 0.3)
+    for e in (0.3, np.full(6, 0.3)):
+        f = jax.vmap(
+            functools.partial(lambda e, m: xr.kepler(m, e)[0], e),
+            spmd_axis_name="a" if call == "jit_spmd_axis_name" else None,
+        )
+        if call == "grad":
+            g = jax.jit(jax.grad(lambda m, f=f: jnp.sum(f(m))))(m_split)
+            close(g, np.cos(big_e) / (1 - 0.3 * np.cos(big_e)), "d sin(E) / dM (grad of vmap)")
+            assert g.sharding.is_equivalent_to(m_split.sharding, 2), g.sharding
+            continue
+        s = f(m_split) if call == "eager" else jax.jit(f)(m_split)
+        close(s, np.sin(big_e), f"sin(E) ({call})")
+        assert jax.typeof(s).sharding.spec == P("a", None), jax.typeof(s).sharding.spec

@@ -187,6 +187,15 @@ def test_sequential_vmap_over_an_explicitly_sharded_axis(in_axes: int) -> None:
     w = np.arange(1.0, 7.0)[: x.shape[2]] if in_axes != 2 else np.float64(3.0)
     got = jax.jit(jax.vmap(op, in_axes=(in_axes, None)))(xs, w)
     np.testing.assert_allclose(np.asarray(got), np.moveaxis(x, in_axes, 0) * w, rtol=1e-15)
+    # Typed as jnp's vmap types it: the batch axis split again (the loop's result was
+    # typed whole, so the next op saw a replicated value).
+    jnp_spec = jax.typeof(jax.jit(jax.vmap(lambda x, w: x * w, in_axes=(in_axes, None)))(xs, w)).sharding.spec
+    assert jax.typeof(got).sharding.spec == jnp_spec
+    assert (jnp_spec[0] is None) == (in_axes == 2)  # axis 2 of x is whole
+    if in_axes == 0:  # and under vmap(spmd_axis_name=...)
+        spmd = jax.jit(jax.vmap(op, in_axes=(0, None), spmd_axis_name="a"))(xs, w)
+        np.testing.assert_allclose(np.asarray(spmd), x * w, rtol=1e-15)
+        assert jax.typeof(spmd).sharding.spec == jnp_spec
 
 
 @pytest.mark.parametrize("spec", [P("a"), P("a", None), P(None, "b")], ids=str)

@@ -33,7 +33,7 @@ import numpy as np
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
-from xla_ffi_rs._validation import counted
+from xla_ffi_rs._validation import STATIC_UNDER_PMAP, counted
 from xla_ffi_rs.binding import array_attributes, dict_attributes
 from xla_ffi_rs.binding.symbolic_dims import SymbolicDims
 
@@ -204,7 +204,7 @@ def _convert(target: str, name: str, kind: str, value: Any, where: str | None = 
     if isinstance(value, Tracer):
         raise TypeError(
             f"{where} ({kind}) is traced ({_what(value)}); it must be a Python value known when tracing "
-            "(a static argument under jax.jit)"
+            f"(a static argument under jax.jit; {STATIC_UNDER_PMAP}), or close over it"
         )
     if kind == "dict":
         return dict_attributes.checked(target, name, value)

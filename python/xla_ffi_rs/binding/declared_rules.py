@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from xla_ffi_rs._compat import NOT_MAPPED, ad
+from xla_ffi_rs._compat import NOT_MAPPED, Tracer, ad
 from xla_ffi_rs.binding.op_class import freeze
 from xla_ffi_rs.binding.sequential import sequential_map
 
@@ -64,12 +64,12 @@ def batching_rule(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[BatchD
         if not decl.one_call or any(v and not b for v, b in zip(vmapped, batched_in, strict=True)):
             return _mapped(op, operands, dims, params), [0] * len(decl.results)
         moved = []
-        lead = _batch_axis_entry(operands, dims)
+        lead, mesh = _batch_axis_entry(operands, dims)
         for x, d, batched in zip(operands, dims, batched_in, strict=True):
             if d is not NOT_MAPPED:
                 x = jnp.moveaxis(x, d, 0)
             elif batched:
-                x = _split_like_batch(jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x))), lead)
+                x = _split_like_batch(jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x))), lead, mesh)
             moved.append(x)
         outs = list(op(*moved, **params))
         for i, formula in op.reductions.items():
@@ -80,22 +80,34 @@ def batching_rule(op: Any) -> Callable[..., tuple[Sequence[Any], Sequence[BatchD
     return rule
 
 
-def _batch_axis_entry(operands: Sequence[Any], dims: Sequence[BatchDim]) -> Any:
+def _batch_axis_entry(operands: Sequence[Any], dims: Sequence[BatchDim]) -> tuple[Any, Any]:
     """The mesh axes that split the vmapped axis of the first vmapped operand, read
-    from its type (a mesh with explicit axes); None when unsplit or not typed."""
+    from its type (a mesh with explicit axes), and that type's mesh; (None, None)
+    when unsplit or not typed."""
     for x, d in zip(operands, dims, strict=True):
         if d is not NOT_MAPPED:
-            spec = tuple(getattr(getattr(jax.typeof(x), "sharding", None), "spec", None) or ())
-            return spec[d] if d < len(spec) else None
-    return None
+            sharding = getattr(jax.typeof(x), "sharding", None)
+            spec = tuple(getattr(sharding, "spec", None) or ())
+            lead = spec[d] if d < len(spec) else None
+            if lead is None:
+                return None, None
+            # An eager (concrete) operand's own sharding has the devices, its type's mesh not.
+            concrete = getattr(x, "sharding", None) if not isinstance(x, Tracer) else None
+            mesh = (
+                concrete.mesh if isinstance(concrete, jax.sharding.NamedSharding) else getattr(sharding, "mesh", None)
+            )
+            return lead, mesh
+    return None, None
 
 
-def _split_like_batch(x: jax.Array, lead: Any) -> jax.Array:
+def _split_like_batch(x: jax.Array, lead: Any, mesh: Any) -> jax.Array:
     """An unbatched operand broadcast along the batch axis, split there as the
     vmapped operands are: the call's operands are then typed alike, and so are
     the results of its transpose, which JAX requires of each cotangent (an
     eccentricity shared by a vmapped, split mean anomaly). Left as it is where its
-    own split already uses those mesh axes."""
+    own split already uses those mesh axes. ``mesh`` is the vmapped operand's: a
+    constant (a Python float) is typed on no mesh where no ``jax.set_mesh`` is
+    active, and that empty mesh names none of ``lead``'s axes."""
     if lead is None:
         return x
     aval = jax.typeof(x)
@@ -104,7 +116,7 @@ def _split_like_batch(x: jax.Array, lead: Any) -> jax.Array:
     used = {a for entry in spec[1:] if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))}
     if names & used:
         return x
-    sharding = jax.sharding.NamedSharding(aval.sharding.mesh, jax.sharding.PartitionSpec(lead, *spec[1:]))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(lead, *spec[1:]))
     split: jax.Array = jax.sharding.reshard(x, sharding)
     return split
 

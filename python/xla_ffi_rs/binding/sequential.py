@@ -22,6 +22,7 @@ import jax
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import Tracer
+from xla_ffi_rs.binding.op_class import explicit_spec
 
 __all__ = ["CACHE_SIZE", "sequential_map"]
 
@@ -29,15 +30,45 @@ __all__ = ["CACHE_SIZE", "sequential_map"]
 CACHE_SIZE = 32
 
 
+def _whole_axis_0(x: Any) -> Any:
+    """``x`` with its leading axis whole, where its type splits it over explicit mesh
+    axes: ``lax.map`` loops over that axis and refuses a split one ("0th dimension of
+    all xs should be replicated"), so a sequential vmap over an explicitly sharded
+    axis gathers it first."""
+    spec = explicit_spec(jax.typeof(x))
+    if spec is None or spec[0] is None:
+        return x
+    sharding = jax.typeof(x).sharding
+    return jax.sharding.reshard(x, sharding.update(spec=jax.sharding.PartitionSpec(None, *spec[1:])))
+
+
+def _split_axis_0(y: Any, lead: Any) -> Any:
+    """``y`` with its leading axis split over the mesh axes ``lead`` (a partition spec
+    entry), as jnp's vmap types a result batched like a split operand: each device
+    keeps its slice, nothing moves. Left as it is where its type already uses them."""
+    aval = jax.typeof(y)
+    spec = explicit_spec(aval) or (None,) * y.ndim
+    names = set(lead if isinstance(lead, tuple) else (lead,))
+    used = {a for entry in spec[1:] if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))}
+    if not y.ndim or spec[0] is not None or names & used:
+        return y
+    return jax.sharding.reshard(y, aval.sharding.update(spec=jax.sharding.PartitionSpec(lead, *spec[1:])))
+
+
 def _loop(call: Callable[..., Sequence[Any]], mapped: tuple[int, ...], n: int) -> Callable[..., Any]:
-    """``(unmapped operands, mapped operands with the batch axis first) -> results``."""
+    """``(unmapped operands, mapped operands with the batch axis first) -> results``.
+
+    A batch axis split over explicit mesh axes is gathered for the loop, and the
+    results' batch axes are split like it again (their types are then jnp's)."""
 
     def loop(rest: Sequence[Any], xs: Sequence[Any]) -> list[Any]:
         def one(elements: Sequence[Any]) -> tuple[Any, ...]:
             it_rest, it_xs = iter(rest), iter(elements)
             return tuple(call(*[next(it_xs) if i in mapped else next(it_rest) for i in range(n)]))
 
-        return list(jax.lax.map(one, list(xs)))
+        leads = [spec[0] for spec in (explicit_spec(jax.typeof(x)) for x in xs) if spec is not None and spec[0]]
+        outs = list(jax.lax.map(one, [_whole_axis_0(x) for x in xs]))
+        return [_split_axis_0(y, leads[0]) for y in outs] if leads else outs
 
     return loop
 

@@ -25,10 +25,10 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer, ad
-from xla_ffi_rs._validation import counted
+from xla_ffi_rs._validation import STATIC_UNDER_PMAP, counted
 from xla_ffi_rs.binding import BatchDim, BatchRule, Op, batch_size, move_batch_axis_to_front
 from xla_ffi_rs.binding.op_arguments import flags
-from xla_ffi_rs.binding.op_class import explicit_spec, freeze, weak_method
+from xla_ffi_rs.binding.op_class import freeze, weak_method
 from xla_ffi_rs.binding.sequential import sequential_map
 from xla_ffi_rs.python_ops import rules
 from xla_ffi_rs.python_ops.avals import (
@@ -178,7 +178,8 @@ class PythonOp(Op):
                 raise TypeError(
                     f"{self.name}: static parameter {key!r} is traced ({type(value).__name__}), but it must be a "
                     f"Python value known when tracing; under jax.jit pass it as a static argument "
-                    f"(static_argnames='{key}') or close over it; pass an array as an operand instead"
+                    f"(static_argnames='{key}'; {STATIC_UNDER_PMAP}) or close over it; pass an array as an "
+                    "operand instead"
                 )
             try:
                 hash(value)
@@ -463,7 +464,7 @@ class PythonOp(Op):
             outs = self.primitive.bind(*moved, **params, **{_BATCH: batch})
             return outs, [0] * len(outs)
         mapped = [i for i, d in enumerate(dims) if d is not None]
-        xs = [_whole_axis_0(jnp.moveaxis(operands[i], int(dims[i] or 0), 0)) for i in mapped]
+        xs = [jnp.moveaxis(operands[i], int(dims[i] or 0), 0) for i in mapped]
         primitive, handle = self.primitive, self._weak_handle
 
         def call(eager: bool) -> Callable[..., Sequence[Any]]:
@@ -473,18 +474,6 @@ class PythonOp(Op):
 
         outs = sequential_map(call, freeze(params), operands, mapped, xs, self._eager_maps)
         return outs, [0] * len(outs)
-
-
-def _whole_axis_0(x: Any) -> Any:
-    """``x`` with its leading axis whole, where its type splits it over explicit mesh
-    axes: ``lax.map`` loops over that axis and refuses a split one ("0th dimension of
-    all xs should be replicated"), so a sequential vmap over an explicitly sharded
-    axis gathers it first."""
-    spec = explicit_spec(jax.typeof(x))
-    if spec is None or spec[0] is None:
-        return x
-    sharding = jax.typeof(x).sharding
-    return jax.sharding.reshard(x, sharding.update(spec=jax.sharding.PartitionSpec(None, *spec[1:])))
 
 
 class _WeakHandle:
