@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -243,36 +244,44 @@ def main() -> int:
     if missing:
         print(f"check_ptx: FAILED: no kernel of {missing} in the kernel tables (crates/ops/src/*/kernel_table.rs)")
         return 1
-    failures, count, smem_checked, t0 = [], 0, 0, time.time()
+    # Every (source, instantiation, arch, PTX or CUBIN) compilation, on a thread per
+    # core: NVRTC compiles programs independently, and ctypes lets go of the GIL.
+    jobs = []
     for rel, groups in insts.items():
         src = OPS / rel
         code = src.read_text()
         for label, exprs in groups:
             for arch in ARCHS:
                 kinds = [("compute_" + arch, False)] + ([] if args.no_cubin else [("sm_" + arch, True)])
-                for arch_opt, cubin in kinds:
-                    count += 1
-                    opts = options(arch_opt) + (["-Xptxas", "-v"] if cubin else [])
-                    ok, log, out, lowered = nv.compile(code, src.name, opts, cubin, exprs)
-                    what = f"{src.name} [{label}] {arch_opt}"
-                    if ok and cubin:
-                        # ptxas -v's static shared memory must be what the stand-in
-                        # driver reads from the CUBIN.
-                        ptxas, elf = ptxas_shared_sizes(log), elf_shared_sizes(out)
-                        for k in lowered:
-                            got = stand_in_static_smem(elf.get(k, 0), int(arch))
-                            if ptxas.get(k) != got:
-                                failures.append(
-                                    f"{what}: {k}: ptxas -v says {ptxas.get(k)} bytes smem, the stand-in reads {got}"
-                                )
-                        smem_checked += len(lowered)
-                        log = "\n".join(ln for ln in log.splitlines() if not ln.startswith("ptxas")).strip()
-                    if not ok or log:
-                        failures.append(f"{what}: {'error' if not ok else 'warning'}:\n{log}")
-                        continue
-                    absent = [e for e in lowered if e.encode() not in out]
-                    if absent:
-                        failures.append(f"{what}: entry points missing: {absent}")
+                jobs += [(src, code, label, exprs, arch, arch_opt, cubin) for arch_opt, cubin in kinds]
+    failures, smem_checked, t0 = [], 0, time.time()
+
+    def run(job: tuple[Path, str, str, list[str], str, str, bool]) -> tuple[bool, str, bytes, list[str]]:
+        src, code, _, exprs, _, arch_opt, cubin = job
+        opts = options(arch_opt) + (["-Xptxas", "-v"] if cubin else [])
+        return nv.compile(code, src.name, opts, cubin, exprs)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(run, jobs))
+    count = len(jobs)
+    for (src, _, label, _, arch, arch_opt, cubin), (ok, log, out, lowered) in zip(jobs, results, strict=True):
+        what = f"{src.name} [{label}] {arch_opt}"
+        if ok and cubin:
+            # ptxas -v's static shared memory must be what the stand-in
+            # driver reads from the CUBIN.
+            ptxas, elf = ptxas_shared_sizes(log), elf_shared_sizes(out)
+            for k in lowered:
+                got = stand_in_static_smem(elf.get(k, 0), int(arch))
+                if ptxas.get(k) != got:
+                    failures.append(f"{what}: {k}: ptxas -v says {ptxas.get(k)} bytes smem, the stand-in reads {got}")
+            smem_checked += len(lowered)
+            log = "\n".join(ln for ln in log.splitlines() if not ln.startswith("ptxas")).strip()
+        if not ok or log:
+            failures.append(f"{what}: {'error' if not ok else 'warning'}:\n{log}")
+            continue
+        absent = [e for e in lowered if e.encode() not in out]
+        if absent:
+            failures.append(f"{what}: entry points missing: {absent}")
     dt = time.time() - t0
     for f in failures:
         print(f, file=sys.stderr)
