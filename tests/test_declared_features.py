@@ -132,5 +132,6 @@ def test_enum_attribute_refuses_other_values_before_lowering():
             REDUCE_OP(x, mode=bad)
     with pytest.raises(TypeError, match=r"attribute 'mode' \(i64\) is missing"):
         REDUCE_OP(x)
-    with pytest.raises(TypeError, match=r"attribute 'mode' \(enum Mode\) is traced"):
+    advice = r"a static argument under jax\.jit; under jax\.pmap, pass it positionally with static_broadcasted_argnums"
+    with pytest.raises(TypeError, match=rf"attribute 'mode' \(enum Mode\) is traced .*\({advice}\), or close over it"):
         jax.jit(lambda x, m: REDUCE_OP(x, mode=m))(x, jnp.int32(0))

@@ -87,5 +87,6 @@ def test_a_value_no_ffi_dictionary_holds_is_refused_before_lowering(value, error
 
 
 def test_a_traced_value_in_a_dict_is_refused() -> None:
-    with pytest.raises(TypeError, match=r"attribute 'a'\['g'\] is traced"):
+    advice = r"a static argument under jax\.jit; under jax\.pmap, pass it positionally with static_broadcasted_argnums"
+    with pytest.raises(TypeError, match=rf"attribute 'a'\['g'\] is traced .*\({advice}\), or close over it"):
         jax.jit(lambda x, g: DICT(x, a={"g": g})[0]).lower(np.ones(2, np.float32), 1.0)

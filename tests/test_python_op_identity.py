@@ -151,3 +151,21 @@ def test_a_python_op_is_pure_a_call_whose_results_are_unused_does_not_run() -> N
     assert calls == []
     jax.block_until_ready(jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, c: op(c), x))(x))
     assert calls == [1, 1, 1]
+
+
+def test_the_repr_names_the_options_not_at_their_default() -> None:
+    plain = python_op(np.sin, abstract_eval=lambda x: x)
+    assert repr(plain) == "PythonOp('python_op[sin]', fn=<ufunc 'sin'>, vectorized=False)"
+    logged = python_op(
+        np.cos,
+        abstract_eval=lambda x: x,
+        vectorized=True,
+        takes_outputs=True,
+        num_batch_dims=1,
+        has_side_effect=True,
+        name="logged",
+    )
+    assert repr(logged) == (
+        "PythonOp('logged', fn=<ufunc 'cos'>, vectorized=True, takes_outputs=True, num_batch_dims=1, "
+        "has_side_effect=True)"
+    )

@@ -232,6 +232,15 @@ def weak_if_all_weak(inputs: tuple[Any, ...], results: tuple[jax.Array, ...]) ->
 STATIC_UNDER_PMAP = "under jax.pmap, pass it positionally with static_broadcasted_argnums"
 
 
+def traced_attribute(where: str, what: str) -> TypeError:
+    """The TypeError for an attribute of a ``binding`` op given a tracer (``where``
+    names the target and attribute, ``what`` the tracer): how to make it static."""
+    return TypeError(
+        f"{where} is traced ({what}); it must be a Python value known when tracing "
+        f"(a static argument under jax.jit; {STATIC_UNDER_PMAP}), or close over it"
+    )
+
+
 def check_static(fn: str, arg: str, value: Any, position: int) -> None:
     """Raise TypeError if ``value`` is traced (a ``jax.jit`` argument, or under
     ``grad``/``vmap``), saying how to pass it as a static argument: ``fn`` is

@@ -33,7 +33,7 @@ import numpy as np
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import ShapedArray, Tracer
-from xla_ffi_rs._validation import STATIC_UNDER_PMAP, counted
+from xla_ffi_rs._validation import counted, traced_attribute
 from xla_ffi_rs.binding import array_attributes, dict_attributes
 from xla_ffi_rs.binding.symbolic_dims import SymbolicDims
 
@@ -202,10 +202,7 @@ def _what(value: Any) -> str:
 def _convert(target: str, name: str, kind: str, value: Any, where: str | None = None) -> Any:
     where = where or f"{target}: attribute {name!r}"
     if isinstance(value, Tracer):
-        raise TypeError(
-            f"{where} ({kind}) is traced ({_what(value)}); it must be a Python value known when tracing "
-            f"(a static argument under jax.jit; {STATIC_UNDER_PMAP}), or close over it"
-        )
+        raise traced_attribute(f"{where} ({kind})", _what(value))
     if kind == "dict":
         return dict_attributes.checked(target, name, value)
     is_array = kind.startswith("array<") and kind.endswith(">")
@@ -307,7 +304,7 @@ def _enum(target: str, name: str, enum: Mapping[str, Any], value: Any) -> int:
     integer; TypeError for another type, ValueError for a value no variant has."""
     where = f"{target}: attribute {name!r}"
     if isinstance(value, Tracer):
-        raise TypeError(f"{where} (enum {enum['name']}) is traced ({_what(value)}); it must be a Python value")
+        raise traced_attribute(f"{where} (enum {enum['name']})", _what(value))
     variants = [(str(n), int(v)) for n, v in enum["values"]]
     listed = ", ".join(f"{n} = {v}" for n, v in variants)
     if isinstance(value, str):

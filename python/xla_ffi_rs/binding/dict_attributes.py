@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from xla_ffi_rs._compat import Tracer
+from xla_ffi_rs._validation import traced_attribute
 
 __all__ = ["checked", "lowered"]
 
@@ -62,7 +63,7 @@ def checked(target: str, name: str, value: Any, path: str = "") -> FrozenDict:
 def _entry(target: str, name: str, path: str, v: Any) -> Any:
     where = f"{target}: attribute {name!r}{path}"
     if isinstance(v, Tracer):
-        raise TypeError(f"{where} is traced ({type(v).__name__}); it must be a Python value known when tracing")
+        raise traced_attribute(where, type(v).__name__)
     if isinstance(v, Mapping):
         return checked(target, name, v, path)
     if isinstance(v, (bool, np.bool_, str, np.integer, np.floating)):

@@ -38,7 +38,7 @@ from xla_ffi_rs._compat import (
     ordered_effect_sharding,
     set_sharding,
 )
-from xla_ffi_rs._validation import STATIC_UNDER_PMAP, counted
+from xla_ffi_rs._validation import counted, traced_attribute
 from xla_ffi_rs.binding.batch_split import split_batch_alike
 from xla_ffi_rs.binding.declaration import Declaration, check_utf8
 from xla_ffi_rs.binding.op_arguments import check_op_arguments, flags
@@ -266,10 +266,7 @@ class Op:
         where = ", ".join(sorted(set(self.targets.values()))) or self.name
         for name, value in params.items():
             if isinstance(value, Tracer):
-                raise TypeError(
-                    f"{where}: attribute {name!r} is traced ({type(value).__name__}); it must be a Python value "
-                    f"known when tracing (a static argument under jax.jit; {STATIC_UNDER_PMAP}), or close over it"
-                )
+                raise traced_attribute(f"{where}: attribute {name!r}", type(value).__name__)
             try:
                 hash(value)
             except TypeError:

@@ -215,7 +215,12 @@ class PythonOp(Op):
         return super()._eager_impl(*operands, **params)
 
     def __repr__(self) -> str:
-        return f"PythonOp({self.name!r}, fn={self.fn!r}, vectorized={self.vectorized})"
+        """The name, function and ``vectorized``, then the options not at their
+        default (``takes_outputs``, ``num_batch_dims``, ``has_side_effect``)."""
+        options = [("takes_outputs", self.takes_outputs, False), ("num_batch_dims", self.num_batch_dims, None)]
+        options.append(("has_side_effect", self.has_side_effect, False))
+        extra = "".join(f", {name}={value!r}" for name, value, default in options if value != default)
+        return f"PythonOp({self.name!r}, fn={self.fn!r}, vectorized={self.vectorized}{extra})"
 
     def _single_for(self, operands: Sequence[Any], params: dict[str, Any]) -> bool:
         """Whether a call with these static parameters returns one array: abstract_eval
