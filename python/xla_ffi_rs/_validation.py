@@ -25,9 +25,14 @@ import numpy as np
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import Tracer, strongly_typed, weakly_typed
 
-#: The floats the functions compute with (float16 and bfloat16 in float32); float8_e5m2,
-#: the one float8 of NumPy kind "f", is refused like the others.
-_FLOATS_TAKEN = tuple(jnp.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64))
+#: The floating dtypes a normalization (and its kernels) computes in: the float
+#: ops' own list (``xla_ffi::DataType::FLOATS``, what their buffers accept).
+KERNEL_FLOATS: tuple[str, ...] = tuple(_native.kernel_floats())
+
+#: The floats the functions compute with (float16 and bfloat16 in float32), the
+#: kernels' list; float8_e5m2, the one float8 of NumPy kind "f", is refused like the others.
+_FLOATS_TAKEN = tuple(jnp.dtype(t) for t in KERNEL_FLOATS)
+_FLOATS_LISTED = ", ".join(KERNEL_FLOATS[:-1]) + " or " + KERNEL_FLOATS[-1]
 
 
 def check_real_or_integer(fn: str, arg: str, dtype: Any) -> None:
@@ -38,7 +43,7 @@ def check_real_or_integer(fn: str, arg: str, dtype: Any) -> None:
     if dtype.kind not in "iu" and dtype not in _FLOATS_TAKEN:
         raise TypeError(
             f"{fn}: {arg}: expected a real (integer or floating) dtype: integers (int8 to int64, uint8 to "
-            f"uint64) or float16, bfloat16, float32 or float64, got {dtype.name}"
+            f"uint64) or {_FLOATS_LISTED}, got {dtype.name}"
         )
 
 
@@ -161,11 +166,6 @@ def _non_native(dtype: np.dtype) -> str:
     )
 
 
-#: The floating dtypes a normalization (and its kernels) computes in: the float
-#: ops' own list (``xla_ffi::DataType::FLOATS``, what their buffers accept).
-KERNEL_FLOATS: tuple[str, ...] = tuple(_native.kernel_floats())
-
-
 def check_kernel_float(fn: str, arg: str, dtype: Any) -> None:
     """Raise TypeError for a floating dtype the kernels have no loop for (the
     float8 and float4 families) or one packed below a byte (``int4``, ...): JAX's
@@ -173,10 +173,7 @@ def check_kernel_float(fn: str, arg: str, dtype: Any) -> None:
     ``arg``. Other dtypes are left to the op's handler checks."""
     d = jnp.dtype(dtype)
     if (jnp.issubdtype(d, jnp.floating) and d.name not in KERNEL_FLOATS) or jax.dtypes.itemsize_bits(d) < 8:
-        raise TypeError(
-            f"{fn}: {arg}: expected a float array of {', '.join(KERNEL_FLOATS[:-1])} or {KERNEL_FLOATS[-1]}, "
-            f"got {d.name}"
-        )
+        raise TypeError(f"{fn}: {arg}: expected a float array of {_FLOATS_LISTED}, got {d.name}")
 
 
 def check_eps_fits(fn: str, eps: float, x_dtype: Any, weight_dtype: Any) -> None:
