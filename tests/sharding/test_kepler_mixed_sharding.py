@@ -120,3 +120,30 @@ def test_vmap_over_split_mean_anomaly_with_an_eccentricity_off_the_mesh(call: st
         s = f(m_split) if call == "eager" else jax.jit(f)(m_split)
         close(s, np.sin(big_e), f"sin(E) ({call})")
         assert jax.typeof(s).sharding.spec == P("a", None), jax.typeof(s).sharding.spec
+
+
+@pytest.mark.parametrize("m_spec", [P("a", "b"), P(None, "b"), P(("a", "b"), None)], ids=str)
+def test_an_eager_call_on_split_mean_anomaly_with_an_eccentricity_off_the_mesh(m_spec: P) -> None:
+    """Eager calls, no ``jax.set_mesh``: M split on explicit mesh axes, e a Python
+    float, a host array or a JAX array on one device. Placing e like M took the mesh
+    of M's type, which has no devices, and every call failed in JAX ("Length of device
+    assignment 1 ..." or "is_fully_addressable is not implemented for AbstractMesh")
+    where jnp's ``sin(M) * e`` works; the ops, the op a ``binding`` declaration makes,
+    and an eager ``vmap`` over M's split first axis are typed as jnp's result."""
+    m = np.random.default_rng(7).uniform(-7, 7, (8, 6))
+    m_split = jax.device_put(m, NamedSharding(mesh("2d"), m_spec))
+    op = xr.binding.op(xr.declarations()["xla_ffi_rs.kepler"])
+    big_e = kepler_solve_np(m, 0.3)
+    for e in (0.3, np.full((8, 6), 0.3), jnp.full((8, 6), 0.3)):
+        expected = jax.typeof(jnp.sin(m_split) * e).sharding.spec
+        calls = {"kepler": lambda e=e: xr.kepler(m_split, e)[0]}
+        if np.ndim(e):  # a declared op takes operands of the declared shapes as they are
+            calls["binding op"] = lambda e=e: op(m_split, e)[0]
+        for name, call in calls.items():
+            s = call()
+            close(s, np.sin(big_e), f"sin(E) ({name}, e a {type(e).__name__})")
+            assert jax.typeof(s).sharding.spec == expected, (name, jax.typeof(s).sharding.spec, expected)
+    if m_spec[0] is not None:
+        s = jax.vmap(lambda m: xr.kepler(m, 0.3)[0])(m_split)
+        close(s, np.sin(big_e), "sin(E) (eager vmap)")
+        assert jax.typeof(s).sharding.spec == jax.typeof(jnp.sin(m_split)).sharding.spec

@@ -17,13 +17,25 @@ from typing import Any
 
 import jax
 
-__all__ = ["split_batch_alike"]
+from xla_ffi_rs._compat import Tracer
+
+__all__ = ["mesh_of", "split_batch_alike"]
 
 
 def _names(entry: Any) -> set[Any]:
     if entry is None:
         return set()
     return set(entry) if isinstance(entry, tuple) else {entry}
+
+
+def mesh_of(x: Any, aval: Any) -> Any:
+    """The mesh ``x`` (of type ``aval``) is split on: an eager (concrete) array's own
+    sharding's, which has the devices (its type's mesh is abstract, and a value cannot
+    be placed on that), else its type's."""
+    concrete = None if isinstance(x, Tracer) else getattr(x, "sharding", None)
+    if isinstance(concrete, jax.sharding.NamedSharding):
+        return concrete.mesh
+    return getattr(getattr(aval, "sharding", None), "mesh", None)
 
 
 def split_batch_alike(
@@ -42,8 +54,8 @@ def split_batch_alike(
         return operands
     first = next(
         (
-            (spec[:n_batch], aval.sharding.mesh)
-            for aval, spec, b in zip(avals, specs, batched, strict=False)
+            (spec[:n_batch], mesh_of(x, aval))
+            for x, aval, spec, b in zip(operands, avals, specs, batched, strict=False)
             if b and aval is not None and spec is not None and any(e is not None for e in spec[:n_batch])
         ),
         None,
@@ -62,6 +74,11 @@ def split_batch_alike(
         rest = [None if _names(e) & used else e for e in spec[n_batch:]]
         sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*lead, *rest))
         if aval.sharding.mesh.empty:
+            if isinstance(mesh, jax.sharding.AbstractMesh) and not isinstance(x, Tracer):
+                # A concrete value beside a traced one typed on a mesh without devices
+                # (an eager vmap): nowhere to place it, and no cotangent to type, as
+                # nothing traces it; JAX's own ops take it as it is.
+                continue
             # A value made off the mesh (a host array, a constant): placed there, as
             # reshard's transpose cannot bring a cotangent back to no mesh under vmap.
             out[i] = jax.device_put(x, sharding)

@@ -30,7 +30,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from xla_ffi_rs._compat import NOT_MAPPED, Tracer, ad
+from xla_ffi_rs._compat import NOT_MAPPED, ad
+from xla_ffi_rs.binding.batch_split import mesh_of
 from xla_ffi_rs.binding.op_class import freeze
 from xla_ffi_rs.binding.sequential import sequential_map
 
@@ -91,12 +92,7 @@ def _batch_axis_entry(operands: Sequence[Any], dims: Sequence[BatchDim]) -> tupl
             lead = spec[d] if d < len(spec) else None
             if lead is None:
                 return None, None
-            # An eager (concrete) operand's own sharding has the devices, its type's mesh not.
-            concrete = getattr(x, "sharding", None) if not isinstance(x, Tracer) else None
-            mesh = (
-                concrete.mesh if isinstance(concrete, jax.sharding.NamedSharding) else getattr(sharding, "mesh", None)
-            )
-            return lead, mesh
+            return lead, mesh_of(x, jax.typeof(x))
     return None, None
 
 

@@ -62,6 +62,7 @@ from jax.typing import ArrayLike
 
 from xla_ffi_rs import _native, binding
 from xla_ffi_rs._compat import (
+    Tracer,
     ad,
     batching_rule,
     closed_call_p,
@@ -73,6 +74,7 @@ from xla_ffi_rs._compat import (
     standard_numpy,
 )
 from xla_ffi_rs._validation import array_like, check_real_or_integer, weak_if_all_weak
+from xla_ffi_rs.binding.batch_split import mesh_of
 from xla_ffi_rs.binding.op_class import explicit_spec
 
 __all__ = [
@@ -452,14 +454,27 @@ def _broadcast_alike(m: jax.Array, e: jax.Array, shape: tuple[int, ...]) -> tupl
         spec = explicit_spec(_result_type(jnp.add, m, e))
     except Exception:  # splits jax cannot combine: m's
         spec = explicit_spec(_result_type(lambda m: jnp.broadcast_to(m, shape), m))
-    mesh = jax.typeof(m if specs[0] is not None else e).sharding.mesh
+    split = m if specs[0] is not None else e
+    mesh = mesh_of(split, jax.typeof(split))  # eager: the devices' mesh, to place a host array on
     sharding = NamedSharding(mesh, P(*(spec or ())))
 
     def alike(a: jax.Array, a_spec: Any) -> jax.Array:
+        if tuple(a.shape) == shape and a_spec == spec:
+            return a
+        if not isinstance(a, Tracer):
+            # A concrete array in an eager call: placed like the other (jax 0.10 neither
+            # broadcasts nor reshards one onto the devices of another's split); beside a
+            # traced one whose mesh has no devices (an eager vmap), broadcast and left
+            # off the mesh: nothing traces it, so no cotangent must be typed like it.
+            if isinstance(mesh, jax.sharding.AbstractMesh):
+                return jnp.broadcast_to(a, shape)
+            placed: jax.Array = jax.device_put(jnp.broadcast_to(a, shape), sharding)
+            return placed
         if tuple(a.shape) != shape:
             out: jax.Array = jnp.broadcast_to(a, shape, out_sharding=sharding)
             return out
-        return a if a_spec == spec else jax.sharding.reshard(a, sharding)
+        moved: jax.Array = jax.sharding.reshard(a, sharding)
+        return moved
 
     return alike(m, specs[0]), alike(e, specs[1])
 
