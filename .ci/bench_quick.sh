@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 need_py312
-install_wheel "$XFR_PY312" "${XFR_WHEEL:-$(build_wheel)}"
+# XFR_WHEEL_INSTALLED=1 (.ci/run): the wheel is installed in Python 3.12's venv already.
+[ -n "${XFR_WHEEL_INSTALLED:-}" ] || install_wheel "$XFR_PY312" "${XFR_WHEEL:-$(build_wheel)}"
 
 log "benchmark harness (--quick: tiny sizes, proves it runs)"
 XFR_BENCH_NO_BUILD=1 XFR_BENCH_ONLY=py312 XFR_PY312="$XFR_PY312" bash benchmarks/run.sh --quick >/dev/null

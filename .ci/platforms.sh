@@ -221,7 +221,8 @@ arm_wheel() {
     # qemu): accuracy in every dtype, jit, grad, vmap of grad; the whole suite runs
     # on aarch64 on the workflow's arm runner.
     log "op tests on the aarch64 wheel under qemu (and .ci/wheel_smoke.py beside them): $ARM_TESTS"
-    PYTHONPATH="$out/site:$ARM_SITE" arm_py -m pytest -q -p no:cacheprovider \
+    # XLA at LLVM's -O0, as in .ci/python.sh: XLA's compiles are most of the time.
+    PYTHONPATH="$out/site:$ARM_SITE" XLA_FLAGS=--xla_backend_optimization_level=0 arm_py -m pytest -q -p no:cacheprovider \
         tests/ops/kepler/test_kepler.py tests/ops/rms_norm/test_rms_norm.py -k "$ARM_TESTS" || tests_rc=$?
     wait "$smoke_pid" || smoke_rc=$?
     log ".ci/wheel_smoke.py on the aarch64 wheel under qemu (exit $smoke_rc)"

@@ -11,8 +11,10 @@
 #
 # XFR_WHEEL: a wheel already built (by .ci/run) to install instead of building one.
 # XFR_SUITE=ops: only the op tests (OP_TESTS below: the ops, their derivatives,
-# the declared bindings, the examples, sharding), not the whole suite; what .ci/run
-# runs on the pair of the newest jax (the workflow runs every pair in full).
+# the declared bindings, the examples; OP_SHARDING_TESTS: the ops' own sharding
+# tests), not the whole suite; what .ci/run runs on the pair of the newest jax,
+# whose jax the full suite already ran on with Python 3.12 (the workflow runs every
+# pair in full).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -25,15 +27,27 @@ esac
 
 OP_TESTS=(tests/ops tests/test_op_fixtures.py tests/test_public_types.py
     tests/test_binding_declared.py tests/test_examples.py tests/test_raw_targets.py tests/test_export.py)
+OP_SHARDING_TESTS=(tests/sharding/test_kepler_sharding.py tests/sharding/test_kepler_derivatives_sharding.py
+    tests/sharding/test_rms_norm_sharding.py)
+
+# XLA's CPU backend compiles at LLVM's -O0, which takes about an eighth off the
+# suites' CPU time (measured in CONTRIBUTING.md) without changing what they test: XLA's HLO
+# passes, which decide fusion, layouts, aliasing and buffers, run as always, and
+# the ops' kernels are our own release builds; only the machine code XLA makes for
+# JAX's own operations is less optimized.
+FAST_XLA=--xla_backend_optimization_level=0
 
 # suite PYTHON: the whole suite on one Python (the wheel installed first).
 suite() {
-    local py="$1" tests=(tests --ignore=tests/sharding)
-    [ "${XFR_SUITE:-all}" = ops ] && tests=("${OP_TESTS[@]}")
+    local py="$1" tests=(tests --ignore=tests/sharding) sharding=(tests/sharding)
+    if [ "${XFR_SUITE:-all}" = ops ]; then
+        tests=("${OP_TESTS[@]}")
+        sharding=("${OP_SHARDING_TESTS[@]}")
+    fi
     log "pytest (${XFR_SUITE:-all}) with $("$py" -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")')"
-    "$py" -m pytest -q -p no:cacheprovider "${tests[@]}"
+    XLA_FLAGS="$FAST_XLA" "$py" -m pytest -q -p no:cacheprovider "${tests[@]}"
     log "sharding tests (8 forced CPU devices, own process)"
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 "$py" -m pytest -q -p no:cacheprovider tests/sharding
+    XLA_FLAGS="--xla_force_host_platform_device_count=8 $FAST_XLA" "$py" -m pytest -q -p no:cacheprovider "${sharding[@]}"
 }
 
 wheel="${XFR_WHEEL:-$(build_wheel)}"

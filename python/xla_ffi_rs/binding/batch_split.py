@@ -19,10 +19,11 @@ import jax
 
 from xla_ffi_rs._compat import Tracer
 
-__all__ = ["mesh_of", "split_batch_alike"]
+__all__ = ["entry_axes", "mesh_of", "split_batch_alike"]
 
 
-def _names(entry: Any) -> set[Any]:
+def entry_axes(entry: Any) -> set[Any]:
+    """The mesh axis names in one entry of a partition spec (None, a name or a tuple)."""
     if entry is None:
         return set()
     return set(entry) if isinstance(entry, tuple) else {entry}
@@ -63,7 +64,7 @@ def split_batch_alike(
     if first is None:
         return operands
     lead, mesh = first
-    used = set().union(*(_names(e) for e in lead))
+    used = set().union(*(entry_axes(e) for e in lead))
     out = list(operands)
     for i, (x, aval, spec, b) in enumerate(zip(operands, avals, specs, batched, strict=False)):
         if not b or aval is None or aval.ndim < n_batch:
@@ -71,7 +72,7 @@ def split_batch_alike(
         spec = spec or (None,) * aval.ndim
         if spec[:n_batch] == lead:
             continue
-        rest = [None if _names(e) & used else e for e in spec[n_batch:]]
+        rest = [None if entry_axes(e) & used else e for e in spec[n_batch:]]
         sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*lead, *rest))
         if aval.sharding.mesh.empty:
             if isinstance(mesh, jax.sharding.AbstractMesh) and not isinstance(x, Tracer):

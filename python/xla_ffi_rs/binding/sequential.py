@@ -22,6 +22,7 @@ import jax
 
 from xla_ffi_rs import _native
 from xla_ffi_rs._compat import Tracer
+from xla_ffi_rs.binding.batch_split import entry_axes
 from xla_ffi_rs.binding.op_class import explicit_spec
 
 __all__ = ["CACHE_SIZE", "sequential_map"]
@@ -48,9 +49,8 @@ def _split_axis_0(y: Any, lead: Any) -> Any:
     keeps its slice, nothing moves. Left as it is where its type already uses them."""
     aval = jax.typeof(y)
     spec = explicit_spec(aval) or (None,) * y.ndim
-    names = set(lead if isinstance(lead, tuple) else (lead,))
-    used = {a for entry in spec[1:] if entry is not None for a in (entry if isinstance(entry, tuple) else (entry,))}
-    if not y.ndim or spec[0] is not None or names & used:
+    used = set().union(*(entry_axes(entry) for entry in spec[1:]))
+    if not y.ndim or spec[0] is not None or entry_axes(lead) & used:
         return y
     return jax.sharding.reshard(y, aval.sharding.update(spec=jax.sharding.PartitionSpec(lead, *spec[1:])))
 
