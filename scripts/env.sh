@@ -117,10 +117,16 @@ make_venv() {
 }
 
 setup_venvs() {
+    local py311_pid=""
+    # The two venvs side by side: each is mostly one pip process.
+    if [ "${XFR_SKIP_PY311:-0}" != 1 ]; then
+        make_venv "$XFR_VENV_DIR/py311" "$(find_python 3.11)" "$JAX_311" pytest numpy flatbuffers matplotlib &
+        py311_pid=$!
+    fi
     make_venv "$XFR_VENV_DIR/py312" "$(find_python 3.12)" "$JAX_312" "maturin>=1.7,<2" pytest numpy flatbuffers matplotlib
     export XFR_PY312="$XFR_VENV_DIR/py312/bin/python"
-    if [ "${XFR_SKIP_PY311:-0}" != 1 ]; then
-        make_venv "$XFR_VENV_DIR/py311" "$(find_python 3.11)" "$JAX_311" pytest numpy flatbuffers matplotlib
+    if [ -n "$py311_pid" ]; then
+        wait "$py311_pid" || return
         export XFR_PY311="$XFR_VENV_DIR/py311/bin/python"
     fi
     # The handlers report FFI API 0.3, so the one (abi3) wheel loads on both jaxlibs.
