@@ -51,7 +51,20 @@ export XFR_STUB_DRIVER="$stub" XLA_FFI_RS_NVRTC="$nvrtc"
 export LD_LIBRARY_PATH="$stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Debug build (the one .ci/run's cargo test made): the emulated kernels are C++
 # compiled with -O2 in the stand-in, so only the CPU reference runs unoptimised.
-cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub -- --test-threads=2
+# The stand-in runs one kernel at a time per process, so the CPU-twin matrix (most of
+# the time here) is split between two processes side by side: this one runs every
+# test with the even cases, a second one the matrix's odd cases.
+stub_test=(cargo test -p xla-ffi-rs-ops --features fixture --test cuda_stub)
+"${stub_test[@]}" --no-run
+odd_log="$(mktemp)"
+trap 'rm -f "$odd_log"' EXIT
+XFR_STUB_CASES=1/2 "${stub_test[@]}" -- --exact matrix::every_cuda_target_matches_its_cpu_twin >"$odd_log" 2>&1 &
+odd_pid=$!
+odd_rc=0
+XFR_STUB_CASES=0/2 "${stub_test[@]}" -- --test-threads=2 || { wait "$odd_pid" || true; cat "$odd_log"; exit 1; }
+wait "$odd_pid" || odd_rc=$?
+cat "$odd_log"
+[ "$odd_rc" = 0 ] || { echo "error: the matrix's odd cases failed (exit $odd_rc)" >&2; exit 1; }
 cargo test -p xla-ffi --features cuda,testing --lib cuda
 # The handlers again with NVRTC 12 (nvidia-cuda-nvrtc-cu12, what jax[cuda12]
 # installs): the loader takes libnvrtc.so.12 (docs/gpu.md, "CUDA 12 and 13"). The

@@ -13,7 +13,9 @@
 //! Run by `.ci/cuda_emu.sh`, which builds the stand-in and sets `XFR_STUB_DRIVER`
 //! (its folder), `LD_LIBRARY_PATH` and `XLA_FFI_RS_NVRTC`. Without `XFR_STUB_DRIVER`
 //! every test here but the check that each op's fixture makes cases returns at once
-//! (a plain `cargo test` has no driver).
+//! (a plain `cargo test` has no driver). `XFR_STUB_CASES=i/n` runs every n-th case of
+//! the CPU-twin matrix from the i-th, for n processes side by side (`.ci/cuda_emu.sh`
+//! runs two).
 #![cfg(feature = "fixture")]
 
 mod cases;

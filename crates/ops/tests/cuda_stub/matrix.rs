@@ -165,14 +165,34 @@ fn refused(p: &Prepared, dev: &[DeviceBuffer], scratch: &[Buf], counts: &Counts)
     }
 }
 
+/// Which cases of [`every_cuda_target_matches_its_cpu_twin`] this process runs:
+/// `XFR_STUB_CASES=i/n` takes every n-th case from the i-th (0-based), so that n
+/// processes side by side run them all (the stand-in driver runs one kernel at a
+/// time per process); unset, every case.
+fn case_share() -> (usize, usize) {
+    let Some(v) = std::env::var_os("XFR_STUB_CASES") else { return (0, 1) };
+    let v = v.to_string_lossy();
+    let parsed = v.split_once('/').and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
+    match parsed {
+        Some((i, n)) if i < n => (i, n),
+        _ => panic!("XFR_STUB_CASES: expected i/n with 0 <= i < n (as 1/2), got {v:?}"),
+    }
+}
+
 /// Every CUDA target of every op against its CPU twin (two threads take the cases
-/// in turn).
+/// in turn; `XFR_STUB_CASES` splits them between processes).
 #[test]
 fn every_cuda_target_matches_its_cpu_twin() {
     need_stub!();
     let all = targets();
-    let jobs: Vec<(&Target, xla_ffi_rs_ops::fixture::Sample)> =
-        all.iter().flat_map(|t| t.cases().into_iter().map(move |s| (t, s))).collect();
+    let (share, shares) = case_share();
+    let jobs: Vec<(&Target, xla_ffi_rs_ops::fixture::Sample)> = all
+        .iter()
+        .flat_map(|t| t.cases().into_iter().map(move |s| (t, s)))
+        .enumerate()
+        .filter_map(|(k, job)| (k % shares == share).then_some(job))
+        .collect();
+    assert!(!jobs.is_empty(), "no case for this share ({share}/{shares})");
     let next = AtomicUsize::new(0);
     let counts = Counts::default();
     // (target, cases, seconds)
